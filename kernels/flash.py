@@ -1,0 +1,289 @@
+"""FlashAttention forward in Triton (FlashAttention-2 style), also runnable in Triton's CPU interpreter.
+
+One program per (query block, batch·head). It loads its Q block once, streams the K/V tiles through
+on-chip memory, keeps the running row max m and row sum l in fp32 (online softmax in base 2, with
+log2(e) folded into the scale), rescales the accumulator when the max grows, and writes O once.
+Nothing of size N×N is allocated: the extra memory is O plus the row log-sum-exp (LSE).
+
+A trace mode (compile-time flags, free when off) records what the kernel did: per (query block,
+key block) step the running max, sum and rescale factor of the block's rows and the block's output
+so far; and per program the SM it ran on with start and end timestamps (GPU only).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.inputs import check_attention_inputs, dot_modes
+from kernels.runtime import INTERPRET
+
+LN2 = math.log(2.0)
+
+
+@triton.jit
+def _sm_id():
+    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _global_timer_ns():
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn,
+                    lo, hi, qk_scale, seq_len, offs_m, offs_n,
+                    trace_stats, trace_out, offs_d,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+                    MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+                    DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, TRACE: tl.constexpr):
+    for start_n in range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        # -- load the K tile (transposed, HEAD_DIM × BLOCK_N) into SRAM --
+        if MASKED:
+            key_in_range = (start_n + offs_n) < seq_len
+            k = tl.load(k_ptrs + start_n * stride_kn, mask=key_in_range[None, :], other=0.0)
+        else:
+            k = tl.load(k_ptrs + start_n * stride_kn)
+        if DOT_FP32:
+            k = k.to(tl.float32)
+        # -- compute qk: scores of this tile, in log2 units --
+        qk = tl.dot(q, k, input_precision=PRECISION) * qk_scale
+        if MASKED:
+            keep = key_in_range[None, :]
+            if CAUSAL:
+                keep = keep & (offs_m[:, None] >= (start_n + offs_n)[None, :])
+            qk = tl.where(keep, qk, float("-inf"))
+        # -- update m_i and l_i (online softmax) --
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.math.exp2(qk - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        # -- rescale the accumulator, then add P·V --
+        if MASKED:
+            v = tl.load(v_ptrs + start_n * stride_vn, mask=key_in_range[:, None], other=0.0)
+        else:
+            v = tl.load(v_ptrs + start_n * stride_vn)
+        p = p.to(v.dtype)
+        if DOT_FP32:
+            p = p.to(tl.float32)
+            v = v.to(tl.float32)
+        acc = acc * alpha[:, None]
+        acc = tl.dot(p, v, acc, input_precision=PRECISION)
+        m_i = m_new
+        if TRACE:
+            # -- record the step: m, l, alpha of the block's rows and its normalized output so far --
+            step = start_n // BLOCK_N
+            stats = trace_stats + step * (3 * BLOCK_M)
+            tl.store(stats + tl.arange(0, BLOCK_M), m_i)
+            tl.store(stats + BLOCK_M + tl.arange(0, BLOCK_M), l_i)
+            tl.store(stats + 2 * BLOCK_M + tl.arange(0, BLOCK_M), alpha)
+            out = trace_out + step * (BLOCK_M * HEAD_DIM)
+            rows = tl.arange(0, BLOCK_M)
+            tl.store(out + rows[:, None] * HEAD_DIM + offs_d[None, :], acc / l_i[:, None])
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
+              sm_scale, seq_len, heads, n_k_blocks,
+              stride_qb, stride_qh, stride_qn, stride_qd,
+              stride_kb, stride_kh, stride_kn, stride_kd,
+              stride_vb, stride_vh, stride_vn, stride_vd,
+              stride_ob, stride_oh, stride_on, stride_od,
+              HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+              CAUSAL: tl.constexpr, DOT_FP32: tl.constexpr, PRECISION: tl.constexpr,
+              TRACE: tl.constexpr, TRACE_SM_ON: tl.constexpr):
+    start_m = tl.program_id(0)
+    off_bh = tl.program_id(1)
+    if TRACE_SM_ON:
+        t_start = _global_timer_ns()
+    off_b = (off_bh // heads).to(tl.int64)
+    off_h = (off_bh % heads).to(tl.int64)
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q_ptrs = Q + off_b * stride_qb + off_h * stride_qh + offs_m[:, None] * stride_qn + offs_d[None, :] * stride_qd
+    k_ptrs = K + off_b * stride_kb + off_h * stride_kh + offs_n[None, :] * stride_kn + offs_d[:, None] * stride_kd
+    v_ptrs = V + off_b * stride_vb + off_h * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd
+    # -- load the Q block once; it stays in SRAM for the whole K/V sweep --
+    q = tl.load(q_ptrs, mask=offs_m[:, None] < seq_len, other=0.0)
+    if DOT_FP32:
+        q = q.to(tl.float32)
+    qk_scale = sm_scale * 1.4426950408889634  # log2(e): exp(x) == exp2(x·log2 e)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    n_q_blocks = tl.num_programs(0)
+    program = off_bh * n_q_blocks + start_m
+    trace_stats = TRACE_STATS + program.to(tl.int64) * n_k_blocks * 3 * BLOCK_M
+    trace_out = TRACE_OUT + program.to(tl.int64) * n_k_blocks * BLOCK_M * HEAD_DIM
+    # Key tiles split into a part no row of the block needs masked (full tiles left of the diagonal,
+    # or all full tiles when not causal) and a masked part (the diagonal tiles, or the seq_len tail).
+    if CAUSAL:
+        masked_lo = (start_m * BLOCK_M) // BLOCK_N * BLOCK_N
+        masked_hi = tl.minimum((start_m + 1) * BLOCK_M, seq_len)
+    else:
+        masked_lo = seq_len // BLOCK_N * BLOCK_N
+        masked_hi = seq_len
+    acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn,
+                                    0, masked_lo, qk_scale, seq_len, offs_m, offs_n,
+                                    trace_stats, trace_out, offs_d,
+                                    BLOCK_M, BLOCK_N, HEAD_DIM, False, CAUSAL, DOT_FP32, PRECISION, TRACE)
+    acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn,
+                                    masked_lo, masked_hi, qk_scale, seq_len, offs_m, offs_n,
+                                    trace_stats, trace_out, offs_d,
+                                    BLOCK_M, BLOCK_N, HEAD_DIM, True, CAUSAL, DOT_FP32, PRECISION, TRACE)
+    # -- write O and the row log-sum-exp (natural log) once --
+    row_in_range = offs_m < seq_len
+    lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
+    tl.store(LSE + off_bh.to(tl.int64) * seq_len + offs_m, lse, mask=row_in_range)
+    o = acc / l_i[:, None]
+    o_ptrs = O + off_b * stride_ob + off_h * stride_oh + offs_m[:, None] * stride_on + offs_d[None, :] * stride_od
+    tl.store(o_ptrs, o.to(O.dtype.element_ty), mask=row_in_range[:, None])
+    if TRACE_SM_ON:
+        record = TRACE_SM + program.to(tl.int64) * 3
+        tl.store(record, _sm_id().to(tl.int64))
+        tl.store(record + 1, t_start)
+        tl.store(record + 2, _global_timer_ns())
+
+
+# -- configs --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FlashConfig:
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+
+# Chosen per (head_dim, dtype bytes, causal) by `python -m kernels.bench --tune` on an H200; see
+# BENCHMARKS.md. A shape class not listed falls back to `_default_config`.
+TUNED_CONFIGS: dict[tuple[int, int, bool], FlashConfig] = {}
+
+# The interpreter costs about 10 ms per tile whatever its size, so it gets large tiles.
+_INTERPRETER_CONFIG = FlashConfig(block_m=64, block_n=64, num_warps=4, num_stages=1)
+
+
+def _default_config(head_dim: int, dtype_bytes: int) -> FlashConfig:
+    if head_dim <= 64:
+        return FlashConfig(128, 64, 4, 3)
+    if head_dim == 128:
+        return FlashConfig(128, 64, 8, 3) if dtype_bytes == 2 else FlashConfig(64, 32, 4, 2)
+    return FlashConfig(64, 32, 4, 2) if dtype_bytes == 2 else FlashConfig(32, 32, 4, 1)
+
+
+def config_for(head_dim: int, dtype: torch.dtype, causal: bool) -> FlashConfig:
+    """The tile shape and launch settings used for this shape class (tuned once, kept in the package)."""
+    if INTERPRET:
+        return _INTERPRETER_CONFIG
+    dtype_bytes = torch.empty((), dtype=dtype).element_size()
+    return TUNED_CONFIGS.get((head_dim, dtype_bytes, causal), _default_config(head_dim, dtype_bytes))
+
+
+def smem_bytes(block_m: int, block_n: int, head_dim: int, dtype_bytes: int, num_stages: int = 2) -> int:
+    """Shared memory a tile shape needs, roughly: the Q block plus `num_stages` buffered K and V tiles."""
+    return block_m * head_dim * dtype_bytes + num_stages * 2 * block_n * head_dim * dtype_bytes
+
+
+def _check_tiles(block_m: int, block_n: int) -> None:
+    for name, size in (("block_m", block_m), ("block_n", block_n)):
+        if not isinstance(size, int) or size < 16 or size > 256 or size & (size - 1):
+            raise ValueError(f"{name} must be a power of two from 16 to 256 (tl.dot needs ≥ 16); got {size!r}")
+
+
+# -- wrapper --------------------------------------------------------------------------------------
+
+@dataclass
+class _TraceBuffers:
+    stats: torch.Tensor  # (B·H, n_q_blocks, n_k_blocks, 3, BLOCK_M) fp32: m (log2 units), l, alpha
+    out: torch.Tensor    # (B·H, n_q_blocks, n_k_blocks, BLOCK_M, HEAD_DIM) fp32: acc / l
+    sm: torch.Tensor     # (B·H, n_q_blocks, 3) int64: SM id, start ns, end ns
+
+
+def _launch_flash(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
+                  trace: _TraceBuffers | None = None, trace_sm: torch.Tensor | None = None):
+    batch, heads, seq_len, head_dim = q.shape  # (B, H, N, D)
+    o = torch.empty_like(q, memory_format=torch.contiguous_format)  # (B, H, N, D)
+    lse = torch.empty((batch, heads, seq_len), dtype=torch.float32, device=q.device)  # (B, H, N)
+    n_q_blocks = triton.cdiv(seq_len, config.block_m)
+    n_k_blocks = triton.cdiv(seq_len, config.block_n)
+    dot_fp32, precision = dot_modes(q.dtype)
+    grid = (n_q_blocks, batch * heads)
+    _attn_fwd[grid](
+        q, k, v, o, lse,
+        trace.stats if trace is not None else lse,
+        trace.out if trace is not None else lse,
+        trace_sm if trace_sm is not None else lse,
+        sm_scale, seq_len, heads, n_k_blocks,
+        *q.stride(), *k.stride(), *v.stride(), *o.stride(),
+        HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+        CAUSAL=causal, DOT_FP32=dot_fp32, PRECISION=precision,
+        TRACE=trace is not None, TRACE_SM_ON=trace_sm is not None,
+        num_warps=config.num_warps, num_stages=config.num_stages,
+    )
+    return o, lse
+
+
+def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                    sm_scale: float | None = None, return_lse: bool = False,
+                    config: FlashConfig | None = None):
+    """Attention output O = softmax(sm_scale · Q Kᵀ [causal mask]) V, computed tile by tile.
+
+    q, k, v: (batch, heads, seq_len, head_dim) in fp16, bf16 or fp32; head_dim in 16, 32, 64, 128, 256;
+    any seq_len ≥ 1. sm_scale defaults to 1/sqrt(head_dim). Returns O (batch, heads, seq_len, head_dim)
+    in the input dtype, and with return_lse=True also the row log-sum-exp (batch, heads, seq_len), fp32,
+    natural log. Forward only (no autograd). `config` overrides the tuned tile shape.
+    """
+    q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
+    config = config or config_for(q.shape[-1], q.dtype, causal)
+    _check_tiles(config.block_m, config.block_n)
+    o, lse = _launch_flash(q, k, v, causal, sm_scale, config)
+    return (o, lse) if return_lse else o
+
+
+def flash_attention_traced(q, k, v, causal: bool, block_m: int, block_n: int, sm_scale: float | None = None,
+                           record_sm: bool = False):
+    """Run the flash kernel in trace mode. Returns (O, LSE, trace) where trace holds NumPy-ready tensors:
+
+    stats (B·H, n_q_blocks, n_k_blocks, 3, block_m): m in natural-log units, l, alpha; NaN where the kernel
+    did not run the step (causal skipping). out (B·H, n_q_blocks, n_k_blocks, block_m, head_dim).
+    sm (B·H, n_q_blocks, 3) int64 (SM id, start ns, end ns) when record_sm (GPU only), else None.
+    """
+    q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
+    _check_tiles(block_m, block_n)
+    if record_sm and INTERPRET:
+        raise ValueError("SM ids and timestamps exist only on a GPU; the interpreter path cannot record them")
+    batch, heads, seq_len, head_dim = q.shape
+    n_q, n_k = triton.cdiv(seq_len, block_m), triton.cdiv(seq_len, block_n)
+    bh = batch * heads
+    stats = torch.full((bh, n_q, n_k, 3, block_m), float("nan"), dtype=torch.float32, device=q.device)
+    out = torch.full((bh, n_q, n_k, block_m, head_dim), float("nan"), dtype=torch.float32, device=q.device)
+    sm = torch.full((bh, n_q, 3), -1, dtype=torch.int64, device=q.device) if record_sm else None
+    base = config_for(head_dim, q.dtype, causal)
+    config = FlashConfig(block_m, block_n, base.num_warps, min(base.num_stages, 2))
+    o, lse = _launch_flash(q, k, v, causal, sm_scale, config, _TraceBuffers(stats, out, sm), sm)
+    stats[:, :, :, 0] *= LN2  # the kernel keeps m in log2 units
+    return o, lse, _TraceBuffers(stats, out, sm)
+
+
+def flash_attention_sm_timeline(q, k, v, causal: bool, sm_scale: float | None = None,
+                                config: FlashConfig | None = None):
+    """Run the flash kernel recording only, per program, its SM and start/end timestamps (GPU only).
+
+    Returns (O, sm) with sm (B·H, n_q_blocks, 3) int64: SM id, start ns, end ns (%globaltimer).
+    """
+    q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
+    if INTERPRET:
+        raise ValueError("SM ids and timestamps exist only on a GPU; the interpreter path cannot record them")
+    config = config or config_for(q.shape[-1], q.dtype, causal)
+    batch, heads, seq_len, _ = q.shape
+    sm = torch.full((batch * heads, triton.cdiv(seq_len, config.block_m), 3), -1, dtype=torch.int64,
+                    device=q.device)
+    o, _ = _launch_flash(q, k, v, causal, sm_scale, config, trace_sm=sm)
+    return o, sm

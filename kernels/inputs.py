@@ -1,0 +1,71 @@
+"""Argument checks shared by the flash and naive wrappers: a clear error instead of a compile trace."""
+from __future__ import annotations
+
+import math
+from numbers import Real
+
+import torch
+
+from kernels.runtime import DEVICE, INTERPRET
+
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+SUPPORTED_HEAD_DIMS = (16, 32, 64, 128, 256)
+DTYPE_NAMES = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
+DTYPES_BY_NAME = {name: dtype for dtype, name in DTYPE_NAMES.items()}
+# Offsets inside one head are 32-bit in the kernels; larger strides are made contiguous first.
+_INT32_LIMIT = 2**31
+
+
+def check_attention_inputs(q, k, v, causal, sm_scale) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
+    """Validate (q, k, v, causal, sm_scale); return kernel-ready q, k, v and the softmax scale.
+
+    q, k, v: (batch, heads, seq_len, head_dim), one dtype of fp16/bf16/fp32, on the active device.
+    Non-contiguous inputs are accepted (strides are passed to the kernels); a last dimension that is
+    not unit-stride, or strides too large for 32-bit in-head offsets, are copied to contiguous memory.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"{name} must be 4-D (batch, heads, seq_len, head_dim); got shape {tuple(t.shape)}")
+    if not (q.shape == k.shape == v.shape):
+        raise ValueError(f"q, k and v must have the same shape (batch, heads, seq_len, head_dim); got "
+                         f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k and v must share one dtype; got q {q.dtype}, k {k.dtype}, v {v.dtype}")
+    if q.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"unsupported dtype {q.dtype}: use torch.float16, torch.bfloat16 or torch.float32")
+    batch, heads, seq_len, head_dim = q.shape
+    if seq_len == 0:
+        raise ValueError("empty sequence: seq_len is 0, attention needs at least one token")
+    if batch == 0 or heads == 0:
+        raise ValueError(f"batch and heads must be at least 1; got batch {batch}, heads {heads}")
+    if head_dim not in SUPPORTED_HEAD_DIMS:
+        raise ValueError(f"unsupported head_dim {head_dim}: supported are {SUPPORTED_HEAD_DIMS}")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"q, k and v are on different devices: q {q.device}, k {k.device}, v {v.device}")
+    if q.device.type != DEVICE.type:
+        path = "Triton's CPU interpreter" if INTERPRET else "the CUDA GPU path"
+        raise ValueError(f"tensors are on {q.device} but {path} is active: move them to {DEVICE.type}")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be True or False, got {causal!r}")
+    if sm_scale is None:
+        sm_scale = 1.0 / math.sqrt(head_dim)
+    elif isinstance(sm_scale, bool) or not isinstance(sm_scale, Real) or not math.isfinite(sm_scale):
+        raise ValueError(f"sm_scale must be a finite real number (or None for 1/sqrt(head_dim)); got {sm_scale!r}")
+    return (*(_kernel_ready(t, seq_len) for t in (q, k, v)), float(sm_scale))
+
+
+def _kernel_ready(t: torch.Tensor, seq_len: int) -> torch.Tensor:
+    if t.stride(-1) != 1 or t.stride(2) * seq_len >= _INT32_LIMIT:
+        return t.contiguous()
+    return t
+
+
+def dot_modes(dtype: torch.dtype) -> tuple[bool, str]:
+    """(upcast operands to fp32 before tl.dot, tl.dot input_precision) for this dtype and path.
+
+    The interpreter's tl.dot gives wrong numbers on bf16, so it gets fp32 operands (rounded to the input
+    dtype first, so the numbers match the GPU's). fp32 inputs use IEEE products, not TF32, on the GPU.
+    """
+    return INTERPRET, ("ieee" if dtype == torch.float32 else "tf32")

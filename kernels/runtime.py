@@ -1,0 +1,122 @@
+"""Which path runs the kernels: a CUDA GPU Triton can drive, or Triton's interpreter on the CPU.
+
+The choice is made once, at import, before any ``@triton.jit`` decorator runs: Triton reads
+``TRITON_INTERPRET`` when it decorates a kernel, so this module must be imported before
+``kernels.flash`` and ``kernels.naive`` (``kernels/__init__.py`` does that).
+
+``FLASH_LIVE_BACKEND=interpreter`` forces the interpreter even on a GPU machine (tests, demos).
+"""
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass
+
+import torch
+
+# Triton's tl.dot needs tensor cores of Ampere or newer for bf16; older GPUs are refused up front
+# rather than failing later with a compile trace in front of an audience.
+MIN_COMPUTE_CAPABILITY = (8, 0)
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str    # "cuda" | "interpreter"
+    reason: str  # one sentence a presenter can read out
+
+
+def _choose_backend() -> Backend:
+    forced = os.environ.get("FLASH_LIVE_BACKEND", "").strip().lower()
+    if forced == "interpreter":
+        return Backend("interpreter", "interpreter forced by FLASH_LIVE_BACKEND=interpreter")
+    if os.environ.get("TRITON_INTERPRET", "") == "1":
+        return Backend("interpreter", "interpreter forced by TRITON_INTERPRET=1")
+    if not torch.cuda.is_available():
+        build = "a CPU-only PyTorch build" if torch.version.cuda is None else "no CUDA device visible"
+        return Backend("interpreter", f"no CUDA GPU ({build}): kernels run in Triton's CPU interpreter")
+    major, minor = torch.cuda.get_device_capability(0)
+    name = torch.cuda.get_device_name(0)
+    if (major, minor) < MIN_COMPUTE_CAPABILITY:
+        return Backend("interpreter", f"CUDA GPU {name} (sm_{major}{minor}) is older than Triton's "
+                       f"bf16 tensor-core path needs (sm_80): using the CPU interpreter")
+    try:
+        import triton.runtime.driver as triton_driver
+        triton_driver.active.get_current_target()
+    except Exception as exc:  # a broken driver/toolchain must not take the app down
+        return Backend("interpreter", f"CUDA GPU {name} found but Triton cannot drive it ({exc}): "
+                       f"using the CPU interpreter")
+    return Backend("cuda", f"CUDA GPU {name} (sm_{major}{minor}) driven by Triton")
+
+
+BACKEND = _choose_backend()
+if BACKEND.name == "interpreter":
+    os.environ["TRITON_INTERPRET"] = "1"
+
+INTERPRET = BACKEND.name == "interpreter"
+DEVICE = torch.device("cpu") if INTERPRET else torch.device("cuda")
+
+
+def backend() -> str:
+    """'cuda' when kernels run on the GPU, 'interpreter' when they run in Triton's CPU interpreter."""
+    return BACKEND.name
+
+
+def backend_reason() -> str:
+    return BACKEND.reason
+
+
+def versions() -> dict:
+    import triton
+    return {
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+    }
+
+
+def _driver_version() -> str | None:
+    try:
+        import subprocess
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def measure_copy_gbps(nbytes: int = 2 << 30) -> float:
+    """Device-to-device copy bandwidth in GB/s, counting bytes read plus bytes written (median of runs)."""
+    import triton.testing
+    src = torch.empty(nbytes // 2, dtype=torch.float16, device="cuda").uniform_(-1, 1)
+    dst = torch.empty_like(src)
+    ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=50, rep=300, return_mode="median")
+    del src, dst
+    torch.cuda.empty_cache()
+    return 2 * nbytes / (ms * 1e-3) / 1e9
+
+
+def device_facts(measure_bandwidth: bool = False) -> dict:
+    """The memory hierarchy of the GPU in use (docs/data-contracts.md, "Device facts").
+
+    On the interpreter path there is no GPU: the values are None and the name says so.
+    """
+    facts = {"name": "CPU (Triton interpreter)", "sm_count": None, "smem_per_sm_bytes": None,
+             "smem_per_block_bytes": None, "l2_bytes": None, "hbm_bytes": None, "copy_gbps": None,
+             "compute_capability": None, "driver": None, **versions()}
+    if INTERPRET:
+        return facts
+    props = torch.cuda.get_device_properties(0)
+    facts.update(
+        name=props.name,
+        sm_count=props.multi_processor_count,
+        smem_per_sm_bytes=getattr(props, "shared_memory_per_multiprocessor", None),
+        smem_per_block_bytes=getattr(props, "shared_memory_per_block_optin", None),
+        l2_bytes=getattr(props, "L2_cache_size", None),
+        hbm_bytes=props.total_memory,
+        compute_capability=f"{props.major}.{props.minor}",
+        driver=_driver_version(),
+    )
+    if measure_bandwidth:
+        facts["copy_gbps"] = measure_copy_gbps()
+    return facts
