@@ -1,0 +1,486 @@
+"""The figure builders (viz/) on small inputs: what each figure shows, not how it looks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+import viz
+from viz.evolution import PUBLISHED
+from viz.schedule import flash_extra_bytes, naive_extra_bytes, step_traffic, tile_schedule, traffic_totals
+from viz.sm_timeline import timeline_stats
+from viz.theme import PALETTE, fmt_bytes, surface
+from viz.tiling import CURRENT, DONE, OUT_LEVELS, PENDING, SKIPPED
+
+GiB = 2**30
+FACTS = {
+    "name": "NVIDIA H200",
+    "sm_count": 132,
+    "smem_per_sm_bytes": 228 * 1024,
+    "smem_per_block_bytes": 227 * 1024,
+    "l2_bytes": 60 * 2**20,
+    "hbm_bytes": 141 * GiB,
+    "copy_gbps": 3900.0,
+}
+
+
+def replay_online_softmax(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, block_m: int, block_n: int, causal: bool, sm_scale: float
+) -> dict:
+    """A FlashTrace dict (docs/data-contracts.md) from a NumPy replay of the flash forward loop.
+
+    q, k, v: (N, d) float64. Walks Q blocks and, within each, K/V tiles up to the causal limit,
+    keeping the running max m, running sum l and accumulator exactly as the kernel does.
+    """
+    seq_len, head_dim = q.shape
+    records: dict[str, list] = {"steps": [], "row_max": [], "row_sum": [], "alpha": [], "out_rows": []}
+    out_flash = np.zeros((seq_len, head_dim))
+    for q_block in range(-(-seq_len // block_m)):
+        rows = np.arange(q_block * block_m, (q_block + 1) * block_m)
+        valid = rows < seq_len
+        q_tile = np.full((block_m, head_dim), np.nan)  # rows past seq_len stay NaN, as in the contract
+        q_tile[valid] = q[rows[valid]]
+        m = np.full(block_m, -np.inf)
+        l = np.zeros(block_m)  # noqa: E741 (the paper's name)
+        acc = np.zeros((block_m, head_dim))
+        for k_block in range(-(-seq_len // block_n)):
+            if causal and k_block * block_n > (q_block + 1) * block_m - 1:
+                break
+            cols = np.arange(k_block * block_n, min((k_block + 1) * block_n, seq_len))
+            scores = sm_scale * q_tile @ k[cols].T
+            if causal:
+                scores = np.where(cols[None, :] > rows[:, None], -np.inf, scores)
+            m_new = np.maximum(m, scores.max(axis=1))
+            alpha = np.exp(m - m_new)
+            p = np.exp(scores - m_new[:, None])
+            l = alpha * l + p.sum(axis=1)  # noqa: E741
+            acc = alpha[:, None] * acc + p @ v[cols]
+            m = m_new
+            for key, value in zip(records, ((q_block, k_block), m, l, alpha, acc / l[:, None])):
+                records[key].append(value)
+        out_flash[rows[valid]] = (acc / l[:, None])[valid]
+    scores = sm_scale * q @ k.T
+    if causal:
+        scores = np.where(np.triu(np.ones((seq_len, seq_len), dtype=bool), 1), -np.inf, scores)
+    weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+    out_standard = (weights / weights.sum(axis=1, keepdims=True)) @ v
+    return {
+        "seq_len": seq_len,
+        "head_dim": head_dim,
+        "block_m": block_m,
+        "block_n": block_n,
+        "causal": causal,
+        "sm_scale": sm_scale,
+        "dtype": "float32",
+        "backend": "numpy replay",
+        **{key: np.array(values) for key, values in records.items()},
+        "out_flash": out_flash,
+        "out_standard": out_standard,
+        "max_abs_err": float(np.abs(out_flash - out_standard).max()),
+        "scores": scores,
+    }
+
+
+def make_trace(seq_len: int, block_m: int, block_n: int, causal: bool, head_dim: int = 16, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal((seq_len, head_dim)) for _ in range(3))  # random, never all zeros
+    return replay_online_softmax(q, k, v, block_m, block_n, causal, head_dim**-0.5)
+
+
+def record(algorithm: str, seq_len: int, status: str = "ok", time_ms: float | None = None, **extra) -> dict:
+    """A measurement record as kernels/measure.py writes it (docs/data-contracts.md)."""
+    base = {
+        "algorithm": algorithm,
+        "seq_len": seq_len,
+        "batch": 1,
+        "heads": 8,
+        "head_dim": 64,
+        "dtype": "bfloat16",
+        "causal": False,
+        "status": status,
+        "time_ms": time_ms,
+        "time_ms_p20": time_ms * 0.9 if time_ms else None,
+        "time_ms_p80": time_ms * 1.1 if time_ms else None,
+        "tflops": 4 * 8 * seq_len**2 * 64 / (time_ms * 1e-3) / 1e12 if time_ms else None,
+        "gbps": None,
+        "bytes_moved": 0,
+        "peak_extra_bytes": None,
+        "needed_bytes": None,
+        "message": "" if status == "ok" else "CUDA out of memory",
+        "device": "NVIDIA H200",
+        "timing_kind": "cuda",
+    }
+    return {**base, **extra}
+
+
+@pytest.fixture(scope="module")
+def records() -> list[dict]:
+    rows = []
+    for seq_len in (1024, 4096, 16384, 65536):
+        flash_peak = flash_extra_bytes(seq_len, 1, 8, 64, 2)
+        rows.append(record("flash", seq_len, time_ms=seq_len**2 * 1e-9, peak_extra_bytes=flash_peak))
+        if seq_len < 65536:
+            naive_peak = naive_extra_bytes(seq_len, 1, 8, 64, 2)
+            rows.append(record("naive", seq_len, time_ms=seq_len**2 * 4e-9, peak_extra_bytes=naive_peak))
+        else:
+            rows.append(record("naive", seq_len, "oom", needed_bytes=naive_extra_bytes(seq_len, 1, 8, 64, 2)))
+    return rows
+
+
+# -- the replay helper itself ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_replay_matches_standard_attention(causal: bool) -> None:
+    trace = make_trace(100, 32, 16, causal)
+    assert trace["max_abs_err"] < 1e-12
+    assert len(trace["steps"]) == len(tile_schedule(100, 32, 16, causal))
+
+
+# -- tiling animation --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=[(100, 32, 16, True), (100, 32, 16, False), (64, 16, 16, True)])
+def tiling(request) -> tuple[dict, go.Figure]:
+    trace = make_trace(*request.param)
+    return trace, viz.tiling_figure(trace, frame_ms=200)
+
+
+def test_one_frame_per_step(tiling) -> None:
+    trace, fig = tiling
+    schedule = tile_schedule(trace["seq_len"], trace["block_m"], trace["block_n"], trace["causal"])
+    assert len(fig.frames) == len(schedule)
+    assert [frame.name for frame in fig.frames] == [str(t) for t in range(len(schedule))]
+    assert len(fig.layout.sliders[0].steps) == len(schedule)
+    assert [list(step.args[0]) for step in fig.layout.sliders[0].steps] == [[str(t)] for t in range(len(schedule))]
+
+
+def test_tile_states_follow_the_clock(tiling) -> None:
+    trace, fig = tiling
+    schedule = tile_schedule(trace["seq_len"], trace["block_m"], trace["block_n"], trace["causal"])
+    num_tiles = -(-trace["seq_len"] // trace["block_m"]) * -(-trace["seq_len"] // trace["block_n"])
+    for t, (frame, step) in enumerate(zip(fig.frames, schedule)):
+        states = np.asarray(frame.data[0].z)
+        assert list(zip(*np.nonzero(states == CURRENT))) == [(step.q_block, step.k_block)]
+        assert (states == DONE).sum() == t
+        assert (states == PENDING).sum() == len(schedule) - t - 1
+        assert (states == SKIPPED).sum() == num_tiles - len(schedule)
+
+
+def test_bytes_and_title_per_frame(tiling) -> None:
+    trace, fig = tiling
+    traffic = step_traffic(trace["seq_len"], trace["head_dim"], trace["block_m"], trace["block_n"], trace["causal"], 4)
+    for t, frame in enumerate(fig.frames):
+        bars = frame.data[-1]
+        assert list(bars.y) == [traffic["flash_bytes"][t], traffic["standard_bytes"][t]]
+        assert list(bars.text) == [fmt_bytes(traffic["flash_bytes"][t]), fmt_bytes(traffic["standard_bytes"][t])]
+        assert frame.layout.title.text.startswith(f"step {t + 1}/{len(fig.frames)}")
+    error_text = f"max |O_flash − O_standard| = {trace['max_abs_err']:.2e}"
+    assert error_text in fig.frames[-1].layout.title.text
+    assert all("max |O_flash" not in frame.layout.title.text for frame in fig.frames[:-1])
+
+
+def test_running_statistics_per_frame(tiling) -> None:
+    trace, fig = tiling
+    t = len(fig.frames) // 2
+    np.testing.assert_allclose(fig.frames[t].data[2].y, trace["row_max"][t], rtol=1e-6)
+    np.testing.assert_allclose(fig.frames[t].data[3].y, trace["row_sum"][t], rtol=1e-6)
+    np.testing.assert_allclose(fig.frames[t].data[4].y, trace["alpha"][t], rtol=1e-6)
+    assert "α = 0 (first tile" in fig.frames[0].layout.title.text  # m_old = −inf: nothing to rescale
+
+
+def test_axis_ranges_are_fixed(tiling) -> None:
+    trace, fig = tiling
+    layout = fig.layout.to_plotly_json()
+    axes = [name for name in layout if name.startswith(("xaxis", "yaxis"))]
+    assert len(axes) == 12  # 6 panels
+    assert all(layout[name].get("range") is not None for name in axes)
+    assert layout["xaxis"]["range"] == [0, trace["seq_len"]] and layout["yaxis"]["range"] == [trace["seq_len"], 0]
+    assert all(set(frame.layout.to_plotly_json()) == {"title"} for frame in fig.frames)  # frames move no axis
+
+
+def test_play_controls() -> None:
+    fig = viz.tiling_figure(make_trace(64, 16, 16, False), frame_ms=200)
+    buttons = fig.layout.updatemenus[0].buttons
+    play = [b for b in buttons if b.args[0] is None]
+    assert [b.args[1]["frame"]["duration"] for b in play] == [400, 200, 100, 50]  # 0.5×, 1×, 2×, 4×
+    assert all(b.args[1]["frame"]["redraw"] and b.args[1]["transition"]["duration"] == 0 for b in play)
+    assert any(b.args[0] is not None and list(b.args[0]) == [None] for b in buttons)  # pause
+    assert all(step.args[1]["frame"]["redraw"] for step in fig.layout.sliders[0].steps)
+
+
+def test_initial_data_shows_the_start_step() -> None:
+    trace = make_trace(100, 32, 16, True)
+    for start in (0, 5):
+        fig = viz.tiling_figure(trace, start_step=start)
+        for shown, frame_trace in zip(fig.data, fig.frames[start].data):
+            for key, value in frame_trace.to_plotly_json().items():
+                if key in ("x", "y", "z"):
+                    np.testing.assert_array_equal(np.asarray(shown[key]), np.asarray(value))
+        assert fig.layout.sliders[0].active == start
+        assert fig.layout.title.text == fig.frames[start].layout.title.text
+
+
+def test_output_rows_past_seq_len_are_blank() -> None:
+    trace = make_trace(100, 32, 16, False)  # last Q block holds rows 96..99 only
+    fig = viz.tiling_figure(trace)
+    codes = np.asarray(fig.frames[-1].data[5].z)
+    assert (codes[4:] == 0).all() and (codes[:4] > 0).all()
+    assert codes.max() <= OUT_LEVELS
+    limit = np.nanmax(np.abs(trace["out_rows"]))
+    assert fig.data[5].colorbar.ticktext[-1] == f"{limit:.2f}"
+
+
+def test_bands_outline_the_current_tile() -> None:
+    trace = make_trace(100, 32, 16, True)
+    fig = viz.tiling_figure(trace)
+    step = tile_schedule(100, 32, 16, True)[-1]  # Q block 3 (rows 96..99), K/V tile 6 (keys 96..99)
+    bands = fig.frames[-1].data[1]
+    assert (step.q_block, step.k_block) == (3, 6)
+    assert {96, 100} <= set(y for y in bands.y if y is not None)
+    assert {96, 100} <= set(x for x in bands.x if x is not None)
+
+
+def test_trace_that_breaks_the_tile_order_is_rejected() -> None:
+    trace = make_trace(64, 16, 16, True)
+    trace["steps"] = trace["steps"][::-1]
+    with pytest.raises(ValueError, match="tile order"):
+        viz.tiling_figure(trace)
+
+
+def test_too_many_tiles_is_rejected() -> None:
+    trace = {**make_trace(64, 16, 16, False), "seq_len": 16 * 65}
+    with pytest.raises(ValueError, match="too many"):
+        viz.tiling_figure(trace)
+
+
+def test_tiling_size_at_the_largest_setting() -> None:
+    fig = viz.tiling_figure(make_trace(512, 16, 16, False, head_dim=64))
+    assert len(fig.frames) == 32 * 32
+    assert len(fig.to_json()) < 5_000_000  # bytes of JSON for 1024 frames
+
+
+def test_tiling_html_plays_offline() -> None:
+    html = viz.tiling_html(viz.tiling_figure(make_trace(64, 16, 16, True)))
+    assert html.lstrip().lower().startswith("<html")
+    assert '<script src="https://cdn.plot.ly' not in html and "Plotly.newPlot" in html
+    assert len(html) > 1_000_000  # plotly.js itself is inlined
+
+
+# -- the other scenes --------------------------------------------------------------------------
+
+
+def shape_labels(fig: go.Figure) -> list[str]:
+    return [shape.label.text for shape in fig.layout.shapes if shape.label.text]
+
+
+def test_memory_figure(records) -> None:
+    fig = viz.memory_figure(records, 1, 8, 64, 2, seq_len_marker=4096, hbm_bytes=141 * GiB)
+    by_name = {trace.name: trace for trace in fig.data}
+    naive_curve = next(t for name, t in by_name.items() if name.startswith("standard") and "formula" in name)
+    np.testing.assert_allclose(naive_curve.y, [naive_extra_bytes(int(n), 1, 8, 64, 2) for n in naive_curve.x])
+    flash_points = next(t for name, t in by_name.items() if name.startswith("flash") and "measured" in name)
+    assert list(flash_points.x) == [1024, 4096, 16384, 65536]
+    oom = by_name["out of memory (bytes asked for)"]
+    assert list(oom.x) == [65536] and list(oom.y) == [naive_extra_bytes(65536, 1, 8, 64, 2)]
+    wall = next(shape for shape in fig.layout.shapes if shape.type == "rect")
+    assert wall.x0 == 65536
+    needed = fmt_bytes(naive_extra_bytes(65536, 1, 8, 64, 2))
+    assert f"out of memory at N = 64K (needed {needed})" in shape_labels(fig)
+    assert "device memory 141.0 GiB" in shape_labels(fig) and "N = 4K" in shape_labels(fig)
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+
+
+def test_memory_figure_without_records() -> None:
+    fig = viz.memory_figure([], 1, 1, 64, 2)
+    assert [t.mode for t in fig.data] == ["lines", "lines"]  # the two formula curves only
+    assert not fig.layout.shapes
+
+
+def test_timing_figure(records) -> None:
+    fig = viz.timing_figure(records, seq_len_marker=16384)
+    lines = {t.name: t for t in fig.data if t.mode == "lines+markers"}
+    assert set(lines) == {"flash (ours, Triton)", "standard (ours, 3 Triton kernels)"}
+    naive = lines["standard (ours, 3 Triton kernels)"]
+    assert np.isnan(naive.y[-1]) and not np.isnan(naive.y[:-1]).any()  # a gap at the OOM point
+    failed = [t for t in fig.data if t.mode == "markers+text"]
+    assert len(failed) == 1 and list(failed[0].x) == [65536] and list(failed[0].text) == ["OOM"]
+    assert "out of memory" in failed[0].hovertext[0]
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    assert "GPU time" in fig.layout.title.text
+
+
+def test_interpreter_times_are_never_gpu_speed(records) -> None:
+    cpu = [{**r, "timing_kind": "interpreter"} for r in records]
+    assert "interpreter" in viz.timing_figure(cpu).layout.title.text
+    tflops = viz.tflops_figure(cpu)
+    assert not [t for t in tflops.data if t.mode == "lines+markers"]
+    assert any("GPU timings" in a.text for a in tflops.layout.annotations)
+    assert all("interpreter" in row["note"] for row in viz.speedup_table(cpu))
+
+
+def test_tflops_figure(records) -> None:
+    fig = viz.tflops_figure(records, peak_tflops=989)
+    flash = next(t for t in fig.data if t.name == "flash (ours, Triton)")
+    np.testing.assert_allclose(flash.y, [r["tflops"] for r in records if r["algorithm"] == "flash"])
+    assert "peak 989 TFLOPS" in shape_labels(fig)
+
+
+def test_speedup_table(records) -> None:
+    table = viz.speedup_table(records)
+    assert [row["seq_len"] for row in table] == [1024, 4096, 16384, 65536]
+    assert table[0]["speedup"] == pytest.approx(4.0) and table[0]["note"] == ""
+    assert table[-1]["speedup"] is None and table[-1]["naive_ms"] is None
+    assert "out of memory" in table[-1]["note"] and table[-1]["flash_ms"] == pytest.approx(65536**2 * 1e-9)
+
+
+def test_hierarchy_figure() -> None:
+    fig = viz.hierarchy_figure(FACTS)
+    bars = fig.data[0]
+    assert list(bars.x) == [132 * 228 * 1024, 60 * 2**20, 141 * GiB]
+    assert list(bars.text) == ["29.4 MiB", "60.0 MiB", "141.0 GiB"]
+    assert "3,900 GB/s" in bars.y[2] and "132 SMs" in bars.y[0]
+    assert fig.layout.xaxis.type == "log" and "NVIDIA H200" in fig.layout.title.text
+
+
+def test_hierarchy_figure_with_missing_values() -> None:
+    facts = {**FACTS, "smem_per_sm_bytes": None, "copy_gbps": None, "hbm_bytes": None}
+    fig = viz.hierarchy_figure(facts)
+    assert np.isnan(fig.data[0].x[0]) and np.isnan(fig.data[0].x[2])
+    assert list(fig.data[1].text) == ["not measured", "not measured"]
+    assert "copy bandwidth not measured" in fig.data[0].y[2]
+    nothing = viz.hierarchy_figure({key: None for key in FACTS})
+    assert len(nothing.data[1].text) == 3
+    nothing.to_json()
+
+
+def test_scores_memory_figure() -> None:
+    fig = viz.scores_memory_figure(131072, 1, 2, hbm_bytes=141 * GiB)
+    point = fig.data[-1]
+    assert list(point.x) == [131072] and list(point.y) == [32 * GiB]
+    assert "32.0 GiB" in point.text[0]
+    curves = {t.name: t for t in fig.data[:-1]}
+    assert set(curves) == {"fp32 (4 bytes)", "bf16 / fp16 (2 bytes)"}
+    fp32 = curves["fp32 (4 bytes)"]
+    assert fp32.x[0] == 1024 and fp32.x[-1] == 262144 and fp32.y[-1] == 262144**2 * 4
+    assert any(label.startswith("device memory 141.0 GiB") for label in shape_labels(fig))
+
+
+def test_compare_figure() -> None:
+    totals = traffic_totals(4096, 128, 2, 128, causal=False)
+    fig = viz.compare_figure(totals)
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert [list(b.y) for b in bars] == [
+        [row[kind] for row in totals[side]]
+        for side in ("standard", "flash")
+        for kind in ("reads", "writes")
+    ]
+    standard = sum(r["reads"] + r["writes"] for r in totals["standard"])
+    flash = sum(r["reads"] + r["writes"] for r in totals["flash"])
+    titles = [a.text for a in fig.layout.annotations]
+    assert fmt_bytes(standard) in titles[0] and f"{standard / flash:,.1f}× less" in titles[1]
+    assert fig.layout.barmode == "stack"
+    log = viz.compare_figure(totals, log_y=True)
+    assert log.layout.barmode == "group" and log.layout.yaxis.type == "log"
+
+
+def test_published_entries_are_cited() -> None:
+    assert [entry["short"] for entry in PUBLISHED] == ["FA1", "FA2", "FA3", "FA4"]
+    for entry in PUBLISHED:
+        assert {"gpu", "dtype", "tflops", "measures", "year", "citation", "url", "note"} <= set(entry)
+        assert "arXiv:" in entry["citation"] and entry["url"].startswith("https://arxiv.org/abs/")
+        if entry["tflops_kind"] == "derived":
+            assert "derived" in entry["note"]
+
+
+def test_evolution_figure() -> None:
+    measured = [
+        {"label": "ours (Triton)", "tflops": 500.0, "gpu": "H200", "algorithm": "flash"},
+        {"label": "PyTorch SDPA", "tflops": None, "gpu": "H200"},
+    ]
+    fig = viz.evolution_figure(measured)
+    ours = next(t for t in fig.data if t.name == "measured on this GPU")
+    assert list(ours.y) == [500.0] and ours.marker.color[0] == PALETTE["flash"]
+    assert any(t.text and "not measured" in t.text for t in fig.data)
+    categories = list(fig.layout.xaxis.categoryarray)
+    assert categories[0].startswith("FA1 (2022)") and categories[-1].startswith("PyTorch SDPA")
+    assert any("no measurement" in a.text for a in viz.evolution_figure([]).layout.annotations)
+
+
+def test_timeline_statistics() -> None:
+    # SM 0 runs [0, 10) and [5, 15) ns (overlapping: busy 15), then [15, 20); SM 1 runs [0, 6): busy 6.
+    timeline = {
+        "sm_count": 2,
+        "sm_id": [0, 0, 0, 1],
+        "t_start_ns": [0, 5, 15, 0],
+        "t_end_ns": [10, 15, 20, 6],
+        "q_block": [0, 1, 2, 3],
+        "causal": True,
+    }
+    stats = timeline_stats(timeline)
+    assert stats == {"programs": 4, "waves": 2.0, "makespan_us": 0.02, "utilization": (20 + 6) / (2 * 20)}
+    fig = viz.sm_timeline_figure(timeline)
+    assert len(fig.data) == 1 and fig.data[0].type == "bar"
+    assert list(fig.data[0].marker.color) == [0, 1, 2, 3]  # causal: coloured by Q block
+    assert "SM utilization 65%" in fig.layout.title.text and "4 programs on 2 SMs" in fig.layout.title.text
+
+
+def test_timeline_draws_whole_sms_under_the_cap() -> None:
+    sm_id = np.repeat(np.arange(10), 10)  # 10 programs on each of 10 SMs
+    start = np.tile(np.arange(10) * 100, 10)
+    timeline = {"sm_count": 10, "sm_id": sm_id, "t_start_ns": start, "t_end_ns": start + 90, "q_block": sm_id}
+    fig = viz.sm_timeline_figure(timeline, max_programs=35)
+    drawn = np.asarray(fig.data[0].y)
+    assert len(drawn) == 30 and set(drawn) == {0, 1, 2}
+    assert "100 programs" in fig.layout.title.text and "30 of 100" in fig.layout.title.text
+
+
+def test_empty_timeline() -> None:
+    empty = {"sm_count": 132, "sm_id": [], "t_start_ns": [], "t_end_ns": [], "q_block": []}
+    fig = viz.sm_timeline_figure(empty)
+    assert not fig.data and any("no programs" in a.text for a in fig.layout.annotations)
+
+
+# -- every builder: both themes, valid JSON, projector fonts -----------------------------------
+
+
+def all_figures(theme: str, records: list[dict]) -> dict[str, go.Figure]:
+    timeline = {"sm_count": 4, "sm_id": [0, 1, 2, 3, 0], "t_start_ns": [0, 0, 0, 0, 50],
+                "t_end_ns": [50, 40, 30, 20, 90], "q_block": [3, 2, 1, 0, 4], "causal": False}  # fmt: skip
+    return {
+        "tiling": viz.tiling_figure(make_trace(64, 16, 16, True), theme=theme),
+        "memory": viz.memory_figure(records, 1, 8, 64, 2, seq_len_marker=4096, theme=theme),
+        "timing": viz.timing_figure(records, theme=theme),
+        "tflops": viz.tflops_figure(records, theme=theme),
+        "hierarchy": viz.hierarchy_figure(FACTS, theme=theme),
+        "problem": viz.scores_memory_figure(4096, 8, 2, theme=theme),
+        "compare": viz.compare_figure(traffic_totals(1024, 64, 2, 64, True), theme=theme),
+        "evolution": viz.evolution_figure([], theme=theme),
+        "sm_timeline": viz.sm_timeline_figure(timeline, theme=theme),
+    }
+
+
+@pytest.mark.parametrize("theme", viz.THEMES)
+def test_every_builder_in_every_theme(theme: str, records) -> None:
+    for name, fig in all_figures(theme, records).items():
+        spec = json.loads(fig.to_json())
+        template = spec["layout"]["template"]["layout"]
+        assert template["paper_bgcolor"] == surface(theme)["background"], name
+        assert template["font"]["size"] >= 18, name
+        assert len(fig.to_json()) < 1_000_000, name
+
+
+def test_unknown_theme_is_rejected() -> None:
+    with pytest.raises(ValueError, match="theme"):
+        viz.hierarchy_figure(FACTS, theme="neon")
+
+
+def test_viz_imports_no_app_or_gpu_stack() -> None:
+    code = "import sys, viz; print(sorted({'streamlit', 'torch', 'triton'} & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"

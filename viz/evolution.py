@@ -1,0 +1,159 @@
+"""FlashAttention 1 → 4: the published headline throughput, next to what we measure on this GPU.
+
+Published numbers are for other GPUs (A100, H100, B200) and other kernels: they place our numbers in
+the history, they are not a like-for-like benchmark. Each entry says what its number measures and,
+in "note", how far it was checked: where a paper gives a percentage rather than TFLOPS, the value is
+derived from it and marked "derived".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz.marks import note
+from viz.theme import PALETTE, algorithm_color, style, surface
+
+A100_PEAK_TFLOPS = 312  # A100 dense fp16/bf16 tensor-core peak (NVIDIA A100 datasheet)
+
+PUBLISHED: list[dict] = [
+    {
+        "version": "FlashAttention",
+        "short": "FA1",
+        "year": 2022,
+        "gpu": "A100",
+        "dtype": "fp16 / bf16",
+        "tflops": round(0.40 * A100_PEAK_TFLOPS),
+        "tflops_kind": "derived",
+        "measures": "attention kernel, upper end of a utilization range; pass not stated",
+        "headline": "3× faster GPT-2 training (seq. 1K); 15% faster BERT-large than the MLPerf 1.1 record",
+        "citation": "Dao, Fu, Ermon, Rudra, Ré. FlashAttention: Fast and Memory-Efficient Exact Attention "
+        "with IO-Awareness. NeurIPS 2022. arXiv:2205.14135",
+        "url": "https://arxiv.org/abs/2205.14135",
+        "note": "The paper headlines speedups, not TFLOPS. 125 TFLOPS is derived: the upper end of the "
+        "'25–40% of the theoretical maximum FLOPs/s' that the FlashAttention-2 abstract gives for "
+        "FlashAttention, × A100's 312 TFLOPS peak.",
+    },
+    {
+        "version": "FlashAttention-2",
+        "short": "FA2",
+        "year": 2023,
+        "gpu": "A100",
+        "dtype": "fp16 / bf16",
+        "tflops": round(0.73 * A100_PEAK_TFLOPS),
+        "tflops_kind": "derived",
+        "measures": "attention kernel, upper end of a utilization range; pass not stated in the abstract",
+        "headline": "≈2× FlashAttention, 50–73% of A100 peak; up to 225 TFLOPs/s per A100 training GPT (72% MFU)",
+        "citation": "Dao. FlashAttention-2: Faster Attention with Better Parallelism and Work Partitioning. "
+        "ICLR 2024. arXiv:2307.08691",
+        "url": "https://arxiv.org/abs/2307.08691",
+        "note": "228 TFLOPS is derived: 73% (the abstract's upper end) × 312 TFLOPS. A per-pass forward "
+        "TFLOPS figure from the paper's tables was not checked here.",
+    },
+    {
+        "version": "FlashAttention-3",
+        "short": "FA3",
+        "year": 2024,
+        "gpu": "H100",
+        "dtype": "fp16",
+        "tflops": 740,
+        "tflops_kind": "published",
+        "measures": "forward pass, fp16, best case (75% of H100 peak)",
+        "headline": "1.5–2.0× FlashAttention-2 on H100; fp16 up to 740 TFLOPs/s, fp8 close to 1.2 PFLOPs/s",
+        "citation": "Shah, Bikshandi, Zhang, Thakkar, Ramani, Dao. FlashAttention-3: Fast and Accurate "
+        "Attention with Asynchrony and Low-precision. NeurIPS 2024. arXiv:2407.08608",
+        "url": "https://arxiv.org/abs/2407.08608",
+        "note": "740 TFLOPs/s (75% utilization) is from the abstract; that it is the forward pass comes "
+        "from the authors' fp16 forward benchmark plot, not from the abstract itself.",
+    },
+    {
+        "version": "FlashAttention-4",
+        "short": "FA4",
+        "year": 2026,
+        "gpu": "B200",
+        "dtype": "bf16",
+        "tflops": 1613,
+        "tflops_kind": "published",
+        "measures": "attention kernel, bf16, best case (71% of B200 peak); pass not stated in the abstract",
+        "headline": "up to 1.3× cuDNN 9.13 and 2.7× Triton on B200; up to 1613 TFLOPs/s",
+        "citation": "Zadouri, Hoehnerbach, Shah, Liu, Thakkar, Dao. FlashAttention-4: Algorithm and Kernel "
+        "Pipelining Co-Design for Asymmetric Hardware Scaling. arXiv:2603.05451 (2026)",
+        "url": "https://arxiv.org/abs/2603.05451",
+        "note": "1613 TFLOPs/s (71% utilization) is from the abstract, which does not say forward or "
+        "backward; not verified further here.",
+    },
+]
+
+
+def evolution_figure(measured: list[dict], theme: str = "light", height: int = 600) -> go.Figure:
+    """Published FlashAttention throughput by version and year, then the measured points passed in.
+
+    measured: dicts with "label", "tflops" (None: not measured), "gpu" and optionally "algorithm"
+    (for its colour), e.g. ours and PyTorch SDPA on this GPU. One x position per entry, in order.
+    """
+    def category(entry: dict) -> str:
+        if "short" in entry:
+            return f"{entry['short']} ({entry['year']})<br>{entry['gpu']} · {entry['dtype']}"
+        return f"{entry['label']}<br>{entry['gpu']}"
+
+    fig = go.Figure()
+    for kind, symbol, name in (
+        ("published", "circle", "published (paper abstract)"),
+        ("derived", "circle-open", "derived from a paper's % of peak"),
+    ):
+        entries = [entry for entry in PUBLISHED if entry["tflops_kind"] == kind]
+        fig.add_trace(
+            go.Scatter(
+                x=[category(e) for e in entries],
+                y=np.array([e["tflops"] for e in entries], dtype=np.float64),
+                mode="markers+text",
+                name=name,
+                marker=dict(symbol=symbol, size=22, color=PALETTE["published"], line=dict(width=4)),
+                text=[f"{'≈' if kind == 'derived' else ''}{e['tflops']:,}" for e in entries],
+                textposition="top center",
+                customdata=[e["measures"] for e in entries],
+                hovertemplate="%{x}: %{y:,.0f} TFLOPS<br>%{customdata}<extra></extra>",
+            )
+        )
+    known = [m for m in measured if m.get("tflops") is not None]
+    unknown = [m for m in measured if m.get("tflops") is None]
+    if known:
+        fig.add_trace(
+            go.Scatter(
+                x=[category(m) for m in known],
+                y=np.array([m["tflops"] for m in known], dtype=np.float64),
+                mode="markers+text",
+                name="measured on this GPU",
+                marker=dict(
+                    symbol="diamond",
+                    size=26,
+                    color=[algorithm_color(m["algorithm"]) if "algorithm" in m else PALETTE["highlight"]
+                           for m in known],
+                ),
+                text=[f"<b>{m['tflops']:,.0f}</b>" for m in known],
+                textposition="top center",
+                hovertemplate="%{x}: %{y:,.1f} TFLOPS<extra>measured</extra>",
+            )
+        )
+    if unknown:
+        fig.add_trace(
+            go.Scatter(
+                x=[category(m) for m in unknown],
+                y=np.zeros(len(unknown)),
+                mode="text",
+                text=["not measured"] * len(unknown),
+                textposition="top center",
+                textfont=dict(color=surface(theme)["muted"]),
+                showlegend=False,
+                hoverinfo="skip",
+            )
+        )
+    top = max([e["tflops"] for e in PUBLISHED] + [m["tflops"] for m in known])
+    style(fig, theme, title="FlashAttention 1 → 4, and this GPU<br><sup>published numbers are other GPUs</sup>")
+    fig.update_yaxes(title_text="TFLOPS", range=[0, top * 1.2])
+    # chronological, then the measurements, whatever order the traces were added in
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=[category(e) for e in PUBLISHED + measured])
+    fig.update_layout(height=height, legend=dict(x=0.01, y=0.99, xanchor="left", yanchor="top"))
+    if not measured:
+        note(fig, "no measurement on this GPU yet", theme, y=0.85)
+    return fig

@@ -1,0 +1,120 @@
+"""Extra device memory versus sequence length: the quadratic wall of standard attention, the linear
+line of flash. Formula curves from viz.schedule, measured peaks and out-of-memory results from records.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz.marks import bytes_axis, bytes_curve, horizontal_marker, token_axis, vertical_marker
+from viz.schedule import flash_extra_bytes, naive_extra_bytes
+from viz.theme import PALETTE, algorithm_color, algorithm_label, fmt_bytes, fmt_tokens, style, surface
+
+DEFAULT_SEQ_LENS = (512, 131072)  # x range (tokens) when no record says otherwise
+FORMULAS = {
+    "naive": (naive_extra_bytes, "S (fp32) + P + O"),
+    "flash": (flash_extra_bytes, "O + LSE"),
+}
+
+
+def _oom_wall(fig: go.Figure, oom_records: list[dict], x_max: float) -> None:
+    """Shade everything right of the first out-of-memory sequence length (standard's, if it has one)."""
+    naive = [r for r in oom_records if r["algorithm"] == "naive"]
+    first = min(naive or oom_records, key=lambda r: r["seq_len"])
+    needed = f" (needed {fmt_bytes(first['needed_bytes'])})" if first.get("needed_bytes") else ""
+    fig.add_shape(
+        type="rect",
+        x0=first["seq_len"],
+        x1=x_max,
+        y0=0,
+        y1=1,
+        yref="y domain",
+        fillcolor=PALETTE["oom"],
+        opacity=0.15,
+        line=dict(color=PALETTE["oom"], width=3),
+        layer="below",
+        label=dict(
+            text=f"out of memory at N = {fmt_tokens(first['seq_len'])}{needed}",
+            textposition="bottom left",
+            xanchor="right",  # the text ends at the wall, so it never runs off the plot
+            font=dict(color=PALETTE["oom"]),
+        ),
+    )
+
+
+def memory_figure(
+    records: list[dict],
+    batch: int,
+    heads: int,
+    head_dim: int,
+    dtype_bytes: int,
+    seq_len_marker: int | None = None,
+    theme: str = "light",
+    hbm_bytes: int | None = None,
+    height: int = 620,
+) -> go.Figure:
+    """Log-log extra device memory (bytes) vs sequence length (tokens) for standard and flash attention.
+
+    records: measurement records (docs/data-contracts.md); "ok" records of "naive"/"flash" with a
+    peak_extra_bytes become measured markers, "oom" records an ✕ at needed_bytes and a shaded wall.
+    batch, heads, head_dim, dtype_bytes: the setting the formula curves are drawn for.
+    hbm_bytes: device memory, drawn as a horizontal line. seq_len_marker: the slider's N, a vertical line.
+    """
+    seq_lens = [r["seq_len"] for r in records] + ([seq_len_marker] if seq_len_marker else [])
+    lo, hi = (min(seq_lens), max(seq_lens)) if seq_lens else DEFAULT_SEQ_LENS
+    curve_x = np.unique(np.geomspace(lo, hi, 64).round().astype(np.int64))
+    fig = go.Figure()
+    edge = surface(theme)["background"]  # a ring in the background colour separates overlapping markers
+    plotted: list[float] = [hbm_bytes] if hbm_bytes else []
+
+    for algorithm, (formula, parts) in FORMULAS.items():
+        curve = [formula(int(n), batch, heads, head_dim, dtype_bytes) for n in curve_x]
+        plotted += curve
+        name = f"{algorithm_label(algorithm)}: {parts} (formula)"
+        fig.add_trace(bytes_curve(curve_x, curve, name, dict(color=algorithm_color(algorithm), width=3, dash="dot")))
+        measured = sorted(
+            (r for r in records if r["algorithm"] == algorithm and r["status"] == "ok" and r.get("peak_extra_bytes")),
+            key=lambda r: r["seq_len"],
+        )
+        if measured:
+            peaks = [r["peak_extra_bytes"] for r in measured]
+            plotted += peaks
+            fig.add_trace(
+                go.Scatter(
+                    x=np.array([r["seq_len"] for r in measured]),
+                    y=np.array(peaks, dtype=np.float64),
+                    mode="markers",
+                    name=f"{algorithm_label(algorithm)}, measured peak",
+                    marker=dict(color=algorithm_color(algorithm), size=16, line=dict(width=2, color=edge)),
+                    text=[fmt_bytes(p) for p in peaks],
+                    hovertemplate="N = %{x}: %{text}<extra>measured</extra>",
+                )
+            )
+
+    oom = [r for r in records if r["status"] == "oom"]
+    if oom:
+        with_need = [r for r in oom if r.get("needed_bytes")]
+        plotted += [r["needed_bytes"] for r in with_need]
+        fig.add_trace(
+            go.Scatter(
+                x=np.array([r["seq_len"] for r in with_need]),
+                y=np.array([r["needed_bytes"] for r in with_need], dtype=np.float64),
+                mode="markers",
+                name="out of memory (bytes asked for)",
+                marker=dict(symbol="x", size=20, color=PALETTE["oom"], line=dict(width=2)),
+                text=[f"{algorithm_label(r['algorithm'])} needed {fmt_bytes(r['needed_bytes'])}" for r in with_need],
+                hovertemplate="N = %{x}: %{text}<extra></extra>",
+            )
+        )
+        _oom_wall(fig, oom, x_max=hi * 2)
+    if hbm_bytes:
+        horizontal_marker(fig, hbm_bytes, f"device memory {fmt_bytes(hbm_bytes)}", theme)
+    if seq_len_marker:
+        vertical_marker(fig, seq_len_marker, f"N = {fmt_tokens(seq_len_marker)}", theme)
+
+    style(fig, theme, title=f"Extra memory beyond Q, K, V · batch {batch} × {heads} heads, d = {head_dim}")
+    fig.update_xaxes(title_text="sequence length N (tokens)", **token_axis([lo, hi]))
+    fig.update_yaxes(title_text="extra device memory", **bytes_axis(plotted))
+    fig.update_layout(height=height, legend=dict(orientation="h", x=0, y=-0.2, xanchor="left", yanchor="top"))
+    return fig

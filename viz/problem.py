@@ -1,0 +1,61 @@
+"""The N×N problem: bytes of the attention score matrix versus sequence length."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz.marks import bytes_axis, bytes_curve, horizontal_marker, token_axis
+from viz.schedule import scores_bytes
+from viz.theme import PALETTE, fmt_bytes, fmt_tokens, style
+
+CURVE_SEQ_LENS = tuple(2**e for e in range(10, 19))  # 1K … 256K tokens
+DTYPES = ((4, "fp32 (4 bytes)", PALETTE["sdpa_default"]), (2, "bf16 / fp16 (2 bytes)", PALETTE["standard"]))
+
+
+def scores_memory_figure(
+    seq_len: int,
+    heads: int,
+    dtype_bytes: int,
+    hbm_bytes: int | None = None,
+    theme: str = "light",
+    height: int = 600,
+) -> go.Figure:
+    """Bytes of the N×N scores (N·N·bytes·heads, batch 1) vs N (tokens), log-log, for fp32 and 2-byte
+    dtypes; the current (seq_len, heads, dtype_bytes) point is annotated, device memory is a line."""
+    seq_lens = np.array(sorted({*CURVE_SEQ_LENS, seq_len}), dtype=np.int64)
+    current = scores_bytes(seq_len, heads, 1, dtype_bytes)
+    fig = go.Figure()
+    plotted: list[float] = [current] + ([hbm_bytes] if hbm_bytes else [])
+    for element_bytes, name, color in DTYPES:
+        curve = [scores_bytes(int(n), heads, 1, element_bytes) for n in seq_lens]
+        plotted += curve
+        width = 6 if element_bytes == dtype_bytes else 3  # the current dtype's line is the thick one
+        fig.add_trace(bytes_curve(seq_lens, curve, name, dict(color=color, width=width)))
+    head_text = f"{heads} head" + ("s" if heads != 1 else "")
+    fig.add_trace(
+        go.Scatter(
+            x=[seq_len],
+            y=[float(current)],
+            mode="markers+text",
+            marker=dict(size=22, color=PALETTE["highlight"], line=dict(width=2, color=PALETTE["standard"])),
+            text=[f"{fmt_tokens(seq_len)} tokens · {head_text} · {dtype_bytes} B → <b>{fmt_bytes(current)}</b>"],
+            textposition="top left",
+            name="this setting",
+            hoverinfo="skip",
+        )
+    )
+    if hbm_bytes:
+        # N at which the scores alone fill device memory: N² · bytes · heads = hbm_bytes
+        wall = math.isqrt(hbm_bytes // (dtype_bytes * heads))
+        horizontal_marker(
+            fig, hbm_bytes, f"device memory {fmt_bytes(hbm_bytes)}: full at N ≈ {fmt_tokens(wall)}", theme
+        )
+    style(fig, theme, title="The N×N score matrix grows as N²<br><sup>one sequence (batch 1), S only</sup>")
+    fig.update_xaxes(title_text="sequence length N (tokens)", **token_axis(seq_lens))
+    fig.update_yaxes(title_text="bytes of S", **bytes_axis(plotted))
+    # bottom right stays empty: every curve rises to the right
+    fig.update_layout(height=height, legend=dict(x=0.99, y=0.02, xanchor="right", yanchor="bottom"))
+    return fig

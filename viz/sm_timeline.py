@@ -1,0 +1,117 @@
+"""Which SM ran which program when: the flash kernel's grid laid out over time, from %globaltimer stamps.
+
+Coloured by Q block, causal attention shows its imbalance: late Q blocks visit more K/V tiles, so
+their programs run longer and the last wave leaves SMs idle.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz.marks import note
+from viz.theme import style
+
+COLOR_BY = {"q_block": "Q block", "wave": "wave"}
+
+
+def _program_times(timeline: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sm_id, t_start_ns, t_end_ns) as int64 arrays of shape (P,)."""
+    return tuple(np.asarray(timeline[key], dtype=np.int64) for key in ("sm_id", "t_start_ns", "t_end_ns"))
+
+
+def timeline_stats(timeline: dict) -> dict[str, float]:
+    """programs, waves (≈ programs / SMs), makespan_us (first start to last end, µs) and utilization:
+    time SMs were busy (at least one program resident) / (SMs × makespan)."""
+    sm_id, start, end = _program_times(timeline)
+    sm_count = int(timeline["sm_count"])
+    if sm_id.size == 0:
+        return {"programs": 0, "waves": 0.0, "makespan_us": 0.0, "utilization": 0.0}
+    origin = start.min()
+    makespan = int(end.max() - origin)
+    # Lay the SMs end to end on one time line (each shifted by a whole makespan) so the union of
+    # busy intervals per SM becomes one sweep over intervals sorted by start.
+    shift = sm_id * (makespan + 1)
+    order = np.argsort(start - origin + shift, kind="stable")
+    lo, hi = (start - origin + shift)[order], (end - origin + shift)[order]
+    reached = np.concatenate(([lo[0]], np.maximum.accumulate(hi)[:-1]))  # furthest end before each interval
+    busy = int(np.maximum(0, hi - np.maximum(lo, reached)).sum())
+    return {
+        "programs": int(sm_id.size),
+        "waves": sm_id.size / sm_count,
+        "makespan_us": makespan / 1e3,
+        "utilization": busy / (sm_count * makespan) if makespan else 0.0,
+    }
+
+
+def _shown_programs(sm_id: np.ndarray, max_programs: int) -> np.ndarray:
+    """Indices of the programs to draw: every program of the lowest-numbered SMs that fit in
+    max_programs, so each drawn SM row is complete rather than thinned at random."""
+    if sm_id.size <= max_programs:
+        return np.arange(sm_id.size)
+    per_sm = np.bincount(sm_id)
+    shown_sms = max(1, int(np.searchsorted(np.cumsum(per_sm), max_programs, side="right")))
+    return np.flatnonzero(sm_id < shown_sms)[:max_programs]
+
+
+def sm_timeline_figure(
+    timeline: dict,
+    theme: str = "light",
+    max_programs: int = 20000,
+    color_by: str | None = None,
+    height: int = 640,
+) -> go.Figure:
+    """Programs on SMs over time: y = SM id, x = time (µs), one bar per program (a single Bar trace).
+
+    timeline: the SM-timeline dict of docs/data-contracts.md. color_by: "q_block" or "wave" (rank of
+    the program's start / SMs); default "q_block" when causal (to show the imbalance), else "wave".
+    Statistics in the title count every program, even when only max_programs are drawn.
+    """
+    color_by = color_by or ("q_block" if timeline.get("causal") else "wave")
+    if color_by not in COLOR_BY:
+        raise ValueError(f"color_by must be one of {sorted(COLOR_BY)}, got {color_by!r}")
+    sm_id, start, end = _program_times(timeline)
+    sm_count = int(timeline["sm_count"])
+    stats = timeline_stats(timeline)
+    fig = go.Figure()
+    title = "Programs on SMs over time"
+    if stats["programs"]:
+        origin = start.min()
+        waves = np.empty(sm_id.size, dtype=np.int64)
+        waves[np.argsort(start, kind="stable")] = np.arange(sm_id.size) // sm_count
+        colors = waves if color_by == "wave" else np.asarray(timeline["q_block"], dtype=np.int64)
+        shown = _shown_programs(sm_id, max_programs)
+        fig.add_trace(
+            go.Bar(
+                y=sm_id[shown],
+                base=((start[shown] - origin) / 1e3).astype(np.float32),
+                x=((end[shown] - start[shown]) / 1e3).astype(np.float32),
+                orientation="h",
+                width=0.8,
+                marker=dict(
+                    color=colors[shown],
+                    colorscale="Cividis",  # perceptually uniform and colour-blind safe
+                    colorbar=dict(title=COLOR_BY[color_by]),
+                    line=dict(width=0),
+                ),
+                customdata=colors[shown],
+                hovertemplate="SM %{y}: %{base:.1f} µs + %{x:.1f} µs<br>"
+                + COLOR_BY[color_by]
+                + " %{customdata}<extra></extra>",
+                showlegend=False,
+            )
+        )
+        title += (
+            f"<br><sup>{stats['programs']:,} programs on {sm_count} SMs · ≈{stats['waves']:.1f} waves · "
+            f"makespan {stats['makespan_us']:,.1f} µs · SM utilization {stats['utilization']:.0%}</sup>"
+        )
+        if shown.size < sm_id.size:
+            last_sm = int(sm_id[shown].max())
+            title += f"<br><sup>drawn: SMs 0–{last_sm}, {shown.size:,} of {sm_id.size:,} programs</sup>"
+    else:
+        note(fig, "no programs recorded", theme)
+    style(fig, theme, title=title)
+    fig.update_xaxes(title_text="time (µs)", range=[0, max(stats["makespan_us"], 1e-3)])
+    fig.update_yaxes(title_text="SM id", range=[-0.5, sm_count - 0.5])
+    fig.update_layout(height=height, barmode="overlay", margin=dict(t=150))
+    return fig

@@ -1,0 +1,144 @@
+"""One palette and one plotly template for every figure: projector-friendly and colour-blind safe.
+
+Colours come from the Okabe–Ito palette (Okabe & Ito, "Color Universal Design", 2008), which stays
+distinguishable under the common colour-vision deficiencies. The series colours were picked so that
+each keeps at least 3:1 contrast against both the light (white) and the dark (Streamlit's #0E1117)
+background; orange and sky blue are used only for large filled areas (tiles, bands), never for text.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+THEMES = ("light", "dark")
+
+PALETTE: dict[str, str] = {
+    # series: one colour per algorithm, the same in every scene
+    "flash": "#0072B2",  # blue
+    "standard": "#D55E00",  # vermillion
+    "sdpa_default": "#CC79A7",  # reddish purple
+    "sdpa_flash": "#009E73",  # bluish green
+    "torch_naive": "#E69F00",  # orange
+    "published": "#7F7F7F",  # neutral grey: numbers from papers, not from this GPU
+    # tile states in the tiling animation
+    "highlight": "#E69F00",  # the tile in SRAM right now
+    "done": "#56B4E9",  # sky blue
+    "pending": "#BBBBBB",
+    "skipped": "#555555",  # removed by the causal mask, never computed
+    # failures
+    "oom": "#D55E00",
+    "error": "#CC79A7",
+    # memory levels
+    "sram": "#009E73",
+    "l2": "#E69F00",
+    "hbm": "#0072B2",
+}
+
+# Which palette entry and legend name each record "algorithm" (docs/data-contracts.md) gets.
+ALGORITHM_COLORS: dict[str, str] = {
+    "flash": PALETTE["flash"],
+    "naive": PALETTE["standard"],
+    "sdpa_default": PALETTE["sdpa_default"],
+    "sdpa_flash": PALETTE["sdpa_flash"],
+    "torch_naive": PALETTE["torch_naive"],
+}
+ALGORITHM_LABELS: dict[str, str] = {
+    "flash": "flash (ours, Triton)",
+    "naive": "standard (ours, 3 Triton kernels)",
+    "sdpa_default": "PyTorch SDPA (default)",
+    "sdpa_flash": "PyTorch SDPA (flash backend)",
+    "torch_naive": "PyTorch eager (matmul, softmax, matmul)",
+}
+
+# Background / foreground per theme; the dark background matches Streamlit's dark theme.
+_SURFACES: dict[str, dict[str, str]] = {
+    "light": {"background": "#FFFFFF", "foreground": "#111111", "grid": "#D9D9D9", "muted": "#555555"},
+    "dark": {"background": "#0E1117", "foreground": "#F5F5F5", "grid": "#3A3F4B", "muted": "#AAAAAA"},
+}
+
+BASE_FONT_PX = 20  # readable from the back of a room on a projector
+FONT_FAMILY = "Source Sans Pro, Arial, sans-serif"
+
+
+def surface(theme: str) -> dict[str, str]:
+    """Background, foreground, grid and muted text colours (hex) of a theme ("light" or "dark")."""
+    if theme not in THEMES:
+        raise ValueError(f"theme must be one of {THEMES}, got {theme!r}")
+    return _SURFACES[theme]
+
+
+def algorithm_color(algorithm: str) -> str:
+    """Colour of a record's algorithm; unknown names get the foreground-neutral grey."""
+    return ALGORITHM_COLORS.get(algorithm, PALETTE["published"])
+
+
+def algorithm_label(algorithm: str) -> str:
+    """Legend name of a record's algorithm; unknown names are shown as they are."""
+    return ALGORITHM_LABELS.get(algorithm, algorithm)
+
+
+def template(theme: str = "light") -> go.layout.Template:
+    """The plotly template of a theme: large fonts, high-contrast axes, Okabe–Ito colourway."""
+    colors = surface(theme)
+    axis = dict(
+        gridcolor=colors["grid"],
+        linecolor=colors["foreground"],
+        zerolinecolor=colors["grid"],
+        tickcolor=colors["foreground"],
+        showline=True,
+        ticks="outside",
+        tickfont=dict(size=BASE_FONT_PX - 2),
+        title=dict(font=dict(size=BASE_FONT_PX)),
+        automargin=True,
+    )
+    layout = go.Layout(
+        font=dict(family=FONT_FAMILY, size=BASE_FONT_PX, color=colors["foreground"]),
+        title=dict(font=dict(size=BASE_FONT_PX + 6), x=0.01, xanchor="left"),
+        paper_bgcolor=colors["background"],
+        plot_bgcolor=colors["background"],
+        colorway=[PALETTE[name] for name in ("flash", "standard", "sdpa_flash", "sdpa_default", "torch_naive")],
+        xaxis=axis,
+        yaxis=axis,
+        legend=dict(font=dict(size=BASE_FONT_PX - 2), bgcolor="rgba(0,0,0,0)"),
+        hoverlabel=dict(font=dict(size=BASE_FONT_PX - 2, family=FONT_FAMILY)),
+        margin=dict(l=80, r=40, t=90, b=70),
+    )
+    return go.layout.Template(
+        layout=layout,
+        data=dict(
+            scatter=[go.Scatter(line=dict(width=4), marker=dict(size=12))],
+            bar=[go.Bar(textfont=dict(size=BASE_FONT_PX - 2))],
+        ),
+    )
+
+
+def style(fig: go.Figure, theme: str = "light", title: str | None = None) -> go.Figure:
+    """Apply a theme's template (and optionally a title) to a figure; returns the same figure."""
+    fig.update_layout(template=template(theme))
+    if title is not None:
+        fig.update_layout(title_text=title)
+    return fig
+
+
+_BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
+def fmt_bytes(n: float, digits: int = 1) -> str:
+    """Bytes in binary units (1 KiB = 1024 B): 34359738368 → "32.0 GiB", 512 → "512 B"."""
+    if n < 0:
+        return "-" + fmt_bytes(-n, digits)
+    value, unit_index = float(n), 0
+    while value >= 1024 and unit_index < len(_BINARY_UNITS) - 1:
+        value /= 1024
+        unit_index += 1
+    if unit_index == 0:
+        return f"{int(value)} B"
+    return f"{value:.{digits}f} {_BINARY_UNITS[unit_index]}"
+
+
+def fmt_tokens(n: int) -> str:
+    """A token count in binary thousands, as sequence lengths are quoted: 131072 → "128K", 1536 → "1.5K"."""
+    for size, suffix in ((1024**2, "M"), (1024, "K")):
+        if n >= size:
+            return f"{n / size:.1f}".removesuffix(".0") + suffix
+    return str(n)

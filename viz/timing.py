@@ -1,0 +1,181 @@
+"""Time and throughput versus sequence length, one line per algorithm, from measurement records.
+
+Records should share one setting (batch, heads, head_dim, dtype, causal); the app filters them.
+Failed points (out of memory, error) break the line and show as an ✕ on a "failed" row above it.
+Interpreter timings are CPU wall times: labelled as such, and never turned into TFLOPS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz.marks import horizontal_marker, log_range, note, token_axis, vertical_marker
+from viz.theme import ALGORITHM_LABELS, PALETTE, algorithm_color, algorithm_label, fmt_bytes, fmt_tokens, style
+
+
+def _by_algorithm(records: list[dict]) -> dict[str, list[dict]]:
+    """Records grouped per algorithm (in the palette's order), each sorted by seq_len."""
+    groups: dict[str, list[dict]] = {}
+    for record in sorted(records, key=lambda r: r["seq_len"]):
+        groups.setdefault(record["algorithm"], []).append(record)
+    rank = {name: i for i, name in enumerate(ALGORITHM_LABELS)}
+    return dict(sorted(groups.items(), key=lambda item: rank.get(item[0], len(rank))))
+
+
+def failure_text(record: dict) -> str:
+    """Why a record has no timing: "out of memory (needed 48.0 GiB)" or "error: …"."""
+    if record["status"] == "oom":
+        needed = record.get("needed_bytes")
+        return "out of memory" + (f" (needed {fmt_bytes(needed)})" if needed else "")
+    return f"error: {record.get('message') or 'unknown'}"
+
+
+def _is_interpreter(record: dict) -> bool:
+    return record.get("timing_kind") == "interpreter"
+
+
+def _algorithm_lines(
+    fig: go.Figure,
+    groups: dict[str, list[dict]],
+    value: Callable[[dict], float | None],
+    unit: str,
+    failed_row_factor: float,
+    with_spread: bool = False,
+) -> list[float]:
+    """One line per algorithm, broken where a point failed, plus ✕ markers for the failures on a row
+    failed_row_factor × the highest value. Returns the y values plotted, for the axis range."""
+    shown = [v for rows in groups.values() for r in rows if r["status"] == "ok" and (v := value(r)) is not None]
+    failed_row = max(shown, default=1.0) * failed_row_factor
+    any_failed = False
+    for algorithm, rows in groups.items():
+        color, label = algorithm_color(algorithm), algorithm_label(algorithm)
+        fig.add_trace(
+            go.Scatter(
+                x=np.array([r["seq_len"] for r in rows]),
+                # NaN for failed points: a gap in the line
+                y=np.array([value(r) if r["status"] == "ok" else None for r in rows], dtype=np.float64),
+                mode="lines+markers",
+                connectgaps=False,
+                name=label,
+                line=dict(color=color),
+                error_y=_spread(rows) if with_spread else None,
+                hovertemplate=f"N = %{{x}}: %{{y:.4g}} {unit}<extra>{label}</extra>",
+            )
+        )
+        failed = [r for r in rows if r["status"] != "ok"]
+        any_failed = any_failed or bool(failed)
+        if failed:
+            fig.add_trace(
+                go.Scatter(
+                    x=np.array([r["seq_len"] for r in failed]),
+                    y=np.full(len(failed), failed_row),
+                    mode="markers+text",
+                    marker=dict(symbol="x", size=18, color=color, line=dict(width=2)),
+                    name=f"{label}: failed",
+                    showlegend=False,
+                    text=["OOM" if r["status"] == "oom" else "error" for r in failed],
+                    textposition="middle right",
+                    hovertext=[failure_text(r) for r in failed],
+                    hovertemplate="N = %{x}: %{hovertext}<extra></extra>",
+                )
+            )
+    return shown + [failed_row] * any_failed
+
+
+def _spread(rows: list[dict]) -> dict | None:
+    """Error bars from the 20th to the 80th percentile time, where the records have them."""
+    if any(r["status"] == "ok" and r.get("time_ms_p20") is None for r in rows):
+        return None
+    median = [r["time_ms"] if r["status"] == "ok" else np.nan for r in rows]
+    return dict(
+        type="data",
+        symmetric=False,
+        array=np.array([(r.get("time_ms_p80") or m) - m for r, m in zip(rows, median)], dtype=np.float64),
+        arrayminus=np.array([m - (r.get("time_ms_p20") or m) for r, m in zip(rows, median)], dtype=np.float64),
+        thickness=2,
+    )
+
+
+def _finish(fig: go.Figure, records: list[dict], seq_len_marker: int | None, theme: str, height: int) -> go.Figure:
+    seq_lens = [r["seq_len"] for r in records] + ([seq_len_marker] if seq_len_marker else [])
+    fig.update_xaxes(title_text="sequence length N (tokens)", **token_axis(seq_lens or [1024, 131072]))
+    if seq_len_marker:
+        vertical_marker(fig, seq_len_marker, f"N = {fmt_tokens(seq_len_marker)}", theme)
+    fig.update_layout(height=height, legend=dict(x=0.01, y=0.99, xanchor="left", yanchor="top"))
+    return fig
+
+
+def timing_figure(
+    records: list[dict], seq_len_marker: int | None = None, theme: str = "light", height: int = 620
+) -> go.Figure:
+    """Median forward time (ms) vs sequence length (tokens), log-log, one line per algorithm present."""
+    fig = go.Figure()
+    # failures sit on a row 2.5× above the slowest point: clear of the lines on a log axis
+    plotted = _algorithm_lines(
+        fig, _by_algorithm(records), lambda r: r.get("time_ms"), "ms", failed_row_factor=2.5, with_spread=True
+    )
+    interpreter = any(_is_interpreter(r) for r in records)
+    kind = "CPU wall time, Triton interpreter (not GPU speed)" if interpreter else "GPU time, median"
+    style(fig, theme, title=f"Forward time vs sequence length · {kind}")
+    fig.update_yaxes(type="log", dtick=1, range=log_range(plotted, pad=1.5), title_text="time (ms)")  # 1 per decade
+    if not plotted:
+        note(fig, "no successful measurements yet", theme)
+    return _finish(fig, records, seq_len_marker, theme, height)
+
+
+def tflops_figure(
+    records: list[dict],
+    seq_len_marker: int | None = None,
+    theme: str = "light",
+    peak_tflops: float | None = None,
+    height: int = 620,
+) -> go.Figure:
+    """Achieved TFLOPS (4·B·H·N²·D per forward, halved when causal) vs sequence length (tokens).
+
+    Only GPU ("cuda") timings: interpreter records are left out, because CPU wall time says nothing
+    about GPU throughput. peak_tflops: the device's dense peak, drawn as a horizontal line.
+    """
+    gpu_records = [r for r in records if not _is_interpreter(r)]
+    fig = go.Figure()
+    plotted = _algorithm_lines(
+        fig, _by_algorithm(gpu_records), lambda r: r.get("tflops"), "TFLOPS", failed_row_factor=1.1
+    )
+    style(fig, theme, title="Achieved throughput vs sequence length")
+    top = max(plotted + ([peak_tflops] if peak_tflops else []), default=1.0)
+    fig.update_yaxes(range=[0, top * 1.15], title_text="TFLOPS (forward)")
+    if peak_tflops:
+        horizontal_marker(fig, peak_tflops, f"peak {peak_tflops:,.0f} TFLOPS", theme, color=PALETTE["published"])
+    if not gpu_records:
+        note(fig, "TFLOPS need GPU timings: these records come from the CPU interpreter", theme)
+    return _finish(fig, gpu_records, seq_len_marker, theme, height)
+
+
+def speedup_table(records: list[dict]) -> list[dict]:
+    """Per sequence length: flash and standard (naive) median ms, the speedup naive / flash, and a note
+    where one of them failed or ran in the interpreter. Rows sorted by seq_len, plain values for st.table."""
+    groups = _by_algorithm([r for r in records if r["algorithm"] in ("flash", "naive")])
+    by_len: dict[int, dict[str, dict]] = {}
+    for algorithm, rows in groups.items():
+        for record in rows:
+            by_len.setdefault(record["seq_len"], {})[algorithm] = record
+    table = []
+    for seq_len, pair in sorted(by_len.items()):
+        times = {a: pair[a]["time_ms"] if a in pair and pair[a]["status"] == "ok" else None for a in ("flash", "naive")}
+        notes = [f"{algorithm_label(a)}: {failure_text(r)}" for a, r in pair.items() if r["status"] != "ok"]
+        if any(_is_interpreter(r) for r in pair.values()):
+            notes.append("CPU interpreter times, not GPU speed")
+        both = times["flash"] and times["naive"]
+        table.append(
+            {
+                "seq_len": seq_len,
+                "tokens": fmt_tokens(seq_len),
+                "flash_ms": times["flash"],
+                "naive_ms": times["naive"],
+                "speedup": times["naive"] / times["flash"] if both else None,
+                "note": "; ".join(notes),
+            }
+        )
+    return table
