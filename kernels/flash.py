@@ -162,9 +162,15 @@ class FlashConfig:
     num_stages: int
 
 
-# Chosen per (head_dim, dtype bytes, causal) by `python -m kernels.bench --tune` on an H200; see
-# BENCHMARKS.md. A shape class not listed falls back to `_default_config`.
-TUNED_CONFIGS: dict[tuple[int, int, bool], FlashConfig] = {}
+# Chosen per (head_dim, dtype bytes, causal) on an H200 at B=2, H=16, N=8192, bf16 (perf/smoke.py,
+# `python -m kernels.bench --tune`; figures in BENCHMARKS.md). A shape class not listed falls back to
+# `_default_config`, checked for correctness on the H200 but not tuned.
+TUNED_CONFIGS: dict[tuple[int, int, bool], FlashConfig] = {
+    (64, 2, False): FlashConfig(128, 64, 8, 3),
+    (64, 2, True): FlashConfig(128, 64, 8, 3),
+    (128, 2, False): FlashConfig(128, 64, 8, 3),
+    (128, 2, True): FlashConfig(128, 64, 8, 3),
+}
 
 # The interpreter costs about 10 ms per tile whatever its size, so it gets large tiles.
 _INTERPRETER_CONFIG = FlashConfig(block_m=64, block_n=64, num_warps=4, num_stages=1)

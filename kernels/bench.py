@@ -1,0 +1,176 @@
+"""`python -m kernels.bench`: sweep sequence lengths, print a table, write a versioned results file.
+
+Example (what produced results/h200.json; see BENCHMARKS.md):
+    python -m kernels.bench --batch 2 --heads 16 --head-dims 64,128 --causal both --timeline \
+        --out results/h200.json
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import itertools
+import sys
+from pathlib import Path
+
+import torch
+
+from kernels.flash import FlashConfig, flash_attention
+from kernels.inputs import DTYPES_BY_NAME, SUPPORTED_HEAD_DIMS
+from kernels.measure import ALGORITHMS, OURS, Setting, _time_cuda, measure, model_extra_bytes
+from kernels.results import dump_results
+from kernels.runtime import INTERPRET, device_facts
+
+DEFAULT_SEQ_LENS = tuple(1 << p for p in range(10, 19))  # 1K … 256K
+RATIO_SEQ_LEN = 8192
+TUNE_CANDIDATES = tuple(FlashConfig(*c) for c in (
+    (128, 64, 8, 3), (128, 64, 8, 4), (128, 128, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (128, 32, 4, 3),
+    (64, 128, 4, 3), (64, 32, 4, 2), (32, 32, 4, 2)))
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def _choice_list(choices):
+    def parse(text: str) -> list[str]:
+        values = [x.strip() for x in text.split(",") if x.strip()]
+        bad = [x for x in values if x not in choices]
+        if bad or not values:
+            raise argparse.ArgumentTypeError(f"unknown {bad or text!r}; choose from {', '.join(choices)}")
+        return values
+    return parse
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m kernels.bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seq-lens", type=_int_list, default=list(DEFAULT_SEQ_LENS),
+                   help="comma-separated sequence lengths (default: powers of two 1K..256K)")
+    p.add_argument("--algorithms", type=_choice_list(ALGORITHMS), default=list(ALGORITHMS),
+                   help=f"comma-separated, from {', '.join(ALGORITHMS)} (default: all)")
+    p.add_argument("--head-dims", type=_int_list, default=[64, 128], help="comma-separated head dims (default 64,128)")
+    p.add_argument("--dtypes", type=_choice_list(tuple(DTYPES_BY_NAME)), default=["bfloat16"])
+    p.add_argument("--causal", choices=("both", "true", "false"), default="both")
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--heads", type=int, default=16)
+    p.add_argument("--rep-ms", type=float, default=300.0, help="time budget of the timed repetitions per point")
+    p.add_argument("--timeline", action="store_true", help="also record SM timelines (seq_len 16K, 32 heads)")
+    p.add_argument("--tune", action="store_true", help="time flash tile configs at seq_len 8K and print the best")
+    p.add_argument("--out", type=Path, default=None, help="write a results JSON file here")
+    args = p.parse_args(argv)
+    bad_dims = [d for d in args.head_dims if d not in SUPPORTED_HEAD_DIMS]
+    if bad_dims:
+        p.error(f"unsupported head dims {bad_dims}: supported are {SUPPORTED_HEAD_DIMS}")
+    return args
+
+
+def _fmt(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def print_table(records: list[dict], file=sys.stdout) -> None:
+    print(f"{'algorithm':13s} {'D':>4s} {'causal':>6s} {'N':>7s} {'status':>6s} {'ms':>9s} {'TFLOPS':>7s} "
+          f"{'GB/s':>7s} {'extra MiB':>10s}", file=file)
+    for r in records:
+        extra = None if r["peak_extra_bytes"] is None else r["peak_extra_bytes"] / 2**20
+        print(f"{r['algorithm']:13s} {r['head_dim']:4d} {str(r['causal']):>6s} {r['seq_len']:7d} {r['status']:>6s} "
+              f"{_fmt(r['time_ms'], '9.3f')} {_fmt(r['tflops'], '7.1f')} {_fmt(r['gbps'], '7.0f')} "
+              f"{_fmt(extra, '10.1f')}", file=file)
+
+
+def ratio_table(records: list[dict], seq_len: int = RATIO_SEQ_LEN) -> list[dict]:
+    """The issue's side-by-side ratios at one seq_len, from records of the same run."""
+    by_key = {(r["algorithm"], r["head_dim"], r["causal"], r["dtype"]): r for r in records
+              if r["seq_len"] == seq_len and r["status"] == "ok"}
+    rows = []
+    for (algo, d, causal, dtype), r in sorted(by_key.items()):
+        if algo != "flash":
+            continue
+        row = {"head_dim": d, "causal": causal, "dtype": dtype, "flash_ms": r["time_ms"], "flash_tflops": r["tflops"]}
+        for other in ("sdpa_flash", "sdpa_default"):
+            o = by_key.get((other, d, causal, dtype))
+            row[f"flash_vs_{other}"] = o["time_ms"] / r["time_ms"] if o else None
+        naive, eager = by_key.get(("naive", d, causal, dtype)), by_key.get(("torch_naive", d, causal, dtype))
+        row["naive_vs_torch_naive"] = eager["time_ms"] / naive["time_ms"] if naive and eager else None
+        setting = Setting("flash", r["seq_len"], r["batch"], r["heads"], d, dtype, causal)
+        row["flash_extra_vs_o_lse"] = r["peak_extra_bytes"] / model_extra_bytes(setting) if r["peak_extra_bytes"] else None
+        if naive and naive["peak_extra_bytes"]:
+            b, h, n = naive["batch"], naive["heads"], naive["seq_len"]
+            row["naive_extra_vs_s_plus_p"] = naive["peak_extra_bytes"] / (b * h * n * n * (4 + setting.dtype_bytes))
+        rows.append(row)
+    return rows
+
+
+def print_ratios(rows: list[dict]) -> None:
+    print(f"\nratios at seq_len {RATIO_SEQ_LEN} (time of the other / time of ours; >1 means ours is faster)")
+    for row in rows:
+        print("  " + "  ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
+
+
+def tune(head_dims: list[int], dtypes: list[str], causals: list[bool], batch: int, heads: int) -> None:
+    for d, dtype, causal in itertools.product(head_dims, dtypes, causals):
+        shape = (batch, heads, RATIO_SEQ_LEN, d)
+        q, k, v = (torch.randn(shape, device="cuda", dtype=DTYPES_BY_NAME[dtype]) for _ in range(3))
+        timings = []
+        for cfg in TUNE_CANDIDATES:
+            try:
+                times = _time_cuda(lambda: flash_attention(q, k, v, causal=causal, config=cfg), 50, 300)
+                timings.append((sorted(times)[len(times) // 2], cfg))
+            except Exception as exc:  # a config that does not fit is skipped, not fatal
+                print(f"  {cfg} failed: {type(exc).__name__}", file=sys.stderr)
+        timings.sort(key=lambda t: t[0])
+        for ms, cfg in timings[:3]:
+            print(f"tune d={d} {dtype} causal={causal}: {ms:.3f} ms {cfg}")
+        del q, k, v
+        torch.cuda.empty_cache()
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if INTERPRET:
+        print("no CUDA GPU: the bench measures GPU kernels; on the interpreter use small N via kernels.measure",
+              file=sys.stderr)
+        return 2
+    causals = {"both": [False, True], "true": [True], "false": [False]}[args.causal]
+    if args.tune:
+        tune(args.head_dims, args.dtypes, causals, args.batch, args.heads)
+        return 0
+    facts = device_facts(measure_bandwidth=True)
+    settings = [Setting(a, n, args.batch, args.heads, d, dt_, c)
+                for dt_, d, c, a, n in itertools.product(args.dtypes, args.head_dims, causals, args.algorithms,
+                                                         args.seq_lens)]
+    records = []
+    oom_at = {}
+    for i, s in enumerate(settings, 1):
+        key = (s.algorithm, s.head_dim, s.causal, s.dtype)
+        if key in oom_at and s.seq_len > oom_at[key] and s.algorithm not in OURS:
+            continue  # PyTorch's eager path past its own wall: nothing new to learn
+        r = measure(s, rep_ms=args.rep_ms).to_dict()
+        if r["status"] == "oom":
+            oom_at.setdefault(key, s.seq_len)
+        records.append(r)
+        print(f"[{i}/{len(settings)}] {s.algorithm} D={s.head_dim} causal={s.causal} N={s.seq_len}: {r['status']} "
+              f"{_fmt(r['time_ms'], '.3f')} ms", file=sys.stderr, flush=True)
+    timelines = []
+    if args.timeline:
+        from kernels.trace import sm_timeline
+        timelines = [sm_timeline(causal=c).to_dict() for c in (False, True)]
+    print_table(records)
+    ratios = ratio_table(records)
+    print_ratios(ratios)
+    if args.out:
+        command = "python -m kernels.bench " + " ".join(argv if argv is not None else sys.argv[1:])
+        created = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        dump_results(args.out, facts, records, timelines, command, created, {"ratios": ratios})
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""What our flash kernel actually did, as plain arrays for the app's animation and SM timeline.
+
+`trace_flash` runs the kernel in trace mode at small N (interpreter on CPU, or the GPU) on inputs
+made to show the online softmax at work: in every query block one row meets its largest score late,
+so the running max jumps and the rescale factor α = exp(m_old − m_new) matters. The same inputs go
+through the naive kernel, so the last frame can show max |O_flash − O_standard|.
+
+`sm_timeline` runs the kernel at a real size on the GPU recording, per program, the SM it ran on and
+its start and end (%globaltimer): waves of blocks across the SMs, and causal load imbalance.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from kernels.flash import config_for, flash_attention_sm_timeline, flash_attention_traced
+from kernels.inputs import DTYPES_BY_NAME
+from kernels.naive import naive_attention
+from kernels.runtime import DEVICE, INTERPRET, backend
+
+TRACE_MAX_SEQ_LEN = 1024
+
+
+@dataclass(frozen=True)
+class FlashTrace:
+    seq_len: int
+    head_dim: int
+    block_m: int
+    block_n: int
+    causal: bool
+    sm_scale: float
+    dtype: str
+    backend: str
+    seed: int
+    steps: np.ndarray         # (T, 2) int: (q_block, k_block) in the kernel's order
+    row_max: np.ndarray       # (T, block_m): running max m, natural-log units; NaN past seq_len
+    row_sum: np.ndarray       # (T, block_m): running sum l
+    alpha: np.ndarray         # (T, block_m): rescale factor applied at the step
+    out_rows: np.ndarray      # (T, block_m, head_dim): the block's acc / l after the step
+    out_flash: np.ndarray     # (seq_len, head_dim)
+    out_standard: np.ndarray  # (seq_len, head_dim)
+    max_abs_err: float        # max |O_flash − O_standard|
+    scores: np.ndarray        # (seq_len, seq_len) float64 sm_scale·QKᵀ, NaN where the causal mask hides a key
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def late_max_inputs(seq_len: int, head_dim: int, block_m: int, causal: bool, dtype: torch.dtype, seed: int):
+    """Random q, k, v (1, 1, N, D) where the last row of each query block meets its top score late:
+    its key is the last one that row can see (the diagonal when causal, the last key otherwise)."""
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn((1, 1, seq_len, head_dim), generator=gen, dtype=torch.float64) for _ in range(3))
+    for block, row in enumerate(range(block_m - 1, seq_len + block_m - 1, block_m)):
+        row = min(row, seq_len - 1)
+        key = row if causal else max(seq_len - 1 - block, 0)
+        k[0, 0, key] = q[0, 0, row] * 1.5
+    return tuple(t.to(dtype).to(DEVICE) for t in (q, k, v))
+
+
+def trace_flash(seq_len: int = 256, head_dim: int = 64, block_m: int = 64, block_n: int = 64,
+                causal: bool = False, dtype: str = "float32", seed: int = 0) -> FlashTrace:
+    """Run the flash kernel in trace mode on one (batch, head) and return its step-by-step state."""
+    if not isinstance(seq_len, int) or not 1 <= seq_len <= TRACE_MAX_SEQ_LEN:
+        raise ValueError(f"the traced animation runs at 1 ≤ seq_len ≤ {TRACE_MAX_SEQ_LEN}; got {seq_len!r}")
+    if dtype not in DTYPES_BY_NAME:
+        raise ValueError(f"unsupported dtype {dtype!r}: use one of {tuple(DTYPES_BY_NAME)}")
+    torch_dtype = DTYPES_BY_NAME[dtype]
+    q, k, v = late_max_inputs(seq_len, head_dim, block_m, causal, torch_dtype, seed)
+    sm_scale = 1.0 / math.sqrt(head_dim)
+    o_flash, _, trace = flash_attention_traced(q, k, v, causal, block_m, block_n, sm_scale)
+    o_std = naive_attention(q, k, v, causal=causal, sm_scale=sm_scale)
+    stats = trace.stats[0].cpu().double().numpy()  # (n_q, n_k, 3, block_m)
+    outs = trace.out[0].cpu().double().numpy()     # (n_q, n_k, block_m, head_dim)
+    visited = ~np.isnan(stats[:, :, 1, 0])          # steps the kernel ran (l is never NaN there)
+    steps = np.argwhere(visited)                    # row-major: q block, then k blocks ascending
+    rows_valid = (steps[:, :1] * block_m + np.arange(block_m)[None, :]) < seq_len  # (T, block_m)
+    pick = (steps[:, 0], steps[:, 1])
+
+    def per_step(stat: int) -> np.ndarray:
+        return np.where(rows_valid, stats[pick][:, stat], np.nan)
+
+    q64, k64 = q[0, 0].cpu().double(), k[0, 0].cpu().double()
+    scores = (q64 @ k64.T * sm_scale).numpy()
+    if causal:
+        scores[np.triu_indices(seq_len, 1)] = np.nan
+    o_flash_np = o_flash[0, 0].cpu().double().numpy()
+    o_std_np = o_std[0, 0].cpu().double().numpy()
+    return FlashTrace(
+        seq_len=seq_len, head_dim=head_dim, block_m=block_m, block_n=block_n, causal=causal, sm_scale=sm_scale,
+        dtype=dtype, backend=backend(), seed=seed, steps=steps,
+        row_max=per_step(0), row_sum=per_step(1), alpha=per_step(2),
+        out_rows=np.where(rows_valid[:, :, None], outs[pick], np.nan),
+        out_flash=o_flash_np, out_standard=o_std_np,
+        max_abs_err=float(np.max(np.abs(o_flash_np - o_std_np))), scores=scores,
+    )
+
+
+@dataclass(frozen=True)
+class SmTimeline:
+    sm_count: int
+    seq_len: int
+    heads: int
+    batch: int
+    head_dim: int
+    block_m: int
+    causal: bool
+    sm_id: list[int]
+    t_start_ns: list[int]
+    t_end_ns: list[int]
+    q_block: list[int]
+    bh: list[int]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def sm_timeline(seq_len: int = 16384, heads: int = 32, batch: int = 1, head_dim: int = 128,
+                causal: bool = False, dtype: str = "bfloat16", seed: int = 0) -> SmTimeline:
+    """Which SM ran which program of the flash kernel, and when (GPU only)."""
+    if INTERPRET:
+        raise ValueError("the SM timeline needs a GPU; without one, use the recorded timelines in results/")
+    torch_dtype = DTYPES_BY_NAME[dtype]
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    shape = (batch, heads, seq_len, head_dim)
+    q, k, v = (torch.randn(shape, generator=gen, device="cuda").to(torch_dtype) for _ in range(3))
+    flash_attention_sm_timeline(q, k, v, causal)  # warm-up: compile outside the recorded run
+    _, sm = flash_attention_sm_timeline(q, k, v, causal)
+    sm = sm.cpu()  # (B·H, n_q, 3)
+    n_q = sm.shape[1]
+    start = sm[..., 1] - sm[..., 1].min()
+    end = sm[..., 2] - sm[..., 1].min()
+    q_block = torch.arange(n_q).expand(sm.shape[0], n_q)
+    bh = torch.arange(sm.shape[0])[:, None].expand(sm.shape[0], n_q)
+    return SmTimeline(
+        sm_count=torch.cuda.get_device_properties(0).multi_processor_count, seq_len=seq_len, heads=heads,
+        batch=batch, head_dim=head_dim, block_m=config_for(head_dim, torch_dtype, causal).block_m, causal=causal,
+        sm_id=sm[..., 0].flatten().tolist(), t_start_ns=start.flatten().tolist(), t_end_ns=end.flatten().tolist(),
+        q_block=q_block.flatten().tolist(), bh=bh.flatten().tolist(),
+    )

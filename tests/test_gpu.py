@@ -1,0 +1,87 @@
+"""On the GPU (skipped without one): our kernels against torch SDPA at real sizes, the trace's SM records,
+out-of-memory recovery, every algorithm's record, and the GPU lock under concurrent load."""
+import threading
+
+import pytest
+import torch
+
+from kernels import flash_attention, naive_attention
+from kernels import measure as m
+from kernels.flash import FlashConfig, config_for, flash_attention_traced
+from kernels.measure import Setting, measure, model_extra_bytes
+
+pytestmark = pytest.mark.gpu
+
+
+def sdpa_error(fn, seq_len, causal, heads=4, head_dim=128):
+    gen = torch.Generator(device="cuda").manual_seed(seq_len + causal)
+    q, k, v = (torch.randn(1, heads, seq_len, head_dim, generator=gen, device="cuda").bfloat16() for _ in range(3))
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal).double()
+    out = fn(q, k, v, causal=causal)
+    return ((out.double() - ref).norm() / ref.norm()).item()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq_len", [1024, 4096, 16384, 65536])
+def test_flash_matches_sdpa(seq_len, causal):
+    assert sdpa_error(flash_attention, seq_len, causal) < 1e-2
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq_len", [1024, 4096, 16384])
+def test_naive_matches_sdpa(seq_len, causal):
+    assert sdpa_error(naive_attention, seq_len, causal) < 1e-2
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_trace_records_sms_and_changes_no_bit(causal):
+    q, k, v = (torch.randn(2, 4, 1000, 64, device="cuda").bfloat16() for _ in range(3))
+    base = config_for(64, torch.bfloat16, causal)
+    o_traced, _, trace = flash_attention_traced(q, k, v, causal, 64, 32, record_sm=True)
+    o_plain = flash_attention(q, k, v, causal=causal, config=FlashConfig(64, 32, base.num_warps, min(base.num_stages, 2)))
+    assert torch.equal(o_traced, o_plain), "trace mode changed the output"
+    sm = trace.sm.cpu()
+    sm_count = torch.cuda.get_device_properties(0).multi_processor_count
+    assert ((sm[..., 0] >= 0) & (sm[..., 0] < sm_count)).all()
+    assert (sm[..., 2] > sm[..., 1]).all(), "every program ends after it starts"
+
+
+def test_oom_is_a_result_and_the_gpu_recovers():
+    torch.cuda.empty_cache()
+    baseline = torch.cuda.memory_allocated()
+    huge = Setting("naive", seq_len=65536, batch=1, heads=8, head_dim=64)  # S + P: 206 GB > 141 GB
+    r = measure(huge)
+    assert r.status == "oom" and r.needed_bytes and r.needed_bytes > 2**30
+    assert "out of memory" in r.message.lower()
+    assert torch.cuda.memory_allocated() == baseline
+    assert not m.GPU_LOCK.locked()
+    after = measure(Setting("flash", seq_len=65536, batch=1, heads=8, head_dim=64))
+    assert after.status == "ok" and after.time_ms > 0
+
+
+@pytest.mark.parametrize("algorithm", m.ALGORITHMS)
+def test_every_algorithm_gives_a_record(algorithm):
+    s = Setting(algorithm, seq_len=4096, batch=1, heads=8, head_dim=64)
+    r = measure(s)
+    assert r.status == "ok", r.message
+    assert r.timing_kind == "cuda" and r.tflops > 0 and r.gbps > 0
+    assert r.time_ms_p20 <= r.time_ms <= r.time_ms_p80
+    if algorithm == "flash":
+        assert r.peak_extra_bytes <= 1.05 * model_extra_bytes(s)
+    if algorithm == "naive":
+        assert r.peak_extra_bytes >= 8 * 4096 * 4096 * (4 + 2)
+
+
+def test_lock_serializes_concurrent_sessions():
+    results = {}
+
+    def session(n):
+        results[n] = measure(Setting("flash", seq_len=n, batch=1, heads=8, head_dim=64))
+    threads = [threading.Thread(target=session, args=(n,)) for n in (1024, 2048, 4096, 8192)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r.status == "ok" for r in results.values())
+    assert results[8192].time_ms > results[1024].time_ms  # each session got its own setting's numbers
+    assert not m.GPU_LOCK.locked()

@@ -1,0 +1,104 @@
+"""Measurement records: their arithmetic, the interpreter path's honesty, the GPU lock."""
+import threading
+
+import pytest
+
+from kernels import measure as m
+from kernels.measure import Setting, attention_flops, bytes_moved, model_extra_bytes, oom_bytes
+
+
+def test_flops_by_hand():
+    s = Setting("flash", seq_len=1024, batch=2, heads=16, head_dim=128)
+    assert attention_flops(s) == 4 * 2 * 16 * 1024 * 1024 * 128 == 17_179_869_184
+    assert attention_flops(Setting("flash", 1024, 2, 16, 128, causal=True)) == 8_589_934_592
+
+
+def test_bytes_by_hand():
+    # fused: Q, K, V read and O written once: 4 · B·H·N·D · 2 bytes, plus the fp32 LSE for ours
+    flash = Setting("flash", seq_len=1000, batch=1, heads=2, head_dim=64)
+    assert bytes_moved(flash) == 4 * 2 * 1000 * 64 * 2 + 2 * 1000 * 4 == 1_032_000
+    assert bytes_moved(Setting("sdpa_flash", 1000, 1, 2, 64)) == 1_024_000
+    # standard: + S written and read (fp32) + P written and read (bf16)
+    naive = Setting("naive", seq_len=1000, batch=1, heads=2, head_dim=64)
+    assert bytes_moved(naive) == 1_024_000 + 2 * 2_000_000 * 4 + 2 * 2_000_000 * 2 == 25_024_000
+    # causal: only the lower triangle of S (and of P on the read) moves; P is written whole
+    tri = 2 * 1000 * 1001 // 2
+    causal = Setting("naive", 1000, 1, 2, 64, causal=True)
+    assert bytes_moved(causal) == 1_024_000 + 2 * tri * 4 + 2_000_000 * 2 + tri * 2
+
+
+def test_model_memory_by_hand():
+    s = dict(seq_len=4096, batch=1, heads=4, head_dim=64)
+    assert model_extra_bytes(Setting("flash", **s)) == 4 * 4096 * 64 * 2 + 4 * 4096 * 4
+    assert model_extra_bytes(Setting("naive", **s)) == 4 * 4096 * 64 * 2 + 4 * 4096 * 4096 * 6
+
+
+def test_oom_message_parsing():
+    msg = "CUDA out of memory. Tried to allocate 64.00 GiB. GPU 0 has a total capacity of 139.81 GiB"
+    assert oom_bytes(msg) == 64 << 30
+    assert oom_bytes("Tried to allocate 512.50 MiB") == int(512.5 * 2**20)
+    assert oom_bytes("something else") is None
+
+
+@pytest.mark.parametrize("kwargs,words", [
+    ({"algorithm": "fast"}, "unknown algorithm"), ({"seq_len": 0}, "seq_len"), ({"seq_len": -5}, "seq_len"),
+    ({"seq_len": 1.5}, "seq_len"), ({"batch": True}, "batch"), ({"head_dim": 96}, "head_dim"),
+    ({"dtype": "float64"}, "dtype"), ({"causal": 1}, "causal"), ({"seq_len": 1 << 30}, "supported"),
+])
+def test_bad_settings_are_rejected(kwargs, words):
+    args = {"algorithm": "flash", "seq_len": 128, **kwargs}
+    with pytest.raises(ValueError, match=words):
+        Setting(**args)
+
+
+@pytest.mark.skipif(not m.INTERPRET, reason="the interpreter path")
+def test_interpreter_record_is_honest():
+    r = m.measure(Setting("flash", seq_len=128, batch=1, heads=2, head_dim=32, dtype="float32"))
+    assert r.status == "ok" and r.timing_kind == "interpreter"
+    assert r.device == "CPU (Triton interpreter)"
+    assert r.time_ms > 0
+    assert r.peak_extra_bytes is None and r.tflops is None and r.gbps is None  # not measurable on a CPU
+    assert r.to_dict()["algorithm"] == "flash"
+
+
+@pytest.mark.skipif(not m.INTERPRET, reason="the interpreter path")
+def test_interpreter_refuses_what_it_cannot_run():
+    with pytest.raises(ValueError, match="too large"):
+        m.measure(Setting("naive", seq_len=4096))
+    with pytest.raises(ValueError, match="needs a GPU"):
+        m.measure(Setting("sdpa_default", seq_len=128))
+    with pytest.raises(TypeError):
+        m.measure({"algorithm": "flash"})
+
+
+def test_lock_is_released_when_a_measurement_is_interrupted(monkeypatch):
+    """A rerun cancelled mid-measurement (an exception through measure) must not leave the lock held."""
+    monkeypatch.setattr(m, "INTERPRET", False)
+
+    def interrupted(*args):
+        raise KeyboardInterrupt("viewer moved the slider")
+    monkeypatch.setattr(m, "_measure_cuda", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        m.measure(Setting("flash", 1024))
+    assert not m.GPU_LOCK.locked()
+
+
+def test_busy_lock_times_out_with_a_message(monkeypatch):
+    monkeypatch.setattr(m, "INTERPRET", False)
+    monkeypatch.setattr(m, "GPU_LOCK_TIMEOUT_S", 0.05)
+    holder_ready, release = threading.Event(), threading.Event()
+
+    def hold():
+        with m.GPU_LOCK:
+            holder_ready.set()
+            release.wait(5)
+    t = threading.Thread(target=hold)
+    t.start()
+    holder_ready.wait(5)
+    try:
+        with pytest.raises(TimeoutError, match="busy"):
+            m.measure(Setting("flash", 1024))
+    finally:
+        release.set()
+        t.join()
+    assert not m.GPU_LOCK.locked()
