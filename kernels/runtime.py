@@ -40,7 +40,7 @@ def _choose_backend() -> Backend:
         return Backend("interpreter", f"CUDA GPU {name} (sm_{major}{minor}) is older than Triton's "
                        f"bf16 tensor-core path needs (sm_80): using the CPU interpreter")
     try:
-        import triton.runtime.driver as triton_driver
+        from triton.runtime import driver as triton_driver
         triton_driver.active.get_current_target()
     except Exception as exc:  # a broken driver/toolchain must not take the app down
         return Backend("interpreter", f"CUDA GPU {name} found but Triton cannot drive it ({exc}): "
