@@ -128,7 +128,7 @@ def records() -> list[dict]:
             naive_peak = naive_extra_bytes(seq_len, 1, 8, 64, 2)
             rows.append(record("naive", seq_len, time_ms=seq_len**2 * 4e-9, peak_extra_bytes=naive_peak))
         else:
-            rows.append(record("naive", seq_len, "oom", needed_bytes=naive_extra_bytes(seq_len, 1, 8, 64, 2)))
+            rows.append(record("naive", seq_len, "oom", needed_bytes=8 * seq_len * seq_len * 2))  # P failed
     return rows
 
 
@@ -286,12 +286,12 @@ def test_memory_figure(records) -> None:
     np.testing.assert_allclose(naive_curve.y, [naive_extra_bytes(int(n), 1, 8, 64, 2) for n in naive_curve.x])
     flash_points = next(t for name, t in by_name.items() if name.startswith("flash") and "measured" in name)
     assert list(flash_points.x) == [1024, 4096, 16384, 65536]
-    oom = by_name["out of memory (bytes asked for)"]
+    oom = by_name["out of memory (what it needs)"]  # ✕ on the formula: S + P + O at that N
     assert list(oom.x) == [65536] and list(oom.y) == [naive_extra_bytes(65536, 1, 8, 64, 2)]
     wall = next(shape for shape in fig.layout.shapes if shape.type == "rect")
     assert wall.x0 == 65536
-    needed = fmt_bytes(naive_extra_bytes(65536, 1, 8, 64, 2))
-    assert f"out of memory at N = 64K (needed {needed})" in shape_labels(fig)
+    needed, failed = fmt_bytes(naive_extra_bytes(65536, 1, 8, 64, 2)), fmt_bytes(8 * 65536 * 65536 * 2)
+    assert f"out of memory at N = 64K (needs {needed}; a {failed} allocation failed)" in shape_labels(fig)
     assert "device memory 141.0 GiB" in shape_labels(fig) and "N = 4K" in shape_labels(fig)
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
 

@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.marks import bytes_axis, bytes_curve, horizontal_marker, token_axis, vertical_marker
-from viz.schedule import flash_extra_bytes, naive_extra_bytes
+from viz.schedule import bytes_per_element, flash_extra_bytes, naive_extra_bytes
 from viz.theme import PALETTE, algorithm_color, algorithm_label, fmt_bytes, fmt_tokens, style, surface
 
 DEFAULT_SEQ_LENS = (512, 131072)  # x range (tokens) when no record says otherwise
@@ -18,11 +18,31 @@ FORMULAS = {
 }
 
 
+def _need(record: dict) -> int | None:
+    """Bytes the algorithm needs at the record's setting (its formula), else what the failed allocation asked."""
+    if record["algorithm"] in FORMULAS:
+        formula = FORMULAS[record["algorithm"]][0]
+        return formula(record["seq_len"], record["batch"], record["heads"], record["head_dim"],
+                       bytes_per_element(record["dtype"]))
+    return record.get("needed_bytes")
+
+
+def _oom_text(record: dict) -> str:
+    """"needs 192.0 GiB; a 64.0 GiB allocation failed": the model's total and what was measured."""
+    parts = []
+    need = _need(record)
+    if need:
+        parts.append(f"needs {fmt_bytes(need)}")
+    if record.get("needed_bytes"):
+        parts.append(f"a {fmt_bytes(record['needed_bytes'])} allocation failed")
+    return "; ".join(parts)
+
+
 def _oom_wall(fig: go.Figure, oom_records: list[dict], x_max: float) -> None:
     """Shade everything right of the first out-of-memory sequence length (standard's, if it has one)."""
     naive = [r for r in oom_records if r["algorithm"] == "naive"]
     first = min(naive or oom_records, key=lambda r: r["seq_len"])
-    needed = f" (needed {fmt_bytes(first['needed_bytes'])})" if first.get("needed_bytes") else ""
+    needed = f" ({_oom_text(first)})" if _oom_text(first) else ""
     fig.add_shape(
         type="rect",
         x0=first["seq_len"],
@@ -57,7 +77,8 @@ def memory_figure(
     """Log-log extra device memory (bytes) vs sequence length (tokens) for standard and flash attention.
 
     records: measurement records (docs/data-contracts.md); "ok" records of "naive"/"flash" with a
-    peak_extra_bytes become measured markers, "oom" records an ✕ at needed_bytes and a shaded wall.
+    peak_extra_bytes become measured markers, "oom" records an ✕ at the bytes the algorithm needs there
+    (its formula; the failed allocation's size, which the record holds, goes in the label) and a shaded wall.
     batch, heads, head_dim, dtype_bytes: the setting the formula curves are drawn for.
     hbm_bytes: device memory, drawn as a horizontal line. seq_len_marker: the slider's N, a vertical line.
     """
@@ -94,16 +115,16 @@ def memory_figure(
 
     oom = [r for r in records if r["status"] == "oom"]
     if oom:
-        with_need = [r for r in oom if r.get("needed_bytes")]
-        plotted += [r["needed_bytes"] for r in with_need]
+        with_need = [r for r in oom if _need(r)]
+        plotted += [_need(r) for r in with_need]
         fig.add_trace(
             go.Scatter(
                 x=np.array([r["seq_len"] for r in with_need]),
-                y=np.array([r["needed_bytes"] for r in with_need], dtype=np.float64),
+                y=np.array([_need(r) for r in with_need], dtype=np.float64),
                 mode="markers",
-                name="out of memory (bytes asked for)",
+                name="out of memory (what it needs)",
                 marker=dict(symbol="x", size=20, color=PALETTE["oom"], line=dict(width=2)),
-                text=[f"{algorithm_label(r['algorithm'])} needed {fmt_bytes(r['needed_bytes'])}" for r in with_need],
+                text=[f"{algorithm_label(r['algorithm'])} out of memory: {_oom_text(r)}" for r in with_need],
                 hovertemplate="N = %{x}: %{text}<extra></extra>",
             )
         )

@@ -26,10 +26,10 @@ def _by_algorithm(records: list[dict]) -> dict[str, list[dict]]:
 
 
 def failure_text(record: dict) -> str:
-    """Why a record has no timing: "out of memory (needed 48.0 GiB)" or "error: …"."""
+    """Why a record has no timing: "out of memory (a 64.0 GiB allocation failed)" or "error: …"."""
     if record["status"] == "oom":
         needed = record.get("needed_bytes")
-        return "out of memory" + (f" (needed {fmt_bytes(needed)})" if needed else "")
+        return "out of memory" + (f" (a {fmt_bytes(needed)} allocation failed)" if needed else "")
     return f"error: {record.get('message') or 'unknown'}"
 
 
