@@ -1,0 +1,230 @@
+"""What the page shows, as one frozen value that a URL can carry.
+
+Every control of the app lives in the URL's query parameters, so a bookmark restores the same view.
+A URL is typed by hand, pasted into chats and edited by curious people, so it is hostile input:
+`settings_from_query` never raises; it keeps every value it can use and turns every one it cannot
+into a short note that the app shows (values are quoted safely: notes are rendered as markdown).
+
+No Streamlit, torch or triton import, so it is fast to import and to test.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
+
+from viz.schedule import DTYPE_BYTES
+from viz.theme import THEMES
+
+SCENES = ("headline", "hierarchy", "problem", "compare", "tiling", "seqlen", "evolution", "timeline",
+          "takeaways")
+SEQ_LENS = tuple(1 << power for power in range(10, 19))  # 1K … 256K tokens, the slider's stops
+# The animation runs the real kernel (in the CPU interpreter without a GPU, ~10 ms a tile), so it stays small.
+TRACE_SEQ_LENS = (64, 128, 256, 512)
+# These two mirror kernels.inputs.SUPPORTED_HEAD_DIMS and kernels.flash._check_tiles (tests check they
+# agree); they are repeated here so that parsing a URL does not import torch.
+HEAD_DIMS = (16, 32, 64, 128, 256)
+TILE_SIZES = (16, 32, 64, 128, 256)  # powers of two; tl.dot needs at least 16
+SOURCES = ("live", "recorded")
+MAX_BATCH = 64
+MAX_HEADS = 128
+MAX_SEED = 2**31 - 1
+MAX_STEP = 1 << 20  # far above any schedule the animation draws; the app clamps to the real length
+
+_DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32",
+                  "float": "float32"}
+_TRUE_WORDS = ("true", "1", "yes", "on")
+_FALSE_WORDS = ("false", "0", "no", "off")
+_RECORDING_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\.json")  # a bare file name, never a path
+_WHOLE_NUMBER = re.compile(r"([0-9]{1,10})([kK]?)", re.ASCII)  # "8192" or "8k"; no signs, spaces, "_"
+_MAX_VALUE_CHARS = 80
+_MAX_UNKNOWN_NOTES = 5
+
+
+@dataclass(frozen=True)
+class Settings:
+    scene: str = "headline"
+    seq_len: int = 8192
+    batch: int = 2
+    heads: int = 16
+    head_dim: int = 128
+    dtype: str = "bfloat16"
+    causal: bool = False
+    block_m: int = 64
+    block_n: int = 64
+    trace_len: int = 256
+    step: int = 0
+    seed: int = 0
+    source: str = "live"
+    recording: str = "h200.json"
+    theme: str = "light"
+
+    @property
+    def dtype_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+
+DEFAULTS = Settings()
+QUERY_KEYS = tuple(field.name for field in fields(Settings))
+
+
+@dataclass(frozen=True)
+class SharedMemoryBudget:
+    """What a GPU offers a thread block and what a tile shape costs (kernels.flash.smem_bytes)."""
+    limit_bytes: int
+    need_bytes: Callable[[int, int, int, int], int]  # (block_m, block_n, head_dim, dtype_bytes) -> bytes
+    gpu_name: str = "the GPU"
+
+
+class _Rejected(ValueError):
+    """A query value that cannot be used; its message completes the sentence '<key>: <value> …'."""
+
+
+def quoted(raw: str, limit: int = 40) -> str:
+    """Untrusted text as a markdown code span: printable ASCII only, no backticks, cut at `limit`."""
+    cleaned = "".join(ch if " " <= ch <= "~" and ch != "`" else "?" for ch in raw[:limit])
+    return f"`{cleaned}{'…' if len(raw) > limit else ''}`" if cleaned.strip() else "an empty value"
+
+
+def _count_in(raw: str) -> int:
+    match = _WHOLE_NUMBER.fullmatch(raw.strip())
+    if not match:
+        raise _Rejected("is not a whole number")
+    return int(match[1]) * (1024 if match[2] else 1)
+
+
+def _whole_number(raw: str, low: int, high: int) -> int:
+    value = _count_in(raw)
+    if not low <= value <= high:
+        raise _Rejected(f"is outside {low} … {high}")
+    return value
+
+
+def _one_of_numbers(raw: str, allowed: tuple[int, ...], what: str) -> int:
+    value = _count_in(raw)
+    if value not in allowed:
+        raise _Rejected(f"is not {what} ({', '.join(_count(v) for v in allowed)})")
+    return value
+
+
+def _count(value: int) -> str:
+    return f"{value // 1024}K" if value >= 1024 and value % 1024 == 0 else str(value)
+
+
+def _one_of_names(raw: str, allowed: tuple[str, ...], aliases: Mapping[str, str] | None = None) -> str:
+    name = raw.strip().lower()
+    name = (aliases or {}).get(name, name)
+    if name not in allowed:
+        raise _Rejected(f"is not one of {', '.join(allowed)}")
+    return name
+
+
+def _scene(raw: str) -> str:
+    number = raw.strip()
+    if number.isascii() and number.isdigit() and 1 <= int(number) <= len(SCENES):
+        return SCENES[int(number) - 1]  # "?scene=5" is what a speaker types
+    return _one_of_names(raw, SCENES)
+
+
+def _boolean(raw: str) -> bool:
+    word = raw.strip().lower()
+    if word in _TRUE_WORDS:
+        return True
+    if word in _FALSE_WORDS:
+        return False
+    raise _Rejected("is not true or false")
+
+
+def _recording(raw: str) -> str:
+    if not _RECORDING_NAME.fullmatch(raw) or ".." in raw:
+        raise _Rejected("is not the name of a results file (like h200.json)")
+    return raw
+
+
+_PARSERS: dict[str, Callable[[str], object]] = {
+    "scene": _scene,
+    "seq_len": lambda raw: _one_of_numbers(raw, SEQ_LENS, "a power of two from 1K to 256K"),
+    "batch": lambda raw: _whole_number(raw, 1, MAX_BATCH),
+    "heads": lambda raw: _whole_number(raw, 1, MAX_HEADS),
+    "head_dim": lambda raw: _one_of_numbers(raw, HEAD_DIMS, "a head dimension the kernels support"),
+    "dtype": lambda raw: _one_of_names(raw, tuple(DTYPE_BYTES), _DTYPE_ALIASES),
+    "causal": _boolean,
+    "block_m": lambda raw: _one_of_numbers(raw, TILE_SIZES, "a tile size"),
+    "block_n": lambda raw: _one_of_numbers(raw, TILE_SIZES, "a tile size"),
+    "trace_len": lambda raw: _one_of_numbers(raw, TRACE_SEQ_LENS, "an animation length"),
+    "step": lambda raw: _whole_number(raw, 0, MAX_STEP),
+    "seed": lambda raw: _whole_number(raw, 0, MAX_SEED),
+    "source": lambda raw: _one_of_names(raw, SOURCES),
+    "recording": _recording,
+    "theme": lambda raw: _one_of_names(raw, THEMES),
+}
+assert set(_PARSERS) == set(QUERY_KEYS), "every setting needs a parser"
+
+
+def settings_from_query(params: Mapping[str, str | list[str]], *,
+                        smem: SharedMemoryBudget | None = None) -> tuple[Settings, list[str]]:
+    """The settings a URL asks for, and one note for every value that was ignored.
+
+    `params` maps a key to its value, or to all its values when the key was repeated (as
+    `{key: st.query_params.get_all(key) for key in st.query_params}` gives). A repeated key is
+    ambiguous and falls back to its default. With `smem`, tile sizes that do not fit the GPU's
+    shared memory are replaced too (see `fit_tiles`).
+    """
+    chosen: dict[str, object] = {}
+    notes: list[str] = []
+    unknown: list[str] = []
+    for key, value in params.items():
+        values = list(value) if isinstance(value, (list, tuple)) else [value]
+        if key not in _PARSERS:
+            unknown.append(key)
+            continue
+        if not values:
+            continue
+        if len(values) > 1:
+            notes.append(f"{key}: given {len(values)} times in the link; using the default "
+                         f"{quoted(_query_value(getattr(DEFAULTS, key)))}")
+            continue
+        raw = values[0]
+        try:
+            if not isinstance(raw, str):
+                raise _Rejected("is not text")
+            if len(raw) > _MAX_VALUE_CHARS:
+                raise _Rejected("is too long to be a setting")
+            chosen[key] = _PARSERS[key](raw)
+        except _Rejected as why:
+            notes.append(f"{key}: {quoted(str(raw))} {why}; using the default "
+                         f"{quoted(_query_value(getattr(DEFAULTS, key)))}")
+    if unknown:
+        listed = ", ".join(quoted(str(key)) for key in unknown[:_MAX_UNKNOWN_NOTES])
+        more = f" and {len(unknown) - _MAX_UNKNOWN_NOTES} more" if len(unknown) > _MAX_UNKNOWN_NOTES else ""
+        notes.append(f"unknown parameter{'s' if len(unknown) > 1 else ''} {listed}{more} ignored")
+    settings = replace(DEFAULTS, **chosen)
+    if smem is not None:
+        settings, tile_notes = fit_tiles(settings, smem)
+        notes.extend(tile_notes)
+    return settings, notes
+
+
+def fit_tiles(settings: Settings, smem: SharedMemoryBudget) -> tuple[Settings, list[str]]:
+    """Keep the tile sizes if they fit in shared memory, else the largest square tile that does."""
+    def need(block_m: int, block_n: int) -> int:
+        return smem.need_bytes(block_m, block_n, settings.head_dim, settings.dtype_bytes)
+
+    asked = need(settings.block_m, settings.block_n)
+    if asked <= smem.limit_bytes:
+        return settings, []
+    fitting = [size for size in TILE_SIZES if need(size, size) <= smem.limit_bytes]
+    size = max(fitting, default=TILE_SIZES[0])
+    note = (f"block_m × block_n: {settings.block_m}×{settings.block_n} tiles at head_dim {settings.head_dim} "
+            f"{settings.dtype} need {asked / 1024:.0f} KiB of shared memory, {smem.gpu_name} has "
+            f"{smem.limit_bytes / 1024:.0f} KiB per block; using {size}×{size}")
+    return replace(settings, block_m=size, block_n=size), [note]
+
+
+def _query_value(value: object) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def settings_to_query(settings: Settings) -> dict[str, str]:
+    """Every setting as a query parameter, so a link keeps meaning the same even if defaults change."""
+    return {key: _query_value(getattr(settings, key)) for key in QUERY_KEYS}

@@ -1,0 +1,218 @@
+"""The app on the CPU path (recorded results + Triton interpreter), driven by Streamlit's AppTest.
+
+Links ask for the recorded source, so a GPU machine runs the same tests (only the animation then runs on
+the GPU). The interpreter costs ~10 ms per tile, so every animation here is tiny (64 tokens, 16–32 token
+tiles).
+"""
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app_settings import DEFAULTS, SCENES, settings_from_query
+from kernels import results
+from kernels.measure import Setting, _result
+from viz.schedule import tile_schedule
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+SMALL_ANIMATION = {"trace_len": "64", "block_m": "16", "block_n": "32"}
+
+
+def open_app(**params: str) -> AppTest:
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.query_params.update({"source": "recorded", **params})
+    return app.run()
+
+
+def assert_no_exception(app: AppTest) -> None:
+    assert not app.exception, [exception.value for exception in app.exception]
+
+
+def metric_values(app: AppTest) -> list[str]:
+    return [metric.value for metric in app.metric]
+
+
+def plotly_specs(app: AppTest) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in app.get("plotly_chart")]
+
+
+def badges(app: AppTest) -> str:
+    """Text of the data-source badges (st.badge renders as a markdown badge directive)."""
+    return " ".join(element.value for element in app.markdown if "-badge[" in element.value)
+
+
+def page_text(app: AppTest) -> str:
+    return " ".join(str(element.value) for kind in ("markdown", "caption", "info", "warning", "error")
+                    for element in app.get(kind))
+
+
+@pytest.mark.parametrize("scene", SCENES)
+def test_every_scene_runs_on_the_cpu_path(scene):
+    app = open_app(scene=scene, **SMALL_ANIMATION)
+    assert_no_exception(app)
+    assert app.query_params["scene"] == scene
+    assert badges(app), "the data source is always visible"
+
+
+def test_moving_the_sequence_slider_changes_the_numbers():
+    app = open_app(scene="headline", seq_len="1024")
+    before = metric_values(app)
+    app.select_slider(key="control_seq_len").set_value(65536).run()
+    assert_no_exception(app)
+    assert app.query_params["seq_len"] == "65536"
+    after = metric_values(app)
+    assert before != after
+    assert "64K" in " ".join(metric.label for metric in app.metric)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_animation_has_one_frame_per_schedule_step(causal):
+    app = open_app(scene="tiling", causal=str(causal).lower(), **SMALL_ANIMATION)
+    assert_no_exception(app)
+    (figure,) = plotly_specs(app)
+    expected = len(tile_schedule(64, 16, 32, causal))
+    assert len(figure["frames"]) == expected
+    assert f"{expected} steps" in page_text(app)
+    assert app.get("download_button"), "the animation can be saved as a standalone HTML page"
+
+
+def test_stepping_the_animation_moves_the_start_frame():
+    app = open_app(scene="tiling", **SMALL_ANIMATION)
+    forward = next(button for button in app.button if button.label == "Step ▶")
+    forward.click().run()
+    assert_no_exception(app)
+    assert app.query_params["step"] == "1"
+    (figure,) = plotly_specs(app)
+    assert figure["layout"]["sliders"][0]["active"] == 1
+
+
+def test_next_scene_button_walks_the_story():
+    app = open_app(scene="headline")
+    next(button for button in app.button if button.label == "Next ▶").click().run()
+    assert app.query_params["scene"] == SCENES[1]
+
+
+def test_a_deep_link_restores_the_view():
+    link = {"scene": "problem", "seq_len": "32768", "heads": "8", "dtype": "float32", "causal": "true",
+            "theme": "dark", "batch": "2", "head_dim": "128"}
+    app = open_app(**link)
+    assert_no_exception(app)
+    assert not app.warning
+    assert app.select_slider(key="control_seq_len").value == 32768
+    assert app.session_state["control_heads"] == 8
+    assert app.session_state["control_dtype"] == "float32"
+    assert app.session_state["control_causal"] is True
+    assert {key: app.query_params[key] for key in link} == link
+    # one head's fp32 scores at 32K: 32768² × 4 bytes = 4 GiB
+    assert "4.0 GiB" in page_text(app)
+
+
+@pytest.mark.parametrize("hostile", [
+    {"seq_len": "abc"},
+    {"seq_len": "-5", "heads": "1e9", "batch": "0"},
+    {"seq_len": "99999999999999999999999999999999"},
+    {"scene": "../../etc/passwd"},
+    {"recording": "../../etc/passwd"},
+    {"dtype": "<script>alert(1)</script>"},
+    {"theme": "[click](javascript:alert(1))"},
+    {"block_m": "48", "block_n": "4096"},
+    {"whatever": "1", "seq_len": ["1024", "2048"]},
+])
+def test_hostile_links_fall_back_with_a_warning(hostile):
+    app = open_app(**hostile)
+    assert_no_exception(app)
+    assert app.warning, "what was ignored is said on the page"
+    expected, _ = settings_from_query(hostile)
+    assert app.query_params["seq_len"] == str(expected.seq_len)  # the address bar shows what is used
+    assert app.query_params["scene"] == expected.scene
+
+
+def test_a_hostile_value_is_quoted_not_rendered():
+    app = open_app(theme="[click](javascript:alert(1))")
+    assert "`[click](javascript:alert(1))`" in app.warning[0].value  # inside a code span: shown, not a link
+
+
+def test_two_sessions_in_parallel_get_their_own_numbers():
+    lengths = {"first": "2048", "second": "131072"}
+    apps: dict[str, AppTest] = {}
+
+    def visit(name: str) -> None:
+        apps[name] = open_app(scene="headline", seq_len=lengths[name])
+
+    threads = [threading.Thread(target=visit, args=(name,)) for name in lengths]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for name, seq_len in lengths.items():
+        app = apps[name]
+        assert_no_exception(app)
+        assert app.query_params["seq_len"] == seq_len
+        assert app.select_slider(key="control_seq_len").value == int(seq_len)
+    assert metric_values(apps["first"]) != metric_values(apps["second"])
+
+
+def uploaded_recording() -> bytes:
+    """A small results file as a GPU would write it (times made up for the test: naive 3× slower, and out
+    of memory at 4K), so the recorded path is tested whatever results/ holds."""
+    records = []
+    for seq_len in (1024, 2048, 4096):
+        flash_ms = seq_len / 1024
+        records.append(_result(Setting("flash", seq_len, 2, 16, 128), "ok", "Test GPU", "cuda", [flash_ms] * 3,
+                               peak=seq_len * 1000).to_dict())
+        naive = Setting("naive", seq_len, 2, 16, 128)
+        records.append((_result(naive, "oom", "Test GPU", "cuda", needed=1 << 40, message="out of memory")
+                        if seq_len == 4096 else
+                        _result(naive, "ok", "Test GPU", "cuda", [3 * flash_ms] * 3, peak=seq_len**2)).to_dict())
+    facts = {"name": "Test GPU", "sm_count": 4, "smem_per_sm_bytes": 64 << 10, "smem_per_block_bytes": 48 << 10,
+             "l2_bytes": 1 << 20, "hbm_bytes": 1 << 34, "copy_gbps": 100.0, "compute_capability": "9.0",
+             "driver": "test", "torch": "test", "triton": "test"}
+    return json.dumps({"schema": results.SCHEMA, "schema_version": results.SCHEMA_VERSION,
+                       "meta": {"created": "2026-01-02T03:04:05Z", "command": "test"}, "device": facts,
+                       "records": records, "timelines": []}).encode()
+
+
+def upload(app: AppTest, data: bytes) -> AppTest:
+    app.sidebar.get("file_uploader")[0].upload("results.json", data, "application/json")
+    return app.run()
+
+
+@pytest.mark.parametrize("seq_len, speedup", [("1024", "3.0×"), ("2048", "3.0×"), ("4096", "n/a")])
+def test_an_uploaded_recording_drives_the_numbers(seq_len, speedup):
+    app = upload(open_app(scene="headline", seq_len=seq_len), uploaded_recording())
+    assert_no_exception(app)
+    assert "RECORDED on Test GPU, 2026-01-02" in badges(app)
+    assert metric_values(app)[-1] == speedup
+    if speedup == "n/a":
+        assert "out of memory" in page_text(app)
+
+
+def test_tiles_too_big_for_the_recorded_gpu_shrink_with_a_note():
+    app = upload(open_app(scene="compare", block_m="256", block_n="256"), uploaded_recording())
+    assert_no_exception(app)
+    assert "shared memory" in app.warning[0].value
+    assert (app.query_params["block_m"], app.query_params["block_n"]) == ("32", "32")  # 48 KiB per block
+
+
+def test_a_setting_the_recording_lacks_is_said_and_offered():
+    app = upload(open_app(scene="seqlen", heads="8"), uploaded_recording())
+    assert_no_exception(app)
+    assert "no measurements for this setting" in page_text(app)
+    next(button for button in app.button if button.label == "Show the closest recorded setting").click().run()
+    assert (app.query_params["heads"], app.query_params["batch"], app.query_params["head_dim"]) == ("16", "2", "128")
+
+
+@pytest.mark.parametrize("data", [b"{not json", b"\xff\xfe", json.dumps({"schema": "other"}).encode(), b"[]"])
+def test_a_bad_upload_is_refused_and_the_app_keeps_running(data):
+    app = upload(open_app(scene="seqlen"), data)
+    assert_no_exception(app)
+    assert "That file was not used" in " ".join(error.value for error in app.sidebar.get("error"))
+
+
+def test_a_plain_link_opens_the_headline_without_warnings():
+    app = open_app()
+    assert_no_exception(app)
+    assert not app.warning
+    assert app.query_params["scene"] == DEFAULTS.scene

@@ -1,0 +1,179 @@
+"""URL parsing of the app's settings: hostile links become defaults plus notes, never exceptions."""
+from dataclasses import fields, replace
+
+import pytest
+from hypothesis import given, settings as hypothesis_settings, strategies as st
+
+import app_settings
+from app_settings import (DEFAULTS, QUERY_KEYS, SharedMemoryBudget, Settings, fit_tiles, settings_from_query,
+                          settings_to_query)
+
+ALLOWED = {
+    "scene": app_settings.SCENES, "seq_len": app_settings.SEQ_LENS, "head_dim": app_settings.HEAD_DIMS,
+    "dtype": tuple(app_settings.DTYPE_BYTES), "causal": (False, True), "block_m": app_settings.TILE_SIZES,
+    "block_n": app_settings.TILE_SIZES, "trace_len": app_settings.TRACE_SEQ_LENS,
+    "source": app_settings.SOURCES, "theme": app_settings.THEMES,
+}
+RANGES = {"batch": (1, app_settings.MAX_BATCH), "heads": (1, app_settings.MAX_HEADS),
+          "step": (0, app_settings.MAX_STEP), "seed": (0, app_settings.MAX_SEED)}
+
+
+def assert_valid(settings: Settings) -> None:
+    for key, allowed in ALLOWED.items():
+        assert getattr(settings, key) in allowed, key
+    for key, (low, high) in RANGES.items():
+        value = getattr(settings, key)
+        assert type(value) is int and low <= value <= high, key
+    assert app_settings._RECORDING_NAME.fullmatch(settings.recording)
+
+
+valid_settings = st.builds(
+    Settings,
+    **{key: st.sampled_from(allowed) for key, allowed in ALLOWED.items()},
+    **{key: st.integers(low, high) for key, (low, high) in RANGES.items()},
+    recording=st.from_regex(app_settings._RECORDING_NAME, fullmatch=True).filter(lambda name: ".." not in name),
+)
+junk_text = st.one_of(
+    st.text(max_size=120),
+    st.sampled_from(["", " ", "-1", "1e9", "nan", "inf", "0x40", "99999999999999999999", "８１９２", "8_192",
+                     "../../etc/passwd", "<script>alert(1)</script>", "`rm -rf`", "[x](javascript:alert(1))",
+                     "True", "k", "256K", "1k", "None", "null", "\x00", "a" * 5000]),
+)
+junk_keys = st.one_of(st.sampled_from(QUERY_KEYS), st.text(max_size=20))
+junk_values = st.one_of(junk_text, st.lists(junk_text, max_size=3), st.none(), st.integers(), st.floats())
+junk_params = st.dictionaries(junk_keys, junk_values, max_size=12)
+
+
+def test_no_params_gives_defaults_and_no_notes():
+    assert settings_from_query({}) == (DEFAULTS, [])
+
+
+def test_defaults_are_valid():
+    assert_valid(DEFAULTS)
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(junk_params)
+def test_any_junk_query_gives_valid_settings(params):
+    settings, notes = settings_from_query(params)
+    assert_valid(settings)
+    assert all(isinstance(note, str) and note for note in notes)
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(valid_settings)
+def test_round_trip_through_the_query_is_identity(settings):
+    assert settings_from_query(settings_to_query(settings)) == (settings, [])
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(valid_settings, st.sampled_from(QUERY_KEYS), junk_text)
+def test_one_bad_value_is_noted_and_the_others_are_kept(settings, key, raw):
+    params = settings_to_query(settings) | {key: raw}
+    alone, alone_notes = settings_from_query({key: raw})
+    result, notes = settings_from_query(params)
+    assert_valid(result)
+    if alone_notes:  # the value was rejected: one note names it, nothing else is lost
+        assert len(notes) == 1 and notes[0].startswith(f"{key}:")
+        assert result == replace(settings, **{key: getattr(DEFAULTS, key)})
+    else:            # an accepted spelling (e.g. "8k", "BF16", "yes") means what it means alone
+        assert notes == [] and result == replace(settings, **{key: getattr(alone, key)})
+
+
+@pytest.mark.parametrize("params, key", [
+    ({"seq_len": "abc"}, "seq_len"),
+    ({"seq_len": "-8192"}, "seq_len"),
+    ({"seq_len": "1000"}, "seq_len"),
+    ({"seq_len": "99999999999999999999999"}, "seq_len"),
+    ({"seq_len": "８１９２"}, "seq_len"),
+    ({"batch": "0"}, "batch"),
+    ({"heads": "100000"}, "heads"),
+    ({"head_dim": "48"}, "head_dim"),
+    ({"dtype": "int8"}, "dtype"),
+    ({"causal": "maybe"}, "causal"),
+    ({"block_m": "48"}, "block_m"),
+    ({"block_n": "8"}, "block_n"),
+    ({"block_n": "512"}, "block_n"),
+    ({"scene": "credits"}, "scene"),
+    ({"scene": "10"}, "scene"),
+    ({"source": "gpu"}, "source"),
+    ({"theme": "neon"}, "theme"),
+    ({"recording": "../secrets.json"}, "recording"),
+    ({"recording": "/etc/passwd"}, "recording"),
+    ({"step": "-1"}, "step"),
+    ({"seed": "4294967296"}, "seed"),
+    ({"seq_len": ["8192", "16384"]}, "seq_len"),
+    ({"seq_len": "9" * 5000}, "seq_len"),
+])
+def test_each_kind_of_bad_value_falls_back_with_a_note(params, key):
+    settings, notes = settings_from_query(params)
+    assert getattr(settings, key) == getattr(DEFAULTS, key)
+    assert len(notes) == 1 and notes[0].startswith(f"{key}:")
+
+
+def test_friendly_spellings_are_accepted():
+    settings, notes = settings_from_query({"seq_len": "32k", "dtype": "FP32", "causal": "yes", "scene": "5",
+                                           "theme": " Dark "})
+    assert notes == []
+    assert (settings.seq_len, settings.dtype, settings.causal, settings.scene, settings.theme) == (
+        32768, "float32", True, "tiling", "dark")
+
+
+def test_unknown_keys_are_listed_once_and_capped():
+    settings, notes = settings_from_query({f"junk{i}": "1" for i in range(50)})
+    assert settings == DEFAULTS
+    assert len(notes) == 1 and "and 45 more" in notes[0]
+
+
+def test_notes_quote_values_safely_for_markdown():
+    _, notes = settings_from_query({"theme": "`x`<b>[a](javascript:1)\n", "dtype": "\x00" * 3})
+    assert len(notes) == 2
+    for note in notes:
+        assert note.count("`") % 2 == 0  # values sit whole inside code spans
+        assert "\n" not in note and "\x00" not in note
+
+
+def test_empty_value_list_means_not_given():
+    assert settings_from_query({"seq_len": []}) == (DEFAULTS, [])
+
+
+# 128 KiB per block and the cost model the kernels use (a Q tile plus two stages of K and V tiles).
+SMALL_GPU = SharedMemoryBudget(limit_bytes=128 * 1024, gpu_name="a small GPU",
+                               need_bytes=lambda m, n, d, b: m * d * b + 2 * 2 * n * d * b)
+
+
+def test_tiles_that_fit_are_kept():
+    settings = replace(DEFAULTS, block_m=128, block_n=64)
+    assert fit_tiles(settings, SMALL_GPU) == (settings, [])
+
+
+def test_tiles_too_big_for_shared_memory_shrink_with_a_note():
+    settings, notes = settings_from_query({"block_m": "256", "block_n": "256", "head_dim": "256",
+                                           "dtype": "float32"}, smem=SMALL_GPU)
+    assert (settings.block_m, settings.block_n) == (16, 16)  # 16×16×256×4 × 5 = 80 KiB; 32×32 needs 160
+    assert len(notes) == 1 and "shared memory" in notes[0] and "a small GPU" in notes[0]
+
+
+@hypothesis_settings(max_examples=200, deadline=None)
+@given(valid_settings)
+def test_fitted_tiles_always_fit_or_are_the_smallest(settings):
+    fitted, notes = fit_tiles(settings, SMALL_GPU)
+    need = SMALL_GPU.need_bytes(fitted.block_m, fitted.block_n, fitted.head_dim, fitted.dtype_bytes)
+    assert need <= SMALL_GPU.limit_bytes or fitted.block_m == app_settings.TILE_SIZES[0]
+    assert (fitted == settings) == (notes == [])
+
+
+def test_every_setting_has_a_query_key():
+    assert QUERY_KEYS == tuple(field.name for field in fields(Settings))
+    assert set(settings_to_query(DEFAULTS)) == set(QUERY_KEYS)
+
+
+def test_sizes_agree_with_what_the_kernels_accept():
+    inputs = pytest.importorskip("kernels.inputs")
+    flash = pytest.importorskip("kernels.flash")
+    assert app_settings.HEAD_DIMS == tuple(inputs.SUPPORTED_HEAD_DIMS)
+    for size in app_settings.TILE_SIZES:
+        flash._check_tiles(size, size)
+    for size in (8, 48, 512):
+        with pytest.raises(ValueError):
+            flash._check_tiles(size, size)
