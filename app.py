@@ -90,7 +90,12 @@ class Stage:
 
 @st.cache_resource(show_spinner="Loading the kernels (torch, Triton)…")
 def kernel_backend() -> tuple[str, str]:
-    """'cuda' or 'interpreter' and why; importing kernels costs seconds, so it happens once, here."""
+    """'cuda' or 'interpreter' and why. Without a GPU the driver probe decides in milliseconds; otherwise
+    importing kernels (torch, Triton: seconds) decides, once per process."""
+    from kernels import probe
+    reason = probe.interpreter_without_torch()
+    if reason:
+        return "interpreter", reason
     import kernels
     return kernels.backend(), kernels.backend_reason()
 
@@ -186,8 +191,8 @@ def _shipped_recording(settings: Settings) -> tuple[Recording | None, str, list[
 def _shared_memory_budget(facts: dict | None) -> SharedMemoryBudget | None:
     if not facts or not facts.get("smem_per_block_bytes"):
         return None
-    from kernels import flash
-    return SharedMemoryBudget(int(facts["smem_per_block_bytes"]), flash.smem_bytes, facts["name"])
+    from kernels.limits import smem_bytes
+    return SharedMemoryBudget(int(facts["smem_per_block_bytes"]), smem_bytes, facts["name"])
 
 
 def prepare_stage(settings: Settings) -> tuple[Stage, list[str]]:
@@ -567,8 +572,8 @@ def scene_evolution(stage: Stage) -> None:
     seq_len_slider(s)
     if _no_numbers(stage):
         return
-    from kernels import measure
-    records = records_for(stage, tuple(measure.ALGORITHMS), (s.seq_len,))
+    from kernels.record import ALGORITHMS
+    records = records_for(stage, ALGORITHMS, (s.seq_len,))
     recording_coverage(stage)
     measured = [{"label": algorithm_label(r["algorithm"]), "tflops": r["tflops"], "gpu": stage.gpu_name,
                  "algorithm": r["algorithm"]} for r in records]

@@ -70,7 +70,7 @@ QUERY_KEYS = tuple(field.name for field in fields(Settings))
 
 @dataclass(frozen=True)
 class SharedMemoryBudget:
-    """What a GPU offers a thread block and what a tile shape costs (kernels.flash.smem_bytes)."""
+    """What a GPU offers a thread block and what a tile shape costs (kernels.limits.smem_bytes)."""
     limit_bytes: int
     need_bytes: Callable[[int, int, int, int], int]  # (block_m, block_n, head_dim, dtype_bytes) -> bytes
     gpu_name: str = "the GPU"

@@ -1,10 +1,20 @@
 """Our two attention kernels, on a CUDA GPU or in Triton's CPU interpreter.
 
-`kernels.runtime` is imported first: it decides the path and sets TRITON_INTERPRET before any
-kernel module is decorated.
+`from kernels import flash_attention, naive_attention, backend, backend_reason` loads torch and Triton
+(seconds), with `kernels.runtime` first: it decides the path and sets TRITON_INTERPRET before any kernel
+is decorated. The plain-data modules (`kernels.record`, `kernels.results`, `kernels.limits`,
+`kernels.probe`) import without either, so reading a recording costs no torch import.
 """
-from kernels.runtime import backend, backend_reason  # noqa: I001  (must run before the kernels import)
-from kernels.flash import flash_attention
-from kernels.naive import naive_attention
+from importlib import import_module
 
-__all__ = ["backend", "backend_reason", "flash_attention", "naive_attention"]
+_LAZY = {"backend": "kernels.runtime", "backend_reason": "kernels.runtime",
+         "flash_attention": "kernels.flash", "naive_attention": "kernels.naive"}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import_module("kernels.runtime")  # must come first: it sets TRITON_INTERPRET
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'kernels' has no attribute {name!r}")

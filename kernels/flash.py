@@ -14,12 +14,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from kernels.runtime import INTERPRET  # first: it sets TRITON_INTERPRET before @triton.jit runs below
 import torch
 import triton
 import triton.language as tl
 
 from kernels.inputs import check_attention_inputs, dot_modes
-from kernels.runtime import INTERPRET
 
 LN2 = math.log(2.0)
 
@@ -190,11 +190,6 @@ def config_for(head_dim: int, dtype: torch.dtype, causal: bool) -> FlashConfig:
         return _INTERPRETER_CONFIG
     dtype_bytes = torch.empty((), dtype=dtype).element_size()
     return TUNED_CONFIGS.get((head_dim, dtype_bytes, causal), _default_config(head_dim, dtype_bytes))
-
-
-def smem_bytes(block_m: int, block_n: int, head_dim: int, dtype_bytes: int, num_stages: int = 2) -> int:
-    """Shared memory a tile shape needs, roughly: the Q block plus `num_stages` buffered K and V tiles."""
-    return block_m * head_dim * dtype_bytes + num_stages * 2 * block_n * head_dim * dtype_bytes
 
 
 def _check_tiles(block_m: int, block_n: int) -> None:

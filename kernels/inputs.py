@@ -6,10 +6,10 @@ from numbers import Real
 
 import torch
 
+from kernels.limits import SUPPORTED_HEAD_DIMS
 from kernels.runtime import DEVICE, INTERPRET
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-SUPPORTED_HEAD_DIMS = (16, 32, 64, 128, 256)
 DTYPE_NAMES = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
 DTYPES_BY_NAME = {name: dtype for dtype, name in DTYPE_NAMES.items()}
 # Offsets inside one head are 32-bit in the kernels; larger strides are made contiguous first.

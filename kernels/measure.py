@@ -17,18 +17,17 @@ import re
 import statistics
 import threading
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 
 import torch
 
 from kernels.flash import flash_attention
-from kernels.inputs import DTYPES_BY_NAME, SUPPORTED_HEAD_DIMS
+from kernels.inputs import DTYPES_BY_NAME
+from kernels.limits import DTYPE_BYTES, SUPPORTED_HEAD_DIMS
 from kernels.naive import naive_attention
+from kernels.record import ALGORITHMS, OURS, Record
 from kernels.runtime import DEVICE, INTERPRET
 
-ALGORITHMS = ("flash", "naive", "sdpa_default", "sdpa_flash", "torch_naive")
-OURS = ("flash", "naive")
-STATUSES = ("ok", "oom", "error")
 # The interpreter costs ~10 ms per tile; beyond this the CPU path would keep a viewer waiting.
 INTERPRETER_MAX_SEQ_LEN = 512
 MAX_SEQ_LEN = 1 << 20
@@ -65,40 +64,9 @@ class Setting:
 
     @property
     def dtype_bytes(self) -> int:
-        return torch.empty((), dtype=DTYPES_BY_NAME[self.dtype]).element_size()
+        return DTYPE_BYTES[self.dtype]
 
 
-@dataclass(frozen=True)
-class Record:
-    algorithm: str
-    seq_len: int
-    batch: int
-    heads: int
-    head_dim: int
-    dtype: str
-    causal: bool
-    status: str
-    time_ms: float | None
-    time_ms_p20: float | None
-    time_ms_p80: float | None
-    tflops: float | None
-    gbps: float | None
-    bytes_moved: int
-    peak_extra_bytes: int | None
-    needed_bytes: int | None
-    message: str
-    device: str
-    timing_kind: str
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @property
-    def setting(self) -> Setting:
-        return Setting(self.algorithm, self.seq_len, self.batch, self.heads, self.head_dim, self.dtype, self.causal)
-
-
-RECORD_FIELDS = tuple(f.name for f in fields(Record))
 
 
 def attention_flops(s: Setting) -> float:

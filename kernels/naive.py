@@ -9,12 +9,12 @@ is the memory the app measures, and at large N their allocation fails with a cle
 """
 from __future__ import annotations
 
+from kernels.runtime import INTERPRET  # first: it sets TRITON_INTERPRET before @triton.jit runs below
 import torch
 import triton
 import triton.language as tl
 
 from kernels.inputs import check_attention_inputs, dot_modes
-from kernels.runtime import INTERPRET
 
 
 @triton.jit

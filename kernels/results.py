@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernels.measure import ALGORITHMS, RECORD_FIELDS, STATUSES
+from kernels.record import ALGORITHMS, RECORD_FIELDS, STATUSES
 
 SCHEMA = "flash-live-results"
 SCHEMA_VERSION = 1
