@@ -1,0 +1,57 @@
+"""The app on the live path (a CUDA GPU), driven by AppTest: every scene, the naive kernel's
+out-of-memory wall as a result on the page, and two sessions measuring at once. Skipped without a GPU."""
+import threading
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from app_settings import SCENES  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+def open_live(**params: str) -> AppTest:
+    app = AppTest.from_file(APP, default_timeout=600)
+    app.query_params.update({"source": "live", **params})
+    return app.run()
+
+
+def page_text(app: AppTest) -> str:
+    kinds = ("markdown", "caption", "info", "warning", "error", "metric")
+    return " ".join(str(getattr(e, "value", "")) + " " + str(getattr(e, "label", "")) for kind in kinds
+                    for e in app.get(kind))
+
+
+@pytest.mark.parametrize("scene", SCENES)
+def test_every_scene_runs_live(scene):
+    app = open_live(scene=scene, seq_len="4096", heads="8", trace_len="256")
+    assert not app.exception, [e.value for e in app.exception]
+    assert "LIVE" in page_text(app).upper()
+
+
+def test_naive_out_of_memory_is_shown_and_flash_still_runs():
+    # batch 2 × 16 heads: S + P of the naive kernel need 192 GiB at 32K, more than the H200 has
+    app = open_live(scene="seqlen", seq_len="32768", batch="2", heads="16", head_dim="128")
+    assert not app.exception, [e.value for e in app.exception]
+    charts = " ".join(chart.proto.spec for chart in app.get("plotly_chart")).lower()
+    assert "out of memory at n = 32k" in charts  # the wall on the memory chart, from the live record
+    assert "ms" in page_text(app) or app.get("table"), "flash at 32K still has a time"
+
+
+def test_two_sessions_measure_at_once():
+    apps = {}
+
+    def session(heads):
+        apps[heads] = open_live(scene="headline", seq_len="8192", heads=heads)
+    threads = [threading.Thread(target=session, args=(h,)) for h in ("8", "32")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for app in apps.values():
+        assert not app.exception, [e.value for e in app.exception]
+    assert [m.value for m in apps["8"].metric] != [m.value for m in apps["32"].metric]
