@@ -296,6 +296,12 @@ def test_memory_figure(records) -> None:
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
 
 
+def test_memory_figure_with_only_a_marker_keeps_its_curves() -> None:
+    fig = viz.memory_figure([], 2, 8, 128, 2, seq_len_marker=32768)
+    curves = [trace for trace in fig.data if "formula" in (trace.name or "")]
+    assert curves and all(len(trace.x) > 10 and min(trace.x) <= 1024 and max(trace.x) >= 262144 for trace in curves)
+
+
 def test_memory_figure_without_records() -> None:
     fig = viz.memory_figure([], 1, 1, 64, 2)
     assert [t.mode for t in fig.data] == ["lines", "lines"]  # the two formula curves only

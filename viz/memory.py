@@ -11,7 +11,7 @@ from viz.marks import bytes_axis, bytes_curve, horizontal_marker, token_axis, ve
 from viz.schedule import bytes_per_element, flash_extra_bytes, naive_extra_bytes
 from viz.theme import PALETTE, algorithm_color, algorithm_label, fmt_bytes, fmt_tokens, style, surface
 
-DEFAULT_SEQ_LENS = (512, 131072)  # x range (tokens) when no record says otherwise
+DEFAULT_SEQ_LENS = (1024, 262144)  # the slider's span (tokens), always on the x axis
 FORMULAS = {
     "naive": (naive_extra_bytes, "S (fp32) + P + O"),
     "flash": (flash_extra_bytes, "O + LSE"),
@@ -82,8 +82,9 @@ def memory_figure(
     batch, heads, head_dim, dtype_bytes: the setting the formula curves are drawn for.
     hbm_bytes: device memory, drawn as a horizontal line. seq_len_marker: the slider's N, a vertical line.
     """
-    seq_lens = [r["seq_len"] for r in records] + ([seq_len_marker] if seq_len_marker else [])
-    lo, hi = (min(seq_lens), max(seq_lens)) if seq_lens else DEFAULT_SEQ_LENS
+    # The default span is always included: a lone marker (no records) must not collapse the curves to a point.
+    seq_lens = [r["seq_len"] for r in records] + ([seq_len_marker] if seq_len_marker else []) + list(DEFAULT_SEQ_LENS)
+    lo, hi = min(seq_lens), max(seq_lens)
     curve_x = np.unique(np.geomspace(lo, hi, 64).round().astype(np.int64))
     fig = go.Figure()
     edge = surface(theme)["background"]  # a ring in the background colour separates overlapping markers
