@@ -430,3 +430,18 @@ def test_speed_of_a_warm_page_and_the_animation(page, server, timings):
     frames_per_s = (len(frame_times) - 1) / (frame_times[-1] - frame_times[0]) * 1000
     timings["animation_frames_per_s"] = round(frames_per_s, 1)
     snap(page, "08-tiling-playing")
+
+
+def test_nothing_is_fetched_from_the_internet(page, server):
+    """Offline in front of an audience: every request the page makes (scripts, fonts, styles, data) goes to
+    the app's own server, for a recorded scene and for the animation."""
+    requested = []
+    page.on("request", lambda request: requested.append(request.url))
+    for scene in ("seqlen", "tiling"):
+        open_app(page, server, scene=scene)
+    own = urllib.parse.urlsplit(server).netloc
+    foreign = sorted({url for url in requested
+                      if urllib.parse.urlsplit(url).scheme in ("http", "https", "ws", "wss")
+                      and urllib.parse.urlsplit(url).netloc != own})
+    assert requested, "the page made no requests at all: the test saw nothing"
+    assert not foreign, f"requests that leave this machine: {foreign}"
