@@ -23,6 +23,7 @@ import urllib.parse
 from dataclasses import dataclass, replace
 
 import streamlit as st
+import streamlit.components.v1 as components
 
 from app_settings import SCENES, SEQ_LENS, TRACE_SEQ_LENS, Settings, SharedMemoryBudget, fit_tiles, quoted, \
     settings_from_query, settings_to_query
@@ -44,6 +45,38 @@ SCENE_TITLES = {
 }
 # Plotly's own toolbar exports any figure for slides; twice the pixels for a sharp PNG.
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
+# Space plays and pauses the animation, as a clicker's "start" key expects. Plotly plays frames in the
+# browser, so the key is bound there: a zero-height component (a same-origin iframe) listens on the page
+# and presses the chart's own play (1×) and pause buttons. Keys typed into inputs and sliders are left alone.
+SPACE_PLAYS_ANIMATION = """<script>
+(() => {
+  const page = window.parent;  // this iframe is replaced on reruns: the handler is re-bound each time
+  if (page.__spacePlaysAnimation) page.document.removeEventListener("keydown", page.__spacePlaysAnimation, true);
+  page.__spacePlaysAnimation = (event) => {
+    if (event.code !== "Space" || event.repeat) return;
+    const target = event.target;
+    if (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName)
+        || target.getAttribute("role") === "slider") return;
+    const chart = [...page.document.querySelectorAll(".js-plotly-plot")]
+      .find((plot) => plot.querySelector(".updatemenu-button"));
+    if (!chart) return;
+    const buttons = [...chart.querySelectorAll(".updatemenu-button")];
+    const playing = chart.__playing === true;
+    const wanted = playing ? buttons.find((b) => b.textContent.includes("pause"))
+                           : buttons.find((b) => b.textContent.trim().startsWith("▶ 1×")) || buttons[0];
+    if (!wanted) return;
+    event.preventDefault();
+    if (!chart.__watched) {
+      chart.__watched = true;
+      chart.on("plotly_animated", () => { chart.__playing = false; });
+      chart.on("plotly_animationinterrupted", () => { chart.__playing = false; });
+    }
+    wanted.dispatchEvent(new page.MouseEvent("click", {bubbles: true}));
+    chart.__playing = !playing;
+  };
+  page.document.addEventListener("keydown", page.__spacePlaysAnimation, true);
+})();
+</script>"""
 ANIMATION_FRAME_MS = 250
 NO_RECORDING = "no recorded results yet"
 UPLOADED = "uploaded file"
@@ -533,6 +566,7 @@ def scene_tiling(stage: Stage) -> None:
     forward.button("Step ▶", shortcut="Right", disabled=step == num_steps - 1, on_click=change_settings,
                    kwargs={"step": step + 1}, width="stretch")
     chart(fig)
+    components.html(SPACE_PLAYS_ANIMATION, height=0)
     st.caption(f"{num_steps} steps of {s.block_m}×{s.block_n} tiles over one head, head_dim {s.head_dim}, "
                f"{s.dtype}{', causal' if s.causal else ''}, computed {where}. Same inputs through the naive kernel: "
                f"max |O_flash − O_standard| = {trace['max_abs_err']:.2e}.")

@@ -445,3 +445,20 @@ def test_nothing_is_fetched_from_the_internet(page, server):
                       and urllib.parse.urlsplit(url).netloc != own})
     assert requested, "the page made no requests at all: the test saw nothing"
     assert not foreign, f"requests that leave this machine: {foreign}"
+
+
+def test_space_plays_and_pauses_the_animation(page, server):
+    """A clicker's start key: Space plays the animation in the browser, Space again pauses it."""
+    open_app(page, server, **LONG_ANIMATION)
+    plotly_slider = page.locator(PLOTLY_SLIDER_VALUE)
+    expect(plotly_slider).to_have_text("step 1")
+    page.evaluate("() => document.querySelector('.js-plotly-plot')"
+                  ".on('plotly_animationinterrupted', () => { window.__paused = true; })")
+    page.get_by_role("heading", name=re.compile("tiling")).click()  # focus on the page, not on a control
+    page.keyboard.press("Space")
+    expect(plotly_slider).not_to_have_text("step 1")
+    page.keyboard.press("Space")
+    page.wait_for_function("() => window.__paused === true")
+    paused_at = plotly_slider.text_content()
+    page.wait_for_timeout(600)  # a playing animation would have moved on by now (≥ 4 frames/s)
+    assert plotly_slider.text_content() == paused_at
