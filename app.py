@@ -78,6 +78,9 @@ SPACE_PLAYS_ANIMATION = """<script>
 })();
 </script>"""
 ANIMATION_FRAME_MS = 250
+# Streamlit leaves 6rem above the first row for its header; the header here holds only the sidebar's
+# arrow at the far left, so half of that is enough, and a scene fits a 1080-pixel projector screen.
+PAGE_STYLE = '<style>[data-testid="stMainBlockContainer"] { padding-top: 4rem; }</style>'
 NO_RECORDING = "no recorded results yet"
 UPLOADED = "uploaded file"
 UPLOAD_KEY = "uploaded_results"
@@ -687,6 +690,7 @@ assert set(SCENE_FUNCTIONS) == set(SCENES), "every scene needs a function"
 def main() -> None:
     st.set_page_config(page_title="FlashAttention, live", page_icon="⚡", layout="wide",
                        initial_sidebar_state="collapsed")
+    st.html(PAGE_STYLE)  # style only: Streamlit applies it without adding a row to the page
     settings, notes = read_url()
     badges, navigation = st.columns([3, 2], vertical_alignment="center")
     with navigation:  # the frame is on screen before the first view has loaded the kernels

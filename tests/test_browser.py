@@ -246,10 +246,14 @@ def caption_step_count(page) -> int:
     return int(re.match(r"\d+", caption.inner_text())[0])
 
 
+def animation_caption(page):
+    """The animation's caption over the tile grid, as the audience reads it: 'step 3/64 · Q block …'."""
+    return chart(page).locator(".scatterlayer text").filter(has_text=re.compile(r"step \d+/\d+ ·"))
+
+
 def animation_step(page) -> tuple[int, int]:
-    """(step, steps) from the animation's title, as the audience reads it: 'step 3/64 · …'."""
-    title = page.locator(".js-plotly-plot .gtitle").first.text_content()
-    step, steps = re.search(r"step (\d+)/(\d+)", title).groups()
+    """(step, steps) from the animation's caption."""
+    step, steps = re.search(r"step (\d+)/(\d+)", animation_caption(page).text_content()).groups()
     return int(step), int(steps)
 
 
@@ -335,15 +339,15 @@ def test_animation_plays_pauses_and_steps(page, server):
     # the app's own step controls go through the server and the URL: a button, then the clicker's keys
     page.get_by_role("button", name="Step ▶").click()
     wait_for_query(page, step="1")
-    expect(chart(page).locator(".gtitle")).to_contain_text("step 2/64")
+    expect(animation_caption(page)).to_contain_text("step 2/64")
     settle(page)
     page.keyboard.press("ArrowRight")
     wait_for_query(page, step="2")
-    expect(chart(page).locator(".gtitle")).to_contain_text("step 3/64")
+    expect(animation_caption(page)).to_contain_text("step 3/64")
     settle(page)
     page.keyboard.press("ArrowLeft")
     wait_for_query(page, step="1")
-    expect(chart(page).locator(".gtitle")).to_contain_text("step 2/64")
+    expect(animation_caption(page)).to_contain_text("step 2/64")
     settle(page)
     expect(plotly_slider).to_have_text("step 2")
     snap(page, "04-tiling-stepped")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import subprocess
 import sys
 
@@ -15,7 +17,28 @@ from viz.evolution import PUBLISHED
 from viz.schedule import flash_extra_bytes, naive_extra_bytes, step_traffic, tile_schedule, traffic_totals
 from viz.sm_timeline import timeline_stats
 from viz.theme import PALETTE, fmt_bytes, surface
-from viz.tiling import CURRENT, DONE, OUT_LEVELS, PENDING, SKIPPED
+from viz.tiling import (
+    ALPHA,
+    ANIMATED_TRACES,
+    BANDS,
+    CAPTION,
+    HBM_BYTES,
+    HBM_LABELS,
+    LANE_GAP,
+    MAX_OUT_DIMS,
+    MAX_OUT_ROWS,
+    MAX_SLIDER_STEPS,
+    OUT_FINAL,
+    OUT_HIDDEN,
+    OUT_ROWS,
+    OUT_SWING,
+    OUT_UNITS,
+    ROW_MAX,
+    ROW_SUM,
+    STAT_LANES,
+    TILE_BORDERS,
+    TILES,
+)
 
 GiB = 2**30
 FACTS = {
@@ -145,6 +168,50 @@ def test_replay_matches_standard_attention(causal: bool) -> None:
 # -- tiling animation --------------------------------------------------------------------------
 
 
+def values(array) -> np.ndarray:
+    """A figure array as NumPy: tiling frames carry plotly's base64 typed-array specs."""
+    if isinstance(array, dict):
+        return np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"])
+    return np.asarray(array)
+
+
+def frame_trace(fig: go.Figure, t: int, index: int):
+    """Frame t's update of the figure trace `index`."""
+    frame = fig.frames[t]
+    return frame.data[list(frame.traces).index(index)]
+
+
+def caption(fig: go.Figure, t: int) -> str:
+    return frame_trace(fig, t, CAPTION).text[0]
+
+
+def rectangles(path: str) -> list[tuple[float, float, float, float]]:
+    """(x0, x1, y0, y1) of each "M x0,y0 H x1 V y1 H x0 Z" rectangle in a shape path."""
+    found = re.findall(r"M([\d.]+),([\d.]+)H([\d.]+)V([\d.]+)H[\d.]+Z", path)
+    return [(float(x0), float(x1), float(y0), float(y1)) for x0, y0, x1, y1 in found]
+
+
+def tile_states(fig: go.Figure, trace: dict, t: int) -> np.ndarray:
+    """The state each tile shows at step t, read off what the figure draws: the skipped shape, the
+    done bars and the bar of the tile in SRAM; every other tile is pending."""
+    def centres(block: int) -> np.ndarray:  # tile centres in tokens; the last tile may be partial
+        edges = np.minimum(np.arange(0, trace["seq_len"] + block, block), trace["seq_len"])
+        return (edges[:-1] + edges[1:]) / 2
+
+    centre_x, centre_y = centres(trace["block_n"]), centres(trace["block_m"])
+    num_q, num_k = len(centre_y), len(centre_x)
+    states = np.full((num_q, num_k), "pending", dtype=object)
+    skipped = [shape for shape in fig.layout.shapes if shape.fillcolor == PALETTE["skipped"]]
+    for x0, x1, y0, y1 in (box for shape in skipped for box in rectangles(shape.path)):
+        states[np.ix_((centre_y > y0) & (centre_y < y1), (centre_x > x0) & (centre_x < x1))] = "skipped"
+    bars = frame_trace(fig, t, TILES)
+    for k, (x, y, base) in enumerate(zip(values(bars.x), values(bars.y), values(bars.base))):
+        rows = np.abs(centre_y - y) < trace["block_m"] / 2
+        cols = (centre_x > base) & (centre_x < base + x)
+        states[np.ix_(rows, cols)] = "current" if k == num_q else "done"
+    return states
+
+
 @pytest.fixture(scope="module", params=[(100, 32, 16, True), (100, 32, 16, False), (64, 16, 16, True)])
 def tiling(request) -> tuple[dict, go.Figure]:
     trace = make_trace(*request.param)
@@ -156,91 +223,178 @@ def test_one_frame_per_step(tiling) -> None:
     schedule = tile_schedule(trace["seq_len"], trace["block_m"], trace["block_n"], trace["causal"])
     assert len(fig.frames) == len(schedule)
     assert [frame.name for frame in fig.frames] == [str(t) for t in range(len(schedule))]
-    assert len(fig.layout.sliders[0].steps) == len(schedule)
+    assert len(schedule) <= MAX_SLIDER_STEPS  # so the slider stops at every step
     assert [list(step.args[0]) for step in fig.layout.sliders[0].steps] == [[str(t)] for t in range(len(schedule))]
+
+
+def test_frames_update_only_what_changes(tiling) -> None:
+    _, fig = tiling
+    assert all(list(frame.traces) == ANIMATED_TRACES for frame in fig.frames)
+    assert all(len(frame.data) == len(ANIMATED_TRACES) for frame in fig.frames)
+    assert TILE_BORDERS not in ANIMATED_TRACES  # drawn once
+    assert {trace.type for trace in fig.data} <= {"scatter", "bar"}  # plotly updates these without a redraw
 
 
 def test_tile_states_follow_the_clock(tiling) -> None:
     trace, fig = tiling
     schedule = tile_schedule(trace["seq_len"], trace["block_m"], trace["block_n"], trace["causal"])
     num_tiles = -(-trace["seq_len"] // trace["block_m"]) * -(-trace["seq_len"] // trace["block_n"])
-    for t, (frame, step) in enumerate(zip(fig.frames, schedule)):
-        states = np.asarray(frame.data[0].z)
-        assert list(zip(*np.nonzero(states == CURRENT))) == [(step.q_block, step.k_block)]
-        assert (states == DONE).sum() == t
-        assert (states == PENDING).sum() == len(schedule) - t - 1
-        assert (states == SKIPPED).sum() == num_tiles - len(schedule)
+    for t, step in enumerate(schedule):
+        states = tile_states(fig, trace, t)
+        assert list(zip(*np.nonzero(states == "current"))) == [(step.q_block, step.k_block)]
+        assert (states == "done").sum() == t
+        assert (states == "pending").sum() == len(schedule) - t - 1
+        assert (states == "skipped").sum() == num_tiles - len(schedule)
 
 
-def test_bytes_and_title_per_frame(tiling) -> None:
+def test_bytes_and_caption_per_frame(tiling) -> None:
     trace, fig = tiling
     traffic = step_traffic(trace["seq_len"], trace["head_dim"], trace["block_m"], trace["block_n"], trace["causal"], 4)
-    for t, frame in enumerate(fig.frames):
-        bars = frame.data[-1]
-        assert list(bars.y) == [traffic["flash_bytes"][t], traffic["standard_bytes"][t]]
-        assert list(bars.text) == [fmt_bytes(traffic["flash_bytes"][t]), fmt_bytes(traffic["standard_bytes"][t])]
-        assert frame.layout.title.text.startswith(f"step {t + 1}/{len(fig.frames)}")
+    for t in range(len(fig.frames)):
+        moved = [traffic["flash_bytes"][t], traffic["standard_bytes"][t]]
+        assert list(frame_trace(fig, t, HBM_BYTES).y) == moved
+        labels = frame_trace(fig, t, HBM_LABELS)
+        assert list(labels.y) == moved and list(labels.text) == [fmt_bytes(b) for b in moved]
+        assert caption(fig, t).startswith(f"step {t + 1}/{len(fig.frames)}")
     error_text = f"max |O_flash − O_standard| = {trace['max_abs_err']:.2e}"
-    assert error_text in fig.frames[-1].layout.title.text
-    assert all("max |O_flash" not in frame.layout.title.text for frame in fig.frames[:-1])
+    assert error_text in caption(fig, len(fig.frames) - 1)
+    assert all("max |O_flash" not in caption(fig, t) for t in range(len(fig.frames) - 1))
+
+
+def lane_readers(fig: go.Figure) -> dict[str, np.poly1d]:
+    """Per running statistic, the map from its lane's height to its value, read off the lane's own tick
+    labels as the audience reads them (two labelled ticks fix a linear scale)."""
+    axis = fig.layout.yaxis2
+    readers = {}
+    for index, name in enumerate(STAT_LANES):
+        bottom = index * (1 + LANE_GAP)
+        ticks = [(pos, float(text)) for pos, text in zip(axis.tickvals, axis.ticktext) if bottom <= pos <= bottom + 1]
+        assert len(ticks) >= 2, f"the {name} lane has fewer than two labelled ticks"
+        readers[name] = np.poly1d(np.polyfit(*zip(*ticks), 1))
+    return readers
 
 
 def test_running_statistics_per_frame(tiling) -> None:
     trace, fig = tiling
-    t = len(fig.frames) // 2
-    np.testing.assert_allclose(fig.frames[t].data[2].y, trace["row_max"][t], rtol=1e-6)
-    np.testing.assert_allclose(fig.frames[t].data[3].y, trace["row_sum"][t], rtol=1e-6)
-    np.testing.assert_allclose(fig.frames[t].data[4].y, trace["alpha"][t], rtol=1e-6)
-    assert "α = 0 (first tile" in fig.frames[0].layout.title.text  # m_old = −inf: nothing to rescale
+    read = lane_readers(fig)
+    for t in (0, len(fig.frames) // 2, len(fig.frames) - 1):
+        for index, name in ((ROW_MAX, "row_max"), (ROW_SUM, "row_sum"), (ALPHA, "alpha")):
+            shown = read[name](values(frame_trace(fig, t, index).y).astype(np.float64))
+            np.testing.assert_allclose(shown, trace[name][t], rtol=1e-5, atol=1e-5, err_msg=f"{name} at step {t}")
+    assert "α = 0 (first tile" in caption(fig, 0)  # m_old = −inf: nothing to rescale
+
+
+def test_statistic_lanes_do_not_overlap(tiling) -> None:
+    _, fig = tiling
+    for t in range(len(fig.frames)):
+        for lane, index in enumerate((ALPHA, ROW_SUM, ROW_MAX)):  # bottom to top
+            heights = values(frame_trace(fig, t, index).y)
+            heights = heights[np.isfinite(heights)]
+            bottom = lane * (1 + LANE_GAP)
+            assert ((heights >= bottom) & (heights <= bottom + 1)).all(), (t, STAT_LANES[lane])
 
 
 def test_axis_ranges_are_fixed(tiling) -> None:
     trace, fig = tiling
     layout = fig.layout.to_plotly_json()
     axes = [name for name in layout if name.startswith(("xaxis", "yaxis"))]
-    assert len(axes) == 12  # 6 panels
+    assert len(axes) == 8  # 4 panels, one pair of axes each: every axis costs time in every frame
     assert all(layout[name].get("range") is not None for name in axes)
     assert layout["xaxis"]["range"] == [0, trace["seq_len"]] and layout["yaxis"]["range"] == [trace["seq_len"], 0]
-    assert all(set(frame.layout.to_plotly_json()) == {"title"} for frame in fig.frames)  # frames move no axis
+    assert all(not frame.layout.to_plotly_json() for frame in fig.frames)  # frames move no axis, nor anything else
 
 
 def test_play_controls() -> None:
     fig = viz.tiling_figure(make_trace(64, 16, 16, False), frame_ms=200)
     buttons = fig.layout.updatemenus[0].buttons
     play = [b for b in buttons if b.args[0] is None]
-    assert [b.args[1]["frame"]["duration"] for b in play] == [400, 200, 100, 50]  # 0.5×, 1×, 2×, 4×
-    assert all(b.args[1]["frame"]["redraw"] and b.args[1]["transition"]["duration"] == 0 for b in play)
+    assert [b.args[1]["frame"]["duration"] for b in play] == [400, 200, 100, 50, 25]  # 0.5×, 1×, 2×, 4×, 8×
+    assert [b.label for b in play] == ["▶ 0.5×", "▶ 1×", "▶ 2×", "▶ 4×", "▶ 8×"]
+    # no redraw (the figure's traces update in place), no transition (the frame duration sets the pace)
+    assert all(not b.args[1]["frame"]["redraw"] and b.args[1]["transition"]["duration"] == 0 for b in play)
     assert any(b.args[0] is not None and list(b.args[0]) == [None] for b in buttons)  # pause
-    assert all(step.args[1]["frame"]["redraw"] for step in fig.layout.sliders[0].steps)
+    assert all(not step.args[1]["frame"]["redraw"] for step in fig.layout.sliders[0].steps)
+    app_fastest = viz.tiling_figure(make_trace(64, 16, 16, False)).layout.updatemenus[0].buttons[len(play) - 1]
+    assert 1000 / app_fastest.args[1]["frame"]["duration"] >= 20  # the fastest speed asks for ≥ 20 frames/s
 
 
 def test_initial_data_shows_the_start_step() -> None:
     trace = make_trace(100, 32, 16, True)
     for start in (0, 5):
         fig = viz.tiling_figure(trace, start_step=start)
-        for shown, frame_trace in zip(fig.data, fig.frames[start].data):
-            for key, value in frame_trace.to_plotly_json().items():
-                if key in ("x", "y", "z"):
-                    np.testing.assert_array_equal(np.asarray(shown[key]), np.asarray(value))
+        for index, update in zip(fig.frames[start].traces, fig.frames[start].data):
+            shown, update = fig.data[index].to_plotly_json(), update.to_plotly_json()
+            for key in ("x", "y", "base", "text"):
+                if key in update:
+                    np.testing.assert_array_equal(values(shown[key]), values(update[key]))
+            if "marker" in update:
+                np.testing.assert_array_equal(values(shown["marker"]["color"]), values(update["marker"]["color"]))
         assert fig.layout.sliders[0].active == start
-        assert fig.layout.title.text == fig.frames[start].layout.title.text
+        assert fig.data[CAPTION].text == frame_trace(fig, start, CAPTION).text
 
 
-def test_output_rows_past_seq_len_are_blank() -> None:
+def test_slider_of_a_long_animation() -> None:
+    trace = make_trace(512, 16, 16, False)  # 1024 steps
+    fig = viz.tiling_figure(trace, start_step=333)
+    steps = [int(step.args[0][0]) for step in fig.layout.sliders[0].steps]
+    assert len(fig.frames) == 1024 and len(steps) <= MAX_SLIDER_STEPS + 2
+    assert steps == sorted(steps) and {0, 333, 1023} <= set(steps)
+    assert steps[fig.layout.sliders[0].active] == 333
+    assert all(0 <= step < 1024 for step in steps)
+
+
+def output_curves(fig: go.Figure, index: int, t: int) -> np.ndarray:
+    """Frame t's output curves (rows shown × dims shown) as heights over each row's baseline, in row
+    pitches; NaN where a row is not drawn (below the panel's range)."""
+    dims = values(fig.data[index].x)
+    num_dims = int(np.argmax(np.isnan(dims)))  # each row's curve ends in a break: x is NaN there
+    assert np.isnan(dims.reshape(-1, num_dims + 1)[:, -1]).all()
+    heights = values(frame_trace(fig, t, index).y).reshape(-1, num_dims + 1)[:, :-1].astype(np.float64)
+    heights[heights < fig.layout.yaxis3.range[0]] = np.nan
+    num_rows = len(heights)
+    return heights / OUT_UNITS - (num_rows - 1 - np.arange(num_rows))[:, None]  # row 0 on top
+
+
+def test_output_rows_are_a_sample_ending_on_the_last_row() -> None:
     trace = make_trace(100, 32, 16, False)  # last Q block holds rows 96..99 only
     fig = viz.tiling_figure(trace)
-    codes = np.asarray(fig.frames[-1].data[5].z)
-    assert (codes[4:] == 0).all() and (codes[:4] > 0).all()
-    assert codes.max() <= OUT_LEVELS
-    limit = np.nanmax(np.abs(trace["out_rows"]))
-    assert fig.data[5].colorbar.ticktext[-1] == f"{limit:.2f}"
+    last = output_curves(fig, OUT_ROWS, len(fig.frames) - 1)
+    num_rows, num_dims = last.shape
+    assert num_rows <= MAX_OUT_ROWS and num_dims <= MAX_OUT_DIMS
+    assert fig.layout.yaxis3.ticktext[0] == "31"  # the row that meets its largest score late, labelled
+    stride = -(-32 // num_rows)  # every stride-th row of the block, ending on the last
+    rows = np.arange(31, -1, -stride)[::-1]
+    assert len(rows) == num_rows
+    assert np.isnan(last[rows >= 4]).all() and np.isfinite(last[rows < 4]).all()  # rows past seq_len: no curve
+    # every curve is its row's output over the first head dims, to one scale per row for the whole animation
+    out = np.asarray(trace["out_rows"])[:, rows, :num_dims]
+    curves = np.stack([output_curves(fig, OUT_ROWS, t) for t in range(len(fig.frames))])
+    scale = np.nanmax(np.abs(out), axis=(0, 2)) / OUT_SWING
+    np.testing.assert_allclose(curves * scale[:, None], out, atol=0.5 / OUT_UNITS * scale.max())  # int16 rounding
+    assert np.nanmax(np.abs(curves)) == pytest.approx(OUT_SWING, abs=1 / OUT_UNITS)  # no curve leaves its row
+    assert OUT_HIDDEN < fig.layout.yaxis3.range[0]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_output_rows_meet_their_final_value_when_the_block_is_done(causal: bool) -> None:
+    trace = make_trace(100, 32, 16, causal)
+    fig = viz.tiling_figure(trace)
+    schedule = tile_schedule(100, 32, 16, causal)
+    for t, step in enumerate(schedule):
+        done_at = max(u for u, later in enumerate(schedule) if later.q_block == step.q_block)
+        final = output_curves(fig, OUT_FINAL, t)
+        np.testing.assert_array_equal(final, output_curves(fig, OUT_ROWS, done_at))  # grey: the block's result
+        if t == done_at:
+            np.testing.assert_array_equal(output_curves(fig, OUT_ROWS, t), final)
+    first = [t for t, step in enumerate(schedule) if step.first and step.q_block == 0][0]
+    assert not np.allclose(output_curves(fig, OUT_ROWS, first), output_curves(fig, OUT_FINAL, first))
 
 
 def test_bands_outline_the_current_tile() -> None:
     trace = make_trace(100, 32, 16, True)
     fig = viz.tiling_figure(trace)
     step = tile_schedule(100, 32, 16, True)[-1]  # Q block 3 (rows 96..99), K/V tile 6 (keys 96..99)
-    bands = fig.frames[-1].data[1]
+    bands = frame_trace(fig, len(fig.frames) - 1, BANDS)
     assert (step.q_block, step.k_block) == (3, 6)
     assert {96, 100} <= set(y for y in bands.y if y is not None)
     assert {96, 100} <= set(x for x in bands.x if x is not None)
