@@ -45,20 +45,44 @@ SCENE_TITLES = {
 }
 # Plotly's own toolbar exports any figure for slides; twice the pixels for a sharp PNG.
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
-# Space plays and pauses the animation, as a clicker's "start" key expects. Plotly plays frames in the
-# browser, so the key is bound there: a zero-height component (a same-origin iframe) listens on the page
-# and presses the chart's own play (1×) and pause buttons. Keys typed into inputs and sliders are left alone.
-SPACE_PLAYS_ANIMATION = """<script>
+# Plotly plays the animation in the browser; a zero-height component (a same-origin iframe) ties it to the
+# page around it:
+# - Space plays and pauses, as a clicker's "start" key expects: it presses the chart's own play (1×) and
+#   pause buttons. Keys typed into inputs and sliders are left alone.
+# - Where the animation stops (paused, ended, or moved with its slider), that step goes into the URL's
+#   `step`, the way Streamlit itself follows the browser's back and forward buttons (the address changes,
+#   then a popstate event): the app reruns at that step, so "Step ▶"/→ go on from the frame on screen and
+#   the link shows it.
+ANIMATION_IN_THE_PAGE = """<script>
 (() => {
-  const page = window.parent;  // this iframe is replaced on reruns: the handler is re-bound each time
+  const page = window.parent;  // this iframe is replaced on reruns: the handlers are re-bound each time
+  const animated = () => [...page.document.querySelectorAll(".js-plotly-plot")]
+    .find((plot) => plot.querySelector(".updatemenu-button"));
+  const keepStep = (chart) => {
+    if (chart.__stepKept) return;
+    chart.__stepKept = true;
+    chart.on("plotly_animatingframe", (frame) => { chart.__frameOnScreen = frame.name; });
+    const stopped = () => {
+      const step = chart.__frameOnScreen;
+      const url = new URL(page.location.href);
+      if (step === undefined || url.searchParams.get("step") === step) return;
+      url.searchParams.set("step", step);
+      page.history.replaceState(page.history.state, "", url.toString());
+      page.dispatchEvent(new PopStateEvent("popstate", {state: page.history.state}));
+    };
+    chart.on("plotly_animated", stopped);
+    chart.on("plotly_animationinterrupted", stopped);
+  };
+  const bind = () => { const chart = animated(); if (chart) keepStep(chart); };
+  bind();
+  window.setInterval(bind, 300);  // the chart is drawn once plotly has loaded, and may be redrawn anew
   if (page.__spacePlaysAnimation) page.document.removeEventListener("keydown", page.__spacePlaysAnimation, true);
   page.__spacePlaysAnimation = (event) => {
     if (event.code !== "Space" || event.repeat) return;
     const target = event.target;
     if (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName)
         || target.getAttribute("role") === "slider") return;
-    const chart = [...page.document.querySelectorAll(".js-plotly-plot")]
-      .find((plot) => plot.querySelector(".updatemenu-button"));
+    const chart = animated();
     if (!chart) return;
     const buttons = [...chart.querySelectorAll(".updatemenu-button")];
     const playing = chart.__playing === true;
@@ -342,6 +366,13 @@ def change_settings(**changes) -> None:
     write_url(replace(settings, **changes))
 
 
+def move_step(by: int, num_steps: int) -> None:
+    """The step buttons' callback: from the step in the URL (where the browser may have paused the
+    animation since this page was drawn), `by` steps on, within the animation."""
+    settings, _ = read_url()
+    write_url(replace(settings, step=min(max(settings.step + by, 0), num_steps - 1)))
+
+
 def _adopt_control(field: str) -> None:
     change_settings(**{field: st.session_state[_control_key(field)]})
 
@@ -564,12 +595,12 @@ def scene_tiling(stage: Stage) -> None:
     except ValueError as why:  # settings the kernel or the animation refuse, said in their words
         st.error(f"No animation for these settings: {why}")
         return
-    back.button("◀ Step", shortcut="Left", disabled=step == 0, on_click=change_settings,
-                kwargs={"step": step - 1}, width="stretch")
-    forward.button("Step ▶", shortcut="Right", disabled=step == num_steps - 1, on_click=change_settings,
-                   kwargs={"step": step + 1}, width="stretch")
+    back.button("◀ Step", shortcut="Left", disabled=step == 0, on_click=move_step, args=(-1, num_steps),
+                width="stretch")
+    forward.button("Step ▶", shortcut="Right", disabled=step == num_steps - 1, on_click=move_step,
+                   args=(1, num_steps), width="stretch")
     chart(fig)
-    components.html(SPACE_PLAYS_ANIMATION, height=0)
+    components.html(ANIMATION_IN_THE_PAGE, height=0)
     st.caption(f"{num_steps} steps of {s.block_m}×{s.block_n} tiles over one head, head_dim {s.head_dim}, "
                f"{s.dtype}{', causal' if s.causal else ''}, computed {where}. Same inputs through the naive kernel: "
                f"max |O_flash − O_standard| = {trace['max_abs_err']:.2e}.")
