@@ -577,7 +577,7 @@ def scene_compare(stage: Stage) -> None:
 
 def scene_tiling(stage: Stage) -> None:
     s = stage.settings
-    length, tiles, seed, back, forward = st.columns([3, 5, 2, 1, 1], vertical_alignment="bottom")
+    length, tiles, seed, back, forward = st.columns([3, 5, 1.5, 1.25, 1.25], vertical_alignment="bottom")
     with length:
         bound(st.select_slider, "Animation length N (tokens)", "trace_len", s, options=TRACE_SEQ_LENS)
     with tiles.container(horizontal=True, vertical_alignment="bottom"):

@@ -51,9 +51,9 @@ STAT_TITLES = {
     "alpha": "rescale α = exp(m_old − m_new)",
 }
 MAX_SLIDER_STEPS = 64  # plotly re-reads every slider step in every frame, ~15 µs each
-CAPTION_PX = 110  # the top margin: two caption lines over a blank one, the tile legend at the right
+CAPTION_PX = 130  # the top margin: the tile legend's line, then two caption lines over a blank one
 CONTROLS_PX = 150  # the bottom margin: the x axes' labels, then the play buttons and the slider in one row
-DEFAULT_HEIGHT_PX = 720  # with the app's scene header, the whole figure fits a 1080-pixel-high screen
+DEFAULT_HEIGHT_PX = 740  # with the app's scene header, the whole figure fits a 1080-pixel-high screen
 PANEL_GAP_X, PANEL_GAP_Y = 0.08, 0.12  # between panels, as shares of the plot area
 
 TILE_STATES = ("done", "current", "pending", "skipped")  # legend order
@@ -106,7 +106,7 @@ def _output_title(rows: np.ndarray, block_m: int, dims: np.ndarray, head_dim: in
     if len(dims) < head_dim:
         shown.append(f"dims 0–{len(dims) - 1} of {head_dim}")
     shown.append("rows scaled")
-    return f"output O = acc / l; grey: the block's final O<br>({', '.join(shown)})"
+    return f"output O = acc / l; grey: final O<br>({', '.join(shown)})"
 
 
 def _output_curves(values: np.ndarray) -> np.ndarray:
@@ -248,8 +248,8 @@ def _step_title(t: int, num_steps: int, step: Step, alpha: np.ndarray) -> str:
         alpha_text = "α = 0 (first tile: nothing to rescale)"
     else:
         alpha_text = f"α ∈ [{valid.min():.3f}, {valid.max():.3f}]" if valid.size else "α n/a"
-    mask_text = " (masked tile)" if step.masked else ""
-    return f"step {t + 1}/{num_steps} · Q block {step.q_block} · K/V tile {step.k_block}{mask_text} · {alpha_text}"
+    mask_text = " (masked)" if step.masked else ""
+    return f"step {t + 1}/{num_steps} · Q block {step.q_block} · K/V tile {step.k_block}{mask_text}<br>{alpha_text}"
 
 
 def _band_outlines(step: Step, seq_len: int, block_m: int, block_n: int) -> dict[str, list[float | None]]:
@@ -319,7 +319,7 @@ def tiling_figure(
         moved = [int(traffic["flash_bytes"][t]), int(traffic["standard_bytes"][t])]
         caption = _step_title(t, num_steps, schedule[t], arrays["alpha"][t])
         if t == num_steps - 1:
-            caption += f"<br>done: max |O_flash − O_standard| = {float(trace['max_abs_err']):.2e}"
+            caption += f" · done: max |O_flash − O_standard| = {float(trace['max_abs_err']):.2e}"
         return [
             dict(type="bar", **{key: _typed(values[t]) for key, values in tile_bars.items()}),
             dict(type="scatter", **_band_outlines(schedule[t], seq_len, block_m, block_n)),
@@ -388,7 +388,7 @@ def tiling_figure(
     # line is blank, to clear the panel titles (a point outside the axis ranges would not be drawn, and
     # an axis pair of its own costs more time every frame than the whole caption)
     fig.add_trace(go.Scatter(**start[CAPTION], x=[0], y=[0], mode="text", textposition="top right",
-                             textfont=dict(size=BASE_FONT_PX + 4, color=colors["foreground"]), cliponaxis=False,
+                             textfont=dict(size=BASE_FONT_PX + 2, color=colors["foreground"]), cliponaxis=False,
                              hoverinfo="skip", showlegend=False))
 
     # Fixed ranges: frames never rescale an axis, so the eye only follows what changes.
@@ -420,15 +420,16 @@ def tiling_figure(
         "out": _output_title(out_rows, block_m, out_dims, head_dim),
         "bytes": "HBM bytes so far",
     }
-    for panel, text in titles.items():
+    for panel, text in titles.items():  # the right column's titles end at its right edge: never cut off there
         (x0, x1), (_, y1) = domains[panel]
-        fig.add_annotation(text=text, x=(x0 + x1) / 2, y=y1, xref="paper", yref="paper", xanchor="center",
-                           yanchor="bottom", showarrow=False, font_size=BASE_FONT_PX - 2)
+        anchor = "right" if panel == "out" else "center"
+        fig.add_annotation(text=text, x=x1 if anchor == "right" else (x0 + x1) / 2, y=y1, xref="paper", yref="paper",
+                           xanchor=anchor, align=anchor, yanchor="bottom", showarrow=False, font_size=BASE_FONT_PX - 2)
     (x0, x1), (y0, y1) = domains["stats"]
     for name, lane in lanes.items():  # each lane's title over its top edge, in the panel's y units
         fig.add_annotation(text=STAT_TITLES[name], x=(x0 + x1) / 2, y=lane["bottom"] + 1, xref="paper", yref="y2",
                            xanchor="center", yanchor="bottom", showarrow=False, font_size=BASE_FONT_PX - 2)
-    # the tile legend in the top margin's right end, level with the caption's first line
+    # the tile legend on the top margin's first line, at its right end
     fig.add_annotation(text=_tile_legend(causal), xref="paper", yref="paper", x=1, y=1 + (CAPTION_PX - 6) / plot_px,
                        xanchor="right", yanchor="top", showarrow=False, align="right", font_size=BASE_FONT_PX - 2)
 
