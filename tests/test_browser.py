@@ -336,7 +336,8 @@ def test_animation_plays_pauses_and_steps(page, server):
 
     # the paused step goes into the link and the app reruns there: the link, the chart's slider and its
     # caption agree
-    page.wait_for_function("() => new URLSearchParams(location.search).get('step') !== null")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('step') !== '0'")
+    expect(page.get_by_role("button", name="◀ Step")).to_be_enabled()  # drawn by the rerun at that step
     settle(page)
     paused_at = int(re.search(r"\d+", plotly_slider.text_content())[0])  # 1-based, as on screen
     assert paused_at > 1
@@ -404,9 +405,9 @@ def test_theme_switches_from_light_to_dark(page, server):
 
     press(dark)
     wait_for_query(page, theme="dark")
-    page.wait_for_function(
-        "colour => getComputedStyle(document.querySelector('.js-plotly-plot svg.main-svg')).backgroundColor"
-        " === colour", arg=DARK)
+    page.wait_for_function(  # the chart may be between two drawings: no svg for a moment
+        "colour => { const svg = document.querySelector('.js-plotly-plot svg.main-svg');"
+        " return svg !== null && getComputedStyle(svg).backgroundColor === colour; }", arg=DARK)
     settle(page)
     expect(dark).to_be_checked()
     snap(page, "07-theme-dark-charts")
@@ -475,8 +476,9 @@ def test_space_plays_and_pauses_the_animation(page, server):
     expect(plotly_slider).not_to_have_text("step 1")
     page.keyboard.press("Space")
     page.wait_for_function("() => window.__paused === true")
-    page.wait_for_function("() => new URLSearchParams(location.search).get('step') !== null")
-    settle(page)  # the paused step went into the link: the app reran there
+    page.wait_for_function("() => new URLSearchParams(location.search).get('step') !== '0'")
+    expect(page.get_by_role("button", name="◀ Step")).to_be_enabled()  # the paused step went into the link:
+    settle(page)                                                         # the app reran there
     paused_at = plotly_slider.text_content()
     page.wait_for_timeout(600)  # a playing animation would have moved on by now (≥ 4 frames/s)
     assert plotly_slider.text_content() == paused_at
