@@ -105,6 +105,7 @@ ANIMATION_FRAME_MS = 250
 # Streamlit leaves 6rem above the first row for its header; the header here holds only the sidebar's
 # arrow at the far left, so half of that is enough, and a scene fits a 1080-pixel projector screen.
 PAGE_STYLE = '<style>[data-testid="stMainBlockContainer"] { padding-top: 4rem; }</style>'
+HEADLINE_CHART_PX = 500  # under the headline's numbers, legend included, on a 1080-pixel-high screen
 NO_RECORDING = "no recorded results yet"
 UPLOADED = "uploaded file"
 UPLOAD_KEY = "uploaded_results"
@@ -513,11 +514,11 @@ def headline_numbers(stage: Stage, records: list[dict]) -> Headline:
 
 # -- scenes ---------------------------------------------------------------------------------------
 
-def memory_chart(stage: Stage, records: list[dict]) -> None:
+def memory_chart(stage: Stage, records: list[dict], height: int = 620) -> None:
     s = stage.settings
     hbm_bytes = stage.facts.get("hbm_bytes") if stage.facts else None
     chart(viz.memory_figure(records, s.batch, s.heads, s.head_dim, s.dtype_bytes, seq_len_marker=s.seq_len,
-                            theme=s.theme, hbm_bytes=hbm_bytes))
+                            theme=s.theme, hbm_bytes=hbm_bytes, height=height))
 
 
 def scene_headline(stage: Stage) -> None:
@@ -536,7 +537,7 @@ def scene_headline(stage: Stage) -> None:
     st.caption(f"Batch {s.batch} × {s.heads} heads, head_dim {s.head_dim}, {s.dtype}"
                f"{', causal' if s.causal else ''}. Speedup: {numbers.speedup_why}.")
     recording_coverage(stage)
-    memory_chart(stage, records)
+    memory_chart(stage, records, height=HEADLINE_CHART_PX)
 
 
 def scene_hierarchy(stage: Stage) -> None:

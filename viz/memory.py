@@ -138,5 +138,7 @@ def memory_figure(
     style(fig, theme, title=f"Extra memory beyond Q, K, V · batch {batch} × {heads} heads, d = {head_dim}")
     fig.update_xaxes(title_text="sequence length N (tokens)", **token_axis([lo, hi]))
     fig.update_yaxes(title_text="extra device memory", **bytes_axis(plotted))
-    fig.update_layout(height=height, legend=dict(orientation="h", x=0, y=-0.2, xanchor="left", yanchor="top"))
+    # the legend at the figure's foot, under the axis title at any height: two rows of entries
+    fig.update_layout(height=height, margin_b=150,
+                      legend=dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom"))
     return fig
