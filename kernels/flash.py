@@ -162,14 +162,23 @@ class FlashConfig:
     num_stages: int
 
 
-# Chosen per (head_dim, dtype bytes, causal) on an H200 at B=2, H=16, N=8192, bf16 (perf/smoke.py,
-# `python -m kernels.bench --tune`; figures in BENCHMARKS.md). A shape class not listed falls back to
-# `_default_config`, checked for correctness on the H200 but not tuned.
+# Chosen per (head_dim, dtype bytes, causal) on an H200 at B=2, H=16, N=8192 (head dims 64 and 128 in bf16:
+# perf/smoke.py, `python -m kernels.bench --tune`; head dims 16, 32, 256 in bf16 and 64 in fp32: perf/tune_rest.py,
+# each candidate checked against float64 first; figures in BENCHMARKS.md). A shape class not listed (fp32 at
+# head dims 16, 32, 128, 256) falls back to `_default_config`, checked for correctness on the H200 but not tuned.
 TUNED_CONFIGS: dict[tuple[int, int, bool], FlashConfig] = {
+    (16, 2, False): FlashConfig(64, 128, 4, 3),
+    (16, 2, True): FlashConfig(64, 128, 4, 3),
+    (32, 2, False): FlashConfig(64, 128, 4, 3),
+    (32, 2, True): FlashConfig(64, 128, 4, 3),
     (64, 2, False): FlashConfig(128, 64, 8, 3),
     (64, 2, True): FlashConfig(128, 64, 8, 3),
     (128, 2, False): FlashConfig(128, 64, 8, 3),
     (128, 2, True): FlashConfig(128, 64, 8, 3),
+    (256, 2, False): FlashConfig(128, 32, 8, 3),
+    (256, 2, True): FlashConfig(128, 32, 8, 3),
+    (64, 4, False): FlashConfig(64, 128, 8, 3),
+    (64, 4, True): FlashConfig(64, 128, 8, 3),
 }
 
 # The interpreter costs about 10 ms per tile whatever its size, so it gets large tiles.
