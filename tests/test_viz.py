@@ -419,6 +419,14 @@ def test_tiling_size_at_the_largest_setting() -> None:
     assert len(fig.to_json()) < 5_000_000  # bytes of JSON for 1024 frames
 
 
+def test_tiling_html_takes_the_figure_background() -> None:
+    for theme in ("light", "dark"):
+        fig = viz.tiling_figure(make_trace(64, 16, 16, False), theme=theme)
+        html = viz.tiling_html(fig)
+        assert f"body {{ background: {surface(theme)['background']};" in html
+    assert surface("dark")["background"] != surface("light")["background"]
+
+
 def test_tiling_html_plays_offline() -> None:
     html = viz.tiling_html(viz.tiling_figure(make_trace(64, 16, 16, True)))
     assert html.lstrip().lower().startswith("<html")

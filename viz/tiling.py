@@ -507,5 +507,8 @@ def _step_slider(num_steps: int, start_step: int, colors: dict[str, str], y: flo
 
 
 def tiling_html(fig: go.Figure) -> str:
-    """A standalone HTML page of the animation (plotly.js inlined): plays offline, no server needed."""
-    return fig.to_html(include_plotlyjs=True, full_html=True, auto_play=False)
+    """A standalone HTML page of the animation (plotly.js inlined): plays offline, no server needed. The page
+    takes the figure's background, so a dark figure fills a dark screen."""
+    page = fig.to_html(include_plotlyjs=True, full_html=True, auto_play=False)
+    background = fig.layout.paper_bgcolor or fig.layout.template.layout.paper_bgcolor or "white"  # the theme's
+    return page.replace("<head>", f"<head><style>body {{ background: {background}; margin: 0; }}</style>", 1)
