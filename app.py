@@ -103,7 +103,7 @@ ANIMATION_IN_THE_PAGE = """<script>
 </script>"""
 ANIMATION_FRAME_MS = 250
 # Streamlit leaves 6rem above the first row for its header; the header here holds only the sidebar's
-# arrow at the far left, so half of that is enough, and a scene fits a 1080-pixel projector screen.
+# arrow at the far left, so 4rem is enough, and a scene fits a 1080-pixel projector screen.
 PAGE_STYLE = '<style>[data-testid="stMainBlockContainer"] { padding-top: 4rem; }</style>'
 HEADLINE_CHART_PX = 500  # under the headline's numbers, legend included, on a 1080-pixel-high screen
 NO_RECORDING = "no recorded results yet"
@@ -514,11 +514,11 @@ def headline_numbers(stage: Stage, records: list[dict]) -> Headline:
 
 # -- scenes ---------------------------------------------------------------------------------------
 
-def memory_chart(stage: Stage, records: list[dict], height: int = 620) -> None:
+def memory_chart(stage: Stage, records: list[dict], **figure_options) -> None:
     s = stage.settings
     hbm_bytes = stage.facts.get("hbm_bytes") if stage.facts else None
     chart(viz.memory_figure(records, s.batch, s.heads, s.head_dim, s.dtype_bytes, seq_len_marker=s.seq_len,
-                            theme=s.theme, hbm_bytes=hbm_bytes, height=height))
+                            theme=s.theme, hbm_bytes=hbm_bytes, **figure_options))
 
 
 def scene_headline(stage: Stage) -> None:

@@ -136,8 +136,9 @@ def _nice_ticks(lo: float, hi: float, count: float = 2.5) -> np.ndarray:
 
 
 def _stat_lanes(arrays: dict[str, np.ndarray]) -> dict[str, dict]:
-    """Each running statistic's lane in the statistics panel: the value range the lane spans (fixed for
-    the whole animation), its bottom on the panel's y axis, its tick values and its (T, block_m) curve."""
+    """Each running statistic's lane in the statistics panel: its bottom on the panel's y axis, its tick
+    values and their heights, and its (T, block_m) curve; a lane spans a value range fixed for the whole
+    animation."""
     ranges = {
         "row_max": _finite_range(arrays["row_max"]),
         "row_sum": _finite_range(arrays["row_sum"], floor=0.0),
@@ -148,7 +149,6 @@ def _stat_lanes(arrays: dict[str, np.ndarray]) -> dict[str, dict]:
         (lo, hi), bottom = ranges[name], index * (1 + LANE_GAP)
         ticks = _nice_ticks(lo, hi)
         lanes[name] = {
-            "range": (lo, hi),
             "bottom": bottom,
             "ticks": ticks,
             "positions": bottom + (ticks - lo) / (hi - lo),
