@@ -28,6 +28,8 @@ import streamlit.components.v1 as components
 from app_settings import SCENES, SEQ_LENS, TRACE_SEQ_LENS, Settings, SharedMemoryBudget, fit_tiles, quoted, \
     settings_from_query, settings_to_query
 import app_settings
+import costmodel
+import story
 import viz
 from viz.sm_timeline import timeline_stats
 from viz.theme import algorithm_label, fmt_bytes, fmt_tokens
@@ -252,7 +254,7 @@ def _shipped_recording(settings: Settings) -> tuple[Recording | None, str, list[
 def _shared_memory_budget(facts: dict | None) -> SharedMemoryBudget | None:
     if not facts or not facts.get("smem_per_block_bytes"):
         return None
-    from kernels.limits import smem_bytes
+    from costmodel import smem_bytes
     return SharedMemoryBudget(int(facts["smem_per_block_bytes"]), smem_bytes, facts["name"])
 
 
@@ -472,11 +474,11 @@ def seq_len_slider(settings: Settings) -> None:
 
 # -- the story's numbers, shared by the scenes that quote them -------------------------------------
 
-def hbm_traffic(s: Settings) -> tuple[dict, dict[str, int]]:
-    """Reads and writes per step of each algorithm (viz.traffic_totals), and each one's total bytes."""
-    totals = viz.traffic_totals(s.seq_len, s.head_dim, s.dtype_bytes, s.block_m, s.causal,
-                                batch_heads=s.batch * s.heads, block_n=s.block_n)
-    return totals, {side: sum(row["reads"] + row["writes"] for row in rows) for side, rows in totals.items()}
+def hbm_traffic(stage: Stage, records: list[dict]) -> story.TrafficPanels:
+    """The cost model's HBM traffic of both algorithms at the current setting (story.traffic_panels)."""
+    s = stage.settings
+    return story.traffic_panels(s.seq_len, s.batch, s.heads, s.head_dim, s.dtype_bytes, s.causal, records,
+                                stage.facts)
 
 
 def animation_trace(s: Settings) -> dict:
@@ -500,7 +502,7 @@ class Headline:
 def headline_numbers(stage: Stage, records: list[dict]) -> Headline:
     s = stage.settings
     shape = (s.seq_len, s.batch, s.heads, s.head_dim, s.dtype_bytes)
-    memory = viz.naive_extra_bytes(*shape), viz.flash_extra_bytes(*shape)
+    memory = costmodel.naive_extra_bytes(*shape), costmodel.flash_extra_bytes(*shape)
     row = next((row for row in viz.speedup_table(records) if row["seq_len"] == s.seq_len), None)
     if row is None:
         why = stage.recording_problem if not stage.live and stage.recording is None else \
@@ -552,14 +554,15 @@ def scene_hierarchy(stage: Stage) -> None:
 def scene_problem(stage: Stage) -> None:
     s = stage.settings
     seq_len_slider(s)
-    eight_k_fp32, eight_k_bf16 = viz.scores_bytes(8192, dtype_bytes=4), viz.scores_bytes(8192, dtype_bytes=2)
+    eight_k_fp32 = costmodel.scores_bytes(8192, dtype_bytes=4)
+    eight_k_bf16 = costmodel.scores_bytes(8192, dtype_bytes=2)
     st.markdown(
         f"One head's scores at N = {fmt_tokens(s.seq_len)} in {s.dtype}: "
-        f"**{fmt_bytes(viz.scores_bytes(s.seq_len, dtype_bytes=s.dtype_bytes))}**; all {s.heads} heads: "
-        f"**{fmt_bytes(viz.scores_bytes(s.seq_len, heads=s.heads, dtype_bytes=s.dtype_bytes))}**. "
+        f"**{fmt_bytes(costmodel.scores_bytes(s.seq_len, dtype_bytes=s.dtype_bytes))}**; all {s.heads} heads: "
+        f"**{fmt_bytes(costmodel.scores_bytes(s.seq_len, heads=s.heads, dtype_bytes=s.dtype_bytes))}**. "
         f"The often-quoted \"8K = 256 MB per head\" holds for fp32 scores ({fmt_bytes(eight_k_fp32)}); "
         f"in bf16 it is {fmt_bytes(eight_k_bf16)}. Flash's extra memory is not constant either: it grows as "
-        f"O(N), {fmt_bytes(viz.flash_extra_bytes(s.seq_len, 1, 1, s.head_dim, s.dtype_bytes))} per head here.")
+        f"O(N), {fmt_bytes(costmodel.flash_extra_bytes(s.seq_len, 1, 1, s.head_dim, s.dtype_bytes))} per head here.")
     hbm_bytes = stage.facts.get("hbm_bytes") if stage.facts else None
     chart(viz.scores_memory_figure(s.seq_len, s.heads, s.dtype_bytes, hbm_bytes=hbm_bytes, theme=s.theme))
 
@@ -567,13 +570,18 @@ def scene_problem(stage: Stage) -> None:
 def scene_compare(stage: Stage) -> None:
     s = stage.settings
     seq_len_slider(s)
-    totals, moved = hbm_traffic(s)
+    panels = hbm_traffic(stage, ours_over_lengths(stage))
+    block_m, block_n = panels.tiles
     standard, flash, ratio = st.columns(3)
-    standard.metric("Standard: HBM traffic", fmt_bytes(moved["standard"]), border=True)
-    flash.metric(f"Flash ({s.block_m}×{s.block_n} tiles): HBM traffic", fmt_bytes(moved["flash"]), border=True)
-    ratio.metric("Standard ÷ flash traffic", f"{moved['standard'] / moved['flash']:.1f}×", border=True,
-                 help="Flash re-reads K and V once per query block: small block_m tiles cost traffic")
-    chart(viz.compare_figure(totals, theme=s.theme))
+    standard.metric("Standard: HBM traffic", fmt_bytes(panels.naive_bytes), border=True)
+    flash.metric(f"Flash ({block_m}×{block_n} tiles): HBM traffic", fmt_bytes(panels.flash_bytes), border=True)
+    ratio.metric("Standard ÷ flash traffic", f"{panels.naive_bytes / panels.flash_bytes:.1f}×", border=True)
+    figure_panels = [{"key": "naive", "title": "standard: 3 kernels", "parts": panels.naive},
+                     {"key": "flash_no_cache", "title": "flash, no cache (paper's bound)",
+                      "parts": panels.flash_no_cache}]
+    if panels.flash_l2 is not None:
+        figure_panels.append({"key": "flash_l2", "title": "flash, L2-aware model", "parts": panels.flash_l2})
+    chart(viz.compare_figure(figure_panels, theme=s.theme))
 
 
 def scene_tiling(stage: Stage) -> None:
@@ -684,13 +692,13 @@ def scene_takeaways(stage: Stage) -> None:
     s = stage.settings
     records = ours_over_lengths(stage)
     numbers = headline_numbers(stage, records)
-    _, moved = hbm_traffic(s)
+    panels = hbm_traffic(stage, records)
     at = f"at {fmt_tokens(s.seq_len)} tokens (batch {s.batch} × {s.heads} heads, {s.dtype})"
     points = [
         f"**Memory: O(N²) → O(N).** Standard attention needs {fmt_bytes(numbers.naive_bytes)} beyond its inputs "
         f"{at}; flash needs {fmt_bytes(numbers.flash_bytes)} (scene 1).",
-        f"**Traffic, not FLOPs.** Both do the same arithmetic, but standard moves {fmt_bytes(moved['standard'])} "
-        f"through HBM and flash {fmt_bytes(moved['flash'])} (scene 4).",
+        f"**Traffic, not FLOPs.** Both do the same arithmetic, but standard moves {fmt_bytes(panels.naive_bytes)} "
+        f"through HBM and flash {fmt_bytes(panels.flash_bytes)} (scene 4).",
         f"**Speed follows traffic.** Measured on {stage.gpu_name}: {numbers.speedup} ({numbers.speedup_why}) "
         "(scenes 1, 6).",
     ]

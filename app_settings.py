@@ -13,18 +13,11 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 
-from viz.schedule import DTYPE_BYTES
+from costmodel import DTYPE_BYTES, HEAD_DIMS, SEQ_LENS, TILE_SIZES, TRACE_SEQ_LENS
 from viz.theme import THEMES
 
 SCENES = ("headline", "hierarchy", "problem", "compare", "tiling", "seqlen", "evolution", "timeline",
           "takeaways")
-SEQ_LENS = tuple(1 << power for power in range(10, 19))  # 1K … 256K tokens, the slider's stops
-# The animation runs the real kernel (in the CPU interpreter without a GPU, ~10 ms a tile), so it stays small.
-TRACE_SEQ_LENS = (64, 128, 256, 512)
-# These two mirror kernels.inputs.SUPPORTED_HEAD_DIMS and kernels.flash._check_tiles (tests check they
-# agree); they are repeated here so that parsing a URL does not import torch.
-HEAD_DIMS = (16, 32, 64, 128, 256)
-TILE_SIZES = (16, 32, 64, 128, 256)  # powers of two; tl.dot needs at least 16
 SOURCES = ("live", "recorded")
 MAX_BATCH = 64
 MAX_HEADS = 128
@@ -70,7 +63,7 @@ QUERY_KEYS = tuple(field.name for field in fields(Settings))
 
 @dataclass(frozen=True)
 class SharedMemoryBudget:
-    """What a GPU offers a thread block and what a tile shape costs (kernels.limits.smem_bytes)."""
+    """What a GPU offers a thread block and what a tile shape costs (costmodel.smem_bytes)."""
     limit_bytes: int
     need_bytes: Callable[[int, int, int, int], int]  # (block_m, block_n, head_dim, dtype_bytes) -> bytes
     gpu_name: str = "the GPU"

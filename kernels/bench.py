@@ -14,13 +14,14 @@ from pathlib import Path
 
 import torch
 
+from costmodel import SEQ_LENS
+
 from kernels.flash import FlashConfig, flash_attention
 from kernels.inputs import DTYPES_BY_NAME, SUPPORTED_HEAD_DIMS
 from kernels.measure import ALGORITHMS, OURS, Setting, _time_cuda, measure, model_extra_bytes
 from kernels.results import dump_results
 from kernels.runtime import INTERPRET, device_facts
 
-DEFAULT_SEQ_LENS = tuple(1 << p for p in range(10, 19))  # 1K … 256K
 RATIO_SEQ_LEN = 8192
 TUNE_CANDIDATES = tuple(FlashConfig(*c) for c in (
     (128, 64, 8, 3), (128, 64, 8, 4), (128, 128, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (128, 32, 4, 3),
@@ -50,7 +51,7 @@ def _choice_list(choices):
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m kernels.bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--seq-lens", type=_int_list, default=list(DEFAULT_SEQ_LENS),
+    p.add_argument("--seq-lens", type=_int_list, default=list(SEQ_LENS),
                    help="comma-separated sequence lengths (default: powers of two 1K..256K)")
     p.add_argument("--algorithms", type=_choice_list(ALGORITHMS), default=list(ALGORITHMS),
                    help=f"comma-separated, from {', '.join(ALGORITHMS)} (default: all)")

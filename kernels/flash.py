@@ -18,6 +18,7 @@ from kernels.runtime import INTERPRET  # first: it sets TRITON_INTERPRET before 
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.inputs import check_attention_inputs, dot_modes
 
@@ -35,39 +36,43 @@ def _global_timer_ns():
 
 
 @triton.jit
-def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn,
+def _attn_fwd_inner(acc, l_i, m_i, q, K, V, k_tiles, v_tiles, off_b, off_h,
                     lo, hi, qk_scale, seq_len, offs_m, offs_n,
                     trace_stats, trace_out, offs_d,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
                     MASKED: tl.constexpr, CAUSAL: tl.constexpr,
-                    DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, TRACE: tl.constexpr):
+                    DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, TRACE: tl.constexpr,
+                    USE_TMA: tl.constexpr):
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
-        # -- load the K tile (transposed, HEAD_DIM × BLOCK_N) into SRAM --
-        if MASKED:
-            key_in_range = (start_n + offs_n) < seq_len
-            k = tl.load(k_ptrs + start_n * stride_kn, mask=key_in_range[None, :], other=0.0)
+        # -- load the K tile (BLOCK_N × HEAD_DIM; keys past seq_len arrive as zeros) into SRAM --
+        if USE_TMA:
+            k = K.load([off_b, off_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        elif MASKED:
+            k = tl.load(tl.advance(k_tiles, (start_n, 0)), boundary_check=(0,), padding_option="zero")
         else:
-            k = tl.load(k_ptrs + start_n * stride_kn)
+            k = tl.load(tl.advance(k_tiles, (start_n, 0)))
         if DOT_FP32:
             k = k.to(tl.float32)
-        # -- compute qk: scores of this tile, in log2 units --
-        qk = tl.dot(q, k, input_precision=PRECISION) * qk_scale
+        # -- compute qk: raw scores of this tile (the scale is folded in below) --
+        qk = tl.dot(q, tl.trans(k), input_precision=PRECISION)
         if MASKED:
-            keep = key_in_range[None, :]
+            keep = ((start_n + offs_n) < seq_len)[None, :]
             if CAUSAL:
                 keep = keep & (offs_m[:, None] >= (start_n + offs_n)[None, :])
             qk = tl.where(keep, qk, float("-inf"))
-        # -- update m_i and l_i (online softmax) --
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
-        p = tl.math.exp2(qk - m_new[:, None])
+        # -- update m_i and l_i (online softmax, log2 units: one FMA per score, qk·scale − m) --
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         # -- rescale the accumulator, then add P·V --
-        if MASKED:
-            v = tl.load(v_ptrs + start_n * stride_vn, mask=key_in_range[:, None], other=0.0)
+        if USE_TMA:
+            v = V.load([off_b, off_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        elif MASKED:
+            v = tl.load(tl.advance(v_tiles, (start_n, 0)), boundary_check=(0,), padding_option="zero")
         else:
-            v = tl.load(v_ptrs + start_n * stride_vn)
+            v = tl.load(tl.advance(v_tiles, (start_n, 0)))
         p = p.to(v.dtype)
         if DOT_FP32:
             p = p.to(tl.float32)
@@ -88,7 +93,7 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn,
     return acc, l_i, m_i
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["seq_len", "heads", "n_k_blocks"])
 def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
               sm_scale, seq_len, heads, n_k_blocks,
               stride_qb, stride_qh, stride_qn, stride_qd,
@@ -97,28 +102,46 @@ def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
               stride_ob, stride_oh, stride_on, stride_od,
               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               CAUSAL: tl.constexpr, DOT_FP32: tl.constexpr, PRECISION: tl.constexpr,
-              TRACE: tl.constexpr, TRACE_SM_ON: tl.constexpr):
-    start_m = tl.program_id(0)
+              TRACE: tl.constexpr, TRACE_SM_ON: tl.constexpr,
+              USE_TMA: tl.constexpr, LONGEST_FIRST: tl.constexpr):
+    # Q, K, V, O: 4-D tensor descriptors (B, H, N, D) when USE_TMA (TMA copies on Hopper), else plain
+    # pointers read through block pointers. Either way a tile past seq_len loads as zeros and stores clipped.
+    n_q_blocks = tl.num_programs(0)
+    if LONGEST_FIRST:
+        # causal: the last query blocks see the most keys; launch them first so the light ones fill the tail
+        start_m = n_q_blocks - 1 - tl.program_id(0)
+    else:
+        start_m = tl.program_id(0)
     off_bh = tl.program_id(1)
     if TRACE_SM_ON:
         t_start = _global_timer_ns()
-    off_b = (off_bh // heads).to(tl.int64)
-    off_h = (off_bh % heads).to(tl.int64)
+    off_b = off_bh // heads
+    off_h = off_bh % heads
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
-    q_ptrs = Q + off_b * stride_qb + off_h * stride_qh + offs_m[:, None] * stride_qn + offs_d[None, :] * stride_qd
-    k_ptrs = K + off_b * stride_kb + off_h * stride_kh + offs_n[None, :] * stride_kn + offs_d[:, None] * stride_kd
-    v_ptrs = V + off_b * stride_vb + off_h * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd
     # -- load the Q block once; it stays in SRAM for the whole K/V sweep --
-    q = tl.load(q_ptrs, mask=offs_m[:, None] < seq_len, other=0.0)
+    if USE_TMA:
+        q = Q.load([off_b, off_h, start_m * BLOCK_M, 0]).reshape(BLOCK_M, HEAD_DIM)
+        k_tiles = K
+        v_tiles = V
+    else:
+        head_q = off_b.to(tl.int64) * stride_qb + off_h.to(tl.int64) * stride_qh
+        head_k = off_b.to(tl.int64) * stride_kb + off_h.to(tl.int64) * stride_kh
+        head_v = off_b.to(tl.int64) * stride_vb + off_h.to(tl.int64) * stride_vh
+        q_tile = tl.make_block_ptr(Q + head_q, (seq_len, HEAD_DIM), (stride_qn, stride_qd),
+                                   (start_m * BLOCK_M, 0), (BLOCK_M, HEAD_DIM), (1, 0))
+        k_tiles = tl.make_block_ptr(K + head_k, (seq_len, HEAD_DIM), (stride_kn, stride_kd),
+                                    (0, 0), (BLOCK_N, HEAD_DIM), (1, 0))
+        v_tiles = tl.make_block_ptr(V + head_v, (seq_len, HEAD_DIM), (stride_vn, stride_vd),
+                                    (0, 0), (BLOCK_N, HEAD_DIM), (1, 0))
+        q = tl.load(q_tile, boundary_check=(0,), padding_option="zero")
     if DOT_FP32:
         q = q.to(tl.float32)
     qk_scale = sm_scale * 1.4426950408889634  # log2(e): exp(x) == exp2(x·log2 e)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    n_q_blocks = tl.num_programs(0)
     program = off_bh * n_q_blocks + start_m
     trace_stats = TRACE_STATS + program.to(tl.int64) * n_k_blocks * 3 * BLOCK_M
     trace_out = TRACE_OUT + program.to(tl.int64) * n_k_blocks * BLOCK_M * HEAD_DIM
@@ -130,21 +153,28 @@ def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
     else:
         masked_lo = seq_len // BLOCK_N * BLOCK_N
         masked_hi = seq_len
-    acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn,
+    acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, K, V, k_tiles, v_tiles, off_b, off_h,
                                     0, masked_lo, qk_scale, seq_len, offs_m, offs_n,
                                     trace_stats, trace_out, offs_d,
-                                    BLOCK_M, BLOCK_N, HEAD_DIM, False, CAUSAL, DOT_FP32, PRECISION, TRACE)
-    acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn,
+                                    BLOCK_M, BLOCK_N, HEAD_DIM, False, CAUSAL, DOT_FP32, PRECISION, TRACE,
+                                    USE_TMA)
+    acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, K, V, k_tiles, v_tiles, off_b, off_h,
                                     masked_lo, masked_hi, qk_scale, seq_len, offs_m, offs_n,
                                     trace_stats, trace_out, offs_d,
-                                    BLOCK_M, BLOCK_N, HEAD_DIM, True, CAUSAL, DOT_FP32, PRECISION, TRACE)
+                                    BLOCK_M, BLOCK_N, HEAD_DIM, True, CAUSAL, DOT_FP32, PRECISION, TRACE,
+                                    USE_TMA)
     # -- write O and the row log-sum-exp (natural log) once --
     row_in_range = offs_m < seq_len
     lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
     tl.store(LSE + off_bh.to(tl.int64) * seq_len + offs_m, lse, mask=row_in_range)
     o = acc / l_i[:, None]
-    o_ptrs = O + off_b * stride_ob + off_h * stride_oh + offs_m[:, None] * stride_on + offs_d[None, :] * stride_od
-    tl.store(o_ptrs, o.to(O.dtype.element_ty), mask=row_in_range[:, None])
+    if USE_TMA:
+        O.store([off_b, off_h, start_m * BLOCK_M, 0], o.to(O.dtype).reshape(1, 1, BLOCK_M, HEAD_DIM))
+    else:
+        head_o = off_b.to(tl.int64) * stride_ob + off_h.to(tl.int64) * stride_oh
+        o_tile = tl.make_block_ptr(O + head_o, (seq_len, HEAD_DIM), (stride_on, stride_od),
+                                   (start_m * BLOCK_M, 0), (BLOCK_M, HEAD_DIM), (1, 0))
+        tl.store(o_tile, o.to(O.dtype.element_ty), boundary_check=(0,))
     if TRACE_SM_ON:
         record = TRACE_SM + program.to(tl.int64) * 3
         tl.store(record, _sm_id().to(tl.int64))
@@ -216,17 +246,33 @@ class _TraceBuffers:
     sm: torch.Tensor     # (B·H, n_q_blocks, 3) int64: SM id, start ns, end ns
 
 
+def _tma_capable(*tensors: torch.Tensor) -> bool:
+    """Whether 4-D tensor descriptors can address these tensors: a Hopper-or-newer GPU (or the interpreter,
+    which emulates them), unit-stride rows, 16-byte aligned base and strides (what a TMA copy needs)."""
+    if not INTERPRET and torch.cuda.get_device_capability(tensors[0].device)[0] < 9:
+        return False
+    return all(t.stride(-1) == 1 and t.data_ptr() % 16 == 0
+               and all(s * t.element_size() % 16 == 0 for s in t.stride()[:-1]) for t in tensors)
+
+
 def _launch_flash(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
-                  trace: _TraceBuffers | None = None, trace_sm: torch.Tensor | None = None):
+                  trace: _TraceBuffers | None = None, trace_sm: torch.Tensor | None = None,
+                  use_tma: bool | None = None, longest_first: bool | None = None):
     batch, heads, seq_len, head_dim = q.shape  # (B, H, N, D)
     o = torch.empty_like(q, memory_format=torch.contiguous_format)  # (B, H, N, D)
     lse = torch.empty((batch, heads, seq_len), dtype=torch.float32, device=q.device)  # (B, H, N)
     n_q_blocks = triton.cdiv(seq_len, config.block_m)
     n_k_blocks = triton.cdiv(seq_len, config.block_n)
     dot_fp32, precision = dot_modes(q.dtype)
+    use_tma = _tma_capable(q, k, v, o) if use_tma is None else use_tma
+    longest_first = causal if longest_first is None else longest_first
+    q_arg, k_arg, v_arg, o_arg = q, k, v, o
+    if use_tma:  # the descriptor pads rows past seq_len with zeros on load and clips them on store
+        q_arg, o_arg = (TensorDescriptor.from_tensor(t, [1, 1, config.block_m, head_dim]) for t in (q, o))
+        k_arg, v_arg = (TensorDescriptor.from_tensor(t, [1, 1, config.block_n, head_dim]) for t in (k, v))
     grid = (n_q_blocks, batch * heads)
     _attn_fwd[grid](
-        q, k, v, o, lse,
+        q_arg, k_arg, v_arg, o_arg, lse,
         trace.stats if trace is not None else lse,
         trace.out if trace is not None else lse,
         trace_sm if trace_sm is not None else lse,
@@ -235,6 +281,7 @@ def _launch_flash(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
         HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
         CAUSAL=causal, DOT_FP32=dot_fp32, PRECISION=precision,
         TRACE=trace is not None, TRACE_SM_ON=trace_sm is not None,
+        USE_TMA=use_tma, LONGEST_FIRST=longest_first,
         num_warps=config.num_warps, num_stages=config.num_stages,
     )
     return o, lse

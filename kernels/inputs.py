@@ -6,7 +6,7 @@ from numbers import Real
 
 import torch
 
-from kernels.limits import SUPPORTED_HEAD_DIMS
+from costmodel import HEAD_DIMS as SUPPORTED_HEAD_DIMS
 from kernels.runtime import DEVICE, INTERPRET
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)

@@ -11,6 +11,7 @@ On the interpreter path the same kernels run on the CPU: the record says so (tim
 """
 from __future__ import annotations
 
+import functools
 import gc
 import math
 import re
@@ -21,12 +22,14 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels.flash import flash_attention
+import costmodel
+from costmodel import DTYPE_BYTES, HEAD_DIMS as SUPPORTED_HEAD_DIMS
+
+from kernels.flash import config_for, flash_attention
 from kernels.inputs import DTYPES_BY_NAME
-from kernels.limits import DTYPE_BYTES, SUPPORTED_HEAD_DIMS
 from kernels.naive import naive_attention
 from kernels.record import ALGORITHMS, OURS, Record
-from kernels.runtime import DEVICE, INTERPRET
+from kernels.runtime import DEVICE, INTERPRET, device_facts
 
 # The interpreter costs ~10 ms per tile; beyond this the CPU path would keep a viewer waiting.
 INTERPRETER_MAX_SEQ_LEN = 512
@@ -70,37 +73,30 @@ class Setting:
 
 
 def attention_flops(s: Setting) -> float:
-    """Matmul FLOPs of the forward pass: 2 products of 2·N²·D each per head, halved under a causal mask."""
-    flops = 4.0 * s.batch * s.heads * s.seq_len * s.seq_len * s.head_dim
-    return flops / 2 if s.causal else flops
+    """Matmul FLOPs of the forward pass (costmodel.attention_flops)."""
+    return costmodel.attention_flops(s.seq_len, s.batch, s.heads, s.head_dim, s.causal)
 
 
-def bytes_moved(s: Setting) -> int:
-    """HBM bytes the algorithm must move at the least.
+def flash_tiles(s: Setting) -> tuple[int, int] | None:
+    """(block_m, block_n) our flash kernel runs this setting with; None for the other algorithms."""
+    if s.algorithm != "flash":
+        return None
+    config = config_for(s.head_dim, DTYPES_BY_NAME[s.dtype], s.causal)
+    return config.block_m, config.block_n
 
-    Fused kernels (flash, SDPA): read Q, K, V once and write O once (plus the fp32 LSE for flash).
-    Standard attention (naive, torch_naive) adds the N×N round trips: write S (fp32), read it, write P
-    (input dtype, zeros included), read P; under a causal mask only the lower triangle of S is written
-    and read, and of P read.
-    """
-    b, heads, n, d, e = s.batch, s.heads, s.seq_len, s.head_dim, s.dtype_bytes
-    io = 4 * b * heads * n * d * e
-    if s.algorithm in ("flash", "sdpa_default", "sdpa_flash"):
-        return io + (b * heads * n * 4 if s.algorithm == "flash" else 0)
-    full = b * heads * n * n
-    visible = b * heads * n * (n + 1) // 2 if s.causal else full
-    return io + 2 * visible * 4 + full * e + visible * e
+
+def bytes_moved(s: Setting, machine: costmodel.Machine | None = None) -> int:
+    """HBM bytes the algorithm moves by the cost model (costmodel.traffic): flash with the tiles it runs,
+    L2-aware on `machine` (else the no-cache bound); naive with its softmax's passes on this path."""
+    tiles = flash_tiles(s) or (None, None)
+    return costmodel.total_bytes(costmodel.traffic(s.algorithm, s.seq_len, s.batch, s.heads, s.head_dim,
+                                                   s.dtype_bytes, s.causal, *tiles, machine=machine,
+                                                   interpreter=INTERPRET))
 
 
 def model_extra_bytes(s: Setting) -> int:
-    """Device memory the algorithm needs beyond its inputs, by its design (O and its N×N buffers)."""
-    b, heads, n, d, e = s.batch, s.heads, s.seq_len, s.head_dim, s.dtype_bytes
-    out = b * heads * n * d * e
-    if s.algorithm == "flash":
-        return out + b * heads * n * 4
-    if s.algorithm in ("naive", "torch_naive"):
-        return out + b * heads * n * n * (4 + e)
-    return out
+    """Device memory the algorithm needs beyond its inputs, by its design (costmodel.extra_bytes)."""
+    return costmodel.extra_bytes(s.algorithm, s.seq_len, s.batch, s.heads, s.head_dim, s.dtype_bytes)
 
 
 # -- the algorithms ------------------------------------------------------------------------------
@@ -152,7 +148,7 @@ def oom_bytes(message: str) -> int | None:
 def _result(s: Setting, status: str, device: str, timing_kind: str, times_ms: list[float] | None = None,
             peak: int | None = None, needed: int | None = None, message: str = "") -> Record:
     median = p20 = p80 = tflops = gbps = None
-    moved = bytes_moved(s)
+    moved = bytes_moved(s, _machine() if timing_kind == "cuda" else None)
     if times_ms:
         ordered = sorted(times_ms)
         median = statistics.median(ordered)
@@ -161,8 +157,16 @@ def _result(s: Setting, status: str, device: str, timing_kind: str, times_ms: li
         if timing_kind == "cuda":
             tflops = attention_flops(s) / (median * 1e-3) / 1e12
             gbps = moved / (median * 1e-3) / 1e9
+    block_m, block_n = flash_tiles(s) or (None, None)
     return Record(s.algorithm, s.seq_len, s.batch, s.heads, s.head_dim, s.dtype, s.causal, status, median, p20,
-                  p80, tflops, gbps, moved, peak, needed, message, device, timing_kind)
+                  p80, tflops, gbps, moved, peak, needed, message, device, timing_kind, block_m, block_n,
+                  counters="not counted: hardware counters are read by `python -m kernels.counters`")
+
+
+@functools.cache
+def _machine() -> costmodel.Machine | None:
+    """This GPU for the L2-aware flash model (its L2 and SM count)."""
+    return costmodel.machine_from_facts(device_facts())
 
 
 def _inputs(s: Setting, seed: int):

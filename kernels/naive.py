@@ -14,6 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
+from costmodel import SOFTMAX_SINGLE_PASS_MAX, SOFTMAX_SINGLE_PASS_MAX_INTERPRETER
 from kernels.inputs import check_attention_inputs, dot_modes
 
 
@@ -44,7 +45,10 @@ def _scores_kernel(Q, K, S, sm_scale, seq_len, heads,
     # -- compute S tile and write it to HBM --
     s = tl.dot(q, k, input_precision=PRECISION) * sm_scale
     s_ptrs = S + off_bh.to(tl.int64) * seq_len * seq_len + offs_m[:, None].to(tl.int64) * seq_len + offs_n[None, :]
-    tl.store(s_ptrs, s, mask=(offs_m[:, None] < seq_len) & (offs_n[None, :] < seq_len))
+    store = (offs_m[:, None] < seq_len) & (offs_n[None, :] < seq_len)
+    if CAUSAL:  # only the scores the softmax reads: key ≤ query (costmodel.naive_traffic counts these)
+        store = store & (offs_n[None, :] <= offs_m[:, None])
+    tl.store(s_ptrs, s, mask=store)
 
 
 @triton.jit
@@ -115,7 +119,10 @@ def _pv_kernel(P, V, O, seq_len, heads,
         hi = tl.minimum((start_m + 1) * BLOCK_M, seq_len)
     for start_n in range(0, hi, BLOCK_N):
         key_in_range = (start_n + offs_n) < seq_len
-        p = tl.load(p_ptrs + start_n, mask=(offs_m[:, None] < seq_len) & key_in_range[None, :], other=0.0)
+        load = (offs_m[:, None] < seq_len) & key_in_range[None, :]
+        if CAUSAL:  # P is zero right of the diagonal: read only key ≤ query
+            load = load & ((start_n + offs_n)[None, :] <= offs_m[:, None])
+        p = tl.load(p_ptrs + start_n, mask=load, other=0.0)
         v = tl.load(v_ptrs + start_n * stride_vn, mask=key_in_range[:, None], other=0.0)
         if DOT_FP32:
             p = p.to(tl.float32)
@@ -126,7 +133,7 @@ def _pv_kernel(P, V, O, seq_len, heads,
 
 
 # Rows of at most this many keys are softmaxed in one pass; longer rows take two passes over S.
-_SINGLE_PASS_MAX = 8192 if not INTERPRET else 1024
+_SINGLE_PASS_MAX = SOFTMAX_SINGLE_PASS_MAX_INTERPRETER if INTERPRET else SOFTMAX_SINGLE_PASS_MAX
 _MULTI_PASS_BLOCK = 4096 if not INTERPRET else 1024
 
 
@@ -148,12 +155,6 @@ def _softmax_launch(seq_len: int) -> tuple[int, int, bool, int]:
     return (16 if INTERPRET else 1), _MULTI_PASS_BLOCK, False, 8
 
 
-def naive_scores_bytes(batch: int, heads: int, seq_len: int, dtype: torch.dtype) -> int:
-    """Bytes of S (fp32) plus P (input dtype): what the standard algorithm must hold at once."""
-    elements = batch * heads * seq_len * seq_len
-    return elements * 4 + elements * torch.empty((), dtype=dtype).element_size()
-
-
 def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                     sm_scale: float | None = None, return_intermediates: bool = False):
     """Standard attention through HBM: S = sm_scale·QKᵀ (fp32), P = softmax(S) (input dtype), O = PV.
@@ -161,7 +162,8 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     q, k, v: (batch, heads, seq_len, head_dim), fp16/bf16/fp32, head_dim in 16, 32, 64, 128, 256,
     any seq_len ≥ 1. Returns O (batch, heads, seq_len, head_dim); with return_intermediates=True
     returns (O, S, P) with S, P of shape (batch, heads, seq_len, seq_len). Under a causal mask the
-    part of S above the diagonal is never computed (its memory is still allocated), and P holds zeros there.
+    part of S above the diagonal is never computed or written (its memory is still allocated: its values
+    are undefined), and P holds zeros there.
     Raises torch.OutOfMemoryError when S and P do not fit on the GPU.
     """
     q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)

@@ -27,15 +27,26 @@ class Record:
     time_ms_p80: float | None
     tflops: float | None           # None on the interpreter (CPU time says nothing about GPU speed)
     gbps: float | None
-    bytes_moved: int               # HBM bytes the algorithm must move at the least
+    bytes_moved: int               # HBM bytes by the cost model (costmodel.traffic; flash: L2-aware on a GPU)
     peak_extra_bytes: int | None   # None where it cannot be measured
     needed_bytes: int | None       # oom: the size of the allocation that failed
     message: str
     device: str
     timing_kind: str               # "cuda" | "interpreter"
+    # Optional: files written before these fields load with the defaults.
+    block_m: int | None = None             # flash: the tiles the timed kernel ran
+    block_n: int | None = None
+    dram_read_bytes: int | None = None     # HBM bytes read, counted by hardware counters over its kernels
+    dram_write_bytes: int | None = None    # HBM bytes written, likewise
+    l2_bytes: int | None = None            # bytes through L2 (reads and writes), likewise
+    counters: str = ""                     # how the counts were read, or why there are none
+    kernels: list[dict] | None = None      # per kernel launched: name, time_ms, dram_read_bytes, dram_write_bytes, l2_bytes
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 RECORD_FIELDS = tuple(f.name for f in fields(Record))
+OPTIONAL_RECORD_FIELDS = ("block_m", "block_n", "dram_read_bytes", "dram_write_bytes", "l2_bytes", "counters",
+                          "kernels")
+REQUIRED_RECORD_FIELDS = tuple(name for name in RECORD_FIELDS if name not in OPTIONAL_RECORD_FIELDS)

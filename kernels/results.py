@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from kernels.record import ALGORITHMS, RECORD_FIELDS, STATUSES
+from kernels.record import ALGORITHMS, RECORD_FIELDS, REQUIRED_RECORD_FIELDS, STATUSES, Record
 
 SCHEMA = "flash-live-results"
 SCHEMA_VERSION = 1
@@ -28,9 +28,12 @@ _RECORD_TYPES = {
     "algorithm": str, "seq_len": int, "batch": int, "heads": int, "head_dim": int, "dtype": str, "causal": bool,
     "status": str, "time_ms": float, "time_ms_p20": float, "time_ms_p80": float, "tflops": float, "gbps": float,
     "bytes_moved": int, "peak_extra_bytes": int, "needed_bytes": int, "message": str, "device": str,
-    "timing_kind": str,
+    "timing_kind": str, "block_m": int, "block_n": int, "dram_read_bytes": int, "dram_write_bytes": int,
+    "l2_bytes": int, "counters": str, "kernels": list,
 }
-_OPTIONAL = {"time_ms", "time_ms_p20", "time_ms_p80", "tflops", "gbps", "peak_extra_bytes", "needed_bytes"}
+_OPTIONAL = {"time_ms", "time_ms_p20", "time_ms_p80", "tflops", "gbps", "peak_extra_bytes", "needed_bytes",
+             "block_m", "block_n", "dram_read_bytes", "dram_write_bytes", "l2_bytes", "kernels"}
+_DEFAULTS = {f.name: f.default for f in fields(Record) if f.name not in REQUIRED_RECORD_FIELDS}  # older files lack them
 
 
 class ResultsError(ValueError):
@@ -114,9 +117,10 @@ def _check_record(rec, index: int, name: str) -> dict:
     where = f"{name}: record {index}"
     if not isinstance(rec, dict):
         raise ResultsError(f"{where} is not an object")
-    missing = [f for f in RECORD_FIELDS if f not in rec]
+    missing = [f for f in REQUIRED_RECORD_FIELDS if f not in rec]
     if missing:
         raise ResultsError(f"{where} is missing {', '.join(missing)}")
+    rec = {**_DEFAULTS, **rec}
     for key, kind in _RECORD_TYPES.items():
         value = rec[key]
         if value is None and key in _OPTIONAL:

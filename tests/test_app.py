@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from app_settings import DEFAULTS, SCENES, settings_from_query
 from kernels import results
 from kernels.measure import Setting, _result
-from viz.schedule import tile_schedule
+from costmodel import tile_schedule
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 SMALL_ANIMATION = {"trace_len": "64", "block_m": "16", "block_n": "32"}

@@ -14,7 +14,8 @@ import pytest
 
 import viz
 from viz.evolution import PUBLISHED
-from viz.schedule import flash_extra_bytes, naive_extra_bytes, step_traffic, tile_schedule, traffic_totals
+import costmodel
+from costmodel import flash_extra_bytes, naive_extra_bytes, step_traffic, tile_schedule
 from viz.sm_timeline import timeline_stats
 from viz.theme import PALETTE, fmt_bytes, surface
 from viz.tiling import (
@@ -539,21 +540,27 @@ def test_scores_memory_figure() -> None:
     assert any(label.startswith("device memory 141.0 GiB") for label in shape_labels(fig))
 
 
+def compare_panels(seq_len: int, causal: bool) -> list[dict]:
+    shape = (seq_len, 2, 4, 128, 2, causal)
+    return [{"key": "naive", "title": "standard", "parts": costmodel.naive_traffic(*shape), "counted": 123 << 20},
+            {"key": "flash_no_cache", "title": "flash, no cache", "parts": costmodel.traffic("flash", *shape, 128, 64)},
+            {"key": "flash_l2", "title": "flash, L2", "counted": None,
+             "parts": costmodel.traffic("flash", *shape, 128, 64, machine=costmodel.Machine(60 << 20, 132, ""))}]
+
+
 def test_compare_figure() -> None:
-    totals = traffic_totals(4096, 128, 2, 128, causal=False)
-    fig = viz.compare_figure(totals)
+    panels = compare_panels(4096, False)
+    fig = viz.compare_figure(panels)
     bars = [t for t in fig.data if t.type == "bar"]
     assert [list(b.y) for b in bars] == [
-        [row[kind] for row in totals[side]]
-        for side in ("standard", "flash")
-        for kind in ("reads", "writes")
+        [getattr(part, kind) for part in panel["parts"]] for panel in panels for kind in ("reads", "writes")
     ]
-    standard = sum(r["reads"] + r["writes"] for r in totals["standard"])
-    flash = sum(r["reads"] + r["writes"] for r in totals["flash"])
+    standard, no_cache, l2 = (costmodel.total_bytes(panel["parts"]) for panel in panels)
     titles = [a.text for a in fig.layout.annotations]
-    assert fmt_bytes(standard) in titles[0] and f"{standard / flash:,.1f}× less" in titles[1]
+    assert fmt_bytes(standard) in titles[0] and "counted: 123.0 MiB" in titles[0]
+    assert f"{standard / no_cache:,.1f}× less" in titles[1] and f"{standard / l2:,.1f}× less" in titles[2]
     assert fig.layout.barmode == "stack"
-    log = viz.compare_figure(totals, log_y=True)
+    log = viz.compare_figure(panels, log_y=True)
     assert log.layout.barmode == "group" and log.layout.yaxis.type == "log"
 
 
@@ -627,7 +634,7 @@ def all_figures(theme: str, records: list[dict]) -> dict[str, go.Figure]:
         "tflops": viz.tflops_figure(records, theme=theme),
         "hierarchy": viz.hierarchy_figure(FACTS, theme=theme),
         "problem": viz.scores_memory_figure(4096, 8, 2, theme=theme),
-        "compare": viz.compare_figure(traffic_totals(1024, 64, 2, 64, True), theme=theme),
+        "compare": viz.compare_figure(compare_panels(1024, True), theme=theme),
         "evolution": viz.evolution_figure([], theme=theme),
         "sm_timeline": viz.sm_timeline_figure(timeline, theme=theme),
     }

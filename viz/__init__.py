@@ -1,7 +1,7 @@
 """Pure figure builders for "FlashAttention, live": plain data in, plotly.graph_objects.Figure out.
 
-No Streamlit, torch or triton here; the numbers come from kernels/ via app.py
-(shapes in docs/data-contracts.md).
+No Streamlit, torch or triton here; the numbers come from kernels/ via app.py (shapes in
+docs/data-contracts.md), and every formula from the cost model (costmodel.py).
 """
 
 from viz.compare import compare_figure
@@ -9,15 +9,6 @@ from viz.evolution import PUBLISHED, evolution_figure
 from viz.hierarchy import hierarchy_figure
 from viz.memory import memory_figure
 from viz.problem import scores_memory_figure
-from viz.schedule import (
-    Step,
-    flash_extra_bytes,
-    naive_extra_bytes,
-    scores_bytes,
-    step_traffic,
-    tile_schedule,
-    traffic_totals,
-)
 from viz.sm_timeline import sm_timeline_figure
 from viz.theme import PALETTE, THEMES, fmt_bytes, fmt_tokens, style, template
 from viz.tiling import tiling_figure, tiling_html
@@ -27,26 +18,19 @@ __all__ = [
     "PALETTE",
     "PUBLISHED",
     "THEMES",
-    "Step",
     "compare_figure",
     "evolution_figure",
-    "flash_extra_bytes",
     "fmt_bytes",
     "fmt_tokens",
     "hierarchy_figure",
     "memory_figure",
-    "naive_extra_bytes",
-    "scores_bytes",
     "scores_memory_figure",
     "sm_timeline_figure",
     "speedup_table",
-    "step_traffic",
     "style",
     "template",
     "tflops_figure",
-    "tile_schedule",
     "tiling_figure",
     "tiling_html",
     "timing_figure",
-    "traffic_totals",
 ]

@@ -1,4 +1,4 @@
-"""Standard versus flash side by side: HBM reads and writes of each step, from schedule.traffic_totals."""
+"""Standard versus flash side by side: HBM reads and writes of each kernel, from the cost model's traffic."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from plotly.subplots import make_subplots
 from viz.marks import bytes_axis, linear_bytes_axis
 from viz.theme import BASE_FONT_PX, PALETTE, fmt_bytes, style, surface
 
-SIDES = (("standard", "standard: 3 kernels through HBM"), ("flash", "flash: one fused kernel"))
+PANEL_COLORS = {"naive": PALETTE["standard"], "flash_no_cache": PALETTE["flash"], "flash_l2": PALETTE["flash"]}
 
 
 def _two_lines(label: str, width: int = 14) -> str:
@@ -21,48 +21,55 @@ def _two_lines(label: str, width: int = 14) -> str:
     return label[:cut] + "<br>" + label[cut + 1 :]
 
 
-def compare_figure(totals: dict, theme: str = "light", log_y: bool = False, height: int = 620) -> go.Figure:
-    """Reads and writes (bytes) per step of standard and flash attention, on one shared y axis.
+def compare_figure(panels: list[dict], theme: str = "light", log_y: bool = False, height: int = 620) -> go.Figure:
+    """HBM reads and writes (bytes) per kernel or phase, one panel per model, on one shared y axis.
 
-    totals: viz.schedule.traffic_totals(...). Linear axis: reads and writes stacked, so bar heights
-    compare honestly. log_y: reads and writes side by side instead (stacking on a log axis misleads).
+    panels: dicts with "key" ("naive", "flash_no_cache" or "flash_l2": its colour), "title", "parts"
+    (costmodel.Traffic list: name, reads, writes) and "counted" (bytes counted by hardware counters, or
+    None). The first panel is the baseline: the others' titles say how many times less they move.
+    Linear axis: reads and writes stacked, so bar heights compare honestly. log_y: side by side instead.
     """
-    moved = {side: sum(row["reads"] + row["writes"] for row in totals[side]) for side, _ in SIDES}
-    ratio = moved["standard"] / moved["flash"] if moved["flash"] else float("inf")
-    titles = [f"{title}<br>{fmt_bytes(moved[side])} moved" for side, title in SIDES]
-    titles[1] += f" ({ratio:,.1f}× less)"
-    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, subplot_titles=titles, horizontal_spacing=0.04)
+    moved = [sum(part.total for part in panel["parts"]) for panel in panels]
+    titles = []
+    for index, (panel, total) in enumerate(zip(panels, moved)):
+        title = f"{panel['title']}<br>{fmt_bytes(total)}"
+        if index and total:
+            title += f" ({moved[0] / total:,.1f}× less)"
+        if panel.get("counted"):
+            title += f"<br>counted: {fmt_bytes(panel['counted'])}"
+        titles.append(title)
+    fig = make_subplots(rows=1, cols=len(panels), shared_yaxes=True, subplot_titles=titles, horizontal_spacing=0.03)
     background = surface(theme)["background"]  # stripes in the background colour mark the writes
-    values = [row[kind] for side, _ in SIDES for row in totals[side] for kind in ("reads", "writes")]
+    values = [getattr(part, kind) for panel in panels for part in panel["parts"] for kind in ("reads", "writes")]
     floor = min((v for v in values if v > 0), default=1)
-    for col, (side, _) in enumerate(SIDES, start=1):
-        rows = totals[side]
-        steps = [_two_lines(row["step"]) for row in rows]
-        color = PALETTE[side]
+    for col, panel in enumerate(panels, start=1):
+        parts = panel["parts"]
+        steps = [_two_lines(part.name) for part in parts]
+        color = PANEL_COLORS.get(panel["key"], PALETTE["published"])
         for kind, pattern in (("reads", ""), ("writes", "/")):
             fig.add_trace(
                 go.Bar(
                     x=steps,
-                    y=np.array([row[kind] for row in rows], dtype=np.float64),
+                    y=np.array([getattr(part, kind) for part in parts], dtype=np.float64),
                     name=f"{kind} ({'hatched' if pattern else 'solid'})",
                     legendgroup=kind,
                     showlegend=col == 1,
                     marker=dict(color=color, pattern=dict(shape=pattern, fgcolor=background, fillmode="overlay")),
-                    text=[fmt_bytes(row[kind]) for row in rows],
+                    text=[fmt_bytes(getattr(part, kind)) for part in parts],
                     hovertemplate="%{x}<br>" + kind + ": %{text}<extra></extra>",
                     textposition="none",
                 ),
                 row=1,
                 col=col,
             )
-        step_totals = [row["reads"] + row["writes"] for row in rows]
+        step_totals = [part.total for part in parts]
         fig.add_trace(
             go.Scatter(
                 x=steps,
                 # a zero total is labelled at the axis floor: a log axis has no 0
                 y=np.array([t or floor for t in step_totals], dtype=np.float64),
                 mode="text",
-                text=[fmt_bytes(t) for t in step_totals],
+                text=[fmt_bytes(t) if t else "" for t in step_totals],
                 textposition="top center",
                 showlegend=False,
                 hoverinfo="skip",
@@ -70,7 +77,7 @@ def compare_figure(totals: dict, theme: str = "light", log_y: bool = False, heig
             row=1,
             col=col,
         )
-    peak = max(row["reads"] + row["writes"] for side, _ in SIDES for row in totals[side])
+    peak = max((part.total for panel in panels for part in panel["parts"]), default=1)
     if log_y:
         fig.update_yaxes(**bytes_axis(values))
         fig.update_layout(barmode="group")
@@ -78,12 +85,12 @@ def compare_figure(totals: dict, theme: str = "light", log_y: bool = False, heig
         fig.update_yaxes(**linear_bytes_axis(peak * 1.2))
         fig.update_layout(barmode="stack")
     fig.update_yaxes(title_text="HBM bytes", row=1, col=1)
-    style(fig, theme, title="Where the bytes go: HBM traffic per step")
+    style(fig, theme, title="Where the bytes go: HBM traffic per kernel")
     fig.update_annotations(font_size=BASE_FONT_PX)  # the subplot titles
     fig.update_xaxes(tickangle=0)
     fig.update_layout(
         height=height,
-        margin=dict(t=170),
-        legend=dict(orientation="h", x=1, y=1.12, xanchor="right", yanchor="bottom"),
+        margin=dict(t=190),
+        legend=dict(orientation="h", x=1, y=1.2, xanchor="right", yanchor="bottom"),
     )
     return fig

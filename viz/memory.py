@@ -1,5 +1,5 @@
 """Extra device memory versus sequence length: the quadratic wall of standard attention, the linear
-line of flash. Formula curves from viz.schedule, measured peaks and out-of-memory results from records.
+line of flash. Formula curves from the cost model, measured peaks and out-of-memory results from records.
 """
 
 from __future__ import annotations
@@ -7,11 +7,12 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from costmodel import SEQ_LENS, dtype_bytes, flash_extra_bytes, naive_extra_bytes
+
 from viz.marks import bytes_axis, bytes_curve, horizontal_marker, token_axis, vertical_marker
-from viz.schedule import bytes_per_element, flash_extra_bytes, naive_extra_bytes
 from viz.theme import PALETTE, algorithm_color, algorithm_label, fmt_bytes, fmt_tokens, style, surface
 
-DEFAULT_SEQ_LENS = (1024, 262144)  # the slider's span (tokens), always on the x axis
+DEFAULT_SEQ_LENS = (SEQ_LENS[0], SEQ_LENS[-1])  # the slider's span (tokens), always on the x axis
 FORMULAS = {
     "naive": (naive_extra_bytes, "S (fp32) + P + O"),
     "flash": (flash_extra_bytes, "O + LSE"),
@@ -23,7 +24,7 @@ def _need(record: dict) -> int | None:
     if record["algorithm"] in FORMULAS:
         formula = FORMULAS[record["algorithm"]][0]
         return formula(record["seq_len"], record["batch"], record["heads"], record["head_dim"],
-                       bytes_per_element(record["dtype"]))
+                       dtype_bytes(record["dtype"]))
     return record.get("needed_bytes")
 
 

@@ -7,11 +7,11 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
+from costmodel import SEQ_LENS, scores_bytes
+
 from viz.marks import bytes_axis, bytes_curve, horizontal_marker, token_axis
-from viz.schedule import scores_bytes
 from viz.theme import PALETTE, fmt_bytes, fmt_tokens, style
 
-CURVE_SEQ_LENS = tuple(2**e for e in range(10, 19))  # 1K … 256K tokens
 DTYPES = ((4, "fp32 (4 bytes)", PALETTE["sdpa_default"]), (2, "bf16 / fp16 (2 bytes)", PALETTE["standard"]))
 
 
@@ -25,7 +25,7 @@ def scores_memory_figure(
 ) -> go.Figure:
     """Bytes of the N×N scores (N·N·bytes·heads, batch 1) vs N (tokens), log-log, for fp32 and 2-byte
     dtypes; the current (seq_len, heads, dtype_bytes) point is annotated, device memory is a line."""
-    seq_lens = np.array(sorted({*CURVE_SEQ_LENS, seq_len}), dtype=np.int64)
+    seq_lens = np.array(sorted({*SEQ_LENS, seq_len}), dtype=np.int64)
     current = scores_bytes(seq_len, heads, 1, dtype_bytes)
     fig = go.Figure()
     plotted: list[float] = [current] + ([hbm_bytes] if hbm_bytes else [])

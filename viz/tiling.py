@@ -33,7 +33,7 @@ import plotly.colors
 import plotly.graph_objects as go
 
 from viz.marks import linear_bytes_axis
-from viz.schedule import Step, bytes_per_element, k_tiles_per_q_block, n_blocks, step_traffic, tile_schedule
+from costmodel import Step, dtype_bytes, k_tiles_per_q_block, n_blocks, step_traffic, tile_schedule
 from viz.theme import BASE_FONT_PX, PALETTE, fmt_bytes, style, surface
 
 MAX_TILES_PER_SIDE = 64  # beyond this the grid stops being readable and the figure grows too large
@@ -232,7 +232,7 @@ def _validated(trace: dict) -> dict:
     if steps.shape != expected.shape or not np.array_equal(steps, expected):
         raise ValueError(
             f"trace steps ({len(steps)}) differ from the documented tile order ({len(expected)} steps, "
-            "viz.schedule.tile_schedule): the animation's byte counts would not match the kernel"
+            "costmodel.tile_schedule): the animation's byte counts would not match the kernel"
         )
     arrays = {key: np.asarray(trace[key], dtype=np.float32) for key in ("row_max", "row_sum", "alpha", "out_rows")}
     for key, values in arrays.items():
@@ -286,7 +286,7 @@ def tiling_figure(
 ) -> go.Figure:
     """The tile-by-tile animation of one (batch, head) of the flash forward pass.
 
-    trace: a FlashTrace dict (docs/data-contracts.md); its steps must follow viz.schedule.tile_schedule.
+    trace: a FlashTrace dict (docs/data-contracts.md); its steps must follow costmodel.tile_schedule.
     frame_ms: duration of one step at 1× speed, in milliseconds. start_step: the step shown before play.
     Returns a figure with exactly one frame per step, named "0".."T-1", fixed axis ranges, play/pause
     buttons at 0.5×–8× speed and a slider over the steps.
@@ -304,7 +304,7 @@ def tiling_figure(
     num_steps = len(steps)
     if not 0 <= start_step < num_steps:
         raise ValueError(f"start_step must be in [0, {num_steps}), got {start_step}")
-    traffic = step_traffic(seq_len, head_dim, block_m, block_n, causal, bytes_per_element(trace["dtype"]))
+    traffic = step_traffic(seq_len, head_dim, block_m, block_n, causal, dtype_bytes(trace["dtype"]))
     tile_bars = _tile_bars(steps, num_q, block_m, block_n, seq_len)
     lanes = _stat_lanes(arrays)
     out_rows, out_dims = _output_sample(block_m, head_dim)
@@ -413,7 +413,7 @@ def tiling_figure(
                     ticktext=[str(row) for row in out_rows[labelled]]),  # each row's baseline is its zero: a grid line
         xaxis4=dict(domain=domains["bytes"][0], anchor="y4", range=[-0.5, 1.5]),
         yaxis4=dict(domain=domains["bytes"][1], anchor="x4",
-                    **linear_bytes_axis(1.3 * traffic["standard_total"], max_ticks=4)),
+                    **linear_bytes_axis(1.3 * traffic["standard_bytes"][-1], max_ticks=4)),
     )  # fmt: skip
     titles = {
         "grid": "scores S, tile by tile",

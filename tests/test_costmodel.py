@@ -1,4 +1,4 @@
-"""The story's arithmetic (viz/schedule.py) against closed forms, brute force and hand-worked numbers."""
+"""The cost model (costmodel.py) against closed forms, brute force and hand-worked numbers."""
 
 from __future__ import annotations
 
@@ -9,13 +9,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from viz.schedule import (
+import costmodel
+from costmodel import (
     flash_extra_bytes,
+    flash_traffic_l2,
+    flash_traffic_no_cache,
     naive_extra_bytes,
+    naive_traffic,
     scores_bytes,
     step_traffic,
     tile_schedule,
-    traffic_totals,
+    total_bytes,
 )
 from viz.theme import fmt_bytes, fmt_tokens
 
@@ -110,77 +114,94 @@ def test_step_traffic_hand_worked() -> None:
         4 * 4 * 2 + 2 * 16 * 4 * 2,  # (1,0): Q (4 rows) + K, V = 288
         2 * 4 * 4 * 2 + 4 * 4 * 2 + 4 * 4,  # (1,1): K, V + O + LSE = 112
     ]
-    standard_steps = [
-        # Q, K tiles + S written and read (fp32) + P written and read (2 B) + V tile [+ O at the block's end]
-        128 + 128 + 2 * 16 * 16 * 4 + 2 * 16 * 16 * 2 + 128,  # 3456
-        128 + 32 + 2 * 16 * 4 * 4 + 2 * 16 * 4 * 2 + 32 + 128,  # 1088
-        32 + 128 + 2 * 4 * 16 * 4 + 2 * 4 * 16 * 2 + 128,  # 1056
-        32 + 32 + 2 * 4 * 4 * 4 + 2 * 4 * 4 * 2 + 32 + 32,  # 320
+    standard_read = [
+        # Q at a block's first step, K and V the first time a tile is met, S read (fp32), P read (2 B)
+        128 + 2 * 128 + 16 * 16 * 4 + 16 * 16 * 2,  # 1920
+        2 * 32 + 16 * 4 * 4 + 16 * 4 * 2,  # 448
+        32 + 4 * 16 * 4 + 4 * 16 * 2,  # 416
+        4 * 4 * 4 + 4 * 4 * 2,  # 96
+    ]
+    standard_written = [
+        # S written (fp32), P written (2 B), O at a block's last step
+        16 * 16 * 4 + 16 * 16 * 2,  # 1536
+        16 * 4 * 4 + 16 * 4 * 2 + 128,  # 512
+        4 * 16 * 4 + 4 * 16 * 2,  # 384
+        4 * 4 * 4 + 4 * 4 * 2 + 32,  # 128
     ]
     assert traffic["flash_bytes"].tolist() == [384, 640, 928, 1040] == np.cumsum(flash_steps).tolist()
-    assert traffic["standard_bytes"].tolist() == [3456, 4544, 5600, 5920] == np.cumsum(standard_steps).tolist()
-    assert (traffic["flash_total"], traffic["standard_total"]) == (1040, 5920)
+    assert traffic["standard_read"].tolist() == np.cumsum(standard_read).tolist()
+    assert traffic["standard_written"].tolist() == np.cumsum(standard_written).tolist()
+    assert traffic["standard_bytes"][-1] == 5440
 
 
-@pytest.mark.parametrize(("seq_len", "causal"), [(100, False), (100, True), (257, True), (512, False)])
-def test_step_traffic_totals_equal_a_direct_sum(seq_len: int, causal: bool) -> None:
-    head_dim, block_m, block_n, b = 64, 32, 16, 2
-    flash = standard = 0
-    for step in tile_schedule(seq_len, block_m, block_n, causal):
-        rows = min(block_m, seq_len - step.q_block * block_m)
-        cols = min(block_n, seq_len - step.k_block * block_n)
-        flash += 2 * cols * head_dim * b
-        flash += rows * head_dim * b if step.first else 0
-        flash += rows * head_dim * b + rows * 4 if step.last else 0
-        standard += (rows + 2 * cols) * head_dim * b + 2 * rows * cols * (4 + b)
-        standard += rows * head_dim * b if step.last else 0
+@pytest.mark.parametrize("seq_len", [1, 17, 100, 257, 512])
+@pytest.mark.parametrize(("block_m", "block_n"), [(16, 16), (32, 16), (16, 64), (64, 64)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_step_traffic_totals_are_the_whole_kernel_models(seq_len: int, block_m: int, block_n: int,
+                                                         causal: bool) -> None:
+    """The animation's counters end where the cost model's whole-kernel traffic is: one source."""
+    head_dim, b = 64, 2
     traffic = step_traffic(seq_len, head_dim, block_m, block_n, causal, b)
-    assert traffic["flash_total"] == flash == traffic["flash_bytes"][-1]
-    assert traffic["standard_total"] == standard == traffic["standard_bytes"][-1]
+    flash = flash_traffic_no_cache(seq_len, 1, 1, head_dim, b, causal, block_m, block_n)
+    naive = naive_traffic(seq_len, 1, 1, head_dim, b, causal)
+    assert traffic["flash_read"][-1] == sum(part.reads for part in flash)
+    assert traffic["flash_written"][-1] == sum(part.writes for part in flash)
+    assert traffic["standard_read"][-1] == sum(part.reads for part in naive)
+    assert traffic["standard_written"][-1] == sum(part.writes for part in naive)
     assert len(traffic["flash_bytes"]) == len(tile_schedule(seq_len, block_m, block_n, causal))
     assert np.all(np.diff(traffic["flash_bytes"]) > 0) and np.all(np.diff(traffic["standard_bytes"]) > 0)
 
 
-def rows_of(totals: dict, side: str) -> list[tuple[int, int]]:
-    return [(row["reads"], row["writes"]) for row in totals[side]]
-
-
-def test_traffic_totals_hand_worked() -> None:
+def test_naive_traffic_hand_worked() -> None:
     # N = 256, d = 64, 2-byte elements: one N×d matrix is 256·64·2 = 32768 bytes; S is 256²·4 = 262144
-    # bytes (fp32), P is 256²·2 = 131072 bytes; 64-token Q blocks make 4 passes over K and V.
-    totals = traffic_totals(256, 64, 2, 64, causal=False)
-    assert [row["step"] for row in totals["standard"]] == ["S = QKᵀ", "P = softmax(S)", "O = PV"]
-    assert rows_of(totals, "standard") == [(65536, 262144), (262144, 131072), (131072 + 32768, 32768)]
-    assert [row["step"] for row in totals["flash"]] == [
-        "load Q block",
-        "stream K, V tiles",
-        "online softmax (in SRAM)",
-        "write O, LSE",
-    ]
-    assert rows_of(totals, "flash") == [(32768, 0), (4 * 2 * 32768, 0), (0, 0), (0, 32768 + 256 * 4)]
+    # bytes (fp32), P is 256²·2 = 131072 bytes
+    parts = naive_traffic(256, 1, 1, 64, 2, causal=False)
+    assert [p.name for p in parts] == ["S = QKᵀ", "P = softmax(S)", "O = PV"]
+    assert [(p.reads, p.writes) for p in parts] == [(65536, 262144), (262144, 131072), (131072 + 32768, 32768)]
+    assert [p.flops for p in parts] == [2 * 256 * 256 * 64, 5 * 256 * 256, 2 * 256 * 256 * 64]
+    # causal: the visible triangle (256·257/2 = 32896 scores) of S written and read, and of P read; P written whole
+    tri = 256 * 257 // 2
+    causal = naive_traffic(256, 1, 1, 64, 2, causal=True)
+    assert [(p.reads, p.writes) for p in causal] == [(65536, tri * 4), (tri * 4, 131072), (tri * 2 + 32768, 32768)]
 
 
-def test_traffic_totals_causal_streams_only_kept_tiles() -> None:
-    # 64-token tiles: Q block q reads keys 0 .. 64(q+1): 64 + 128 + 192 + 256 = 640 rows of K and of V
-    causal = traffic_totals(256, 64, 2, 64, causal=True)
-    assert causal["flash"][1]["reads"] == 2 * 640 * 64 * 2
-    # 128-token K/V tiles: blocks 0 and 1 read one tile (128 keys), blocks 2 and 3 two (256 keys)
-    wide = traffic_totals(256, 64, 2, 64, causal=True, block_n=128)
-    assert wide["flash"][1]["reads"] == 2 * (128 + 128 + 256 + 256) * 64 * 2
-    # the naive kernels still materialize the full N×N S and P
-    assert causal["standard"] == traffic_totals(256, 64, 2, 64, causal=False)["standard"]
+def test_naive_softmax_reads_s_twice_past_one_block() -> None:
+    one, two = (naive_traffic(n, 1, 1, 64, 2, False)[1] for n in (8192, 16384))
+    assert one.reads == 8192 * 8192 * 4 and two.reads == 2 * 16384 * 16384 * 4
+    assert naive_traffic(2048, 1, 1, 64, 2, False, interpreter=True)[1].reads == 2 * 2048 * 2048 * 4
 
 
-@pytest.mark.parametrize(("seq_len", "block_m", "causal"), [(257, 32, True), (100, 64, False), (512, 16, True)])
-def test_traffic_totals_agree_with_the_schedule(seq_len: int, block_m: int, causal: bool) -> None:
-    head_dim, b = 32, 2
-    kv_rows = sum(
-        min(block_m, seq_len - s.k_block * block_m) for s in tile_schedule(seq_len, block_m, block_m, causal)
-    )
-    totals = traffic_totals(seq_len, head_dim, b, block_m, causal, batch_heads=6)
-    assert totals["flash"][1]["reads"] == 6 * 2 * kv_rows * head_dim * b
-    single = traffic_totals(seq_len, head_dim, b, block_m, causal)
-    assert rows_of(totals, "standard") == [(6 * r, 6 * w) for r, w in rows_of(single, "standard")]
+def test_the_issue_setting_by_hand() -> None:
+    """8K tokens, batch 2 × 16 heads, d = 128, bf16: standard moves ~26 GB (what the H200's counters gave)."""
+    naive = total_bytes(naive_traffic(8192, 2, 16, 128, 2, False))
+    square = 32 * 8192 * 8192
+    assert naive == square * (4 + 4 + 2 + 2) + 32 * 8192 * 128 * 2 * 4
+    assert 25.9e9 < naive < 26.1e9
+    # flash with 128×64 tiles and no cache: K, V re-read by each of 64 Q blocks: 8 GiB plus Q, O and LSE
+    no_cache = total_bytes(flash_traffic_no_cache(8192, 2, 16, 128, 2, False, 128, 64))
+    assert no_cache == 32 * (8192 * 128 * 2 * 2 + 64 * 2 * 8192 * 128 * 2 + 8192 * 4)
+    # L2-aware on an H200 (60 MiB L2, 132 programs at once: ~3 heads in flight, 12 MiB of K/V): read once
+    l2 = total_bytes(flash_traffic_l2(8192, 2, 16, 128, 2, False, 128, 64, 60 << 20, 132))
+    assert l2 == 32 * (8192 * 128 * 2 * 4 + 8192 * 4)
+
+
+def test_flash_l2_model_streams_once_per_wave_when_a_head_does_not_fit() -> None:
+    # 256K tokens, d = 128, bf16: one head's K and V are 128 MiB > the usable L2; 2048 Q blocks of 128 over
+    # 132 programs at once make 16 waves, each streaming K and V once
+    kv = costmodel.flash_kv_reads_l2(262144, 128, 2, False, 128, 64, 60 << 20, 132)
+    assert kv == 16 * 2 * 262144 * 128 * 2
+    # causal: a wave streams the keys its furthest Q block needs
+    causal = costmodel.flash_kv_reads_l2(1024, 64, 2, True, 128, 64, 64 << 10, 2)
+    waves_last_block = [1, 3, 5, 7]  # Q blocks 0..7 in waves of 2: keys up to 256, 512, 768, 1024
+    assert causal == sum(2 * (b + 1) * 128 * 64 * 2 for b in waves_last_block)
+
+
+def test_roofline_arithmetic() -> None:
+    assert costmodel.ridge_point(790, 4250) == pytest.approx(185.88, rel=1e-3)
+    assert costmodel.attainable_tflops(10, 790, 4250) == pytest.approx(42.5)
+    assert costmodel.attainable_tflops(1000, 790, 4250) == 790
+    assert costmodel.arithmetic_intensity(100, 0) is None
+    assert costmodel.sram_bandwidth_gbps(132, 1980) == pytest.approx(132 * 1.98e9 * 128 / 1e9)
 
 
 def test_scores_bytes_headline() -> None:

@@ -1,0 +1,395 @@
+"""The cost model: every constant and formula the story's numbers come from, in one place.
+
+A leaf module: plain Python and NumPy, no torch, no Triton, no Streamlit, nothing else of the project.
+`kernels/` (the bench's `bytes_moved`, the kernels' own thresholds), `viz/` (the compare scene, the
+animation's counters, the roofline) and the app all call it, and tests pin each formula by hand.
+
+Units: sizes in bytes, lengths in tokens (rows of Q, K, V), tiles in tokens per side, FLOPs as
+floating-point operations (a multiply-add is 2).
+
+What the traffic models count (per (batch, head), times batch·heads):
+- standard (our three naive kernels): S = sm_scale·QKᵀ written in fp32, read back by the softmax (twice
+  when a row is longer than one block), P written in the input dtype (zeros included), read by O = PV.
+  Under a causal mask the kernels store and load only the visible triangle (col ≤ row) of S and P, but
+  write all of P. Q, K, V read once and O written once: their tile re-reads hit the L2 cache.
+- flash, no cache (the FlashAttention paper's bound, Θ(N²d²/M)): Q read once, every K/V tile the Q block
+  visits read again for every Q block, O and the fp32 log-sum-exp written once.
+- flash, L2-aware: programs run Q block after Q block of one head (the grid's fastest axis), so the
+  programs in flight share their head's K and V through L2. When the K/V of the heads in flight fit in
+  the usable L2, each head's K and V come from HBM once; when one head's K/V does not fit, each wave of
+  co-resident Q blocks streams it once.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+# -- constants --------------------------------------------------------------------------------------
+
+SEQ_LENS = tuple(1 << power for power in range(10, 19))  # 1K … 256K tokens: the slider's stops
+TRACE_SEQ_LENS = (64, 128, 256, 512)  # the animation runs the real kernel (in the CPU interpreter: ~10 ms a tile)
+HEAD_DIMS = (16, 32, 64, 128, 256)  # what both kernels accept
+TILE_SIZES = (16, 32, 64, 128, 256)  # flash tiles: powers of two, at least MIN_TILE
+MIN_TILE = 16  # the smallest tile tl.dot accepts on a GPU
+DTYPE_BYTES: dict[str, int] = {"bfloat16": 2, "float16": 2, "float32": 4}
+SCORE_BYTES = 4  # the naive kernels keep S in fp32
+LSE_BYTES = 4  # flash writes one fp32 log-sum-exp per query row
+LN2 = math.log(2.0)  # the flash kernel keeps its running max in log2 units
+LOG2_E = 1.0 / LN2
+SOFTMAX_FLOPS_PER_SCORE = 5  # max, subtract, exp, sum, divide: a convention for the softmax kernel's FLOPs
+# The naive softmax reads a row in one pass up to this many keys (GPU; interpreter), else in two passes.
+SOFTMAX_SINGLE_PASS_MAX = 8192
+SOFTMAX_SINGLE_PASS_MAX_INTERPRETER = 1024
+# Flash tiles assumed for a record that does not say which tiles its kernel ran (files before the field).
+ASSUMED_FLASH_TILES = (128, 64)
+# Of the L2, the share the L2-aware model lets one wave's K/V occupy: Hopper's L2 is two partitions, and a
+# line that SMs on both sides read can be held in both.
+USABLE_L2_SHARE = 0.5
+# bf16 dense matmul and copy ceilings are measured by the bench on the GPU (device facts); this is the spec
+# width of the on-chip shared memory: 32 banks × 4 bytes per clock per SM.
+SMEM_BYTES_PER_CLOCK_PER_SM = 128
+
+
+def dtype_bytes(dtype: str) -> int:
+    """Bytes per element of a dtype name such as "bfloat16" (a "torch." prefix is accepted)."""
+    name = str(dtype).removeprefix("torch.")
+    if name not in DTYPE_BYTES:
+        raise ValueError(f"unknown dtype {dtype!r}; expected one of {sorted(DTYPE_BYTES)}")
+    return DTYPE_BYTES[name]
+
+
+# -- the tile schedule ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Step:
+    """One (Q block, K/V tile) step of the flash kernel.
+
+    masked: some of the tile's block_m × block_n positions are masked out, because the tile straddles
+    the causal diagonal or runs past seq_len (a partial last Q block or K/V tile).
+    first / last: the first / last K/V tile visited for this Q block.
+    """
+
+    index: int
+    q_block: int
+    k_block: int
+    masked: bool
+    first: bool
+    last: bool
+
+
+def check_tiling(seq_len: int, block_m: int, block_n: int) -> None:
+    if seq_len < 1:
+        raise ValueError(f"seq_len must be >= 1 token, got {seq_len}")
+    for name, block in (("block_m", block_m), ("block_n", block_n)):
+        if block < MIN_TILE or block & (block - 1):
+            raise ValueError(f"{name} must be a power of two >= {MIN_TILE}, got {block}")
+
+
+def n_blocks(seq_len: int, block: int) -> int:
+    """Number of tiles of `block` tokens covering seq_len tokens (the last one may be partial)."""
+    return -(-seq_len // block)
+
+
+def k_tiles_per_q_block(seq_len: int, block_m: int, block_n: int, causal: bool) -> np.ndarray:
+    """How many K/V tiles each Q block visits, shape (ceil(seq_len / block_m),).
+
+    Causal keeps tile k when k·block_n <= (q+1)·block_m − 1: some key in the tile is not later than
+    some query in the block. The kernel visits these tiles in ascending order, from tile 0.
+    """
+    check_tiling(seq_len, block_m, block_n)
+    num_k = n_blocks(seq_len, block_n)
+    q_blocks = np.arange(n_blocks(seq_len, block_m), dtype=np.int64)
+    if not causal:
+        return np.full(q_blocks.shape, num_k, dtype=np.int64)
+    return np.minimum(num_k, ((q_blocks + 1) * block_m - 1) // block_n + 1)
+
+
+def keys_per_q_block(seq_len: int, block_m: int, block_n: int, causal: bool) -> np.ndarray:
+    """K (and V) rows each Q block loads: its visited tiles, the last one partial at seq_len."""
+    return np.minimum(k_tiles_per_q_block(seq_len, block_m, block_n, causal) * block_n, seq_len)
+
+
+def tile_schedule(seq_len: int, block_m: int, block_n: int, causal: bool) -> list[Step]:
+    """The flash kernel's tile order: Q block by Q block (ascending), K/V tiles ascending within each."""
+    steps: list[Step] = []
+    for q_block, num_tiles in enumerate(k_tiles_per_q_block(seq_len, block_m, block_n, causal)):
+        rows = min(block_m, seq_len - q_block * block_m)
+        for k_block in range(int(num_tiles)):
+            cols = min(block_n, seq_len - k_block * block_n)
+            # the tile's last key comes after its first query: part of it lies above the diagonal
+            straddles_diagonal = causal and (k_block + 1) * block_n - 1 > q_block * block_m
+            steps.append(Step(index=len(steps), q_block=q_block, k_block=k_block,
+                              masked=straddles_diagonal or rows < block_m or cols < block_n,
+                              first=k_block == 0, last=k_block == num_tiles - 1))
+    return steps
+
+
+def visible_scores(seq_len: int, causal: bool) -> int:
+    """Scores one head keeps: N² or, under a causal mask, the N(N+1)/2 with key ≤ query."""
+    return seq_len * (seq_len + 1) // 2 if causal else seq_len * seq_len
+
+
+# -- memory -----------------------------------------------------------------------------------------
+
+def scores_bytes(seq_len: int, heads: int = 1, batch: int = 1, dtype_bytes: int = 2) -> int:
+    """Bytes of the N×N score matrix for every (batch, head): N·N·dtype_bytes·batch·heads."""
+    return seq_len * seq_len * dtype_bytes * batch * heads
+
+
+def naive_extra_bytes(seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int) -> int:
+    """Device memory the standard kernels need beyond Q, K, V: S in fp32, P in dtype, and O (bytes)."""
+    per_head = seq_len * seq_len * (SCORE_BYTES + dtype_bytes) + seq_len * head_dim * dtype_bytes
+    return batch * heads * per_head
+
+
+def flash_extra_bytes(seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int) -> int:
+    """Device memory the flash kernel needs beyond Q, K, V: O in dtype and the fp32 LSE (bytes)."""
+    return batch * heads * seq_len * (head_dim * dtype_bytes + LSE_BYTES)
+
+
+def fused_extra_bytes(seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int) -> int:
+    """Device memory a fused kernel (SDPA) needs beyond Q, K, V at the least: O."""
+    return batch * heads * seq_len * head_dim * dtype_bytes
+
+
+EXTRA_BYTES = {"flash": flash_extra_bytes, "naive": naive_extra_bytes, "torch_naive": naive_extra_bytes,
+               "sdpa_default": fused_extra_bytes, "sdpa_flash": fused_extra_bytes}
+
+
+def extra_bytes(algorithm: str, seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int) -> int:
+    """Device memory an algorithm needs beyond its inputs, by its design."""
+    return EXTRA_BYTES[algorithm](seq_len, batch, heads, head_dim, dtype_bytes)
+
+
+def smem_bytes(block_m: int, block_n: int, head_dim: int, dtype_bytes: int, num_stages: int = 2) -> int:
+    """Shared memory a flash tile shape needs, roughly: the Q block plus `num_stages` buffered K and V tiles."""
+    return block_m * head_dim * dtype_bytes + num_stages * 2 * block_n * head_dim * dtype_bytes
+
+
+# -- FLOPs ------------------------------------------------------------------------------------------
+
+def attention_flops(seq_len: int, batch: int, heads: int, head_dim: int, causal: bool) -> float:
+    """Matmul FLOPs of the forward pass: QKᵀ and PV, 2·N²·D each per head, halved under a causal mask
+    (the convention of the FlashAttention papers)."""
+    flops = 4.0 * batch * heads * seq_len * seq_len * head_dim
+    return flops / 2 if causal else flops
+
+
+# -- HBM traffic ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Traffic:
+    """HBM bytes one kernel (or one step of the story) reads and writes, and its FLOPs."""
+    name: str
+    reads: int
+    writes: int
+    flops: float = 0.0
+
+    @property
+    def total(self) -> int:
+        return self.reads + self.writes
+
+
+def softmax_passes(seq_len: int, interpreter: bool = False) -> int:
+    """Reads of S by the naive softmax: 1 when a row fits one block, else 2 (max and sum, then P)."""
+    return 1 if seq_len <= (SOFTMAX_SINGLE_PASS_MAX_INTERPRETER if interpreter else SOFTMAX_SINGLE_PASS_MAX) else 2
+
+
+def naive_traffic(seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int, causal: bool,
+                  interpreter: bool = False) -> list[Traffic]:
+    """HBM reads, writes and FLOPs of each of the three naive kernels (S = QKᵀ, softmax, O = PV)."""
+    bh, n, d, e = batch * heads, seq_len, head_dim, dtype_bytes
+    matrix, visible = n * d * e, visible_scores(n, causal)
+    half = attention_flops(n, 1, 1, d, causal) / 2  # one of the two matmuls, attention_flops' convention
+    passes = softmax_passes(n, interpreter)
+    return [
+        Traffic("S = QKᵀ", bh * 2 * matrix, bh * visible * SCORE_BYTES, bh * half),
+        Traffic("P = softmax(S)", bh * passes * visible * SCORE_BYTES, bh * n * n * e,
+                bh * SOFTMAX_FLOPS_PER_SCORE * float(visible)),
+        Traffic("O = PV", bh * (visible * e + matrix), bh * matrix, bh * half),
+    ]
+
+
+def flash_traffic_no_cache(seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int, causal: bool,
+                           block_m: int, block_n: int) -> list[Traffic]:
+    """The flash kernel's loads and stores with no cache between it and HBM (the paper's bound), by phase."""
+    bh, n, d, e = batch * heads, seq_len, head_dim, dtype_bytes
+    keys = int(keys_per_q_block(n, block_m, block_n, causal).sum())
+    return [
+        Traffic("load Q blocks", bh * n * d * e, 0),
+        Traffic("stream K, V tiles", bh * 2 * keys * d * e, 0),
+        Traffic("online softmax (in SRAM)", 0, 0, attention_flops(n, batch, heads, d, causal)),
+        Traffic("write O, LSE", 0, bh * n * (d * e + LSE_BYTES)),
+    ]
+
+
+def flash_kv_reads_l2(seq_len: int, head_dim: int, dtype_bytes: int, causal: bool, block_m: int, block_n: int,
+                      l2_bytes: int, programs_in_flight: int) -> int:
+    """K and V bytes one head reads from HBM under the L2-aware model (see the module's docstring)."""
+    n, d, e = seq_len, head_dim, dtype_bytes
+    kv_head = 2 * n * d * e
+    n_q = n_blocks(n, block_m)
+    programs_in_flight = max(1, programs_in_flight)
+    heads_in_flight = -(-programs_in_flight // n_q) + 1  # a window of programs straddles one more head
+    if heads_in_flight * kv_head <= USABLE_L2_SHARE * l2_bytes:
+        return kv_head
+    keys = keys_per_q_block(n, block_m, block_n, causal)
+    # each wave of co-resident Q blocks streams the keys its furthest Q block needs
+    wave_ends = np.minimum(np.arange(programs_in_flight, n_q + programs_in_flight, programs_in_flight), n_q) - 1
+    return int(2 * keys[wave_ends].sum() * d * e)
+
+
+def flash_traffic_l2(seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int, causal: bool,
+                     block_m: int, block_n: int, l2_bytes: int, programs_in_flight: int) -> list[Traffic]:
+    """The flash kernel's HBM traffic by phase when programs of a head share K/V through L2."""
+    bh, n, d, e = batch * heads, seq_len, head_dim, dtype_bytes
+    kv = flash_kv_reads_l2(n, d, e, causal, block_m, block_n, l2_bytes, programs_in_flight)
+    return [
+        Traffic("load Q blocks", bh * n * d * e, 0),
+        Traffic("stream K, V tiles", bh * kv, 0),
+        Traffic("online softmax (in SRAM)", 0, 0, attention_flops(n, batch, heads, d, causal)),
+        Traffic("write O, LSE", 0, bh * n * (d * e + LSE_BYTES)),
+    ]
+
+
+def fused_traffic(seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int, causal: bool) -> list[Traffic]:
+    """The least any fused kernel (PyTorch SDPA) moves: Q, K, V read once, O written once."""
+    matrix = batch * heads * seq_len * head_dim * dtype_bytes
+    return [Traffic("fused kernel", 3 * matrix, matrix, attention_flops(seq_len, batch, heads, head_dim, causal))]
+
+
+def torch_naive_traffic(seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int,
+                        causal: bool) -> list[Traffic]:
+    """PyTorch eager standard attention: bmm writes fp32 S; the causal fill reads and writes it; softmax
+    reads S and writes fp32 P; the cast reads it and writes P in dtype; bmm reads P and V, writes O."""
+    bh, n, d, e = batch * heads, seq_len, head_dim, dtype_bytes
+    square, matrix = n * n, n * d * e
+    flops = attention_flops(n, batch, heads, d, causal) / 2
+    steps = [Traffic("S = QKᵀ (bmm)", bh * 2 * matrix, bh * square * 4, flops)]
+    if causal:
+        steps.append(Traffic("mask (masked_fill)", bh * square * 4, bh * square * 4))
+    steps += [Traffic("softmax", bh * square * 4, bh * square * 4, bh * SOFTMAX_FLOPS_PER_SCORE * float(square)),
+              Traffic("cast P", bh * square * 4, bh * square * e),
+              Traffic("O = PV (bmm)", bh * (square * e + matrix), bh * matrix, flops)]
+    return steps
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the L2-aware model needs of a GPU: its L2 and how many flash programs it runs at once."""
+    l2_bytes: int
+    programs_in_flight: int
+    how: str  # where programs_in_flight comes from, in words
+
+
+def machine_from_facts(facts: dict | None, programs_per_sm: int | None = None) -> Machine | None:
+    """The model's machine from device facts (sm_count, l2_bytes); None when they are unknown.
+    Without a measured occupancy, one flash program per SM is assumed (the tuned configs run 4–8 warps
+    with 64 KiB or more of shared memory)."""
+    if not facts or not facts.get("l2_bytes") or not facts.get("sm_count"):
+        return None
+    per_sm = programs_per_sm or 1
+    how = (f"{per_sm} program{'s' if per_sm > 1 else ''} per SM × {facts['sm_count']} SMs"
+           + ("" if programs_per_sm else " (assumed)"))
+    return Machine(int(facts["l2_bytes"]), int(facts["sm_count"]) * per_sm, how)
+
+
+def traffic(algorithm: str, seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int, causal: bool,
+            block_m: int | None = None, block_n: int | None = None, machine: Machine | None = None,
+            interpreter: bool = False) -> list[Traffic]:
+    """HBM traffic of an algorithm by kernel or phase: the model behind every byte count on the page.
+
+    flash: the L2-aware model when `machine` is given, else the no-cache bound; block_m × block_n are the
+    tiles the kernel ran (ASSUMED_FLASH_TILES when unknown)."""
+    shape = (seq_len, batch, heads, head_dim, dtype_bytes, causal)
+    if algorithm == "flash":
+        block_m, block_n = block_m or ASSUMED_FLASH_TILES[0], block_n or ASSUMED_FLASH_TILES[1]
+        if machine is None:
+            return flash_traffic_no_cache(*shape, block_m, block_n)
+        return flash_traffic_l2(*shape, block_m, block_n, machine.l2_bytes, machine.programs_in_flight)
+    if algorithm == "naive":
+        return naive_traffic(*shape, interpreter=interpreter)
+    if algorithm == "torch_naive":
+        return torch_naive_traffic(*shape)
+    if algorithm in ("sdpa_default", "sdpa_flash"):
+        return fused_traffic(*shape)
+    raise ValueError(f"unknown algorithm {algorithm!r}")
+
+
+def total_bytes(parts: list[Traffic]) -> int:
+    return sum(part.total for part in parts)
+
+
+# -- the animation's counters: the same models, step by step ---------------------------------------
+
+def step_traffic(seq_len: int, head_dim: int, block_m: int, block_n: int, causal: bool, dtype_bytes: int,
+                 interpreter: bool = False) -> dict[str, np.ndarray]:
+    """Cumulative HBM bytes read and written after each step of tile_schedule, one (batch, head).
+
+    Flash (what the kernel loads and stores: the no-cache model): the Q tile at a Q block's first step,
+    the K and V tiles every step, O and the fp32 LSE at a Q block's last step.
+    Standard (the naive kernels' traffic, handed out to the tiles flash visits, so that its totals are
+    naive_traffic's): Q at a Q block's first step and each K and V tile the first time any Q block meets
+    it; the tile's visible scores written to S, read back by the softmax (`softmax_passes` times), P
+    written for the tile and read for its visible scores; at a Q block's last step P's zeros right of
+    the tiles it visits (causal) and O.
+
+    Returns int64 arrays of shape (T,): "flash_read", "flash_written", "standard_read",
+    "standard_written" (cumulative), and "flash_bytes", "standard_bytes" (read + written).
+    """
+    n, d, e = seq_len, head_dim, dtype_bytes
+    schedule = tile_schedule(n, block_m, block_n, causal)
+    q_block = np.array([step.q_block for step in schedule], dtype=np.int64)
+    k_block = np.array([step.k_block for step in schedule], dtype=np.int64)
+    first = np.array([step.first for step in schedule])
+    last = np.array([step.last for step in schedule])
+    row0, col0 = q_block * block_m, k_block * block_n
+    rows = np.minimum(block_m, n - row0)
+    cols = np.minimum(block_n, n - col0)
+    if causal:  # scores with key ≤ query in the tile: for each row r, keys col0 … min(r, col0 + cols − 1)
+        r = row0[:, None] + np.arange(block_m)[None, :]
+        per_row = np.clip(np.minimum(r, (col0 + cols - 1)[:, None]) - col0[:, None] + 1, 0, None)
+        visible = np.where(np.arange(block_m)[None, :] < rows[:, None], per_row, 0).sum(axis=1)
+    else:
+        visible = rows * cols
+    first_visit = np.zeros(len(schedule), dtype=bool)
+    first_visit[np.unique(k_block, return_index=True)[1]] = True
+    covered = np.minimum((k_block + 1) * block_n, n)  # keys covered by the Q block after this step
+    passes = softmax_passes(n, interpreter)
+
+    flash_read = first * rows * d * e + 2 * cols * d * e
+    flash_written = last * rows * (d * e + LSE_BYTES)
+    standard_read = (first * rows * d * e + first_visit * 2 * cols * d * e
+                     + passes * visible * SCORE_BYTES + visible * e)
+    standard_written = (visible * SCORE_BYTES + rows * cols * e
+                        + last * (rows * (n - covered) * e + rows * d * e))
+    out = {name: np.cumsum(values.astype(np.int64)) for name, values in (
+        ("flash_read", flash_read), ("flash_written", flash_written),
+        ("standard_read", standard_read), ("standard_written", standard_written))}
+    out["flash_bytes"] = out["flash_read"] + out["flash_written"]
+    out["standard_bytes"] = out["standard_read"] + out["standard_written"]
+    return out
+
+
+# -- roofline ---------------------------------------------------------------------------------------
+
+def arithmetic_intensity(flops: float, hbm_bytes: float) -> float | None:
+    """FLOPs per HBM byte; None when no byte was moved."""
+    return flops / hbm_bytes if hbm_bytes > 0 else None
+
+
+def attainable_tflops(intensity: float, peak_tflops: float, bandwidth_gbps: float) -> float:
+    """The roofline: min(compute peak, bandwidth × intensity), in TFLOPS."""
+    return min(peak_tflops, bandwidth_gbps * 1e9 * intensity / 1e12)
+
+
+def ridge_point(peak_tflops: float, bandwidth_gbps: float) -> float:
+    """The intensity (FLOPs/byte) where the bandwidth roof meets the compute roof."""
+    return peak_tflops * 1e12 / (bandwidth_gbps * 1e9)
+
+
+def sram_bandwidth_gbps(sm_count: int, sm_clock_mhz: float) -> float:
+    """Shared-memory bandwidth of the whole chip by its spec width (SMEM_BYTES_PER_CLOCK_PER_SM), GB/s."""
+    return sm_count * sm_clock_mhz * 1e6 * SMEM_BYTES_PER_CLOCK_PER_SM / 1e9
