@@ -130,3 +130,14 @@ def test_step_io_moves_what_the_cost_model_counts(order, causal, seq_len, block_
     for start, end in stores[:, IO_TENSORS.index("O")]:
         o_rows[start:end] += 1
     assert (o_rows == 1).all()
+
+
+def test_bench_times_fa1_only_where_one_call_is_short():
+    from kernels import measure
+    from kernels.flash_v1 import FLASH_V1_TIMED_MAX_SEQ_LEN
+    assert measure.flash_tiles(measure.Setting("flash_v1", 1024, head_dim=64)) is not None
+    with pytest.raises(ValueError, match="not timed"):
+        measure._runner(measure.Setting("flash_v1", 2 * FLASH_V1_TIMED_MAX_SEQ_LEN), None, None, None)
+    s = measure.Setting("flash_v1", 256, heads=2, head_dim=64, dtype="float32")
+    assert measure.bytes_moved(s) == costmodel.total_bytes(
+        costmodel.flash_v1_traffic(256, 1, 2, 64, 4, False, *measure.flash_tiles(s)))
