@@ -20,9 +20,12 @@ def _read_repeatedly(X, OUT, slice_elems, repeats, BLOCK: tl.constexpr):
     program = tl.program_id(0)
     base = X + program.to(tl.int64) * slice_elems
     total = tl.zeros([BLOCK], dtype=tl.float32)
-    for _ in range(repeats):
+    for repeat in range(repeats):
         for start in range(0, slice_elems, BLOCK):
-            total += tl.load(base + start + tl.arange(0, BLOCK)).to(tl.float32)
+            # each pass starts one block further on, so no pass repeats the last one's addresses in order
+            # and the compiler cannot hoist the loads out of the repeat loop
+            rotated = (start + repeat * BLOCK) % slice_elems
+            total += tl.load(base + rotated + tl.arange(0, BLOCK)).to(tl.float32)
     tl.store(OUT + program, tl.sum(total))
 
 
