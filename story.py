@@ -125,3 +125,126 @@ def roofline_verdicts(points: list[RoofPoint], peak_tflops: float, bandwidth_gbp
         lines.append(f"{point.label}: {point.intensity:,.0f} FLOPs/byte, {point.tflops:,.0f} TFLOPS, {bound}, "
                      f"at {point.tflops / roof:.0%} of its roof")
     return lines
+
+
+# -- the headline and the takeaways ------------------------------------------------------------------
+
+OUT_OF_MEMORY = "out of memory"
+
+
+def _at(records: list[dict], algorithm: str, seq_len: int) -> dict | None:
+    return next((r for r in records if r["algorithm"] == algorithm and r["seq_len"] == seq_len), None)
+
+
+def first_out_of_memory(records: list[dict]) -> dict | None:
+    """The shortest length at which the standard kernels ran out of memory: the wall on the slider."""
+    walls = [record for record in records if record["algorithm"] == "naive" and record["status"] == "oom"]
+    return min(walls, key=lambda record: record["seq_len"], default=None)
+
+
+@dataclass(frozen=True)
+class Headline:
+    naive_bytes: int   # extra memory the standard kernels need (model: S, P, O)
+    flash_bytes: int   # extra memory flash needs (model: O, LSE)
+    speedup: str       # measured naive time / flash time at the slider's N, "out of memory", or "—"
+    speedup_why: str   # the two times, the wall (what it needs, which allocation failed), or the reason
+
+
+def headline(records: list[dict], seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int,
+             missing_reason: str = "not measured at this setting") -> Headline:
+    """The headline's three numbers. records: flash and naive records of the current setting."""
+    from viz.memory import oom_text
+    from viz.timing import speedup_table
+
+    shape = (seq_len, batch, heads, head_dim, dtype_bytes)
+    memory = costmodel.naive_extra_bytes(*shape), costmodel.flash_extra_bytes(*shape)
+    naive, flash = _at(records, "naive", seq_len), _at(records, "flash", seq_len)
+    if naive is not None and naive["status"] == "oom":
+        flash_ran = f"; flash ran in {flash['time_ms']:.3g} ms" if flash and flash["status"] == "ok" else ""
+        return Headline(*memory, OUT_OF_MEMORY, f"standard attention {oom_text(naive)}{flash_ran}")
+    row = next((row for row in speedup_table(records) if row["seq_len"] == seq_len), None)
+    if row is None:
+        return Headline(*memory, "—", missing_reason)
+    if row["speedup"] is None:
+        return Headline(*memory, "—", row["note"] or "one of the two did not run")
+    return Headline(*memory, f"{row['speedup']:.1f}×",
+                    f"standard {row['naive_ms']:.3g} ms → flash {row['flash_ms']:.3g} ms")
+
+
+@dataclass(frozen=True)
+class HbmBytes:
+    """Standard's and flash's HBM bytes at one setting, counted where both were counted, else the model's."""
+    naive: int
+    flash: int
+    source: str  # "counted" | "model"
+
+    @property
+    def ratio(self) -> float:
+        return self.naive / self.flash
+
+
+def hbm_bytes(panels: TrafficPanels, records: list[dict], seq_len: int) -> HbmBytes:
+    naive, flash = _at(records, "naive", seq_len), _at(records, "flash", seq_len)
+    counted = [_counted_bytes(r) if r and r["status"] == "ok" else None for r in (naive, flash)]
+    if all(counted):
+        return HbmBytes(counted[0], counted[1], "counted")
+    return HbmBytes(panels.naive_bytes, panels.flash_bytes, "model")
+
+
+def takeaways(records: list[dict], at_length: list[dict], panels: TrafficPanels, facts: dict | None, gpu: str,
+              seq_len: int, batch: int, heads: int, head_dim: int, dtype: str, scene: dict[str, int],
+              max_abs_err: float | None = None, trace_len: int | None = None) -> list[str]:
+    """The takeaways as markdown points, each resting on a number another scene shows.
+
+    records: flash and naive over the slider's lengths; at_length: every algorithm's records at seq_len;
+    gpu: the GPU's name, already safe to show as markdown; scene: scene key → its number on the page."""
+    from viz.memory import oom_text
+    from viz.theme import fmt_bytes, fmt_tokens
+
+    e = costmodel.dtype_bytes(dtype)
+    numbers = headline(records, seq_len, batch, heads, head_dim, e)
+    at = f"at {fmt_tokens(seq_len)} tokens (batch {batch} × {heads} heads, head_dim {head_dim}, {dtype})"
+    naive_here = _at(records, "naive", seq_len)
+    oom_here = naive_here is not None and naive_here["status"] == "oom"
+    points = [f"**Memory: O(N²) → O(N).** Standard attention needs {fmt_bytes(numbers.naive_bytes)} beyond its "
+              f"inputs {at}; flash needs {fmt_bytes(numbers.flash_bytes)} (scene {scene['headline']})."]
+    if oom_here:
+        points.append(f"**Traffic.** Standard attention could not run here: {OUT_OF_MEMORY} ({oom_text(naive_here)}), "
+                      f"so it moved nothing; flash's HBM traffic is {fmt_bytes(panels.flash_bytes)} by the "
+                      f"L2-aware model (scene {scene['compare']}).")
+    else:
+        moved = hbm_bytes(panels, records, seq_len)
+        points.append(f"**Traffic, not FLOPs.** Both do the same matmuls, but standard moves "
+                      f"{fmt_bytes(moved.naive)} through HBM and flash {fmt_bytes(moved.flash)}, {moved.ratio:,.0f}× "
+                      f"less ({'counted by the GPU' if moved.source == 'counted' else 'cost model'}, "
+                      f"scene {scene['compare']}).")
+    peak, copy = (facts or {}).get("matmul_tflops"), (facts or {}).get("copy_gbps")
+    points_here = roofline_points([r for r in at_length if r["seq_len"] == seq_len])
+    flash_point = next((p for p in points_here if p.algorithm == "flash"), None)
+    naive_points = [p for p in points_here if p.algorithm == "naive"]
+    if peak and copy and flash_point and naive_points:
+        ridge = costmodel.ridge_point(peak, copy)
+        worst = max(naive_points, key=lambda p: p.intensity)
+        points.append(
+            f"**Memory-bound → compute-bound.** The ridge of {gpu}'s roofline is at {ridge:,.0f} FLOPs per HBM byte. "
+            f"Standard's kernels sit left of it (at most {worst.intensity:,.0f} FLOPs/byte): the bandwidth roof "
+            f"({copy / 1000:,.2f} TB/s) caps them. Flash does {flash_point.intensity:,.0f} FLOPs per byte, right of "
+            f"the ridge, and runs at {flash_point.tflops:,.0f} TFLOPS, {flash_point.tflops / peak:.0%} of the "
+            f"measured {peak:,.0f} TFLOPS matmul roof (scene {scene['roofline']}).")
+    if numbers.speedup.endswith("×"):
+        moved = hbm_bytes(panels, records, seq_len)
+        points.append(
+            f"**Speed: {numbers.speedup}, less than the {moved.ratio:,.0f}× in bytes.** Measured on {gpu}: "
+            f"{numbers.speedup_why}. Once the bytes are gone, arithmetic sets flash's time, so the speedup is the "
+            f"standard kernels' bandwidth-bound time over flash's compute-bound time (scenes {scene['headline']}, "
+            f"{scene['seqlen']}).")
+    wall = first_out_of_memory(records)
+    if wall:
+        points.append(f"**The wall.** On {gpu} the standard kernels ran {OUT_OF_MEMORY} at "
+                      f"{fmt_tokens(wall['seq_len'])} tokens ({oom_text(wall)}); flash kept going "
+                      f"(scene {scene['seqlen']}).")
+    if max_abs_err is not None and trace_len:
+        points.append(f"**Exact, not approximate.** On the same random inputs ({trace_len} tokens, {dtype}), flash "
+                      f"and the standard kernels differ by at most {max_abs_err:.1e}: rounding, nothing more "
+                      f"(scene {scene['tiling']}).")
+    return points
