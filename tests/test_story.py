@@ -59,3 +59,58 @@ def test_roofline_figure_puts_points_where_their_records_say():
     assert ridge.x0 == pytest.approx(costmodel.ridge_point(PEAK, COPY))
     assert markers["SDPA flash"].marker.color != markers["flash (ours)"].marker.color  # hollow: modelled bytes
     assert math.isclose(fig.data[1].y[0], 9000e9 * fig.data[1].x[0] / 1e12)
+
+
+# -- on the shipped recording: the page's claims agree with each other ---------------------------------
+
+from kernels.results import load_results  # noqa: E402  (torch-free)
+from viz.memory import oom_text  # noqa: E402
+
+RECORDED = load_results("h200.json")
+SCENE = {key: number for number, key in enumerate(
+    ("headline", "hierarchy", "problem", "compare", "roofline", "tiling", "seqlen", "evolution", "timeline",
+     "takeaways"), start=1)}
+COMBOS = sorted({(r["head_dim"], r["causal"]) for r in RECORDED.records})
+
+
+def recorded(head_dim: int, causal: bool, algorithms=("flash", "naive")) -> list[dict]:
+    return [r for r in RECORDED.records if r["head_dim"] == head_dim and r["causal"] == causal
+            and r["algorithm"] in algorithms and r["batch"] == 2 and r["heads"] == 16]
+
+
+@pytest.mark.parametrize(("head_dim", "causal"), COMBOS)
+def test_at_8k_the_traffic_ratio_explains_the_measured_speedup(head_dim, causal):
+    records = recorded(head_dim, causal)
+    panels = story.traffic_panels(8192, 2, 16, head_dim, 2, causal, records, RECORDED.facts)
+    numbers = story.headline(records, 8192, 2, 16, head_dim, 2)
+    speedup = float(numbers.speedup.rstrip("×"))
+    assert speedup > 1.5
+    assert story.hbm_bytes(panels, records, 8192).ratio >= speedup
+
+
+@pytest.mark.parametrize(("head_dim", "causal"), COMBOS)
+def test_past_the_wall_every_claim_says_out_of_memory_with_the_same_bytes(head_dim, causal):
+    records = recorded(head_dim, causal)
+    wall = story.first_out_of_memory(records)
+    assert wall is not None
+    for seq_len in sorted({r["seq_len"] for r in records if r["seq_len"] >= wall["seq_len"]}):
+        numbers = story.headline(records, seq_len, 2, 16, head_dim, 2)
+        naive = story._at(records, "naive", seq_len)
+        assert numbers.speedup == story.OUT_OF_MEMORY and oom_text(naive) in numbers.speedup_why
+        panels = story.traffic_panels(seq_len, 2, 16, head_dim, 2, causal, records, RECORDED.facts)
+        at_length = recorded(head_dim, causal, story.ROOFLINE_ALGORITHMS)
+        points = story.takeaways(records, at_length, panels, RECORDED.facts, "H200", seq_len, 2, 16, head_dim,
+                                 "bfloat16", SCENE)
+        text = "\n".join(points)
+        assert "n/a" not in text and "standard moves" not in text
+        assert f"{story.OUT_OF_MEMORY} ({oom_text(naive)})" in text
+        assert oom_text(wall) in text  # the wall's own bytes, the same words as on the memory chart
+
+
+def test_takeaways_quote_the_scenes_by_their_numbers():
+    records = recorded(128, False)
+    panels = story.traffic_panels(8192, 2, 16, 128, 2, False, records, RECORDED.facts)
+    text = "\n".join(story.takeaways(records, recorded(128, False, story.ROOFLINE_ALGORITHMS), panels,
+                                     RECORDED.facts, "H200", 8192, 2, 16, 128, "bfloat16",
+                                     {**SCENE, "compare": 44}, 1e-3, 256))
+    assert "scene 44" in text and f"scene {SCENE['tiling']}" in text
