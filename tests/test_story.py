@@ -114,3 +114,13 @@ def test_takeaways_quote_the_scenes_by_their_numbers():
                                      RECORDED.facts, "H200", 8192, 2, 16, 128, "bfloat16",
                                      {**SCENE, "compare": 44}, 1e-3, 256))
     assert "scene 44" in text and f"scene {SCENE['tiling']}" in text
+
+
+def test_the_l2_model_uses_the_occupancy_the_timeline_measured():
+    assert story.programs_per_sm(RECORDED.timelines, 128, 128) == 1  # seen on the H200's SM timeline
+    assert story.programs_per_sm(RECORDED.timelines, 64, 128) is None
+    records = recorded(128, False)
+    panels = story.traffic_panels(8192, 2, 16, 128, 2, False, records, RECORDED.facts, RECORDED.timelines)
+    assert panels.machine.programs_in_flight == RECORDED.facts["sm_count"] and "assumed" not in panels.machine.how
+    assumed = story.traffic_panels(8192, 2, 16, 64, 2, False, recorded(64, False), RECORDED.facts, RECORDED.timelines)
+    assert "assumed" in assumed.machine.how
