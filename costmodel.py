@@ -405,6 +405,9 @@ def sram_bandwidth_gbps(sm_count: int, sm_clock_mhz: float) -> float:
 # the input dtype) and the fp32 LSE are written instead.
 
 FA1_STATE_BYTES = 4  # O, m and l travel between FA1 steps in fp32
+# The HBM tensors a kernel step loads or stores, in the order of a trace's `loads` / `stores` (kernels/trace.py);
+# "state" is the FA1-order kernel's fp32 O, m and l between steps.
+IO_TENSORS = ("Q", "K", "V", "O", "LSE", "state")
 ASSUMED_FLASH_V1_TILES = (64, 64)
 
 

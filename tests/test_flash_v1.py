@@ -9,7 +9,8 @@ import torch
 import costmodel
 from kernels.flash import FlashConfig
 from kernels.flash_v1 import flash_attention_v1
-from kernels.trace import IO_TENSORS, late_max_inputs, step_io, trace_flash
+from costmodel import IO_TENSORS
+from kernels.trace import late_max_inputs, step_io, trace_flash
 from tests.test_kernels import TOLERANCE, poisoned_allocations, random_qkv, reference, rel_error  # noqa: F401 (a fixture)
 
 # (batch, heads, seq_len, head_dim) and tiles: ragged N, every head dim, tiles of both shapes
