@@ -142,22 +142,6 @@ def measure_copy_gbps(nbytes: int = 2 << 30) -> float:
     return 2 * nbytes / (ms * 1e-3) / 1e9
 
 
-def measure_l2_copy_gbps(nbytes: int | None = None) -> float:
-    """Copy bandwidth of buffers that stay in L2 (read + write bytes / s, GB/s): both buffers together take a
-    quarter of the L2, so repeated copies hit it (Hopper's L2 is two partitions that can hold a line twice)."""
-    import triton.testing
-    nbytes = nbytes or torch.cuda.get_device_properties(0).L2_cache_size // 8
-    src = torch.empty(nbytes // 2, dtype=torch.float16, device="cuda").uniform_(-1, 1)
-    dst = torch.empty_like(src)
-
-    def copies():
-        for _ in range(20):
-            dst.copy_(src)
-    ms = triton.testing.do_bench(copies, warmup=25, rep=200, return_mode="median") / 20
-    del src, dst
-    return 2 * nbytes / (ms * 1e-3) / 1e9
-
-
 def measure_matmul_tflops(size: int = 8192) -> float:
     """Dense bf16 matrix product rate through PyTorch (cuBLAS), TFLOPS, on random data: the compute roof."""
     import triton.testing
@@ -193,6 +177,7 @@ def device_facts(measure_bandwidth: bool = False) -> dict:
     )
     if measure_bandwidth:  # the roofs of the roofline and the hierarchy's bandwidths, measured on this GPU
         facts["copy_gbps"] = measure_copy_gbps()
-        facts["l2_gbps"] = measure_l2_copy_gbps()
+        from kernels.bandwidth import measure_l2_read_gbps
+        facts["l2_gbps"] = measure_l2_read_gbps()
         facts["matmul_tflops"] = measure_matmul_tflops()
     return facts
