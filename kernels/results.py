@@ -95,7 +95,7 @@ RECORD_SCHEMA: dict[str, _Field] = {
     "message": _text(500), "device": _text(), "timing_kind": _text(choices=TIMING_KINDS),
     # optional (kernels.record.OPTIONAL_RECORD_FIELDS): a bad value is dropped with a note
     "block_m": _int(1, 1024, nullable=True), "block_n": _int(1, 1024, nullable=True),
-    "dram_read_bytes": _BYTES, "dram_write_bytes": _BYTES, "l2_bytes": _BYTES, "counters": _text(300),
+    "dram_read_bytes": _BYTES, "dram_write_bytes": _BYTES, "l2_bytes": _BYTES, "counters": _text(600),
     "kernels": _Field(list, nullable=True),
 }
 KERNEL_SCHEMA: dict[str, _Field] = {
@@ -116,7 +116,10 @@ FACT_SCHEMA: dict[str, _Field] = {
 }
 REQUIRED_FACTS = ("name", "sm_count", "smem_per_sm_bytes", "smem_per_block_bytes", "l2_bytes", "hbm_bytes",
                   "copy_gbps", "compute_capability", "driver", "torch", "triton")
-META_SCHEMA: dict[str, _Field] = {"created": _text(40), "command": _text(1000)}
+META_SCHEMA: dict[str, _Field] = {"created": _text(40), "command": _text(1000),
+                                  "counters_command": _text(1000, nullable=True),  # kernels.counters
+                                  "ratios": _Field(list, nullable=True)}            # kernels.bench: printed ratios
+MAX_RATIO_ROWS = 1000
 TIMELINE_SCHEMA: dict[str, _Field] = {
     "sm_count": _int(1, 10_000), "seq_len": _int(1, 1 << 24), "heads": _int(1, 1 << 12),
     "batch": _int(1, 1 << 16), "head_dim": _int(1, 1 << 12), "block_m": _int(1, 1024), "causal": _BOOL,
@@ -260,7 +263,15 @@ def parse_results(raw: bytes, name: str = "results") -> RecordedResults:
     if not _depth_within(doc, MAX_DEPTH):
         raise ResultsError(f"{name} is nested deeper than a results file ({MAX_DEPTH} levels)")
     notes = _Notes(name)
-    meta = _object(doc.get("meta"), META_SCHEMA, tuple(META_SCHEMA), f"{name}: \"meta\"", notes)
+    meta = _object(doc.get("meta"), META_SCHEMA, ("created", "command"), f"{name}: \"meta\"", notes,
+                   lambda key: "it is not shown")
+    if meta["ratios"] is not None:
+        try:
+            meta["ratios"] = _check_ratios(meta["ratios"])
+        except _Bad as why:
+            notes.drop("ratios", "\"meta\"", doc["meta"]["ratios"], str(why), "it is not shown")
+            meta["ratios"] = None
+    meta = {key: value for key, value in meta.items() if value is not None}
     facts = _object(doc.get("device"), FACT_SCHEMA, REQUIRED_FACTS, f"{name}: \"device\"", notes,
                     lambda key: _FACT_FALLBACK.get(key, "it is not shown"))
     records = doc.get("records")
@@ -341,6 +352,25 @@ def _check_kernels(kernels: list) -> list[dict]:
             except _Bad as why:
                 raise _Bad(f"holds {key} = {_short(entry.get(key))} that {why}") from None
         out.append(checked)
+    return out
+
+
+def _check_ratios(rows: list) -> list[dict]:
+    """The bench's ratio table (kept for the record, not drawn): flat rows of text, flags and finite numbers."""
+    if len(rows) > MAX_RATIO_ROWS or not all(isinstance(row, dict) and len(row) <= 50 for row in rows):
+        raise _Bad("is not a list of rows")
+    out = []
+    for row in rows:
+        clean = {}
+        for key, value in row.items():
+            if isinstance(value, str):
+                value = plain_text(value)
+            elif not (value is None or isinstance(value, (bool, int)) or
+                      (isinstance(value, float) and math.isfinite(value))) or (
+                    isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_BYTES):
+                raise _Bad(f"holds {key} = {_short(value)}, not a plain value")
+            clean[plain_text(str(key), 60)] = value
+        out.append(clean)
     return out
 
 

@@ -179,10 +179,32 @@ def test_unknown_keys_are_dropped():
     doc = good_doc()
     doc["device"]["evil"] = {"deep": [1, 2]}
     doc["records"][0]["surprise"] = 1e300
-    doc["meta"]["ratios"] = [{"x": 1}]
+    doc["meta"]["later"] = "x"
+    doc["meta"]["ratios"] = [{"head_dim": 64, "flash_ms": 1.5, "flash_vs_sdpa_flash": None}]
     loaded = res.load_results(encode(doc))
-    assert "evil" not in loaded.facts and "surprise" not in loaded.records[0] and set(loaded.meta) == {
-        "created", "command"}
+    assert "evil" not in loaded.facts and "surprise" not in loaded.records[0]
+    assert loaded.meta == {"created": "2026-11-29T09:00:00Z", "command": "python -m kernels.bench",
+                           "ratios": doc["meta"]["ratios"]}
+
+
+def test_bad_ratios_are_dropped_with_a_note():
+    doc = good_doc()
+    doc["meta"]["ratios"] = [{"x": [1, 2]}]
+    loaded = res.load_results(encode(doc))
+    assert "ratios" not in loaded.meta and "ratios" in loaded.notes[0]
+
+
+def test_a_loaded_file_dumps_back_unchanged(tmp_path):
+    """kernels.counters reads a file, adds counts and writes it back through dump_results."""
+    doc = good_doc()
+    doc["meta"]["ratios"] = [{"head_dim": 64, "flash_ms": 1.5}]
+    doc["device"].update(matmul_tflops=750.5, l2_gbps=11000.0, sm_clock_mhz=1980.0)
+    first = res.load_results(encode(doc))
+    meta = dict(first.meta)
+    res.dump_results(tmp_path / "again.json", first.facts, first.records, first.timelines, meta.pop("command"),
+                     meta.pop("created"), meta)
+    again = res.load_results((tmp_path / "again.json").read_bytes())
+    assert again == res.RecordedResults(first.meta, first.facts, first.records, first.timelines, ())
 
 
 def test_files_without_the_optional_fields_load_with_defaults():
