@@ -176,8 +176,9 @@ def _inputs(s: Setting, seed: int):
     return tuple(torch.randn(shape, generator=gen, device=DEVICE, dtype=torch.float32).to(dtype) for _ in range(3))
 
 
-def _time_cuda(fn, warmup_ms: float, rep_ms: float, max_reps: int = 200) -> list[float]:
-    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")  # larger than the 60 MB L2
+def time_cuda(fn, warmup_ms: float, rep_ms: float, max_reps: int = 200) -> list[float]:
+    """CUDA-event times (ms) of `fn` after warm-up, the L2 flushed before each run (bench and perf/ use it)."""
+    flush = torch.empty(4 * _machine().l2_bytes, dtype=torch.int8, device="cuda")  # 4× the L2 (device facts)
     fn()
     torch.cuda.synchronize()
     start = time.perf_counter()
@@ -212,7 +213,7 @@ def _measure_cuda(s: Setting, seed: int, warmup_ms: float, rep_ms: float) -> Rec
         if not torch.isfinite(out).all():
             return _result(s, "error", device, "cuda", message="output has NaN or Inf")
         del out
-        times = _time_cuda(fn, warmup_ms, rep_ms)
+        times = time_cuda(fn, warmup_ms, rep_ms)
         return _result(s, "ok", device, "cuda", times, peak=peak)
     except torch.OutOfMemoryError as exc:
         message = str(exc).split("\n")[0]
