@@ -41,13 +41,222 @@ def flash_tiles(records: list[dict], seq_len: int) -> tuple[tuple[int, int], boo
     return costmodel.ASSUMED_FLASH_TILES, False
 
 
+def programs_per_sm(timelines: list[dict], head_dim: int, block_m: int) -> int | None:
+    """How many flash programs ran on one SM at once in a recorded SM timeline of the same head_dim and
+    block_m (the L2-aware model's occupancy), or None when no such timeline was recorded."""
+    from viz.sm_timeline import timeline_stats
+
+    matching = [t for t in timelines if t["head_dim"] == head_dim and t["block_m"] == block_m]
+    counts = [timeline_stats(t)["max_per_sm"] for t in matching]
+    return max(counts) if counts and max(counts) > 0 else None
+
+
 def traffic_panels(seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int, causal: bool,
-                   records: list[dict], facts: dict | None) -> TrafficPanels:
+                   records: list[dict], facts: dict | None, timelines: list[dict] = ()) -> TrafficPanels:
+    """The three traffic models at this setting: flash with the tiles its record says it ran, L2-aware
+    with the occupancy a recorded SM timeline shows (else one program per SM, labelled assumed)."""
     tiles, known = flash_tiles(records, seq_len)
     shape = (seq_len, batch, heads, head_dim, dtype_bytes, causal)
-    machine = costmodel.machine_from_facts(facts)
+    machine = costmodel.machine_from_facts(facts, programs_per_sm(list(timelines), head_dim, tiles[0]))
     return TrafficPanels(
         naive=costmodel.traffic("naive", *shape),
         flash_no_cache=costmodel.traffic("flash", *shape, *tiles),
         flash_l2=costmodel.traffic("flash", *shape, *tiles, machine=machine) if machine else None,
         tiles=tiles, tiles_known=known, machine=machine)
+
+
+# -- the roofline --------------------------------------------------------------------------------------
+
+ROOFLINE_ALGORITHMS = ("naive", "flash", "flash_v1", "sdpa_default", "sdpa_flash")
+ROOFLINE_LABELS = {"flash": "flash (ours)", "flash_v1": "flash, FA1 order (ours)", "sdpa_default": "SDPA default",
+                   "sdpa_flash": "SDPA flash", "naive": "standard (ours)"}
+NAIVE_KERNEL_LABELS = ("standard: S = QKᵀ", "standard: softmax", "standard: O = PV")
+
+
+@dataclass(frozen=True)
+class RoofPoint:
+    label: str
+    algorithm: str
+    flops: float
+    hbm_bytes: int
+    time_ms: float
+    counted: bool  # bytes from hardware counters (else the cost model)
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.hbm_bytes
+
+    @property
+    def tflops(self) -> float:
+        return self.flops / (self.time_ms * 1e-3) / 1e12
+
+    def as_dict(self) -> dict:
+        return {"label": self.label, "algorithm": self.algorithm, "intensity": self.intensity,
+                "tflops": self.tflops, "counted": self.counted}
+
+
+def _counted_bytes(record: dict) -> int | None:
+    if record.get("dram_read_bytes") is None or record.get("dram_write_bytes") is None:
+        return None
+    return record["dram_read_bytes"] + record["dram_write_bytes"]
+
+
+def roofline_points(records: list[dict]) -> list[RoofPoint]:
+    """One point per kernel that ran at the setting: our flash, SDPA's two, and each of the standard
+    attention's three kernels when their counts and times were recorded (else standard as a whole).
+    records: "ok" GPU records of one setting (same N, batch, heads, head_dim, dtype, causal)."""
+    points = []
+    for record in records:
+        if record["algorithm"] not in ROOFLINE_ALGORITHMS or record["status"] != "ok" or not record.get("tflops"):
+            continue
+        shape = (record["seq_len"], record["batch"], record["heads"], record["head_dim"],
+                 costmodel.dtype_bytes(record["dtype"]), record["causal"])
+        kernels = record.get("kernels") or []
+        if record["algorithm"] == "naive" and len(kernels) == 3 and all(k.get("time_ms") for k in kernels):
+            parts = costmodel.naive_traffic(*shape)
+            for label, part, kernel in zip(NAIVE_KERNEL_LABELS, parts, kernels):
+                points.append(RoofPoint(label, "naive", part.flops,
+                                        kernel["dram_read_bytes"] + kernel["dram_write_bytes"], kernel["time_ms"],
+                                        True))
+            continue
+        counted = _counted_bytes(record)
+        flops = costmodel.attention_flops(record["seq_len"], record["batch"], record["heads"], record["head_dim"],
+                                          record["causal"])
+        points.append(RoofPoint(ROOFLINE_LABELS[record["algorithm"]], record["algorithm"], flops,
+                                counted if counted else record["bytes_moved"], record["time_ms"], bool(counted)))
+    return [point for point in points if point.hbm_bytes > 0 and point.time_ms > 0]
+
+
+def roofline_verdicts(points: list[RoofPoint], peak_tflops: float, bandwidth_gbps: float) -> list[str]:
+    """Each point in words: which roof bounds it and how close it runs to that roof."""
+    ridge = costmodel.ridge_point(peak_tflops, bandwidth_gbps)
+    lines = []
+    for point in points:
+        roof = costmodel.attainable_tflops(point.intensity, peak_tflops, bandwidth_gbps)
+        bound = "memory-bound (left of the ridge)" if point.intensity < ridge else "compute-bound (right of the ridge)"
+        lines.append(f"{point.label}: {point.intensity:,.0f} FLOPs/byte, {point.tflops:,.0f} TFLOPS, {bound}, "
+                     f"at {point.tflops / roof:.0%} of its roof")
+    return lines
+
+
+# -- the headline and the takeaways ------------------------------------------------------------------
+
+OUT_OF_MEMORY = "out of memory"
+
+
+def _at(records: list[dict], algorithm: str, seq_len: int) -> dict | None:
+    return next((r for r in records if r["algorithm"] == algorithm and r["seq_len"] == seq_len), None)
+
+
+def first_out_of_memory(records: list[dict]) -> dict | None:
+    """The shortest length at which the standard kernels ran out of memory: the wall on the slider."""
+    walls = [record for record in records if record["algorithm"] == "naive" and record["status"] == "oom"]
+    return min(walls, key=lambda record: record["seq_len"], default=None)
+
+
+@dataclass(frozen=True)
+class Headline:
+    naive_bytes: int   # extra memory the standard kernels need (model: S, P, O)
+    flash_bytes: int   # extra memory flash needs (model: O, LSE)
+    speedup: str       # measured naive time / flash time at the slider's N, "out of memory", or "—"
+    speedup_why: str   # the two times, the wall (what it needs, which allocation failed), or the reason
+
+
+def headline(records: list[dict], seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int,
+             missing_reason: str = "not measured at this setting") -> Headline:
+    """The headline's three numbers. records: flash and naive records of the current setting."""
+    from viz.memory import oom_text
+    from viz.timing import speedup_table
+
+    shape = (seq_len, batch, heads, head_dim, dtype_bytes)
+    memory = costmodel.naive_extra_bytes(*shape), costmodel.flash_extra_bytes(*shape)
+    naive, flash = _at(records, "naive", seq_len), _at(records, "flash", seq_len)
+    if naive is not None and naive["status"] == "oom":
+        flash_ran = f"; flash ran in {flash['time_ms']:.3g} ms" if flash and flash["status"] == "ok" else ""
+        return Headline(*memory, OUT_OF_MEMORY, f"standard attention {oom_text(naive)}{flash_ran}")
+    row = next((row for row in speedup_table(records) if row["seq_len"] == seq_len), None)
+    if row is None:
+        return Headline(*memory, "—", missing_reason)
+    if row["speedup"] is None:
+        return Headline(*memory, "—", row["note"] or "one of the two did not run")
+    return Headline(*memory, f"{row['speedup']:.1f}×",
+                    f"standard {row['naive_ms']:.3g} ms → flash {row['flash_ms']:.3g} ms")
+
+
+@dataclass(frozen=True)
+class HbmBytes:
+    """Standard's and flash's HBM bytes at one setting, counted where both were counted, else the model's."""
+    naive: int
+    flash: int
+    source: str  # "counted" | "model"
+
+    @property
+    def ratio(self) -> float:
+        return self.naive / self.flash
+
+
+def hbm_bytes(panels: TrafficPanels, records: list[dict], seq_len: int) -> HbmBytes:
+    naive, flash = _at(records, "naive", seq_len), _at(records, "flash", seq_len)
+    counted = [_counted_bytes(r) if r and r["status"] == "ok" else None for r in (naive, flash)]
+    if all(counted):
+        return HbmBytes(counted[0], counted[1], "counted")
+    return HbmBytes(panels.naive_bytes, panels.flash_bytes, "model")
+
+
+def takeaways(records: list[dict], at_length: list[dict], panels: TrafficPanels, facts: dict | None, gpu: str,
+              seq_len: int, batch: int, heads: int, head_dim: int, dtype: str, scene: dict[str, int],
+              max_abs_err: float | None = None, trace_len: int | None = None) -> list[str]:
+    """The takeaways as markdown points, each resting on a number another scene shows.
+
+    records: flash and naive over the slider's lengths; at_length: every algorithm's records at seq_len;
+    gpu: the GPU's name, already safe to show as markdown; scene: scene key → its number on the page."""
+    from viz.memory import oom_text
+    from viz.theme import fmt_bytes, fmt_tokens
+
+    e = costmodel.dtype_bytes(dtype)
+    numbers = headline(records, seq_len, batch, heads, head_dim, e)
+    at = f"at {fmt_tokens(seq_len)} tokens (batch {batch} × {heads} heads, head_dim {head_dim}, {dtype})"
+    naive_here = _at(records, "naive", seq_len)
+    oom_here = naive_here is not None and naive_here["status"] == "oom"
+    points = [f"**Memory: O(N²) → O(N).** Standard attention needs {fmt_bytes(numbers.naive_bytes)} beyond its "
+              f"inputs {at}; flash needs {fmt_bytes(numbers.flash_bytes)} (scene {scene['headline']})."]
+    if oom_here:
+        points.append(f"**Traffic.** Standard attention could not run here: {OUT_OF_MEMORY} ({oom_text(naive_here)}), "
+                      f"so it moved nothing; flash's HBM traffic is {fmt_bytes(panels.flash_bytes)} by the "
+                      f"L2-aware model (scene {scene['compare']}).")
+    else:
+        moved = hbm_bytes(panels, records, seq_len)
+        points.append(f"**Traffic, not FLOPs.** Both do the same matmuls, but standard moves "
+                      f"{fmt_bytes(moved.naive)} through HBM and flash {fmt_bytes(moved.flash)}, {moved.ratio:,.0f}× "
+                      f"less ({'counted by the GPU' if moved.source == 'counted' else 'cost model'}, "
+                      f"scene {scene['compare']}).")
+    peak, copy = (facts or {}).get("matmul_tflops"), (facts or {}).get("copy_gbps")
+    points_here = roofline_points([r for r in at_length if r["seq_len"] == seq_len])
+    flash_point = next((p for p in points_here if p.algorithm == "flash"), None)
+    naive_points = [p for p in points_here if p.algorithm == "naive"]
+    if peak and copy and flash_point and naive_points:
+        ridge = costmodel.ridge_point(peak, copy)
+        worst = max(naive_points, key=lambda p: p.intensity)
+        points.append(
+            f"**Memory-bound → compute-bound.** The ridge of {gpu}'s roofline is at {ridge:,.0f} FLOPs per HBM byte. "
+            f"Standard's kernels sit left of it (at most {worst.intensity:,.0f} FLOPs/byte): the bandwidth roof "
+            f"({copy / 1000:,.2f} TB/s) caps them. Flash does {flash_point.intensity:,.0f} FLOPs per byte, right of "
+            f"the ridge, and runs at {flash_point.tflops:,.0f} TFLOPS, {flash_point.tflops / peak:.0%} of the "
+            f"measured {peak:,.0f} TFLOPS matmul roof (scene {scene['roofline']}).")
+    if numbers.speedup.endswith("×"):
+        moved = hbm_bytes(panels, records, seq_len)
+        points.append(
+            f"**Speed: {numbers.speedup}, less than the {moved.ratio:,.0f}× in bytes.** Measured on {gpu}: "
+            f"{numbers.speedup_why}. Once the bytes are gone, arithmetic sets flash's time, so the speedup is the "
+            f"standard kernels' bandwidth-bound time over flash's compute-bound time (scenes {scene['headline']}, "
+            f"{scene['seqlen']}).")
+    wall = first_out_of_memory(records)
+    if wall:
+        points.append(f"**The wall.** On {gpu} the standard kernels ran {OUT_OF_MEMORY} at "
+                      f"{fmt_tokens(wall['seq_len'])} tokens ({oom_text(wall)}); flash kept going "
+                      f"(scene {scene['seqlen']}).")
+    if max_abs_err is not None and trace_len:
+        points.append(f"**Exact, not approximate.** On the same random inputs ({trace_len} tokens, {dtype}), flash "
+                      f"and the standard kernels differ by at most {max_abs_err:.1e}: rounding, nothing more "
+                      f"(scene {scene['tiling']}).")
+    return points

@@ -509,22 +509,28 @@ def test_speedup_table(records) -> None:
 
 
 def test_hierarchy_figure() -> None:
-    fig = viz.hierarchy_figure(FACTS)
-    bars = fig.data[0]
-    assert list(bars.x) == [132 * 228 * 1024, 60 * 2**20, 141 * GiB]
-    assert list(bars.text) == ["29.4 MiB", "60.0 MiB", "141.0 GiB"]
-    assert "3,900 GB/s" in bars.y[2] and "132 SMs" in bars.y[0]
-    assert fig.layout.xaxis.type == "log" and "NVIDIA H200" in fig.layout.title.text
+    facts = {**FACTS, "l2_gbps": 7_000.0, "sm_clock_mhz": 1980.0}
+    fig = viz.hierarchy_figure(facts)
+    capacity, bandwidth = (t for t in fig.data if t.type == "bar")
+    assert list(capacity.x) == [132 * 228 * 1024, 60 * 2**20, 141 * GiB]
+    assert list(capacity.text) == ["29.4 MiB", "60.0 MiB", "141.0 GiB"]
+    # SRAM: the spec width (128 B per clock per SM) × 132 SMs × 1.98 GHz; L2 and HBM as measured
+    assert list(bandwidth.x) == [132 * 128 * 1980e6, 7_000e9, 3_900e9]
+    assert list(bandwidth.text) == ["33.5 TB/s", "7.0 TB/s", "3.9 TB/s"]
+    assert "spec" in bandwidth.customdata[0] and "measured" in bandwidth.customdata[1]
+    assert "132 SMs" in capacity.y[0]
+    assert fig.layout.xaxis.type == "log" and fig.layout.xaxis2.type == "log" and "NVIDIA H200" in fig.layout.title.text
 
 
 def test_hierarchy_figure_with_missing_values() -> None:
-    facts = {**FACTS, "smem_per_sm_bytes": None, "copy_gbps": None, "hbm_bytes": None}
+    facts = {**FACTS, "smem_per_sm_bytes": None, "copy_gbps": None, "hbm_bytes": None}  # no L2 rate, no clock
     fig = viz.hierarchy_figure(facts)
-    assert np.isnan(fig.data[0].x[0]) and np.isnan(fig.data[0].x[2])
-    assert list(fig.data[1].text) == ["not measured", "not measured"]
-    assert "copy bandwidth not measured" in fig.data[0].y[2]
+    capacity, bandwidth = (t for t in fig.data if t.type == "bar")
+    assert np.isnan(capacity.x[0]) and np.isnan(capacity.x[2]) and np.isnan(bandwidth.x).all()
+    notes = [t for t in fig.data if t.type == "scatter"]
+    assert [list(t.text) for t in notes] == [["not measured"] * 2, ["not measured"] * 3]
     nothing = viz.hierarchy_figure({key: None for key in FACTS})
-    assert len(nothing.data[1].text) == 3
+    assert [len(t.text) for t in nothing.data if t.type == "scatter"] == [3, 3]
     nothing.to_json()
 
 
@@ -598,7 +604,9 @@ def test_timeline_statistics() -> None:
         "causal": True,
     }
     stats = timeline_stats(timeline)
-    assert stats == {"programs": 4, "waves": 2.0, "makespan_us": 0.02, "utilization": (20 + 6) / (2 * 20)}
+    # at most 2 programs at once on SM 0 ([5, 10)); the one starting at 15 as another ends does not overlap it
+    assert stats == {"programs": 4, "waves": 2.0, "makespan_us": 0.02, "utilization": (20 + 6) / (2 * 20),
+                     "max_per_sm": 2}
     fig = viz.sm_timeline_figure(timeline)
     assert len(fig.data) == 1 and fig.data[0].type == "bar"
     assert list(fig.data[0].marker.color) == [0, 1, 2, 3]  # causal: coloured by Q block

@@ -1,10 +1,12 @@
-"""The GPU memory hierarchy from the measured device facts: on-chip SRAM, L2, HBM, on a log scale."""
+"""The GPU memory hierarchy from the device facts: capacity and bandwidth of on-chip SRAM, L2 and HBM."""
 
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
+from costmodel import SMEM_BYTES_PER_CLOCK_PER_SM, sram_bandwidth_gbps
 from viz.marks import bytes_axis, positive
 from viz.theme import PALETTE, fmt_bytes, style, surface
 
@@ -12,65 +14,84 @@ NOT_MEASURED = "not measured"
 
 
 def _levels(facts: dict) -> list[dict]:
-    """Name, size in bytes (None when unknown), detail line and colours of each level, fastest first."""
+    """Name, size and bandwidth (None when unknown), detail lines and colours of each level, fastest first."""
     sm_count, smem_per_sm = facts.get("sm_count"), facts.get("smem_per_sm_bytes")
-    per_block = facts.get("smem_per_block_bytes")
+    per_block, clock = facts.get("smem_per_block_bytes"), facts.get("sm_clock_mhz")
     if sm_count and smem_per_sm:
         sram_detail = f"{fmt_bytes(smem_per_sm)} per SM × {sm_count} SMs"
         if per_block:
             sram_detail += f" (≤ {fmt_bytes(per_block)} per block)"
     else:
         sram_detail = f"shared memory per SM × SMs: {NOT_MEASURED}"
-    copy_gbps = facts.get("copy_gbps")
-    bandwidth = f"copy bandwidth {copy_gbps:,.0f} GB/s (measured)" if copy_gbps else f"copy bandwidth {NOT_MEASURED}"
+    sram_gbps = sram_bandwidth_gbps(sm_count, clock) if sm_count and clock else None
     return [
         dict(name="on-chip SRAM", size=sm_count * smem_per_sm if sm_count and smem_per_sm else None,
-             detail=sram_detail, color=PALETTE["sram"], text_color="#111111"),
-        dict(name="L2 cache", size=facts.get("l2_bytes"), detail="shared by all SMs", color=PALETTE["l2"],
-             text_color="#111111"),
-        dict(name="HBM", size=facts.get("hbm_bytes"), detail=bandwidth, color=PALETTE["hbm"], text_color="#FFFFFF"),
+             detail=sram_detail, gbps=sram_gbps,
+             how=f"spec: {SMEM_BYTES_PER_CLOCK_PER_SM} B/clock × {sm_count} SMs × {clock:,.0f} MHz" if sram_gbps
+             else NOT_MEASURED, color=PALETTE["sram"], text_color="#111111"),
+        dict(name="L2 cache", size=facts.get("l2_bytes"), detail="shared by all SMs", gbps=facts.get("l2_gbps"),
+             how="measured: reads of an L2-resident buffer" if facts.get("l2_gbps") else NOT_MEASURED,
+             color=PALETTE["l2"], text_color="#111111"),
+        dict(name="HBM", size=facts.get("hbm_bytes"), detail="device memory", gbps=facts.get("copy_gbps"),
+             how="measured: device-to-device copy, read + write" if facts.get("copy_gbps") else NOT_MEASURED,
+             color=PALETTE["hbm"], text_color="#FFFFFF"),
     ]  # fmt: skip
 
 
+def _bandwidth_text(gbps: float | None) -> str:
+    return f"{gbps / 1000:,.1f} TB/s" if gbps else ""
+
+
 def hierarchy_figure(facts: dict, theme: str = "light", height: int = 520) -> go.Figure:
-    """Sizes (bytes, log scale) of SRAM (shared memory per SM × SMs), L2 and HBM from device facts
-    (docs/data-contracts.md), each labelled with its number; None values read "not measured"."""
+    """Capacity (bytes, log scale) and bandwidth (GB/s, log scale) of SRAM (shared memory per SM × SMs), L2
+    and HBM from device facts (docs/data-contracts.md), side by side; unknown values read "not measured".
+    SRAM bandwidth is the spec width × SMs × max clock (labelled "spec"); L2 and HBM are measured."""
     levels = _levels(facts)
     categories = [f"<b>{level['name']}</b><br>{level['detail']}" for level in levels]
     sizes = [level["size"] for level in levels]
-    axis = bytes_axis(sizes, pad=4.0) if positive(sizes) else bytes_axis([2**20, 2**40])
-    fig = go.Figure(
-        go.Bar(
-            y=categories,
-            x=np.array(sizes, dtype=np.float64),  # None → NaN: no bar
-            orientation="h",
-            marker_color=[level["color"] for level in levels],
-            text=[fmt_bytes(size) if size else "" for size in sizes],
-            textposition="inside",
-            insidetextanchor="end",
-            textfont=dict(color=[level["text_color"] for level in levels]),  # the higher-contrast of black/white
-            hovertemplate="%{y}<br>%{x:,} bytes<extra></extra>",
-            showlegend=False,
-        )
-    )
-    missing = [category for category, size in zip(categories, sizes) if not size]
-    if missing:
+    rates = [level["gbps"] * 1e9 if level["gbps"] else None for level in levels]  # bytes/s
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
+                        subplot_titles=("capacity", "bandwidth (bytes/s)"))
+    for col, values, texts in ((1, sizes, [fmt_bytes(size) if size else "" for size in sizes]),
+                               (2, rates, [_bandwidth_text(level["gbps"]) for level in levels])):
         fig.add_trace(
-            go.Scatter(
-                y=missing,
-                x=np.full(len(missing), 10 ** axis["range"][0] * 1.5),  # just right of the axis start
-                mode="text",
-                text=[NOT_MEASURED] * len(missing),
-                textposition="middle right",
-                textfont=dict(color=surface(theme)["muted"]),
-                hoverinfo="skip",
+            go.Bar(
+                y=categories,
+                x=np.array(values, dtype=np.float64),  # None → NaN: no bar
+                orientation="h",
+                marker_color=[level["color"] for level in levels],
+                text=texts,
+                textposition="inside",
+                insidetextanchor="end",
+                textfont=dict(color=[level["text_color"] for level in levels]),  # the higher-contrast of black/white
+                customdata=[level["how"] for level in levels] if col == 2 else None,
+                hovertemplate="%{y}<br>%{text}" + ("<br>%{customdata}" if col == 2 else "") + "<extra></extra>",
                 showlegend=False,
-            )
+            ),
+            row=1, col=col,
         )
+        axis = bytes_axis(values, pad=4.0) if positive(values) else bytes_axis([2**20, 2**40])
+        if col == 2:
+            axis["ticktext"] = [label + "/s" for label in axis["ticktext"]]
+        fig.update_xaxes(**axis, row=1, col=col)
+        missing = [category for category, value in zip(categories, values) if not value]
+        if missing:
+            fig.add_trace(
+                go.Scatter(
+                    y=missing,
+                    x=np.full(len(missing), 10 ** axis["range"][0] * 1.5),  # just right of the axis start
+                    mode="text",
+                    text=[NOT_MEASURED] * len(missing),
+                    textposition="middle right",
+                    textfont=dict(color=surface(theme)["muted"]),
+                    hoverinfo="skip",
+                    showlegend=False,
+                ),
+                row=1, col=col,
+            )
     name = facts.get("name") or "this GPU"
-    subtitle = "↑ smaller, faster, on chip · ↓ larger, slower"
+    subtitle = "↑ smaller, faster, on chip · ↓ larger, slower · SRAM bandwidth: spec; L2, HBM: measured"
     style(fig, theme, title=f"{name}: memory hierarchy<br><sup>{subtitle}</sup>")
-    fig.update_xaxes(title_text="capacity (log scale)", **axis)
     fig.update_yaxes(categoryorder="array", categoryarray=categories[::-1])  # SRAM on top
     fig.update_layout(height=height, bargap=0.35)
     return fig

@@ -19,7 +19,7 @@ FORMULAS = {
 }
 
 
-def _need(record: dict) -> int | None:
+def oom_need(record: dict) -> int | None:
     """Bytes the algorithm needs at the record's setting (its formula), else what the failed allocation asked."""
     if record["algorithm"] in FORMULAS:
         formula = FORMULAS[record["algorithm"]][0]
@@ -28,10 +28,11 @@ def _need(record: dict) -> int | None:
     return record.get("needed_bytes")
 
 
-def _oom_text(record: dict) -> str:
-    """"needs 192.0 GiB; a 64.0 GiB allocation failed": the model's total and what was measured."""
+def oom_text(record: dict) -> str:
+    """"needs 192.0 GiB; a 64.0 GiB allocation failed": the model's total and what was measured. The one
+    wording of the wall: the chart, the speedup table, the headline and the takeaways all use it."""
     parts = []
-    need = _need(record)
+    need = oom_need(record)
     if need:
         parts.append(f"needs {fmt_bytes(need)}")
     if record.get("needed_bytes"):
@@ -43,7 +44,7 @@ def _oom_wall(fig: go.Figure, oom_records: list[dict], x_max: float) -> None:
     """Shade everything right of the first out-of-memory sequence length (standard's, if it has one)."""
     naive = [r for r in oom_records if r["algorithm"] == "naive"]
     first = min(naive or oom_records, key=lambda r: r["seq_len"])
-    needed = f" ({_oom_text(first)})" if _oom_text(first) else ""
+    needed = f" ({oom_text(first)})" if oom_text(first) else ""
     fig.add_shape(
         type="rect",
         x0=first["seq_len"],
@@ -117,16 +118,16 @@ def memory_figure(
 
     oom = [r for r in records if r["status"] == "oom"]
     if oom:
-        with_need = [r for r in oom if _need(r)]
-        plotted += [_need(r) for r in with_need]
+        with_need = [r for r in oom if oom_need(r)]
+        plotted += [oom_need(r) for r in with_need]
         fig.add_trace(
             go.Scatter(
                 x=np.array([r["seq_len"] for r in with_need]),
-                y=np.array([_need(r) for r in with_need], dtype=np.float64),
+                y=np.array([oom_need(r) for r in with_need], dtype=np.float64),
                 mode="markers",
                 name="out of memory (what it needs)",
                 marker=dict(symbol="x", size=20, color=PALETTE["oom"], line=dict(width=2)),
-                text=[f"{algorithm_label(r['algorithm'])} out of memory: {_oom_text(r)}" for r in with_need],
+                text=[f"{algorithm_label(r['algorithm'])} out of memory: {oom_text(r)}" for r in with_need],
                 hovertemplate="N = %{x}: %{text}<extra></extra>",
             )
         )

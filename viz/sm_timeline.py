@@ -21,12 +21,13 @@ def _program_times(timeline: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def timeline_stats(timeline: dict) -> dict[str, float]:
-    """programs, waves (≈ programs / SMs), makespan_us (first start to last end, µs) and utilization:
-    time SMs were busy (at least one program resident) / (SMs × makespan)."""
+    """programs, waves (≈ programs / SMs), makespan_us (first start to last end, µs), utilization:
+    time SMs were busy (at least one program resident) / (SMs × makespan), and max_per_sm: the most
+    programs resident on one SM at once (the occupancy the kernel reached)."""
     sm_id, start, end = _program_times(timeline)
     sm_count = int(timeline["sm_count"])
     if sm_id.size == 0:
-        return {"programs": 0, "waves": 0.0, "makespan_us": 0.0, "utilization": 0.0}
+        return {"programs": 0, "waves": 0.0, "makespan_us": 0.0, "utilization": 0.0, "max_per_sm": 0}
     origin = start.min()
     makespan = int(end.max() - origin)
     # Lay the SMs end to end on one time line (each shifted by a whole makespan) so the union of
@@ -36,7 +37,12 @@ def timeline_stats(timeline: dict) -> dict[str, float]:
     lo, hi = (start - origin + shift)[order], (end - origin + shift)[order]
     reached = np.concatenate(([lo[0]], np.maximum.accumulate(hi)[:-1]))  # furthest end before each interval
     busy = int(np.maximum(0, hi - np.maximum(lo, reached)).sum())
+    # programs resident at once on one SM: +1 at each start, −1 at each end (ends first at a tie), running sum
+    events = np.concatenate([start - origin + shift, end - origin + shift])
+    steps = np.concatenate([np.ones(sm_id.size, dtype=np.int64), -np.ones(sm_id.size, dtype=np.int64)])
+    order = np.lexsort((steps, events))
     return {
+        "max_per_sm": int(np.cumsum(steps[order]).max()),
         "programs": int(sm_id.size),
         "waves": sm_id.size / sm_count,
         "makespan_us": makespan / 1e3,

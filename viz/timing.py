@@ -12,6 +12,7 @@ from collections.abc import Callable
 import numpy as np
 import plotly.graph_objects as go
 
+from viz.memory import oom_text
 from viz.marks import horizontal_marker, log_range, note, token_axis, vertical_marker
 from viz.theme import ALGORITHM_LABELS, PALETTE, algorithm_color, algorithm_label, fmt_bytes, fmt_tokens, style
 
@@ -28,8 +29,8 @@ def _by_algorithm(records: list[dict]) -> dict[str, list[dict]]:
 def failure_text(record: dict) -> str:
     """Why a record has no timing: "out of memory (a 64.0 GiB allocation failed)" or "error: …"."""
     if record["status"] == "oom":
-        needed = record.get("needed_bytes")
-        return "out of memory" + (f" (a {fmt_bytes(needed)} allocation failed)" if needed else "")
+        needs = oom_text(record)
+        return "out of memory" + (f" ({needs})" if needs else "")
     return f"error: {record.get('message') or 'unknown'}"
 
 

@@ -1,0 +1,126 @@
+"""story.py: the numbers the scenes quote, from records and the cost model; and the roofline figure."""
+import math
+
+import pytest
+
+import costmodel
+import story
+import viz.roofline
+
+PEAK, COPY = 700.0, 4250.0  # TFLOPS, GB/s (the H200's measured roofs are of this size)
+
+
+def record(algorithm: str, time_ms: float, **extra) -> dict:
+    flops = costmodel.attention_flops(8192, 2, 16, 128, False)
+    base = {"algorithm": algorithm, "seq_len": 8192, "batch": 2, "heads": 16, "head_dim": 128, "dtype": "bfloat16",
+            "causal": False, "status": "ok", "time_ms": time_ms, "tflops": flops / (time_ms * 1e-3) / 1e12,
+            "bytes_moved": 270_000_000, "dram_read_bytes": None, "dram_write_bytes": None, "kernels": None}
+    return {**base, **extra}
+
+
+def test_roofline_points_use_counted_bytes_and_split_the_standard_kernels():
+    kernels = [{"name": n, "time_ms": t, "dram_read_bytes": r, "dram_write_bytes": w, "l2_bytes": 0}
+               for n, t, r, w in (("_scores_kernel", 2.0, 200, 8_600_000_000), ("_softmax_kernel", 2.5, 8e9, 4e9),
+                                  ("_pv_kernel", 2.0, 4_300_000_000, 67_000_000))]
+    records = [record("flash", 2.3, dram_read_bytes=201_000_000, dram_write_bytes=58_000_000),
+               record("naive", 7.2, kernels=kernels, bytes_moved=26_000_000_000),
+               record("sdpa_flash", 3.1),  # no counters: the model's bytes, hollow marker
+               record("torch_naive", 20.0), {**record("flash", 1.0), "status": "oom", "tflops": None}]
+    points = {p.label: p for p in story.roofline_points(records)}
+    assert list(points) == ["flash (ours)", *story.NAIVE_KERNEL_LABELS, "SDPA flash"]
+    flash = points["flash (ours)"]
+    assert flash.counted and flash.hbm_bytes == 259_000_000
+    assert flash.intensity == pytest.approx(costmodel.attention_flops(8192, 2, 16, 128, False) / 259e6)
+    assert flash.tflops == pytest.approx(records[0]["tflops"])
+    scores = points["standard: S = QKᵀ"]
+    assert scores.flops == 2 * 32 * 8192**2 * 128 and scores.hbm_bytes == 8_600_000_200 and scores.time_ms == 2.0
+    assert not points["SDPA flash"].counted and points["SDPA flash"].hbm_bytes == 270_000_000
+
+
+def test_verdicts_place_points_left_or_right_of_the_ridge():
+    points = [story.RoofPoint("memory", "naive", 1e12, 10**10, 10.0, True),   # 100 FLOPs/byte < ridge 165
+              story.RoofPoint("compute", "flash", 1e12, 10**8, 2.0, True)]    # 10,000 FLOPs/byte
+    memory, compute = story.roofline_verdicts(points, PEAK, COPY)
+    assert "memory-bound" in memory and f"{100 / (COPY * 100 / 1000):.0%}" in memory  # 100 TFLOPS of 425
+    assert "compute-bound" in compute and f"{500 / PEAK:.0%}" in compute
+
+
+def test_roofline_figure_puts_points_where_their_records_say():
+    points = [story.RoofPoint("flash (ours)", "flash", 1.1e12, 259_000_000, 2.3, True).as_dict(),
+              story.RoofPoint("SDPA flash", "sdpa_flash", 1.1e12, 270_000_000, 3.1, False).as_dict()]
+    fig = viz.roofline.roofline_figure(points, PEAK, COPY, l2_gbps=9000.0)
+    markers = {t.name: t for t in fig.data if t.mode == "markers+text"}
+    assert markers["flash (ours)"].x[0] == pytest.approx(1.1e12 / 259e6)
+    assert markers["flash (ours)"].y[0] == pytest.approx(1.1e12 / 2.3e-3 / 1e12)
+    roof = fig.data[0]
+    assert roof.y[0] == pytest.approx(COPY * 1e9 * roof.x[0] / 1e12) and max(roof.y) == PEAK
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    ridge = [s for s in fig.layout.shapes if s.label and "ridge" in s.label.text][0]
+    assert ridge.x0 == pytest.approx(costmodel.ridge_point(PEAK, COPY))
+    assert markers["SDPA flash"].marker.color != markers["flash (ours)"].marker.color  # hollow: modelled bytes
+    assert math.isclose(fig.data[1].y[0], 9000e9 * fig.data[1].x[0] / 1e12)
+
+
+# -- on the shipped recording: the page's claims agree with each other ---------------------------------
+
+from kernels.results import load_results  # noqa: E402  (torch-free)
+from viz.memory import oom_text  # noqa: E402
+
+RECORDED = load_results("h200.json")
+SCENE = {key: number for number, key in enumerate(
+    ("headline", "hierarchy", "problem", "compare", "roofline", "tiling", "seqlen", "evolution", "timeline",
+     "takeaways"), start=1)}
+COMBOS = sorted({(r["head_dim"], r["causal"]) for r in RECORDED.records})
+
+
+def recorded(head_dim: int, causal: bool, algorithms=("flash", "naive")) -> list[dict]:
+    return [r for r in RECORDED.records if r["head_dim"] == head_dim and r["causal"] == causal
+            and r["algorithm"] in algorithms and r["batch"] == 2 and r["heads"] == 16]
+
+
+@pytest.mark.parametrize(("head_dim", "causal"), COMBOS)
+def test_at_8k_the_traffic_ratio_explains_the_measured_speedup(head_dim, causal):
+    records = recorded(head_dim, causal)
+    panels = story.traffic_panels(8192, 2, 16, head_dim, 2, causal, records, RECORDED.facts)
+    numbers = story.headline(records, 8192, 2, 16, head_dim, 2)
+    speedup = float(numbers.speedup.rstrip("×"))
+    assert speedup > 1.5
+    assert story.hbm_bytes(panels, records, 8192).ratio >= speedup
+
+
+@pytest.mark.parametrize(("head_dim", "causal"), COMBOS)
+def test_past_the_wall_every_claim_says_out_of_memory_with_the_same_bytes(head_dim, causal):
+    records = recorded(head_dim, causal)
+    wall = story.first_out_of_memory(records)
+    assert wall is not None
+    for seq_len in sorted({r["seq_len"] for r in records if r["seq_len"] >= wall["seq_len"]}):
+        numbers = story.headline(records, seq_len, 2, 16, head_dim, 2)
+        naive = story._at(records, "naive", seq_len)
+        assert numbers.speedup == story.OUT_OF_MEMORY and oom_text(naive) in numbers.speedup_why
+        panels = story.traffic_panels(seq_len, 2, 16, head_dim, 2, causal, records, RECORDED.facts)
+        at_length = recorded(head_dim, causal, story.ROOFLINE_ALGORITHMS)
+        points = story.takeaways(records, at_length, panels, RECORDED.facts, "H200", seq_len, 2, 16, head_dim,
+                                 "bfloat16", SCENE)
+        text = "\n".join(points)
+        assert "n/a" not in text and "standard moves" not in text
+        assert f"{story.OUT_OF_MEMORY} ({oom_text(naive)})" in text
+        assert oom_text(wall) in text  # the wall's own bytes, the same words as on the memory chart
+
+
+def test_takeaways_quote_the_scenes_by_their_numbers():
+    records = recorded(128, False)
+    panels = story.traffic_panels(8192, 2, 16, 128, 2, False, records, RECORDED.facts)
+    text = "\n".join(story.takeaways(records, recorded(128, False, story.ROOFLINE_ALGORITHMS), panels,
+                                     RECORDED.facts, "H200", 8192, 2, 16, 128, "bfloat16",
+                                     {**SCENE, "compare": 44}, 1e-3, 256))
+    assert "scene 44" in text and f"scene {SCENE['tiling']}" in text
+
+
+def test_the_l2_model_uses_the_occupancy_the_timeline_measured():
+    assert story.programs_per_sm(RECORDED.timelines, 128, 128) == 1  # seen on the H200's SM timeline
+    assert story.programs_per_sm(RECORDED.timelines, 64, 128) is None
+    records = recorded(128, False)
+    panels = story.traffic_panels(8192, 2, 16, 128, 2, False, records, RECORDED.facts, RECORDED.timelines)
+    assert panels.machine.programs_in_flight == RECORDED.facts["sm_count"] and "assumed" not in panels.machine.how
+    assumed = story.traffic_panels(8192, 2, 16, 64, 2, False, recorded(64, False), RECORDED.facts, RECORDED.timelines)
+    assert "assumed" in assumed.machine.how
