@@ -94,7 +94,7 @@ def ratio_table(records: list[dict], seq_len: int = RATIO_SEQ_LEN) -> list[dict]
         if algo != "flash":
             continue
         row = {"head_dim": d, "causal": causal, "dtype": dtype, "flash_ms": r["time_ms"], "flash_tflops": r["tflops"]}
-        for other in ("sdpa_flash", "sdpa_default"):
+        for other in ("sdpa_flash", "sdpa_default", "flash_v1"):
             o = by_key.get((other, d, causal, dtype))
             row[f"flash_vs_{other}"] = o["time_ms"] / r["time_ms"] if o else None
         naive, eager = by_key.get(("naive", d, causal, dtype)), by_key.get(("torch_naive", d, causal, dtype))
@@ -143,6 +143,9 @@ def main(argv=None) -> int:
         tune(args.head_dims, args.dtypes, causals, args.batch, args.heads)
         return 0
     facts = device_facts(measure_bandwidth=True)
+    print(f"device: {facts['name']}, copy {facts['copy_gbps']:,.0f} GB/s, L2 reads {facts['l2_gbps']:,.0f} GB/s, "
+          f"bf16 matmul {facts['matmul_tflops']:,.0f} TFLOPS, max SM clock {facts['sm_clock_mhz']} MHz",
+          file=sys.stderr, flush=True)
     settings = [Setting(a, n, args.batch, args.heads, d, dt_, c)
                 for dt_, d, c, a, n in itertools.product(args.dtypes, args.head_dims, causals, args.algorithms,
                                                          args.seq_lens)]

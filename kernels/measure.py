@@ -26,6 +26,7 @@ import costmodel
 from costmodel import DTYPE_BYTES, HEAD_DIMS as SUPPORTED_HEAD_DIMS
 
 from kernels.flash import config_for, flash_attention
+from kernels.flash_v1 import FLASH_V1_TIMED_MAX_SEQ_LEN, config_for_v1, flash_attention_v1
 from kernels.inputs import DTYPES_BY_NAME
 from kernels.naive import naive_attention
 from kernels.record import ALGORITHMS, OURS, Record
@@ -79,6 +80,9 @@ def attention_flops(s: Setting) -> float:
 
 def flash_tiles(s: Setting) -> tuple[int, int] | None:
     """(block_m, block_n) our flash kernel runs this setting with; None for the other algorithms."""
+    if s.algorithm == "flash_v1":
+        config = config_for_v1(s.head_dim, DTYPES_BY_NAME[s.dtype])
+        return config.block_m, config.block_n
     if s.algorithm != "flash":
         return None
     config = config_for(s.head_dim, DTYPES_BY_NAME[s.dtype], s.causal)
@@ -121,6 +125,11 @@ def _runner(s: Setting, q, k, v):
         return lambda: flash_attention(q, k, v, causal=s.causal)
     if s.algorithm == "naive":
         return lambda: naive_attention(q, k, v, causal=s.causal)
+    if s.algorithm == "flash_v1":
+        if s.seq_len > FLASH_V1_TIMED_MAX_SEQ_LEN:  # an "error" record, not minutes of GPU time
+            raise ValueError(f"the FA1-order kernel runs one program per head: past {FLASH_V1_TIMED_MAX_SEQ_LEN} "
+                             f"tokens one call takes seconds, so it is not timed there")
+        return lambda: flash_attention_v1(q, k, v, causal=s.causal)
     if s.algorithm == "torch_naive":
         return lambda: torch_naive_attention(q, k, v, s.causal, scale)
     from torch.nn.attention import SDPBackend, sdpa_kernel

@@ -604,7 +604,9 @@ def test_timeline_statistics() -> None:
         "causal": True,
     }
     stats = timeline_stats(timeline)
-    assert stats == {"programs": 4, "waves": 2.0, "makespan_us": 0.02, "utilization": (20 + 6) / (2 * 20)}
+    # at most 2 programs at once on SM 0 ([5, 10)); the one starting at 15 as another ends does not overlap it
+    assert stats == {"programs": 4, "waves": 2.0, "makespan_us": 0.02, "utilization": (20 + 6) / (2 * 20),
+                     "max_per_sm": 2}
     fig = viz.sm_timeline_figure(timeline)
     assert len(fig.data) == 1 and fig.data[0].type == "bar"
     assert list(fig.data[0].marker.color) == [0, 1, 2, 3]  # causal: coloured by Q block
