@@ -154,14 +154,13 @@ _PARSERS: dict[str, Callable[[str], object]] = {
 assert set(_PARSERS) == set(QUERY_KEYS), "every setting needs a parser"
 
 
-def settings_from_query(params: Mapping[str, str | list[str]], *,
-                        smem: SharedMemoryBudget | None = None) -> tuple[Settings, list[str]]:
+def settings_from_query(params: Mapping[str, str | list[str]]) -> tuple[Settings, list[str]]:
     """The settings a URL asks for, and one note for every value that was ignored.
 
     `params` maps a key to its value, or to all its values when the key was repeated (as
     `{key: st.query_params.get_all(key) for key in st.query_params}` gives). A repeated key is
-    ambiguous and falls back to its default. With `smem`, tile sizes that do not fit the GPU's
-    shared memory are replaced too (see `fit_tiles`).
+    ambiguous and falls back to its default. Tiles that do not fit a GPU's shared memory are `fit_tiles`'
+    business, once the GPU is known.
     """
     chosen: dict[str, object] = {}
     notes: list[str] = []
@@ -191,11 +190,7 @@ def settings_from_query(params: Mapping[str, str | list[str]], *,
         listed = ", ".join(quoted(str(key)) for key in unknown[:_MAX_UNKNOWN_NOTES])
         more = f" and {len(unknown) - _MAX_UNKNOWN_NOTES} more" if len(unknown) > _MAX_UNKNOWN_NOTES else ""
         notes.append(f"unknown parameter{'s' if len(unknown) > 1 else ''} {listed}{more} ignored")
-    settings = replace(DEFAULTS, **chosen)
-    if smem is not None:
-        settings, tile_notes = fit_tiles(settings, smem)
-        notes.extend(tile_notes)
-    return settings, notes
+    return replace(DEFAULTS, **chosen), notes
 
 
 def fit_tiles(settings: Settings, smem: SharedMemoryBudget) -> tuple[Settings, list[str]]:

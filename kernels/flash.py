@@ -5,6 +5,11 @@ on-chip memory, keeps the running row max m and row sum l in fp32 (online softma
 log2(e) folded into the scale), rescales the accumulator when the max grows, and writes O once.
 Nothing of size N×N is allocated: the extra memory is O plus the row log-sum-exp (LSE).
 
+Two ways to move tiles, one constexpr apart (USE_TMA): fp16/bf16 on Hopper go through 4-D tensor
+descriptors (TMA copies, no pointer tensors in registers, which is what lets 4 warps hold a 128×128
+fp32 accumulator); fp32, older GPUs and unaligned strides use pointer loads. The interpreter runs the
+descriptor path too. Causal launches query blocks longest-first (LONGEST_FIRST) so short ones fill the tail.
+
 A trace mode (compile-time flags, free when off) records what the kernel did: per (query block,
 key block) step the running max, sum and rescale factor of the block's rows and the block's output
 so far; and per program the SM it ran on with start and end timestamps (GPU only).
@@ -36,7 +41,7 @@ def _global_timer_ns():
 
 
 @triton.jit
-def _attn_fwd_inner(acc, l_i, m_i, q, K, V, k_tiles, v_tiles, off_b, off_h,
+def _attn_fwd_inner(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, off_b, off_h,
                     lo, hi, qk_scale, seq_len, offs_m, offs_n,
                     trace_stats, trace_out, offs_d,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
@@ -45,17 +50,17 @@ def _attn_fwd_inner(acc, l_i, m_i, q, K, V, k_tiles, v_tiles, off_b, off_h,
                     USE_TMA: tl.constexpr):
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
-        # -- load the K tile (BLOCK_N × HEAD_DIM; keys past seq_len arrive as zeros) into SRAM --
+        # -- load the K tile (transposed, HEAD_DIM × BLOCK_N; keys past seq_len read as zeros) into SRAM --
         if USE_TMA:
-            k = K.load([off_b, off_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+            k = tl.trans(k_src.load([off_b, off_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM))
         elif MASKED:
-            k = tl.load(tl.advance(k_tiles, (start_n, 0)), boundary_check=(0,), padding_option="zero")
+            k = tl.load(k_src + start_n * stride_kn, mask=((start_n + offs_n) < seq_len)[None, :], other=0.0)
         else:
-            k = tl.load(tl.advance(k_tiles, (start_n, 0)))
+            k = tl.load(k_src + start_n * stride_kn)
         if DOT_FP32:
             k = k.to(tl.float32)
         # -- compute qk: raw scores of this tile (the scale is folded in below) --
-        qk = tl.dot(q, tl.trans(k), input_precision=PRECISION)
+        qk = tl.dot(q, k, input_precision=PRECISION)
         if MASKED:
             keep = ((start_n + offs_n) < seq_len)[None, :]
             if CAUSAL:
@@ -68,11 +73,11 @@ def _attn_fwd_inner(acc, l_i, m_i, q, K, V, k_tiles, v_tiles, off_b, off_h,
         l_i = l_i * alpha + tl.sum(p, 1)
         # -- rescale the accumulator, then add P·V --
         if USE_TMA:
-            v = V.load([off_b, off_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+            v = v_src.load([off_b, off_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
         elif MASKED:
-            v = tl.load(tl.advance(v_tiles, (start_n, 0)), boundary_check=(0,), padding_option="zero")
+            v = tl.load(v_src + start_n * stride_vn, mask=((start_n + offs_n) < seq_len)[:, None], other=0.0)
         else:
-            v = tl.load(tl.advance(v_tiles, (start_n, 0)))
+            v = tl.load(v_src + start_n * stride_vn)
         p = p.to(v.dtype)
         if DOT_FP32:
             p = p.to(tl.float32)
@@ -104,8 +109,8 @@ def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
               CAUSAL: tl.constexpr, DOT_FP32: tl.constexpr, PRECISION: tl.constexpr,
               TRACE: tl.constexpr, TRACE_SM_ON: tl.constexpr,
               USE_TMA: tl.constexpr, LONGEST_FIRST: tl.constexpr):
-    # Q, K, V, O: 4-D tensor descriptors (B, H, N, D) when USE_TMA (TMA copies on Hopper), else plain
-    # pointers read through block pointers. Either way a tile past seq_len loads as zeros and stores clipped.
+    # Q, K, V, O: 4-D tensor descriptors (B, H, N, D) when USE_TMA (TMA copies on Hopper: rows past seq_len
+    # load as zeros, stores are clipped), else plain pointers with masked loads and stores.
     n_q_blocks = tl.num_programs(0)
     if LONGEST_FIRST:
         # causal: the last query blocks see the most keys; launch them first so the light ones fill the tail
@@ -123,19 +128,14 @@ def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
     # -- load the Q block once; it stays in SRAM for the whole K/V sweep --
     if USE_TMA:
         q = Q.load([off_b, off_h, start_m * BLOCK_M, 0]).reshape(BLOCK_M, HEAD_DIM)
-        k_tiles = K
-        v_tiles = V
+        k_src = K
+        v_src = V
     else:
-        head_q = off_b.to(tl.int64) * stride_qb + off_h.to(tl.int64) * stride_qh
-        head_k = off_b.to(tl.int64) * stride_kb + off_h.to(tl.int64) * stride_kh
-        head_v = off_b.to(tl.int64) * stride_vb + off_h.to(tl.int64) * stride_vh
-        q_tile = tl.make_block_ptr(Q + head_q, (seq_len, HEAD_DIM), (stride_qn, stride_qd),
-                                   (start_m * BLOCK_M, 0), (BLOCK_M, HEAD_DIM), (1, 0))
-        k_tiles = tl.make_block_ptr(K + head_k, (seq_len, HEAD_DIM), (stride_kn, stride_kd),
-                                    (0, 0), (BLOCK_N, HEAD_DIM), (1, 0))
-        v_tiles = tl.make_block_ptr(V + head_v, (seq_len, HEAD_DIM), (stride_vn, stride_vd),
-                                    (0, 0), (BLOCK_N, HEAD_DIM), (1, 0))
-        q = tl.load(q_tile, boundary_check=(0,), padding_option="zero")
+        b64, h64 = off_b.to(tl.int64), off_h.to(tl.int64)
+        q_ptrs = Q + b64 * stride_qb + h64 * stride_qh + offs_m[:, None] * stride_qn + offs_d[None, :] * stride_qd
+        k_src = K + b64 * stride_kb + h64 * stride_kh + offs_n[None, :] * stride_kn + offs_d[:, None] * stride_kd
+        v_src = V + b64 * stride_vb + h64 * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd
+        q = tl.load(q_ptrs, mask=offs_m[:, None] < seq_len, other=0.0)
     if DOT_FP32:
         q = q.to(tl.float32)
     qk_scale = sm_scale * 1.4426950408889634  # log2(e): exp(x) == exp2(x·log2 e)
@@ -153,12 +153,12 @@ def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
     else:
         masked_lo = seq_len // BLOCK_N * BLOCK_N
         masked_hi = seq_len
-    acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, K, V, k_tiles, v_tiles, off_b, off_h,
+    acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, off_b, off_h,
                                     0, masked_lo, qk_scale, seq_len, offs_m, offs_n,
                                     trace_stats, trace_out, offs_d,
                                     BLOCK_M, BLOCK_N, HEAD_DIM, False, CAUSAL, DOT_FP32, PRECISION, TRACE,
                                     USE_TMA)
-    acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, K, V, k_tiles, v_tiles, off_b, off_h,
+    acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, off_b, off_h,
                                     masked_lo, masked_hi, qk_scale, seq_len, offs_m, offs_n,
                                     trace_stats, trace_out, offs_d,
                                     BLOCK_M, BLOCK_N, HEAD_DIM, True, CAUSAL, DOT_FP32, PRECISION, TRACE,
@@ -171,10 +171,9 @@ def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
     if USE_TMA:
         O.store([off_b, off_h, start_m * BLOCK_M, 0], o.to(O.dtype).reshape(1, 1, BLOCK_M, HEAD_DIM))
     else:
-        head_o = off_b.to(tl.int64) * stride_ob + off_h.to(tl.int64) * stride_oh
-        o_tile = tl.make_block_ptr(O + head_o, (seq_len, HEAD_DIM), (stride_on, stride_od),
-                                   (start_m * BLOCK_M, 0), (BLOCK_M, HEAD_DIM), (1, 0))
-        tl.store(o_tile, o.to(O.dtype.element_ty), boundary_check=(0,))
+        o_ptrs = (O + off_b.to(tl.int64) * stride_ob + off_h.to(tl.int64) * stride_oh
+                  + offs_m[:, None] * stride_on + offs_d[None, :] * stride_od)
+        tl.store(o_ptrs, o.to(O.dtype.element_ty), mask=row_in_range[:, None])
     if TRACE_SM_ON:
         record = TRACE_SM + program.to(tl.int64) * 3
         tl.store(record, _sm_id().to(tl.int64))
@@ -192,19 +191,20 @@ class FlashConfig:
     num_stages: int
 
 
-# Chosen per (head_dim, dtype bytes, causal) on an H200 at B=2, H=16, N=8192 (head dims 64 and 128 in bf16:
-# perf/smoke.py, `python -m kernels.bench --tune`; head dims 16, 32, 256 in bf16 and 64 in fp32: perf/tune_rest.py,
-# each candidate checked against float64 first; figures in BENCHMARKS.md). A shape class not listed (fp32 at
-# head dims 16, 32, 128, 256) falls back to `_default_config`, checked for correctness on the H200 but not tuned.
+# Chosen per (head_dim, dtype bytes, causal) on an H200 at B=2, H=16, N=8192 (head dims 64 and 128, 16-bit:
+# perf/flash_speed.py, descriptor path, fp16 + bf16 time; head dims 16, 32, 256 in bf16 and 64 in fp32:
+# perf/tune_rest.py, pointer path; each candidate checked against float64 first; figures in BENCHMARKS.md).
+# A shape class not listed (fp32 at head dims 16, 32, 128, 256) falls back to `_default_config`, checked for
+# correctness on the H200 but not tuned.
 TUNED_CONFIGS: dict[tuple[int, int, bool], FlashConfig] = {
     (16, 2, False): FlashConfig(64, 128, 4, 3),
     (16, 2, True): FlashConfig(64, 128, 4, 3),
     (32, 2, False): FlashConfig(64, 128, 4, 3),
     (32, 2, True): FlashConfig(64, 128, 4, 3),
-    (64, 2, False): FlashConfig(128, 64, 8, 3),
-    (64, 2, True): FlashConfig(128, 64, 8, 3),
-    (128, 2, False): FlashConfig(128, 64, 8, 3),
-    (128, 2, True): FlashConfig(128, 64, 8, 3),
+    (64, 2, False): FlashConfig(128, 64, 4, 3),
+    (64, 2, True): FlashConfig(128, 64, 4, 3),
+    (128, 2, False): FlashConfig(128, 64, 4, 2),
+    (128, 2, True): FlashConfig(128, 64, 4, 2),
     (256, 2, False): FlashConfig(128, 32, 8, 3),
     (256, 2, True): FlashConfig(128, 32, 8, 3),
     (64, 4, False): FlashConfig(64, 128, 8, 3),
@@ -247,8 +247,14 @@ class _TraceBuffers:
 
 
 def _tma_capable(*tensors: torch.Tensor) -> bool:
-    """Whether 4-D tensor descriptors can address these tensors: a Hopper-or-newer GPU (or the interpreter,
-    which emulates them), unit-stride rows, 16-byte aligned base and strides (what a TMA copy needs)."""
+    """Whether the kernel reads and writes these tensors through 4-D tensor descriptors (TMA copies).
+
+    Yes for fp16/bf16 on a Hopper-or-newer GPU (and in the interpreter, which emulates descriptors, so the
+    CPU runs what the H200 runs) with unit-stride rows and 16-byte aligned base and strides. fp32 keeps
+    pointer loads: its IEEE products run on the FMA units, and there TMA measured 1.55× slower (D=64, H200).
+    """
+    if tensors[0].element_size() != 2:
+        return False
     if not INTERPRET and torch.cuda.get_device_capability(tensors[0].device)[0] < 9:
         return False
     return all(t.stride(-1) == 1 and t.data_ptr() % 16 == 0

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernels.runtime import INTERPRET  # first: it sets TRITON_INTERPRET before @triton.jit runs below
+from kernels.runtime import INTERPRET, kernel_launch_lock  # first: it sets TRITON_INTERPRET before @triton.jit
 import torch
 import triton
 import triton.language as tl
@@ -169,17 +169,18 @@ def _launch_flash_v1(q, k, v, causal: bool, sm_scale: float, config: FlashConfig
     n_q_blocks = triton.cdiv(seq_len, config.block_m)
     n_k_blocks = triton.cdiv(seq_len, config.block_n)
     dot_fp32, precision = dot_modes(q.dtype)
-    _attn_fwd_fa1[(batch * heads,)](
-        q, k, v, o, lse, o_acc, m, l,
-        trace.stats if trace is not None else lse,
-        trace.out if trace is not None else lse,
-        trace.order if trace is not None else lse,
-        sm_scale, seq_len, heads, n_q_blocks, n_k_blocks,
-        *q.stride(), *k.stride(), *v.stride(), *o.stride(),
-        HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
-        CAUSAL=causal, DOT_FP32=dot_fp32, PRECISION=precision, TRACE=trace is not None,
-        num_warps=config.num_warps, num_stages=config.num_stages,
-    )
+    with kernel_launch_lock():  # the interpreter runs one kernel at a time, process-wide
+        _attn_fwd_fa1[(batch * heads,)](
+            q, k, v, o, lse, o_acc, m, l,
+            trace.stats if trace is not None else lse,
+            trace.out if trace is not None else lse,
+            trace.order if trace is not None else lse,
+            sm_scale, seq_len, heads, n_q_blocks, n_k_blocks,
+            *q.stride(), *k.stride(), *v.stride(), *o.stride(),
+            HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+            CAUSAL=causal, DOT_FP32=dot_fp32, PRECISION=precision, TRACE=trace is not None,
+            num_warps=config.num_warps, num_stages=config.num_stages,
+        )
     return o, lse
 
 

@@ -26,7 +26,7 @@ from kernels.flash_v1 import flash_attention_v1_traced
 from costmodel import IO_TENSORS
 from kernels.inputs import DTYPES_BY_NAME
 from kernels.naive import naive_attention
-from kernels.runtime import DEVICE, INTERPRET, backend
+from kernels.runtime import DEVICE, INTERPRET, backend, kernel_launch_lock
 
 TRACE_MAX_SEQ_LEN = 1024
 ORDERS = ("fa2", "fa1")  # kernels/flash.py (Q block outer), kernels/flash_v1.py (K/V tile outer)
@@ -127,11 +127,12 @@ def trace_flash(seq_len: int = 256, head_dim: int = 64, block_m: int = 64, block
     torch_dtype = DTYPES_BY_NAME[dtype]
     q, k, v = late_max_inputs(seq_len, head_dim, block_m, causal, torch_dtype, seed)
     sm_scale = 1.0 / math.sqrt(head_dim)
-    if order == "fa2":
-        o_flash, _, trace = flash_attention_traced(q, k, v, causal, block_m, block_n, sm_scale)
-    else:
-        o_flash, _, trace = flash_attention_v1_traced(q, k, v, causal, block_m, block_n, sm_scale)
-    o_std = naive_attention(q, k, v, causal=causal, sm_scale=sm_scale)
+    with kernel_launch_lock():  # one viewer's trace runs both kernels before the next viewer's starts
+        if order == "fa2":
+            o_flash, _, trace = flash_attention_traced(q, k, v, causal, block_m, block_n, sm_scale)
+        else:
+            o_flash, _, trace = flash_attention_v1_traced(q, k, v, causal, block_m, block_n, sm_scale)
+        o_std = naive_attention(q, k, v, causal=causal, sm_scale=sm_scale)
     stats = trace.stats[0].cpu().double().numpy()  # (n_q, n_k, 3, block_m)
     outs = trace.out[0].cpu().double().numpy()     # (n_q, n_k, block_m, head_dim)
     visited = ~np.isnan(stats[:, :, 1, 0])          # steps the kernel ran (l is never NaN there)

@@ -148,8 +148,8 @@ def test_tiles_that_fit_are_kept():
 
 
 def test_tiles_too_big_for_shared_memory_shrink_with_a_note():
-    settings, notes = settings_from_query({"block_m": "256", "block_n": "256", "head_dim": "256",
-                                           "dtype": "float32"}, smem=SMALL_GPU)
+    asked, _ = settings_from_query({"block_m": "256", "block_n": "256", "head_dim": "256", "dtype": "float32"})
+    settings, notes = fit_tiles(asked, SMALL_GPU)
     assert (settings.block_m, settings.block_n) == (16, 16)  # 16×16×256×4 × 5 = 80 KiB; 32×32 needs 160
     assert len(notes) == 1 and "shared memory" in notes[0] and "a small GPU" in notes[0]
 
