@@ -22,23 +22,26 @@ from viz.tiling import (MAX_TILES_PER_SIDE, ORDER_NAMES, SPEEDS, _play_buttons, 
                         _validated)
 
 TEXT_PX = 24  # 1/45 of a 1080-pixel screen: the smallest text the back of the room reads
-COLUMN_NAMES = {"Q": "Q", "K": "K", "V": "V", "O": "O", "LSE": "LSE", "state": "O, m, l<br>(fp32)"}
+COLUMN_NAMES = {"Q": "Q", "K": "K", "V": "V", "O": "O", "LSE": "LSE", "state": "O, m, l"}
 # which SRAM buffer each HBM tensor is loaded into or stored from
-TENSOR_BUFFER = {"Q": "Q block", "K": "K tile", "V": "V tile", "O": "O acc", "LSE": "l", "state": "O acc"}
+TENSOR_BUFFER = {"Q": "Q block", "K": "K tile", "V": "V tile", "O": "O acc", "LSE": "m, l", "state": "O acc"}
 READ_COLOR, WRITE_COLOR = PALETTE["flash"], PALETTE["standard"]
-HEIGHT_PX = 800
-CAPTION_PX = 110
-CONTROLS_PX = 120
+HEIGHT_PX = 620
+CAPTION_PX = 100
+CONTROLS_PX = 100
 COUNTERS = (("fa2", "read"), ("fa2", "written"), ("fa1", "read"), ("fa1", "written"),
             ("standard", "read"), ("standard", "written"))
+COUNTER_ROWS = ("fa2", "fa1", "standard")
 COUNTER_NAMES = {"fa2": "flash, FA2 order", "fa1": "flash, FA1 order", "standard": "standard"}
 COUNTER_COLORS = {"fa2": PALETTE["flash"], "fa1": PALETTE["flash_v1"], "standard": PALETTE["standard"]}
 HBM_DOMAIN = ([0.0, 0.36], [0.0, 1.0])
-SRAM_DOMAIN = ([0.56, 1.0], [0.56, 0.93])
-COUNTER_DOMAIN = ([0.56, 1.0], [0.0, 0.36])
+SRAM_DOMAIN = ([0.56, 1.0], [0.5, 0.92])
+COUNTER_DOMAIN = ([0.56, 1.0], [0.0, 0.3])
 # trace indices; frames update ANIMATED
-(O_DONE, READS, WRITES, READ_ARROWS, WRITE_ARROWS, BUFFERS, COUNTER_BARS, COUNTER_LABELS, CAPTION) = range(9)
-ANIMATED = [O_DONE, READS, WRITES, READ_ARROWS, WRITE_ARROWS, BUFFERS, COUNTER_BARS, COUNTER_LABELS, CAPTION]
+(O_DONE, READS, WRITES, READ_ARROWS, WRITE_ARROWS, BUFFERS, READ_BARS, WRITTEN_BARS, COUNTER_LABELS,
+ CAPTION) = range(10)
+ANIMATED = [O_DONE, READS, WRITES, READ_ARROWS, WRITE_ARROWS, BUFFERS, READ_BARS, WRITTEN_BARS, COUNTER_LABELS,
+            CAPTION]
 
 
 def counters(order: str, seq_len: int, head_dim: int, block_m: int, block_n: int, causal: bool,
@@ -97,6 +100,8 @@ def hbm_sram_figure(trace: dict, smem_per_block_bytes: int | None = None, device
     counts = counters(order, seq_len, head_dim, block_m, block_n, causal, element_bytes)
     own_read, own_written = counts[(order, "read")], counts[(order, "written")]
     buffers = sram_buffers(block_m, block_n, head_dim, element_bytes)
+    buffers = {("m, l" if name in ("m", "l") else name): size for name, size in buffers.items()}  # one row
+    buffers["m, l"] = 2 * sram_buffers(block_m, block_n, head_dim, element_bytes)["m"]
     buffer_names = list(buffers)
     columns = _columns(order)
     column_x = {name: i for i, name in enumerate(columns)}
@@ -147,12 +152,14 @@ def hbm_sram_figure(trace: dict, smem_per_block_bytes: int | None = None, device
         stored = {TENSOR_BUFFER[name] for name in columns if stores[t, IO_TENSORS.index(name), 1] >
                   stores[t, IO_TENSORS.index(name), 0]}
         if "state" in columns and loads[t, IO_TENSORS.index("state"), 1] > loads[t, IO_TENSORS.index("state"), 0]:
-            filled |= {"m", "l"}
+            filled.add("m, l")
         if "state" in columns and stores[t, IO_TENSORS.index("state"), 1] > stores[t, IO_TENSORS.index("state"), 0]:
-            stored |= {"m", "l"}
+            stored.add("m, l")
         buffer_colors = [WRITE_COLOR if name in stored else READ_COLOR if name in filled else PALETTE["sram"]
                          for name in buffer_names]
-        values = [int(counts[key][t]) for key in COUNTERS]
+        read = [int(counts[(who, "read")][t]) for who in COUNTER_ROWS]
+        written = [int(counts[(who, "written")][t]) for who in COUNTER_ROWS]
+        ends = [r + w for r, w in zip(read, written)]
         read_now = int(own_read[t] - (own_read[t - 1] if t else 0))
         written_now = int(own_written[t] - (own_written[t - 1] if t else 0))
         step = schedule[t]
@@ -166,8 +173,9 @@ def hbm_sram_figure(trace: dict, smem_per_block_bytes: int | None = None, device
             dict(type="scatter", **arrows(loads[t], to_sram=True)),
             dict(type="scatter", **arrows(stores[t], to_sram=False)),
             dict(type="bar", marker={"color": buffer_colors}),
-            dict(type="bar", x=values),
-            dict(type="scatter", x=values, text=[f" {fmt_bytes(v)}" for v in values]),
+            dict(type="bar", x=read),
+            dict(type="bar", x=written, base=read),
+            dict(type="scatter", x=ends, text=[f" {fmt_bytes(r, 0)} + {fmt_bytes(w, 0)}" for r, w in zip(read, written)]),
             dict(type="scatter", text=[caption]),
         ]
 
@@ -188,15 +196,19 @@ def hbm_sram_figure(trace: dict, smem_per_block_bytes: int | None = None, device
                                              color=color)))
     # SRAM: the buffers one program holds, bytes against the shared memory per block
     sizes = [buffers[name] for name in buffer_names]
-    fig.add_trace(go.Bar(**start[BUFFERS], x=sizes, y=buffer_names, orientation="h", xaxis="x2", yaxis="y2",
-                         hovertemplate="%{y}: %{x:,} bytes<extra></extra>", showlegend=False))
+    fig.add_trace(go.Bar(**start[BUFFERS], x=sizes, y=list(range(len(buffer_names))), orientation="h", xaxis="x2",
+                         yaxis="y2", customdata=buffer_names,
+                         hovertemplate="%{customdata}: %{x:,} bytes<extra></extra>", showlegend=False))
     # counters: bytes so far, both orders and standard at the same step
-    counter_names = [f"{COUNTER_NAMES[who]} {what}" for who, what in COUNTERS]
-    fig.add_trace(go.Bar(**start[COUNTER_BARS], y=counter_names, orientation="h", xaxis="x3", yaxis="y3",
-                         marker=dict(color=[COUNTER_COLORS[who] for who, _ in COUNTERS],
-                                     opacity=1.0, pattern=dict(shape=["" if what == "read" else "/"
-                                                                      for _, what in COUNTERS])),
-                         hovertemplate="%{y}: %{x:,} bytes<extra></extra>", showlegend=False))
+    counter_names = [COUNTER_NAMES[who] for who in COUNTER_ROWS]
+    row_colors = [COUNTER_COLORS[who] for who in COUNTER_ROWS]
+    fig.add_trace(go.Bar(**start[READ_BARS], y=counter_names, orientation="h", xaxis="x3", yaxis="y3",
+                         marker=dict(color=row_colors, line_width=0), showlegend=False,
+                         hovertemplate="%{y} read %{x:,} bytes<extra></extra>"))
+    fig.add_trace(go.Bar(**start[WRITTEN_BARS], y=counter_names, orientation="h", xaxis="x3", yaxis="y3",
+                         marker=dict(color=colors["background"], line=dict(color=row_colors, width=2),
+                                     pattern=dict(shape="/", fgcolor=row_colors, solidity=0.5)),
+                         showlegend=False, hovertemplate="%{y} wrote %{x:,} bytes<extra></extra>"))
     fig.add_trace(go.Scatter(**start[COUNTER_LABELS], y=counter_names, xaxis="x3", yaxis="y3", mode="text",
                              textposition="middle right", cliponaxis=False, hoverinfo="skip", showlegend=False,
                              textfont=dict(size=TEXT_PX, color=colors["foreground"])))
@@ -215,27 +227,26 @@ def hbm_sram_figure(trace: dict, smem_per_block_bytes: int | None = None, device
     x_max = 1.15 * max(held, limit or 0, max(sizes))
     if limit:
         verdict = "fits" if need <= limit else "does NOT fit"
-        smem_text = f"shared memory for Q + 2 stages of K, V: {fmt_bytes(need)}, {verdict}"
+        smem_text = (f"shared memory per block, {device_label}: {fmt_bytes(limit)}<br>"
+                     f"Q + 2 stages of K, V need {fmt_bytes(need)}: {verdict}")
         fig.add_shape(type="line", x0=limit, x1=limit, y0=-0.5, y1=len(buffer_names) - 0.5, xref="x2", yref="y2",
-                      line=dict(color=colors["foreground"], width=3, dash="dash"),
-                      label=dict(text=f"{fmt_bytes(limit)} per block<br>{device_label}", textposition="end",
-                                 textangle=0, xanchor="right", yanchor="top",
-                                 font=dict(size=TEXT_PX, color=colors["foreground"])))
+                      line=dict(color=colors["foreground"], width=3, dash="dash"))
     else:
-        smem_text = (f"shared memory per block unknown ({device_label or 'no GPU facts'}); "
+        smem_text = (f"shared memory per block: unknown ({device_label or 'no GPU facts'})<br>"
                      f"Q + 2 stages of K, V need {fmt_bytes(need)}")
     sram_x, sram_y = SRAM_DOMAIN
     fig.add_shape(type="rect", xref="paper", yref="paper", x0=sram_x[0] - 0.01, x1=sram_x[1] + 0.005,
                   y0=sram_y[0] - 0.03, y1=sram_y[1] + 0.01, line=dict(color=PALETTE["sram"], width=3), layer="below")
     titles = [
         (sum(sram_x) / 2, sram_y[1] + 0.01, f"on chip: one program holds {fmt_bytes(held)}"),
-        (sum(COUNTER_DOMAIN[0]) / 2, COUNTER_DOMAIN[1][1] + 0.02, "HBM bytes so far (cost model)"),
+        (sum(COUNTER_DOMAIN[0]) / 2, COUNTER_DOMAIN[1][1] + 0.02, "HBM bytes so far: read + written (cost model)"),
     ]
     for x, y, text in titles:
         fig.add_annotation(text=text, x=x, y=y, xref="paper", yref="paper", xanchor="center", yanchor="bottom",
                            showarrow=False, font_size=TEXT_PX)
-    fig.add_annotation(text=smem_text, x=sram_x[1], y=sram_y[0] - 0.035, xref="paper", yref="paper", xanchor="right",
-                       yanchor="top", showarrow=False, font_size=TEXT_PX, align="right")
+    fig.add_annotation(text=smem_text, x=sram_x[1] - 0.01, y=sram_y[0] + 0.01, xref="paper", yref="paper",
+                       xanchor="right", yanchor="bottom", showarrow=False, font_size=TEXT_PX, align="right",
+                       bgcolor=colors["background"])
     legend = (f'<span style="color:{READ_COLOR}">■</span> read from HBM   '
               f'<span style="color:{WRITE_COLOR}">■</span> written to HBM   '
               f'<span style="color:{PALETTE["done"]}">■</span> O final   '
@@ -244,7 +255,7 @@ def hbm_sram_figure(trace: dict, smem_per_block_bytes: int | None = None, device
                        xanchor="right", yanchor="top", showarrow=False, font_size=TEXT_PX)
 
     fig.frames = [dict(name=str(t), data=frame_data(t), traces=ANIMATED) for t in range(num_steps)]
-    counter_max = max(int(counts[key][-1]) for key in COUNTERS)
+    counter_max = max(int(counts[(who, "read")][-1] + counts[(who, "written")][-1]) for who in COUNTER_ROWS)
     style(fig, theme)
     fig.update_layout(
         # transparent plot areas: the arrows' axis pair spans the others, and its background would hide them
@@ -258,16 +269,17 @@ def hbm_sram_figure(trace: dict, smem_per_block_bytes: int | None = None, device
                    showgrid=False, zeroline=False, tickfont_size=TEXT_PX, title_font_size=TEXT_PX),
         xaxis2=dict(domain=sram_x, anchor="y2", range=[0, x_max], showgrid=False, showticklabels=False, ticks=""),
         yaxis2=dict(domain=sram_y, anchor="x2", range=[len(buffer_names) - 0.5, -0.5], tickfont_size=TEXT_PX,
+                    tickmode="array", tickvals=list(range(len(buffer_names))), ticktext=buffer_names,
                     ticksuffix=" ", showgrid=False),
-        xaxis3=dict(domain=COUNTER_DOMAIN[0], anchor="y3", range=[0, 1.02 * counter_max], showticklabels=False,
+        xaxis3=dict(domain=COUNTER_DOMAIN[0], anchor="y3", range=[0, 1.7 * counter_max], showticklabels=False,
                     showgrid=False, ticks=""),
-        yaxis3=dict(domain=COUNTER_DOMAIN[1], anchor="x3", range=[len(COUNTERS) - 0.5, -0.5],
+        yaxis3=dict(domain=COUNTER_DOMAIN[1], anchor="x3", range=[len(COUNTER_ROWS) - 0.5, -0.5],
                     tickfont_size=TEXT_PX, ticksuffix=" ", showgrid=False),
         xaxis4=dict(domain=[0, 1], anchor="y4", range=[0, 1], visible=False, fixedrange=True),
         yaxis4=dict(domain=[0, 1], anchor="x4", range=[0, 1], visible=False, fixedrange=True),
     )
-    for name, size in zip(buffer_names, sizes):  # the buffers' sizes, static text at the bar ends
-        fig.add_annotation(text=fmt_bytes(size), x=size, y=name, xref="x2", yref="y2", xanchor="left",
+    for row, size in enumerate(sizes):  # the buffers' sizes, static text at the bar ends
+        fig.add_annotation(text=fmt_bytes(size), x=size, y=row, xref="x2", yref="y2", xanchor="left",
                            showarrow=False, font_size=TEXT_PX)
     durations = {speed: int(round(frame_ms / speed)) for speed in SPEEDS}
     fig.update_layout(updatemenus=[_play_buttons(durations, colors, y=-(CONTROLS_PX - 44) / plot_px)],

@@ -17,13 +17,13 @@ from viz.tiling import ORDER_NAMES, SPEEDS, _play_buttons, _step_slider, _valida
 
 TEXT_PX = 24  # 1/45 of a 1080-pixel screen
 CODE_FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"
-LINES_PER_COLUMN = 21
+LINE_PX = 27  # a code line's pitch at TEXT_PX
 COLUMNS = 2
 MAX_CHARS = 58  # a column's width in characters at TEXT_PX on a 1920-pixel-wide figure
 MIN_PHASE_LINES = 3  # the comment line, one line of code, and the "⋮" line
-HEIGHT_PX = 800
-CAPTION_PX = 110
-CONTROLS_PX = 110
+HEIGHT_PX = 620
+CAPTION_PX = 100
+CONTROLS_PX = 100
 PHASE_COLORS = {
     "load_q": PALETTE["flash"], "load_k": PALETTE["flash"], "load_v": PALETTE["flash"], "load_kv": PALETTE["flash"],
     "qk": PALETTE["highlight"], "softmax": PALETTE["sdpa_flash"], "pv": PALETTE["flash_v1"],
@@ -55,7 +55,7 @@ def _fit(spans: dict[str, list[int]], budget: int) -> dict[str, int]:
     return shown
 
 
-def listing(source: dict, budget: int = LINES_PER_COLUMN * COLUMNS) -> list[dict]:
+def listing(source: dict, budget: int) -> list[dict]:
     """The lines the view shows, each {"phase", "number" (1-based line in the file, None for a "⋮"),
     "text" (cut at MAX_CHARS), "full"}: the phases in running order, dedented to their comment's indent."""
     lines, spans = source["lines"], source["phases"]
@@ -91,10 +91,11 @@ def kernel_source_figure(trace: dict, source: dict, phases_per_step: list[list[s
         raise ValueError(f"steps name phases the source does not have: {sorted(unknown)}")
     if not 0 <= start_step < num_steps:
         raise ValueError(f"start_step must be in [0, {num_steps}), got {start_step}")
-    rows = listing(source)
-    columns = [rows[i * LINES_PER_COLUMN:(i + 1) * LINES_PER_COLUMN] for i in range(COLUMNS)]
-    colors = surface(theme)
     plot_px = height - CAPTION_PX - CONTROLS_PX
+    per_column = plot_px // LINE_PX
+    rows = listing(source, per_column * COLUMNS)
+    columns = [rows[i * per_column:(i + 1) * per_column] for i in range(COLUMNS)]
+    colors = surface(theme)
 
     def frame_data(t: int) -> list[dict]:
         running = set(phases_per_step[t])
@@ -137,7 +138,7 @@ def kernel_source_figure(trace: dict, source: dict, phases_per_step: list[list[s
         axis = "" if index == 0 else str(index + 1)
         axes[f"xaxis{axis}"] = dict(domain=[index * (width + gap), index * (width + gap) + width], range=[0, 1],
                                     visible=False, fixedrange=True, anchor=f"y{axis}")
-        axes[f"yaxis{axis}"] = dict(domain=[0, 1], range=[LINES_PER_COLUMN - 0.5, -0.5], visible=False,
+        axes[f"yaxis{axis}"] = dict(domain=[0, 1], range=[per_column - 0.5, -0.5], visible=False,
                                     fixedrange=True, anchor=f"x{axis}")
     fig.add_annotation(text=f"{source['path']}, read when this page was built", x=1,
                        y=1 + (CAPTION_PX - 8) / plot_px, xref="paper", yref="paper", xanchor="right", yanchor="top",
@@ -146,6 +147,7 @@ def kernel_source_figure(trace: dict, source: dict, phases_per_step: list[list[s
     style(fig, theme)
     durations = {speed: int(round(frame_ms / speed)) for speed in SPEEDS}
     fig.update_layout(height=height, margin=dict(t=CAPTION_PX, b=CONTROLS_PX, l=10, r=10), showlegend=False,
+                      font_size=TEXT_PX,
                       barmode="overlay", plot_bgcolor="rgba(0,0,0,0)", **axes,
                       updatemenus=[_play_buttons(durations, colors, y=-(CONTROLS_PX - 50) / plot_px)],
                       sliders=[_step_slider(num_steps, start_step, colors, y=-(CONTROLS_PX - 66) / plot_px)])
