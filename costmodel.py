@@ -344,10 +344,7 @@ def step_traffic(seq_len: int, head_dim: int, block_m: int, block_n: int, causal
     """
     n, d, e = seq_len, head_dim, dtype_bytes
     schedule = tile_schedule(n, block_m, block_n, causal)
-    q_block = np.array([step.q_block for step in schedule], dtype=np.int64)
-    k_block = np.array([step.k_block for step in schedule], dtype=np.int64)
-    first = np.array([step.first for step in schedule])
-    last = np.array([step.last for step in schedule])
+    q_block, k_block, first, last = schedule_arrays(schedule)
     row0, col0 = q_block * block_m, k_block * block_n
     rows = np.minimum(block_m, n - row0)
     cols = np.minimum(block_n, n - col0)
@@ -416,6 +413,13 @@ def fa1_state_bytes_per_row(head_dim: int) -> int:
     return (head_dim + 2) * FA1_STATE_BYTES
 
 
+def schedule_arrays(schedule: list[Step]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A schedule's (q_block, k_block) as int64 arrays and (first, last) as bool arrays, one entry a step."""
+    return (np.array([s.q_block for s in schedule], dtype=np.int64),
+            np.array([s.k_block for s in schedule], dtype=np.int64),
+            np.array([s.first for s in schedule], dtype=bool), np.array([s.last for s in schedule], dtype=bool))
+
+
 def fa1_schedule(seq_len: int, block_m: int, block_n: int, causal: bool) -> list[Step]:
     """The FA1-order kernel's steps: K/V tile by K/V tile (ascending), and within one the Q blocks that
     see it (ascending). The same (Q block, K/V tile) pairs as tile_schedule; `first` / `last` still mark
@@ -461,10 +465,7 @@ def fa1_step_traffic(seq_len: int, head_dim: int, block_m: int, block_n: int, ca
     "state_written"; their totals are flash_v1_traffic's."""
     n, d, e = seq_len, head_dim, dtype_bytes
     schedule = fa1_schedule(n, block_m, block_n, causal)
-    q_block = np.array([s.q_block for s in schedule], dtype=np.int64)
-    k_block = np.array([s.k_block for s in schedule], dtype=np.int64)
-    first = np.array([s.first for s in schedule])
-    last = np.array([s.last for s in schedule])
+    q_block, k_block, first, last = schedule_arrays(schedule)
     rows = np.minimum(block_m, n - q_block * block_m)
     cols = np.minimum(block_n, n - k_block * block_n)
     tile_start = np.zeros(len(schedule), dtype=bool)  # the step that loads its K/V tile

@@ -3,7 +3,8 @@
 The kernels mark each phase with a comment line that starts with a fixed prefix (`# -- compute qk`, …);
 this module reads the kernel file at run time and finds those lines, so the source beside the animation
 is always the code that ran. A phase runs from its comment line down to the line before the next phase
-comment, the next comment or loop at its own depth, a trace hook (`if TRACE…`), or the end of its block. A missing phase comment is an error (tests/test_source.py keeps it that way).
+comment, the next comment or loop at its own depth, a trace hook (`if TRACE…`), or the end of its block.
+A missing phase comment is an error (tests/test_picture.py keeps it that way).
 """
 from __future__ import annotations
 

@@ -175,7 +175,8 @@ def hbm_sram_figure(trace: dict, smem_per_block_bytes: int | None = None, device
             dict(type="bar", marker={"color": buffer_colors}),
             dict(type="bar", x=read),
             dict(type="bar", x=written, base=read),
-            dict(type="scatter", x=ends, text=[f" {fmt_bytes(r, 0)} + {fmt_bytes(w, 0)}" for r, w in zip(read, written)]),
+            dict(type="scatter", x=ends,
+                 text=[f" {fmt_bytes(r, 0)} + {fmt_bytes(w, 0)}" for r, w in zip(read, written)]),
             dict(type="scatter", text=[caption]),
         ]
 
