@@ -29,7 +29,7 @@ import costmodel
 import story
 import viz
 from viz.sm_timeline import timeline_stats
-from viz.theme import algorithm_label, fmt_bytes, fmt_tokens
+from viz.theme import algorithm_label, fmt_bytes, fmt_ratio, fmt_tokens
 
 SCENE_TITLES = {
     "headline": "FlashAttention in one picture",
@@ -130,21 +130,24 @@ def scene_compare(stage: Stage) -> None:
     naive = next((r for r in records if r["algorithm"] == "naive" and r["seq_len"] == s.seq_len), None)
     block_m, block_n = panels.tiles
     standard, flash, ratio = st.columns(3)
-    standard.metric("Standard: HBM traffic", fmt_bytes(panels.naive_bytes), border=True,
-                    help="S written and read in fp32, P written and read: the cost model (costmodel.naive_traffic)")
-    flash.metric(f"Flash ({block_m}×{block_n} tiles): HBM traffic", fmt_bytes(panels.flash_bytes), border=True,
-                 help="L2-aware model where the GPU is known, else the no-cache bound")
-    ratio.metric(f"Standard ÷ flash ({moved.source})", f"{moved.ratio:,.0f}×", border=True,
-                 help="counted by the GPU's hardware counters where the recording has them, else the model")
-    counted = {"naive": story.counted_bytes_at(records, "naive", s.seq_len),
-               "flash": story.counted_bytes_at(records, "flash", s.seq_len)}
+    def counted(value: str | None) -> dict:  # the GPU's count under the model's number, where there is one
+        return {"delta": f"counted: {value}", "delta_color": "off", "delta_arrow": "off"} if value else {}
+
+    standard.metric("Standard: HBM traffic (model)", fmt_bytes(panels.naive_bytes), border=True,
+                    help="S written and read in fp32, P written and read: the cost model (costmodel.naive_traffic)",
+                    **counted(moved.naive_counted and fmt_bytes(moved.naive_counted)))
+    flash.metric(f"Flash ({block_m}×{block_n} tiles): HBM traffic (model)", fmt_bytes(panels.flash_bytes),
+                 border=True, help="L2-aware model where the GPU is known, else the no-cache bound",
+                 **counted(moved.flash_counted and fmt_bytes(moved.flash_counted)))
+    ratio.metric("Standard ÷ flash", fmt_ratio(moved.ratio), border=True,
+                 **counted(moved.counted_ratio and fmt_ratio(moved.counted_ratio)))
     figure_panels = [{"key": "naive", "title": "standard: 3 kernels", "parts": panels.naive,
-                      "counted": counted["naive"]},
+                      "counted": moved.naive_counted},
                      {"key": "flash_no_cache", "title": "flash, no cache (paper's bound)",
                       "parts": panels.flash_no_cache}]
     if panels.flash_l2 is not None:
         figure_panels.append({"key": "flash_l2", "title": "flash, L2-aware model", "parts": panels.flash_l2,
-                              "counted": counted["flash"]})
+                              "counted": moved.flash_counted})
     chart(viz.compare_figure(figure_panels, theme=s.theme, height=COMPARE_CHART_PX))
     tiles = "the tiles its record says it ran" if panels.tiles_known else "assumed tiles (the record does not say)"
     l2 = (f"L2-aware: programs of one head share K and V in the {fmt_bytes(panels.machine.l2_bytes)} L2; "
