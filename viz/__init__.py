@@ -11,6 +11,7 @@ from viz.hierarchy import hierarchy_figure
 from viz.memory import memory_figure
 from viz.problem import scores_memory_figure
 from viz.rereads import rereads_figure
+from viz.roofline import roofline_figure
 from viz.sm_timeline import sm_timeline_figure
 from viz.source_view import kernel_source_figure
 from viz.theme import PALETTE, THEMES, fmt_bytes, fmt_tokens, style, template
@@ -30,6 +31,7 @@ __all__ = [
     "kernel_source_figure",
     "memory_figure",
     "rereads_figure",
+    "roofline_figure",
     "scores_memory_figure",
     "sm_timeline_figure",
     "speedup_table",
