@@ -293,7 +293,7 @@ def _panel_domains() -> dict[str, tuple[list[float], list[float]]]:
         "grid": (grid, [0.0, 1.0]),
         "stats": (stats, [0.0, 1.0]),
         "out": (right, [middle[0], 1.0]),
-        "bytes": (right, [0.0, bottom[1] - 0.07]),  # room for its title under the output panel's axis title
+        "bytes": (right, [0.0, bottom[1] - 0.1]),  # room for its title under the output panel's axis title
     }
 
 
