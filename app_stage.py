@@ -262,11 +262,10 @@ def ours_over_lengths(stage: Stage) -> list[dict]:
 
 def hbm_traffic(stage: Stage, records: list[dict]) -> story.TrafficPanels:
     """The cost model's HBM traffic of both algorithms at the current setting (story.traffic_panels), with
-    the flash tiles the records say ran and the occupancy the recorded SM timelines show."""
+    the flash tiles the records say ran."""
     s = stage.settings
-    timelines = stage.recording.timelines if stage.recording and not stage.live else []
     return story.traffic_panels(s.seq_len, s.batch, s.heads, s.head_dim, s.dtype_bytes, s.causal, records,
-                                stage.facts, timelines)
+                                stage.facts)
 
 
 def animation_trace(s: Settings, order: str = "fa2") -> dict:
