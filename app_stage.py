@@ -248,6 +248,12 @@ def records_for(stage: Stage, algorithms: tuple[str, ...], seq_lens: tuple[int, 
     return measured
 
 
+def every_algorithm_at_length(stage: Stage) -> list[dict]:
+    """Every algorithm's records at the slider's length (ours, SDPA's, the FA1-order kernel, PyTorch eager)."""
+    from kernels.record import ALGORITHMS
+    return records_for(stage, ALGORITHMS, (stage.settings.seq_len,))
+
+
 def ours_over_lengths(stage: Stage) -> list[dict]:
     """Flash and naive records over the slider's lengths: every recorded one, or live up to the slider.
 
