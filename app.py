@@ -24,8 +24,8 @@ from app_page import PAGE_STYLE, animation_in_the_page, bound, chart, move_step,
     write_url
 from app_settings import SCENES, TRACE_SEQ_LENS
 import app_settings
-from app_stage import Stage, animation_trace, hbm_traffic, headline_numbers, \
-    live_sm_timeline, ours_over_lengths, prepare_stage, records_for, tiling_animation
+from app_stage import Stage, animation_trace, every_algorithm_at_length, hbm_traffic, headline_numbers, \
+    live_sm_timeline, ours_over_lengths, prepare_stage, tiling_animation
 import costmodel
 import story
 import viz
@@ -164,8 +164,7 @@ def scene_roofline(stage: Stage) -> None:
     seq_len_slider(s)
     if no_numbers(stage):
         return
-    from kernels.record import ALGORITHMS
-    records = records_for(stage, ALGORITHMS, (s.seq_len,))
+    records = every_algorithm_at_length(stage)
     recording_coverage(stage)
     facts = stage.facts or {}
     peak, copy = facts.get("matmul_tflops"), facts.get("copy_gbps")
@@ -305,8 +304,7 @@ def scene_evolution(stage: Stage) -> None:
     seq_len_slider(s)
     if no_numbers(stage):
         return
-    from kernels.record import ALGORITHMS
-    records = records_for(stage, ALGORITHMS, (s.seq_len,))
+    records = every_algorithm_at_length(stage)
     recording_coverage(stage)
     measured = [{"label": algorithm_label(r["algorithm"]), "tflops": r["tflops"], "gpu": stage.gpu_name,
                  "algorithm": r["algorithm"]} for r in records]
@@ -347,8 +345,7 @@ def scene_timeline(stage: Stage) -> None:
 def scene_takeaways(stage: Stage) -> None:
     s = stage.settings
     records = ours_over_lengths(stage)
-    from kernels.record import ALGORITHMS
-    at_length = records_for(stage, ALGORITHMS, (s.seq_len,))
+    at_length = every_algorithm_at_length(stage)
     error = None
     try:
         with st.spinner(f"Running both kernels on the same inputs {stage.kernels_run}…"):

@@ -284,16 +284,16 @@ class Machine:
     how: str  # where programs_in_flight comes from, in words
 
 
-def machine_from_facts(facts: dict | None, programs_per_sm: int | None = None) -> Machine | None:
+def machine_from_facts(facts: dict | None) -> Machine | None:
     """The model's machine from device facts (sm_count, l2_bytes); None when they are unknown.
-    Without a measured occupancy, one flash program per SM is assumed (the tuned configs run 4–8 warps
-    with 64 KiB or more of shared memory)."""
+
+    The programs that share one pass over a head's K and V are taken as one per SM: fitted to the H200's
+    counters (results/h200.json, head_dim 128, 256K tokens: 73.0 GB modelled, 73.9 GB counted, although
+    the SM timeline shows 2 programs per SM resident; see BENCHMARKS.md for where the fit fails)."""
     if not facts or not facts.get("l2_bytes") or not facts.get("sm_count"):
         return None
-    per_sm = programs_per_sm or 1
-    how = (f"{per_sm} program{'s' if per_sm > 1 else ''} per SM × {facts['sm_count']} SMs"
-           + ("" if programs_per_sm else " (assumed)"))
-    return Machine(int(facts["l2_bytes"]), int(facts["sm_count"]) * per_sm, how)
+    return Machine(int(facts["l2_bytes"]), int(facts["sm_count"]),
+                   f"one per SM × {facts['sm_count']} SMs share each pass over K, V")
 
 
 def traffic(algorithm: str, seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int, causal: bool,
