@@ -63,8 +63,8 @@ def _l2_line(seq_len: int, head_dim: int, element_bytes: int, causal: bool, bloc
                            machine.programs_in_flight)
     repeats = no_cache - once
     caught = (no_cache - l2) / repeats if repeats > 0 else 1.0
-    return (f"{head}<br>  with {device_label}'s {fmt_bytes(machine.l2_bytes)} L2: {fmt_bytes(l2)} from HBM "
-            f"({caught:.0%} of re-reads hit L2)<br>  ({machine.how})")
+    return (f"{head}<br>  L2-aware model: {fmt_bytes(l2)} from HBM, {caught:.0%} of re-reads hit<br>"
+            f"  the {fmt_bytes(machine.l2_bytes, 0)} L2 of {device_label}<br>  ({machine.how})")
 
 
 def rereads_figure(trace: dict, machine: Machine | None = None, device_label: str = "",
@@ -98,7 +98,7 @@ def rereads_figure(trace: dict, machine: Machine | None = None, device_label: st
     notes = [
         f"<b>{ORDER_NAMES[order]}</b>: {total_loads} K/V tile loads for {num_k} tiles,",
         f"{fmt_bytes(traced)} of K, V from HBM (no cache; {ORDER_NAMES[other]}: {fmt_bytes(other_bytes)})",
-        "cell: the how-many-th load of that tile the Q block used",
+        "a cell: which load of its tile that Q block used",
         "FA2 re-reads each tile once per Q block that needs it:",
         "the N²d²/M term of the IO bound (M: SRAM size)",
         "",
