@@ -191,9 +191,11 @@ def scene_roofline(stage: Stage) -> None:
                "Roofs: the measured copy bandwidth and bf16 matmul rate of this GPU, not datasheet peaks.")
 
 
-PICTURE_VIEWS = {"tiles": "Tiles & softmax", "hbm": "HBM ↔ SRAM", "source": "Kernel source", "rereads": "Re-reads"}
+PICTURE_VIEWS = {"tiles": "Tiles", "hbm": "HBM ↔ SRAM", "source": "Source", "rereads": "Re-reads"}
 LOOP_ORDERS = {"fa2": "FA2 order", "fa1": "FA1 order"}  # kernels/flash.py, kernels/flash_v1.py
-PICTURE_HEIGHT_PX = 700  # under the scene's row of controls, the figure fits a 1080-pixel-high screen
+# under the scene's row of controls and over its caption row, the figure fits a 1080-pixel-high screen (with the
+# stage's 1920×1080 design canvas: app_page.SCENE_BODY_PX − 210)
+PICTURE_HEIGHT_PX = 720
 
 
 def picture_facts(stage: Stage) -> dict:
@@ -238,7 +240,7 @@ def scene_tiling(stage: Stage) -> None:
         order = st.segmented_control("Loop order", tuple(LOOP_ORDERS), format_func=LOOP_ORDERS.get, default="fa2",
                                      required=True, key="picture_order", label_visibility="collapsed") or "fa2"
         bound(st.toggle, "Causal", "causal", s)
-        with st.popover(f"N {s.trace_len} · {s.block_m}×{s.block_n} tiles · seed {s.seed}"):
+        with st.popover(f"N {s.trace_len} · {s.block_m}×{s.block_n} · seed {s.seed}"):
             bound(st.select_slider, "Animation length N (tokens)", "trace_len", s, options=TRACE_SEQ_LENS)
             tile_controls(s)
             bound(st.number_input, "Random inputs: seed", "seed", s, min_value=0, max_value=app_settings.MAX_SEED)
@@ -268,7 +270,7 @@ def scene_tiling(stage: Stage) -> None:
                     f"{s.dtype}{', causal' if s.causal else ''}, computed {where} by the {LOOP_ORDERS[order]} "
                     f"kernel. Same inputs through the naive kernel: max |O_flash − O_standard| = "
                     f"{trace['max_abs_err']:.2e}.")
-    download.download_button("Download (HTML, plays offline)", data=functools.partial(viz.tiling_html, fig),
+    download.download_button("Download HTML", data=functools.partial(viz.tiling_html, fig),
                              file_name=f"flash-{view}-{order}-{s.trace_len}-{s.block_m}x{s.block_n}"
                                        f"{'-causal' if s.causal else ''}.html",
                              mime="text/html", on_click="ignore", width="stretch")

@@ -187,7 +187,7 @@ def test_every_step_maps_to_source_lines_that_exist(traced) -> None:
             first, last = kernel["phases"][name]
             assert all(kernel["lines"][number - 1] is not None for number in range(first, last + 1))
     fig = source_view.kernel_source_figure(traced, kernel, per_step)
-    per_column = (source_view.HEIGHT_PX - source_view.CAPTION_PX - source_view.CONTROLS_PX) // source_view.LINE_PX
+    per_column = (source_view.HEIGHT_PX - source_view.CAPTION_PX - source_view.CONTROLS_PX) // source_view.LINE_PX - 1
     shown = source_view.listing(kernel, source_view.COLUMNS * per_column)
     for t, names in enumerate(per_step):  # the highlighted lines are exactly the running phases' lines
         colors = [c for index in source_view.HIGHLIGHTS for c in frame_trace(fig, t, index).marker.color]

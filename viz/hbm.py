@@ -35,8 +35,8 @@ COUNTER_NAMES = {"fa2": "flash, FA2 order", "fa1": "flash, FA1 order", "fa1_stat
 COUNTER_COLORS = {"fa2": PALETTE["flash"], "fa1": PALETTE["flash_v1"], "fa1_state": PALETTE["flash_v1"],
                   "standard": PALETTE["standard"]}
 HBM_DOMAIN = ([0.0, 0.36], [0.0, 1.0])
-SRAM_DOMAIN = ([0.56, 1.0], [0.6, 0.92])
-COUNTER_DOMAIN = ([0.56, 1.0], [0.0, 0.32])
+SRAM_DOMAIN = ([0.56, 1.0], [0.55, 0.925])
+COUNTER_DOMAIN = ([0.56, 1.0], [0.0, 0.28])
 # trace indices; frames update ANIMATED
 (O_DONE, READS, WRITES, READ_ARROWS, WRITE_ARROWS, BUFFERS, READ_BARS, WRITTEN_BARS, COUNTER_LABELS,
  CAPTION) = range(10)
@@ -247,7 +247,7 @@ def hbm_sram_figure(trace: dict, smem_per_block_bytes: int | None = None, device
     for x, y, text in titles:
         fig.add_annotation(text=text, x=x, y=y, xref="paper", yref="paper", xanchor="center", yanchor="bottom",
                            showarrow=False, font_size=TEXT_PX)
-    fig.add_annotation(text=smem_text, x=sram_x[1], y=sram_y[0] - 0.035, xref="paper", yref="paper",
+    fig.add_annotation(text=smem_text, x=sram_x[1], y=sram_y[0] - 0.03, xref="paper", yref="paper",
                        xanchor="right", yanchor="top", showarrow=False, font_size=TEXT_PX, align="right")
     legend = (f'<span style="color:{READ_COLOR}">■</span> read from HBM   '
               f'<span style="color:{WRITE_COLOR}">■</span> written to HBM   '

@@ -17,7 +17,7 @@ from viz.tiling import ORDER_NAMES, SPEEDS, _play_buttons, _step_slider, _valida
 
 TEXT_PX = 24  # 1/45 of a 1080-pixel screen
 CODE_FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"
-LINE_PX = 27  # a code line's pitch at TEXT_PX
+LINE_PX = 31  # a code line's pitch: TEXT_PX text draws ~29 px high
 COLUMNS = 2
 MAX_CHARS = 52  # a column's width in characters (after a 4-character line number) at TEXT_PX, 1800 design px wide
 MIN_PHASE_LINES = 3  # the comment line, one line of code, and the "⋮" line
@@ -92,7 +92,7 @@ def kernel_source_figure(trace: dict, source: dict, phases_per_step: list[list[s
     if not 0 <= start_step < num_steps:
         raise ValueError(f"start_step must be in [0, {num_steps}), got {start_step}")
     plot_px = height - CAPTION_PX - CONTROLS_PX
-    per_column = plot_px // LINE_PX
+    per_column = plot_px // LINE_PX - 1  # a line's room stays free under the caption
     rows = listing(source, per_column * COLUMNS)
     columns = [rows[i * per_column:(i + 1) * per_column] for i in range(COLUMNS)]
     colors = surface(theme)
@@ -111,7 +111,7 @@ def kernel_source_figure(trace: dict, source: dict, phases_per_step: list[list[s
 
     start = dict(zip(ANIMATED, frame_data(start_step)))
     fig = go.Figure()
-    fig.add_trace(go.Scatter(**start[CAPTION], x=[0], y=[-0.5], mode="text", textposition="top right",
+    fig.add_trace(go.Scatter(**start[CAPTION], x=[0], y=[-1.5], mode="text", textposition="top right",
                              cliponaxis=False, hoverinfo="skip", showlegend=False,
                              textfont=dict(size=TEXT_PX, color=colors["foreground"])))
     for index, column in enumerate(columns):
@@ -138,7 +138,7 @@ def kernel_source_figure(trace: dict, source: dict, phases_per_step: list[list[s
         axis = "" if index == 0 else str(index + 1)
         axes[f"xaxis{axis}"] = dict(domain=[index * (width + gap), index * (width + gap) + width], range=[0, 1],
                                     visible=False, fixedrange=True, anchor=f"y{axis}")
-        axes[f"yaxis{axis}"] = dict(domain=[0, 1], range=[per_column - 0.5, -0.5], visible=False,
+        axes[f"yaxis{axis}"] = dict(domain=[0, 1], range=[per_column - 0.5, -1.5], visible=False,
                                     fixedrange=True, anchor=f"x{axis}")
     fig.add_annotation(text=f"{source['path']}, read when this page was built", x=1,
                        y=1 + (CAPTION_PX - 8) / plot_px, xref="paper", yref="paper", xanchor="right", yanchor="top",

@@ -103,14 +103,12 @@ def _output_sample(block_m: int, head_dim: int) -> tuple[np.ndarray, np.ndarray]
     return np.arange(block_m - 1, -1, -stride)[::-1], np.arange(min(head_dim, MAX_OUT_DIMS))
 
 
-def _output_title(rows: np.ndarray, block_m: int, dims: np.ndarray, head_dim: int) -> str:
-    shown = []
+def _output_title(rows: np.ndarray, block_m: int, dims: np.ndarray, head_dim: int) -> tuple[str, str]:
+    """The output panel's title, and its x axis' title saying which part of O it shows."""
+    shown = [f"head dims 0–{len(dims) - 1} of {head_dim}" if len(dims) < head_dim else "head dim"]
     if len(rows) < block_m:
         shown.append(f"1 row in {-(-block_m // len(rows))}")
-    if len(dims) < head_dim:
-        shown.append(f"dims 0–{len(dims) - 1} of {head_dim}")
-    shown.append("rows scaled")
-    return f"output O = acc / l; grey: final O<br>({', '.join(shown)})"
+    return "O = acc / l, rows scaled (grey: final)", ", ".join(shown)
 
 
 def _output_curves(values: np.ndarray) -> np.ndarray:
@@ -293,7 +291,7 @@ def _panel_domains() -> dict[str, tuple[list[float], list[float]]]:
         "grid": (grid, [0.0, 1.0]),
         "stats": (stats, [0.0, 1.0]),
         "out": (right, [middle[0], 1.0]),
-        "bytes": (right, [0.0, bottom[1] - 0.1]),  # room for its title under the output panel's axis title
+        "bytes": (right, [0.0, bottom[1] - 0.16]),  # room for its title under the output panel's axis title
     }
 
 
@@ -327,6 +325,7 @@ def tiling_figure(
     tile_bars = _tile_bars(steps, num_q, block_m, block_n, seq_len)
     lanes = _stat_lanes(arrays)
     out_rows, out_dims = _output_sample(block_m, head_dim)
+    out_title, out_axis_title = _output_title(out_rows, block_m, out_dims, head_dim)
     out_values = arrays["out_rows"][:, out_rows][:, :, out_dims]  # (T, rows shown, dims shown)
     out_curves = _output_curves(out_values)
     block_done = {step.q_block: t for t, step in enumerate(schedule)}  # each Q block's last step
@@ -397,7 +396,8 @@ def tiling_figure(
     # (d) HBM traffic so far; the labels are a text trace: bar labels are measured in the page every frame
     bytes_x = ["flash" if arrays["order"] == "fa2" else "flash (FA1)", "standard"]
     fig.add_trace(go.Bar(**start[HBM_BYTES], x=bytes_x, xaxis="x4", yaxis="y4", showlegend=False,
-                         marker_color=[PALETTE["flash" if arrays["order"] == "fa2" else "flash_v1"], PALETTE["standard"]],
+                         marker_color=[PALETTE["flash" if arrays["order"] == "fa2" else "flash_v1"],
+                                       PALETTE["standard"]],
                          hovertemplate="%{x}: %{y:,} bytes<extra></extra>"))
     fig.add_trace(go.Scatter(**start[HBM_LABELS], x=bytes_x, xaxis="x4", yaxis="y4", mode="text",
                              textposition="top center", cliponaxis=False, hoverinfo="skip", showlegend=False,
@@ -415,7 +415,8 @@ def tiling_figure(
     out_baselines = len(out_rows) - 1 - np.arange(len(out_rows))
     labelled = np.arange(len(out_rows))[::-2]  # every other row labelled, the last one among them
     fig.update_layout(
-        xaxis=dict(domain=domains["grid"][0], anchor="y", range=[0, seq_len], title_text="key index",
+        xaxis=dict(domain=domains["grid"][0], anchor="y", range=[0, seq_len],
+                   title_text="key index: scores S, tile by tile",
                    showgrid=False, constrain="domain", constraintoward="left"),  # the tiles have borders
         yaxis=dict(domain=domains["grid"][1], anchor="x", range=[seq_len, 0], title_text="query index",
                    scaleanchor="x", showgrid=False, constrain="domain", constraintoward="top"),
@@ -425,20 +426,16 @@ def tiling_figure(
                     tickvals=np.concatenate([lane["positions"] for lane in lanes.values()]),
                     ticktext=[f"{tick:g}" for lane in lanes.values() for tick in lane["ticks"]]),
         xaxis3=dict(domain=domains["out"][0], anchor="y3", range=[-0.5, len(out_dims) - 0.5],
-                    title_text="head dim", title_standoff=4),
+                    title_text=out_axis_title, title_standoff=4),
         yaxis3=dict(domain=domains["out"][1], anchor="x3", title_text="row r", zeroline=False,
                     range=[(-0.5 - OUT_SWING / 2) * OUT_UNITS, (len(out_rows) - 0.5 + OUT_SWING / 2) * OUT_UNITS],
                     tickvals=out_baselines[labelled] * OUT_UNITS,
                     ticktext=[str(row) for row in out_rows[labelled]]),  # each row's baseline is its zero: a grid line
         xaxis4=dict(domain=domains["bytes"][0], anchor="y4", range=[-0.5, 1.5]),
         yaxis4=dict(domain=domains["bytes"][1], anchor="x4",
-                    **linear_bytes_axis(1.3 * max(traffic["standard_bytes"][-1], flash_bytes[-1]), max_ticks=4)),
+                    **linear_bytes_axis(1.3 * max(traffic["standard_bytes"][-1], flash_bytes[-1]), max_ticks=2)),
     )  # fmt: skip
-    titles = {
-        "grid": "scores S, tile by tile",
-        "out": _output_title(out_rows, block_m, out_dims, head_dim),
-        "bytes": "HBM bytes so far",
-    }
+    titles = {"out": out_title, "bytes": "HBM bytes so far"}
     for panel, text in titles.items():  # the right column's titles end at its right edge: never cut off there
         (x0, x1), (_, y1) = domains[panel]
         anchor = "right" if panel == "out" else "center"

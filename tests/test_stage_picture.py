@@ -1,0 +1,44 @@
+"""Every view of the tiling scene, in either loop order, fits the screen and reads from the back of the room:
+the stage's checks (tests/test_stage.py) on the views behind the scene's view and order controls."""
+import pytest
+
+pytest.importorskip("tests.test_stage", reason="the stage checks (tests/test_stage.py) are not here yet")
+from tests.test_stage import (MEASURE, SIZES, TEXT_SHARE, expect, outside, overlaps, server, show,  # noqa: E402, F401
+                              tabs)
+
+pytestmark = pytest.mark.browser
+VIEWS = ("HBM ↔ SRAM", "Source", "Re-reads", "Tiles")
+PICTURE = {"scene": "tiling", "trace_len": "256", "block_m": "64", "block_n": "32", "causal": "true", "step": "5"}
+
+
+def choose(page, label: str) -> None:
+    button = page.locator('[data-testid="stButtonGroup"] button').filter(has_text=label)
+    if button.get_attribute("aria-checked") != "true":
+        button.click()
+    expect(button).to_have_attribute("aria-checked", "true")
+    page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for(state="attached")
+    page.locator(".js-plotly-plot").first.wait_for()
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("order", ["FA2 order", "FA1 order"])
+def test_every_view_fits_and_reads(tabs, server, order, size):
+    page = tabs[size]
+    page.errors.clear()
+    show(page, server, **PICTURE)
+    choose(page, order)
+    for view in VIEWS:
+        choose(page, view)
+        measured = page.evaluate(MEASURE)
+        height = measured["windowHeight"]
+        where = f"{view}, {order}, {size}"
+        assert measured["scrollHeight"] <= height, f"{where} needs scrolling: {measured['scrollHeight']} > {height}"
+        smallest = measured["smallest"]
+        assert smallest["px"] >= height * TEXT_SHARE - 0.5, f"{where}: {smallest['text']!r} is {smallest['px']} px"
+        for chart in measured["texts"]:
+            assert not overlaps(chart["boxes"]), f"{where}: overlapping texts {overlaps(chart['boxes'])}"
+            clipped = outside(chart["frame"], chart["boxes"])
+            assert not clipped, f"{where}: clipped texts {clipped}"
+            tiny = [box["text"] for box in chart["boxes"] if box["y1"] - box["y0"] < height * TEXT_SHARE - 0.5]
+            assert not tiny, f"{where}: chart texts under {height * TEXT_SHARE:.1f} px: {tiny[:5]}"
+    assert not page.errors, page.errors
