@@ -19,8 +19,8 @@ import functools
 import streamlit as st
 
 from app_page import PAGE_STYLE, animation_in_the_page, bound, causal_and_tile_controls, chart, move_step, \
-    no_numbers, read_url, recording_coverage, scene_navigation, seq_len_slider, show_notes, sidebar, \
-    source_badges, write_url
+    no_numbers, read_url, recording_coverage, recording_notes, scene_navigation, seq_len_slider, show_notes, \
+    sidebar, source_badges, write_url
 from app_settings import SCENES, TRACE_SEQ_LENS
 import app_settings
 from app_stage import Stage, animation_trace, first_out_of_memory, hbm_traffic, headline_numbers, \
@@ -60,6 +60,7 @@ def main() -> None:
         source_badges(stage)
     with notes_slot:
         show_notes(notes + stage_notes)
+        recording_notes(stage)
     sidebar(stage, SCENE_TITLES)
     SCENE_FUNCTIONS[stage.settings.scene](stage)
 
@@ -202,7 +203,7 @@ def scene_evolution(stage: Stage) -> None:
     from kernels.record import ALGORITHMS
     records = records_for(stage, ALGORITHMS, (s.seq_len,))
     recording_coverage(stage)
-    measured = [{"label": algorithm_label(r["algorithm"]), "tflops": r["tflops"], "gpu": stage.gpu_name,
+    measured = [{"label": algorithm_label(r["algorithm"]), "tflops": r["tflops"], "gpu": stage.gpu,
                  "algorithm": r["algorithm"]} for r in records]
     chart(viz.evolution_figure(measured, theme=s.theme))
     with st.expander("Sources of the published numbers"):

@@ -5,6 +5,7 @@ the GPU). The interpreter costs ~10 ms per tile, so every animation here is tiny
 tiles).
 """
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -38,14 +39,19 @@ def plotly_specs(app: AppTest) -> list[dict]:
     return [json.loads(chart.proto.spec) for chart in app.get("plotly_chart")]
 
 
+def shown(markdown: str) -> str:
+    """What markdown shows of escaped text: a backslash before ASCII punctuation is dropped."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
+
+
 def badges(app: AppTest) -> str:
     """Text of the data-source badges (st.badge renders as a markdown badge directive)."""
-    return " ".join(element.value for element in app.markdown if "-badge[" in element.value)
+    return shown(" ".join(element.value for element in app.markdown if "-badge[" in element.value))
 
 
 def page_text(app: AppTest) -> str:
-    return " ".join(str(element.value) for kind in ("markdown", "caption", "info", "warning", "error")
-                    for element in app.get(kind))
+    return shown(" ".join(str(element.value) for kind in ("markdown", "caption", "info", "warning", "error")
+                          for element in app.get(kind)))
 
 
 @pytest.mark.parametrize("scene", SCENES)

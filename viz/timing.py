@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 
 from viz.memory import oom_text
 from viz.marks import horizontal_marker, log_range, note, token_axis, vertical_marker
+from viz.text import plotly_text
 from viz.theme import ALGORITHM_LABELS, PALETTE, algorithm_color, algorithm_label, fmt_bytes, fmt_tokens, style
 
 
@@ -79,7 +80,7 @@ def _algorithm_lines(
                     showlegend=False,
                     text=["OOM" if r["status"] == "oom" else "error" for r in failed],
                     textposition="middle right",
-                    hovertext=[failure_text(r) for r in failed],
+                    hovertext=[plotly_text(failure_text(r)) for r in failed],
                     hovertemplate="N = %{x}: %{hovertext}<extra></extra>",
                 )
             )
