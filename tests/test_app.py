@@ -6,7 +6,6 @@ tiles).
 """
 import json
 import re
-import threading
 from pathlib import Path
 
 import pytest
@@ -138,26 +137,6 @@ def test_hostile_links_fall_back_with_a_warning(hostile):
 def test_a_hostile_value_is_quoted_not_rendered():
     app = open_app(theme="[click](javascript:alert(1))")
     assert "`[click](javascript:alert(1))`" in app.warning[0].value  # inside a code span: shown, not a link
-
-
-def test_two_sessions_in_parallel_get_their_own_numbers():
-    lengths = {"first": "2048", "second": "131072"}
-    apps: dict[str, AppTest] = {}
-
-    def visit(name: str) -> None:
-        apps[name] = open_app(scene="headline", seq_len=lengths[name])
-
-    threads = [threading.Thread(target=visit, args=(name,)) for name in lengths]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for name, seq_len in lengths.items():
-        app = apps[name]
-        assert_no_exception(app)
-        assert app.query_params["seq_len"] == seq_len
-        assert app.select_slider(key="control_seq_len").value == int(seq_len)
-    assert metric_values(apps["first"]) != metric_values(apps["second"])
 
 
 def uploaded_recording() -> bytes:

@@ -28,11 +28,10 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-if not CHROMIUM.is_file():
-    pytest.skip(f"no browser: {CHROMIUM} is missing (CI installs Debian's chromium package)",
-                allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
+from browser_support import CHROMIUM, require_browser
+
+require_browser()  # skips without chromium or Playwright; fails instead in CI (FLASH_LIVE_REQUIRE_BROWSER=1)
+import playwright.sync_api as sync_api  # noqa: E402
 expect = sync_api.expect
 
 ROOT = Path(__file__).resolve().parents[1]
