@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields, replace
 from costmodel import DTYPE_BYTES, HEAD_DIMS, SEQ_LENS, TILE_SIZES, TRACE_SEQ_LENS
 from viz.theme import THEMES
 
-SCENES = ("headline", "hierarchy", "problem", "compare", "tiling", "seqlen", "evolution", "timeline",
+SCENES = ("headline", "hierarchy", "problem", "compare", "roofline", "tiling", "seqlen", "evolution", "timeline",
           "takeaways")
 SOURCES = ("live", "recorded")
 MAX_BATCH = 64
