@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
                 if upload:
                     page.get_by_test_id("stExpandSidebarButton").click()
                     page.locator('input[type="file"]').set_input_files(str(upload))
-                    page.get_by_text("batch 64, 64 heads").first.wait_for()  # the uploaded file's timeline
+                    page.wait_for_function(  # the uploaded file's timeline is on screen
+                        "() => document.body.innerText.includes('batch 64, 64 heads')")
                 context.close()
                 print(f"  {what:58s} server RSS {rss_mib(process.pid):7.0f} MiB", flush=True)
 
