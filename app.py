@@ -15,6 +15,7 @@ and app_stage (the data source, cached loaders, records and the numbers scenes s
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import streamlit as st
 
@@ -23,8 +24,8 @@ from app_page import PAGE_STYLE, animation_in_the_page, bound, causal_and_tile_c
     sidebar, source_badges, write_url
 from app_settings import SCENES, TRACE_SEQ_LENS
 import app_settings
-from app_stage import Stage, animation_trace, hbm_traffic, headline_numbers, \
-    live_sm_timeline, ours_over_lengths, prepare_stage, records_for, tiling_animation
+from app_stage import Stage, animation_trace, every_algorithm_at_length, hbm_traffic, headline_numbers, \
+    live_sm_timeline, ours_over_lengths, prepare_stage, tiling_animation
 import costmodel
 import story
 import viz
@@ -165,8 +166,7 @@ def scene_roofline(stage: Stage) -> None:
     seq_len_slider(s)
     if no_numbers(stage):
         return
-    from kernels.record import ALGORITHMS
-    records = records_for(stage, ALGORITHMS, (s.seq_len,))
+    records = every_algorithm_at_length(stage)
     recording_coverage(stage)
     facts = stage.facts or {}
     peak, copy = facts.get("matmul_tflops"), facts.get("copy_gbps")
@@ -193,6 +193,43 @@ def scene_roofline(stage: Stage) -> None:
                "Roofs: the measured copy bandwidth and bf16 matmul rate of this GPU, not datasheet peaks.")
 
 
+PICTURE_VIEWS = {"tiles": "Tiles & softmax", "hbm": "HBM ↔ SRAM", "source": "Kernel source", "rereads": "Re-reads"}
+LOOP_ORDERS = {"fa2": "FA2 order (flash.py)", "fa1": "FA1 order (flash_v1.py)"}
+PICTURE_HEIGHT_PX = 620  # under the scene's two rows of controls, the figure fits a 1080-pixel-high screen
+
+
+def picture_facts(stage: Stage) -> dict:
+    """What the tiling scene's views quote of the GPU: its shared memory per block and L2, and whose they are."""
+    facts = stage.facts or {}
+    label = "" if not facts else facts.get("name", "GPU") if stage.live or stage.on_gpu else \
+        f"{facts.get('name', 'GPU')} (recorded)"
+    return dict(smem_per_block=facts.get("smem_per_block_bytes"), device_label=plotly_text(label),  # a file's text
+                l2_bytes=facts.get("l2_bytes"), sm_count=facts.get("sm_count"))
+
+
+def traced_tiles(s, order: str) -> tuple[object, list[str]]:
+    """The settings the kernel of this loop order can trace: the asked ones, or the largest square tiles
+    below them that run, with a note saying why (a GPU without the shared memory for the asked tiles)."""
+    try:
+        animation_trace(s, order)
+        return s, []
+    except ValueError:
+        raise  # settings every kernel refuses, said in their words
+    except Exception as why:  # the kernel could not be compiled or launched for these tiles
+        failure = f"{type(why).__name__}: {str(why)[:160]}"
+    for size in (128, 64, 32, 16):
+        if size >= max(s.block_m, s.block_n):
+            continue
+        smaller = replace(s, block_m=size, block_n=size)
+        try:
+            animation_trace(smaller, order)
+        except Exception:
+            continue
+        return smaller, [f"The {LOOP_ORDERS[order]} kernel could not run {s.block_m}×{s.block_n} tiles here "
+                         f"({failure}); showing {size}×{size}."]
+    raise ValueError(f"the {LOOP_ORDERS[order]} kernel could not run at any tile size here ({failure})")
+
+
 def scene_tiling(stage: Stage) -> None:
     s = stage.settings
     length, tiles, seed, back, forward = st.columns([3, 5, 1.5, 1.25, 1.25], vertical_alignment="bottom")
@@ -202,30 +239,41 @@ def scene_tiling(stage: Stage) -> None:
         causal_and_tile_controls(s)
     with seed:
         bound(st.number_input, "Random inputs: seed", "seed", s, min_value=0, max_value=app_settings.MAX_SEED)
+    with st.container(horizontal=True, vertical_alignment="bottom"):
+        view = st.segmented_control("View", tuple(PICTURE_VIEWS), format_func=PICTURE_VIEWS.get, default="tiles",
+                                    required=True, key="picture_view") or "tiles"
+        order = st.segmented_control("Loop order", tuple(LOOP_ORDERS), format_func=LOOP_ORDERS.get, default="fa2",
+                                     required=True, key="picture_order") or "fa2"
     where = stage.kernels_run
     try:
-        with st.spinner(f"Running the flash and naive kernels {where}…"):
-            trace = animation_trace(s)
+        with st.spinner(f"Running the {'FA1-order' if order == 'fa1' else 'flash'} and naive kernels {where}…"):
+            s, notes = traced_tiles(s, order)
+            trace = animation_trace(s, order)
             num_steps = len(trace["steps"])
             step = min(s.step, num_steps - 1)
             fig = tiling_animation(s.trace_len, s.head_dim, s.block_m, s.block_n, s.causal, s.dtype, s.seed,
-                                   s.theme, step)
+                                   s.theme, step, order, view, PICTURE_HEIGHT_PX, talk_seq_len=s.seq_len,
+                                   **picture_facts(stage))
     except ValueError as why:  # settings the kernel or the animation refuse, said in their words
         st.error(f"No animation for these settings: {why}")
         return
+    for note in notes:
+        st.warning(note)
     back.button("◀ Step", shortcut="Left", disabled=step == 0, on_click=move_step, args=(-1, num_steps),
                 width="stretch")
     forward.button("Step ▶", shortcut="Right", disabled=step == num_steps - 1, on_click=move_step,
                    args=(1, num_steps), width="stretch")
     chart(fig)
     animation_in_the_page()
-    st.caption(f"{num_steps} steps of {s.block_m}×{s.block_n} tiles over one head, head_dim {s.head_dim}, "
-               f"{s.dtype}{', causal' if s.causal else ''}, computed {where}. Same inputs through the naive kernel: "
-               f"max |O_flash − O_standard| = {trace['max_abs_err']:.2e}.")
-    st.download_button("Download the animation (HTML, plays offline)", data=functools.partial(viz.tiling_html, fig),
-                       file_name=f"flash-tiling-{s.trace_len}-{s.block_m}x{s.block_n}"
-                                 f"{'-causal' if s.causal else ''}.html",
-                       mime="text/html", on_click="ignore")
+    caption, download = st.columns([5, 1], vertical_alignment="center")
+    caption.caption(f"{num_steps} steps of {s.block_m}×{s.block_n} tiles over one head, head_dim {s.head_dim}, "
+                    f"{s.dtype}{', causal' if s.causal else ''}, computed {where} by the {LOOP_ORDERS[order]} "
+                    f"kernel. Same inputs through the naive kernel: max |O_flash − O_standard| = "
+                    f"{trace['max_abs_err']:.2e}.")
+    download.download_button("Download (HTML, plays offline)", data=functools.partial(viz.tiling_html, fig),
+                             file_name=f"flash-{view}-{order}-{s.trace_len}-{s.block_m}x{s.block_n}"
+                                       f"{'-causal' if s.causal else ''}.html",
+                             mime="text/html", on_click="ignore", width="stretch")
 
 
 def scene_seqlen(stage: Stage) -> None:
@@ -258,8 +306,7 @@ def scene_evolution(stage: Stage) -> None:
     seq_len_slider(s)
     if no_numbers(stage):
         return
-    from kernels.record import ALGORITHMS
-    records = records_for(stage, ALGORITHMS, (s.seq_len,))
+    records = every_algorithm_at_length(stage)
     recording_coverage(stage)
     measured = [{"label": algorithm_label(r["algorithm"]), "tflops": r["tflops"], "gpu": stage.gpu,
                  "algorithm": r["algorithm"]} for r in records]
@@ -300,8 +347,7 @@ def scene_timeline(stage: Stage) -> None:
 def scene_takeaways(stage: Stage) -> None:
     s = stage.settings
     records = ours_over_lengths(stage)
-    from kernels.record import ALGORITHMS
-    at_length = records_for(stage, ALGORITHMS, (s.seq_len,))
+    at_length = every_algorithm_at_length(stage)
     error = None
     try:
         with st.spinner(f"Running both kernels on the same inputs {stage.kernels_run}…"):

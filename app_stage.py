@@ -164,16 +164,18 @@ def _trace_bytes(trace: dict) -> int:
 
 
 def flash_trace(seq_len: int, head_dim: int, block_m: int, block_n: int, causal: bool, dtype: str,
-                seed: int) -> dict:
-    """The flash kernel's tile steps on one (batch, head), and the naive kernel on the same inputs.
+                seed: int, order: str = "fa2") -> dict:
+    """The flash kernel's tile steps on one (batch, head), and the naive kernel on the same inputs; order
+    "fa1" runs the FlashAttention-1-order kernel (kernels/flash_v1.py) instead.
 
     On the CPU, Triton's interpreter runs one kernel at a time for the whole server (kernels.runtime): a
     viewer whose animation waits behind other viewers' is told so while it waits."""
     from kernels import runtime, trace
-    key = (seq_len, head_dim, block_m, block_n, causal, dtype, seed)
+    key = (seq_len, head_dim, block_m, block_n, causal, dtype, seed, order)
 
     def build() -> dict:
-        return trace.trace_flash(seq_len, head_dim, block_m, block_n, causal, dtype=dtype, seed=seed).to_dict()
+        return trace.trace_flash(seq_len, head_dim, block_m, block_n, causal, dtype=dtype, seed=seed,
+                                 order=order).to_dict()
     ahead = 0 if key in TRACES else runtime.interpreter_queue()
     if not ahead:
         return TRACES.get(key, build, _trace_bytes)
@@ -187,12 +189,31 @@ def flash_trace(seq_len: int, head_dim: int, block_m: int, block_n: int, causal:
 
 
 def tiling_animation(seq_len: int, head_dim: int, block_m: int, block_n: int, causal: bool, dtype: str,
-                     seed: int, theme: str, start_step: int):
-    key = (seq_len, head_dim, block_m, block_n, causal, dtype, seed, theme, start_step)
+                     seed: int, theme: str, start_step: int, order: str = "fa2", view: str = "tiles",
+                     height: int = viz.tiling.DEFAULT_HEIGHT_PX, smem_per_block: int | None = None,
+                     device_label: str = "", l2_bytes: int | None = None, sm_count: int | None = None,
+                     talk_seq_len: int | None = None):
+    """The tiling scene's figure of one view ("tiles", "hbm", "source", "rereads"), from the trace; kept in
+    ANIMATIONS (bounded in bytes) like the traces."""
+    key = (seq_len, head_dim, block_m, block_n, causal, dtype, seed, theme, start_step, order, view, height,
+           smem_per_block, device_label, l2_bytes, sm_count, talk_seq_len)
 
     def build():
-        trace = flash_trace(seq_len, head_dim, block_m, block_n, causal, dtype, seed)
-        return viz.tiling_figure(trace, theme=theme, frame_ms=ANIMATION_FRAME_MS, start_step=start_step)
+        trace = flash_trace(seq_len, head_dim, block_m, block_n, causal, dtype, seed, order)
+        common = dict(theme=theme, height=height)
+        if view == "hbm":
+            return viz.hbm_sram_figure(trace, smem_per_block, device_label, frame_ms=ANIMATION_FRAME_MS,
+                                       start_step=start_step, **common)
+        if view == "source":
+            from kernels import source  # plain file reading: no torch
+            kernel = source.kernel_source(order)
+            phases = source.step_phases(order, trace["loads"], trace["stores"], kernel["phases"])
+            return viz.kernel_source_figure(trace, kernel, phases, frame_ms=ANIMATION_FRAME_MS,
+                                            start_step=start_step, **common)
+        if view == "rereads":
+            machine = costmodel.machine_from_facts({"l2_bytes": l2_bytes, "sm_count": sm_count})
+            return viz.rereads_figure(trace, machine, device_label, talk_seq_len, **common)
+        return viz.tiling_figure(trace, frame_ms=ANIMATION_FRAME_MS, start_step=start_step, **common)
     return ANIMATIONS.get(key, build, lambda fig: FIGURE_BYTES_PER_JSON_BYTE * len(fig.to_json()))
 
 
@@ -313,6 +334,12 @@ def records_for(stage: Stage, algorithms: tuple[str, ...], seq_lens: tuple[int, 
     return measured
 
 
+def every_algorithm_at_length(stage: Stage) -> list[dict]:
+    """Every algorithm's records at the slider's length (ours, SDPA's, the FA1-order kernel, PyTorch eager)."""
+    from kernels.record import ALGORITHMS
+    return records_for(stage, ALGORITHMS, (stage.settings.seq_len,))
+
+
 def ours_over_lengths(stage: Stage) -> list[dict]:
     """Flash and naive records over the slider's lengths: every recorded one, or live up to the slider.
 
@@ -327,15 +354,14 @@ def ours_over_lengths(stage: Stage) -> list[dict]:
 
 def hbm_traffic(stage: Stage, records: list[dict]) -> story.TrafficPanels:
     """The cost model's HBM traffic of both algorithms at the current setting (story.traffic_panels), with
-    the flash tiles the records say ran and the occupancy the recorded SM timelines show."""
+    the flash tiles the records say ran."""
     s = stage.settings
-    timelines = stage.recording.timelines if stage.recording and not stage.live else []
     return story.traffic_panels(s.seq_len, s.batch, s.heads, s.head_dim, s.dtype_bytes, s.causal, records,
-                                stage.facts, timelines)
+                                stage.facts)
 
 
-def animation_trace(s: Settings) -> dict:
-    return flash_trace(s.trace_len, s.head_dim, s.block_m, s.block_n, s.causal, s.dtype, s.seed)
+def animation_trace(s: Settings, order: str = "fa2") -> dict:
+    return flash_trace(s.trace_len, s.head_dim, s.block_m, s.block_n, s.causal, s.dtype, s.seed, order)
 
 
 def headline_numbers(stage: Stage, records: list[dict]) -> story.Headline:

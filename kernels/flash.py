@@ -24,18 +24,21 @@ so far; and per program the SM it ran on with start and end timestamps (GPU only
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from kernels.runtime import INTERPRET  # first: it sets TRITON_INTERPRET before @triton.jit runs below
+from kernels.runtime import INTERPRET, kernel_launch_lock  # first: it sets TRITON_INTERPRET before @triton.jit runs below
 import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+import costmodel
 from kernels.inputs import check_attention_inputs, dot_modes
 
-LN2 = math.log(2.0)
+LN2 = costmodel.LN2  # the kernel keeps m in log2 units; its LSE and the trace are natural logs
+# the same constants inside kernels (a kernel may read a global only when it is a constexpr)
+_LN2: tl.constexpr = tl.constexpr(costmodel.LN2)
+_LOG2_E: tl.constexpr = tl.constexpr(costmodel.LOG2_E)
 # Lazy rescaling (FlashAttention-4): the running max moves only when it grew by more than this (log2 units, 256×).
 RESCALE_THRESHOLD = tl.constexpr(8.0)
 
@@ -159,7 +162,7 @@ def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
         q = tl.load(q_ptrs, mask=offs_m[:, None] < seq_len, other=0.0)
     if DOT_FP32:
         q = q.to(tl.float32)
-    qk_scale = sm_scale * 1.4426950408889634  # log2(e): exp(x) == exp2(x·log2 e)
+    qk_scale = sm_scale * _LOG2_E  # exp(x) == exp2(x·log2 e)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
@@ -186,7 +189,7 @@ def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
                                     USE_TMA, LAZY_RESCALE)
     # -- write O and the row log-sum-exp (natural log) once --
     row_in_range = offs_m < seq_len
-    lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
+    lse = (m_i + tl.math.log2(l_i)) * _LN2
     tl.store(LSE + off_bh.to(tl.int64) * seq_len + offs_m, lse, mask=row_in_range)
     o = acc / l_i[:, None]
     if USE_TMA:
@@ -301,20 +304,21 @@ def _launch_flash(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
         q_arg, o_arg = (TensorDescriptor.from_tensor(t, [1, 1, config.block_m, head_dim]) for t in (q, o))
         k_arg, v_arg = (TensorDescriptor.from_tensor(t, [1, 1, config.block_n, head_dim]) for t in (k, v))
     grid = (n_q_blocks, batch * heads)
-    _attn_fwd[grid](
-        q_arg, k_arg, v_arg, o_arg, lse,
-        trace.stats if trace is not None else lse,
-        trace.out if trace is not None else lse,
-        trace_sm if trace_sm is not None else lse,
-        sm_scale, seq_len, heads, n_k_blocks,
-        *q.stride(), *k.stride(), *v.stride(), *o.stride(),
-        HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
-        CAUSAL=causal, DOT_FP32=dot_fp32, PRECISION=precision,
-        TRACE=trace is not None, TRACE_SM_ON=trace_sm is not None,
-        USE_TMA=use_tma, LONGEST_FIRST=longest_first,
-        LAZY_RESCALE=config.lazy_rescale and trace is None,
-        num_warps=config.num_warps, num_stages=config.num_stages,
-    )
+    with kernel_launch_lock():  # the interpreter runs one kernel at a time, process-wide
+        _attn_fwd[grid](
+            q_arg, k_arg, v_arg, o_arg, lse,
+            trace.stats if trace is not None else lse,
+            trace.out if trace is not None else lse,
+            trace_sm if trace_sm is not None else lse,
+            sm_scale, seq_len, heads, n_k_blocks,
+            *q.stride(), *k.stride(), *v.stride(), *o.stride(),
+            HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+            CAUSAL=causal, DOT_FP32=dot_fp32, PRECISION=precision,
+            TRACE=trace is not None, TRACE_SM_ON=trace_sm is not None,
+            USE_TMA=use_tma, LONGEST_FIRST=longest_first,
+            LAZY_RESCALE=config.lazy_rescale and trace is None,
+            num_warps=config.num_warps, num_stages=config.num_stages,
+        )
     return o, lse
 
 
