@@ -172,16 +172,17 @@ def flash_trace(seq_len: int, head_dim: int, block_m: int, block_n: int, causal:
     viewer whose animation waits behind other viewers' is told so while it waits."""
     from kernels import runtime, trace
     key = (seq_len, head_dim, block_m, block_n, causal, dtype, seed, order)
+    waiting = st.empty()
+
+    def queued(ahead: int) -> None:
+        waiting.info(f"Queued behind {ahead} other viewer{'s' if ahead > 1 else ''}' kernel run"
+                     f"{'s' if ahead > 1 else ''}: Triton's CPU interpreter runs one at a time, so this animation "
+                     "starts when theirs are done.", icon=":material/hourglass_top:")
 
     def build() -> dict:
-        return trace.trace_flash(seq_len, head_dim, block_m, block_n, causal, dtype=dtype, seed=seed,
-                                 order=order).to_dict()
-    ahead = 0 if key in TRACES else runtime.interpreter_queue()
-    if not ahead:
-        return TRACES.get(key, build, _trace_bytes)
-    waiting = st.info(f"Queued behind {ahead} other viewer{'s' if ahead > 1 else ''}' kernel run"
-                      f"{'s' if ahead > 1 else ''}: Triton's CPU interpreter runs one at a time, so this animation "
-                      "starts when theirs are done.", icon=":material/hourglass_top:")
+        with runtime.kernel_launch_lock(on_wait=queued):  # the trace's kernel runs re-enter it
+            return trace.trace_flash(seq_len, head_dim, block_m, block_n, causal, dtype=dtype, seed=seed,
+                                     order=order).to_dict()
     try:
         return TRACES.get(key, build, _trace_bytes)
     finally:

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import urllib.parse
 from pathlib import Path
 
-from playwright.sync_api import sync_playwright
-
-from perf.tiling_fps import CHROMIUM, CHROMIUM_ARGS, PROJECTOR, app_server
+from perf.tiling_fps import PROJECTOR
+from perf.viewers_wait import app_and_browser
 
 WORST = {"scene": "tiling", "trace_len": 512, "block_m": 16, "block_n": 16, "head_dim": 256, "dtype": "float32",
          "source": "recorded"}
@@ -51,40 +49,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worst", type=int, default=4, help="worst-case animation links, one after another")
     parser.add_argument("--uploads", type=int, default=4, help="large uploads, one after another")
     args = parser.parse_args(argv)
-    os.environ["FLASH_LIVE_BACKEND"] = "interpreter"
-    process, server = app_server()
     folder = Path(tempfile.mkdtemp())
-    try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    with app_and_browser() as (process, server, browser):
+        def visit(what: str, query: dict, upload: Path | None = None, wait: str = ".js-plotly-plot") -> None:
+            context = browser.new_context(viewport=PROJECTOR)
+            page = context.new_page()
+            page.set_default_timeout(300_000)
+            page.goto(f"{server}/?{urllib.parse.urlencode(query)}")
+            page.locator(wait).first.wait_for()
+            if upload:
+                page.get_by_test_id("stExpandSidebarButton").click()
+                page.locator('input[type="file"]').set_input_files(str(upload))
+                page.wait_for_function(  # the uploaded file's timeline is on screen
+                    "() => document.body.innerText.includes('batch 64, 64 heads')")
+            context.close()
+            print(f"  {what:58s} server RSS {rss_mib(process.pid):7.0f} MiB", flush=True)
 
-            def visit(what: str, query: dict, upload: Path | None = None, wait: str = ".js-plotly-plot") -> None:
-                context = browser.new_context(viewport=PROJECTOR)
-                page = context.new_page()
-                page.set_default_timeout(300_000)
-                page.goto(f"{server}/?{urllib.parse.urlencode(query)}")
-                page.locator(wait).first.wait_for()
-                if upload:
-                    page.get_by_test_id("stExpandSidebarButton").click()
-                    page.locator('input[type="file"]').set_input_files(str(upload))
-                    page.wait_for_function(  # the uploaded file's timeline is on screen
-                        "() => document.body.innerText.includes('batch 64, 64 heads')")
-                context.close()
-                print(f"  {what:58s} server RSS {rss_mib(process.pid):7.0f} MiB", flush=True)
-
-            visit("headline (torch, Triton, the recording loaded)", {"scene": "headline", "source": "recorded"})
-            visit("default animation", {"scene": "tiling", "source": "recorded"})
-            for i in range(args.uploads):
-                path = folder / f"big-{i}.json"
-                big_results_file(path, 600_000, salt=i)
-                visit(f"upload {i + 1}: {path.stat().st_size / 1e6:.1f} MB results file",
-                      {"scene": "timeline", "source": "recorded"}, upload=path)
-            for i in range(args.worst):
-                visit(f"worst-case animation link {i + 1} (seed {i + 1})", {**WORST, "seed": i + 1})
-            browser.close()
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+        visit("headline (the recording loaded; torch not yet)", {"scene": "headline", "source": "recorded"})
+        visit("default animation (torch, Triton loaded)", {"scene": "tiling", "source": "recorded"})
+        for i in range(args.uploads):
+            path = folder / f"big-{i}.json"
+            big_results_file(path, 600_000, salt=i)
+            visit(f"upload {i + 1}: {path.stat().st_size / 1e6:.1f} MB results file",
+                  {"scene": "timeline", "source": "recorded"}, upload=path)
+        for i in range(args.worst):
+            visit(f"worst-case animation link {i + 1} (seed {i + 1})", {**WORST, "seed": i + 1})
     return 0
 
 

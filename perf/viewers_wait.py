@@ -17,6 +17,7 @@ import statistics
 import sys
 import time
 import urllib.parse
+from contextlib import contextmanager
 
 from playwright.sync_api import sync_playwright
 
@@ -29,6 +30,21 @@ WATCH_QUEUE_NOTE = """() => {
     }).observe(document, {childList: true, subtree: true, characterData: true});
 }"""
 CAPTION = "text=/^\\d+ steps of \\d+×\\d+ tiles/"
+
+
+@contextmanager
+def app_and_browser():
+    """`streamlit run app.py` on the CPU path and a headless chromium: (server process, its URL, browser)."""
+    os.environ["FLASH_LIVE_BACKEND"] = "interpreter"
+    process, server = app_server()
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            yield process, server, browser
+            browser.close()
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 def url(server: str, seed: int, trace_len: int, block: int) -> str:
@@ -65,27 +81,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace-len", type=int, default=256)
     parser.add_argument("--block", type=int, default=64)
     args = parser.parse_args(argv)
-    os.environ["FLASH_LIVE_BACKEND"] = "interpreter"
-    process, server = app_server()
-    try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-            one_round(browser, server, 1, 10_000, args.trace_len, args.block)  # warm-up: imports, first trace
-            seed = 20_000
-            print(f"N viewers open /?scene=tiling (trace_len {args.trace_len}, {args.block}×{args.block} tiles, "
-                  f"new seeds) at once; seconds until each sees its animation:")
-            for viewers in (int(v) for v in args.viewers.split(",")):
-                rows = one_round(browser, server, viewers, seed, args.trace_len, args.block)
-                seed += 100
-                times = [row["seconds"] for row in rows]
-                print(f"  N={viewers}: " + ", ".join(f"{t:.1f}" for t in times)
-                      + f"  (median {statistics.median(times):.1f} s, last {times[-1]:.1f} s; told they were "
-                        f"queued: {sum(row['queued_note'] for row in rows)}/{viewers}; errors: "
-                        f"{sum(row['errors'] for row in rows)})", flush=True)
-            browser.close()
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with app_and_browser() as (_, server, browser):
+        one_round(browser, server, 1, 10_000, args.trace_len, args.block)  # warm-up: imports, first trace
+        seed = 20_000
+        print(f"N viewers open /?scene=tiling (trace_len {args.trace_len}, {args.block}×{args.block} tiles, "
+              f"new seeds) at once; seconds until each sees its animation:")
+        for viewers in (int(v) for v in args.viewers.split(",")):
+            rows = one_round(browser, server, viewers, seed, args.trace_len, args.block)
+            seed += 100
+            times = [row["seconds"] for row in rows]
+            print(f"  N={viewers}: " + ", ".join(f"{t:.1f}" for t in times)
+                  + f"  (median {statistics.median(times):.1f} s, last {times[-1]:.1f} s; told they were "
+                    f"queued: {sum(row['queued_note'] for row in rows)}/{viewers}; errors: "
+                    f"{sum(row['errors'] for row in rows)})", flush=True)
     return 0
 
 

@@ -104,15 +104,17 @@ def test_the_launch_lock_queues_and_counts_threads():
         return
     holding, release = threading.Event(), threading.Event()
 
+    waits = []
+
     def holder():
-        with runtime.kernel_launch_lock(), runtime.kernel_launch_lock():  # re-entrant: one thread, one place
+        with runtime.kernel_launch_lock(waits.append), runtime.kernel_launch_lock(waits.append):  # re-entrant
             holding.set()
             release.wait(10)
 
     waiter_done = threading.Event()
 
     def waiter():
-        with runtime.kernel_launch_lock():
+        with runtime.kernel_launch_lock(on_wait=waits.append):
             waiter_done.set()
 
     first = threading.Thread(target=holder)
@@ -126,6 +128,7 @@ def test_the_launch_lock_queues_and_counts_threads():
             break
         threading.Event().wait(0.005)
     assert runtime.interpreter_queue() == 2 and not waiter_done.is_set(), "the second thread must wait"
+    assert waits == [1], "the waiter is told one thread is ahead of it; the holder, never"
     release.set()
     first.join(10)
     second.join(10)

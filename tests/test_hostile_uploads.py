@@ -3,7 +3,6 @@ stays usable (sidebar, uploader, scene buttons), and text from the file is shown
 import json
 
 import pytest
-import streamlit
 
 from app_settings import SCENES
 from viz.text import markdown_text
@@ -115,17 +114,35 @@ def test_asking_for_live_without_a_gpu_says_so():
 
 
 def test_a_viewer_waiting_for_the_interpreter_is_told(monkeypatch):
+    """Another viewer's kernels hold the interpreter: this viewer's page says it is queued, then animates."""
+    import threading
     from kernels import runtime
+    if not runtime.INTERPRET:
+        pytest.skip("the GPU path does not queue on the interpreter")
+    from streamlit.delta_generator import DeltaGenerator
     shown_infos = []
-    real_info = streamlit.info
+    real_info = DeltaGenerator.info
 
-    def recording_info(body, *args, **kwargs):
+    def recorded_info(self, body, *args, **kwargs):  # every st.info, placeholders' included
         shown_infos.append(body)
-        return real_info(body, *args, **kwargs)
-    monkeypatch.setattr(runtime, "interpreter_queue", lambda: 2)
-    monkeypatch.setattr(streamlit, "info", recording_info)
-    app = open_app(scene="tiling", trace_len="64", block_m="16", block_n="16", seed="4242")
+        return real_info(self, body, *args, **kwargs)
+    monkeypatch.setattr(DeltaGenerator, "info", recorded_info)
+    holding, release = threading.Event(), threading.Event()
+
+    def other_viewer():
+        with runtime.kernel_launch_lock():
+            holding.set()
+            release.wait(60)
+    other = threading.Thread(target=other_viewer)
+    other.start()
+    holding.wait(10)
+    threading.Timer(3.0, release.set).start()  # the other viewer's run ends while this one waits
+    try:
+        app = open_app(scene="tiling", trace_len="64", block_m="16", block_n="16", seed="4242")
+    finally:
+        release.set()
+        other.join(10)
     assert_no_exception(app)
-    assert any("Queued behind 2 other viewers" in text for text in shown_infos), shown_infos
+    assert any("Queued behind 1 other viewer'" in text for text in shown_infos), shown_infos
     assert app.get("plotly_chart"), "the animation comes once the queue is through"
     assert not any("Queued" in element.value for element in app.info), "the note goes when the wait is over"
