@@ -88,3 +88,26 @@ def test_after_a_bad_upload_the_uploader_still_takes_a_good_file(browser, server
         settle(page)
     finally:
         context.close()
+
+
+def test_a_gpu_name_with_links_and_tags_shows_as_text(browser, server, tmp_path):
+    """Markdown links, bare addresses (GitHub-flavoured markdown links them by itself) and HTML tags in a file's
+    text: none becomes a link or a tag, in badges, labels, notes or figure titles."""
+    hostile = json.loads(uploaded_recording())
+    hostile["device"]["name"] = "[click me](https://evil.example) <b>bold</b> www.evil.example me@evil.example"
+    (tmp_path / "markup.json").write_text(json.dumps(hostile))
+    context, page = _session(browser)
+    try:
+        for scene in ("headline", "hierarchy"):
+            page.goto(app_url(server, scene=scene, seq_len="2048", source="recorded"))
+            chart(page).wait_for()
+            open_sidebar(page).locator('input[type="file"]').set_input_files(str(tmp_path / "markup.json"))
+            expect(page.locator(".stMarkdownBadge").filter(has_text="[click me](https:")).to_be_visible()
+            settle(page)
+            assert page.locator('a[href*="evil"]').count() == 0, "no link to the file's addresses"
+            assert page.locator("b", has_text="bold").count() == 0, "no tag from the file's text"
+            if scene == "hierarchy":
+                expect(chart(page)).to_contain_text("<b>bold</b>")  # the figure's title shows it, as text
+            snap(page, f"14-markup-{scene}")
+    finally:
+        context.close()

@@ -9,16 +9,21 @@ written, never followed or styled: escape it with `markdown_text` where Streamli
 from __future__ import annotations
 
 import html
+import re
 import string
 
 _MARKDOWN_SPECIAL = frozenset(string.punctuation)  # CommonMark lets a backslash escape any ASCII punctuation
+# GitHub-flavoured markdown turns bare "https://…", "www.…" and "a@b.c" into links even when every character
+# is escaped (it looks at the text, after escapes): an invisible word joiner (U+2060) inside each breaks them.
+_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)|(?=@)", re.IGNORECASE)
 
 
 def markdown_text(text: object, keep: str = "") -> str:
     """`text` for Streamlit's markdown: every ASCII punctuation character backslash-escaped (no link, emphasis,
-    icon, colour, math or HTML can start), line breaks as spaces (no new paragraph, list or heading).
+    icon, colour, math or HTML can start), bare web and mail addresses broken by an invisible word joiner (no
+    autolink), line breaks as spaces (no new paragraph, list or heading).
     `keep`: characters the receiving element escapes itself (st.badge escapes "[" and "]")."""
-    flat = " ".join(str(text).splitlines())
+    flat = _AUTOLINK.sub("\u2060", " ".join(str(text).splitlines()))
     return "".join("\\" + ch if ch in _MARKDOWN_SPECIAL and ch not in keep else ch for ch in flat)
 
 
