@@ -18,7 +18,7 @@ from viz.theme import PALETTE, fmt_bytes, fmt_tokens, style, surface
 from viz.tiling import ORDER_NAMES, _validated
 
 TEXT_PX = 24
-HEIGHT_PX = 620
+HEIGHT_PX = 700
 MAX_CELL_LABELS = 16  # per side: beyond this, the counts are on hover only
 
 
