@@ -28,11 +28,11 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-if not CHROMIUM.is_file():
-    pytest.skip(f"no browser: {CHROMIUM} is missing (CI installs Debian's chromium package)",
-                allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
+from app_settings import SCENES
+from browser_support import CHROMIUM, require_browser
+
+require_browser()  # skips without chromium or Playwright; fails instead in CI (FLASH_LIVE_REQUIRE_BROWSER=1)
+import playwright.sync_api as sync_api  # noqa: E402
 expect = sync_api.expect
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -365,7 +365,7 @@ def test_animation_plays_pauses_and_steps(page, server):
 
 def test_deep_link_restores_the_view(page, server):
     open_app(page, server, scene="seqlen", seq_len="32768", heads="8", causal="true", theme="dark")
-    expect(page.get_by_role("heading", name="6. Sequence length")).to_be_visible()
+    expect(page.get_by_role("heading", name=f"{SCENES.index('seqlen') + 1}. Sequence length")).to_be_visible()
     expect(page.get_by_role("slider", name=SEQ_LEN_SLIDER)).to_have_attribute("aria-valuetext", "32K")
     memory_chart = chart(page)
     expect(memory_chart).to_contain_text("N = 32K")

@@ -12,6 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.marks import note
+from viz.text import plotly_text
 from viz.theme import PALETTE, algorithm_color, style, surface
 
 A100_PEAK_TFLOPS = 312  # A100 dense fp16/bf16 tensor-core peak (NVIDIA A100 datasheet)
@@ -94,7 +95,7 @@ def evolution_figure(measured: list[dict], theme: str = "light", height: int = 6
     def category(entry: dict) -> str:
         if "short" in entry:
             return f"{entry['short']} ({entry['year']})<br>{entry['gpu']} · {entry['dtype']}"
-        return f"{entry['label']}<br>{entry['gpu']}"
+        return f"{plotly_text(entry['label'])}<br>{plotly_text(entry['gpu'])}"  # measured: the GPU name is a file's
 
     fig = go.Figure()
     for kind, symbol, name in (

@@ -48,7 +48,7 @@ def kv_bytes(order: str, seq_len: int, head_dim: int, element_bytes: int, causal
         parts = flash_v1_traffic(seq_len, 1, 1, head_dim, element_bytes, causal, block_m, block_n)
         return next(p.reads for p in parts if p.name.startswith("load K, V"))
     parts = flash_traffic_no_cache(seq_len, 1, 1, head_dim, element_bytes, causal, block_m, block_n)
-    return next(p.reads for p in parts if p.name.startswith("stream K, V"))
+    return next(p.reads for p in parts if p.name.startswith("read K, V"))
 
 
 def _l2_line(seq_len: int, head_dim: int, element_bytes: int, causal: bool, block_m: int, block_n: int,
