@@ -18,9 +18,8 @@ import functools
 
 import streamlit as st
 
-from app_page import PAGE_STYLE, animation_in_the_page, bound, causal_and_tile_controls, chart, move_step, \
-    no_numbers, read_url, recording_coverage, scene_navigation, seq_len_slider, show_notes, sidebar, \
-    source_badges, write_url
+from app_page import bound, causal_and_tile_controls, chart, move_step, no_numbers, page_style_and_script, \
+    read_url, recording_coverage, scene_navigation, seq_len_slider, show_notes, sidebar, source_badges, write_url
 from app_settings import SCENES, TRACE_SEQ_LENS
 import app_settings
 from app_stage import Stage, animation_trace, first_out_of_memory, hbm_traffic, headline_numbers, \
@@ -47,7 +46,7 @@ HEADLINE_CHART_PX = 500  # under the headline's numbers, legend included, on a 1
 def main() -> None:
     st.set_page_config(page_title="FlashAttention, live", page_icon="⚡", layout="wide",
                        initial_sidebar_state="collapsed")
-    st.html(PAGE_STYLE)  # style only: Streamlit applies it without adding a row to the page
+    page_style_and_script()
     settings, notes = read_url()
     badges, navigation = st.columns([3, 2], vertical_alignment="center")
     with navigation:  # the frame is on screen before the first view has loaded the kernels
@@ -159,7 +158,6 @@ def scene_tiling(stage: Stage) -> None:
     forward.button("Step ▶", shortcut="Right", disabled=step == num_steps - 1, on_click=move_step,
                    args=(1, num_steps), width="stretch")
     chart(fig)
-    animation_in_the_page()
     st.caption(f"{num_steps} steps of {s.block_m}×{s.block_n} tiles over one head, head_dim {s.head_dim}, "
                f"{s.dtype}{', causal' if s.causal else ''}, computed {where}. Same inputs through the naive kernel: "
                f"max |O_flash − O_standard| = {trace['max_abs_err']:.2e}.")

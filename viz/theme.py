@@ -56,7 +56,11 @@ _SURFACES: dict[str, dict[str, str]] = {
     "dark": {"background": "#0E1117", "foreground": "#F5F5F5", "grid": "#3A3F4B", "muted": "#AAAAAA"},
 }
 
-BASE_FONT_PX = 20  # readable from the back of a room on a projector
+# Figures are built for a 1920×1080 screen ("design px") and scaled to the window by the page
+# (scaled_figure). The smallest text anyone in the room has to read is 24 design px, 1/45 of the height;
+# every figure font is BASE_FONT_PX - 2 or more.
+SMALLEST_TEXT_PX = 24
+BASE_FONT_PX = SMALLEST_TEXT_PX + 2
 FONT_FAMILY = "Source Sans Pro, Arial, sans-serif"
 
 
@@ -118,6 +122,55 @@ def style(fig: go.Figure, theme: str = "light", title: str | None = None) -> go.
     if title is not None:
         fig.update_layout(title_text=title)
     return fig
+
+
+# Under these keys a layout or trace holds pixel sizes; scaled_figure multiplies them.
+_FONT_KEYS = ("font", "textfont", "tickfont", "insidetextfont", "outsidetextfont", "grouptitlefont")
+_PX_KEYS = {
+    "layout": ("height", "width"),
+    "margin": ("l", "r", "t", "b", "pad"),
+    "pad": ("l", "r", "t", "b"),
+    "marker": ("size",),
+    "annotations": ("xshift", "yshift"),
+    **{key: ("size",) for key in _FONT_KEYS},
+}
+
+
+def _scale_px(node, factor: float, parent: str) -> None:
+    """Multiply the pixel sizes in nested plotly JSON in place (font and marker sizes, margins, paddings,
+    the figure's height and width, annotation shifts); `parent` is the key that holds `node`."""
+    if isinstance(node, list):
+        for item in node:
+            _scale_px(item, factor, parent)
+        return
+    if not isinstance(node, dict):
+        return
+    for key in _PX_KEYS.get(parent, ()):
+        value = node.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            node[key] = value * factor
+        elif isinstance(value, list) and all(isinstance(v, (int, float)) for v in value):
+            node[key] = [v * factor for v in value]
+    for key, value in node.items():
+        if isinstance(value, (dict, list)):
+            _scale_px(value, factor, key)
+
+
+def scaled_figure(fig: go.Figure, factor: float) -> go.Figure:
+    """The figure with every pixel size (fonts, markers, margins, height) times `factor`: a figure built
+    for a 1920×1080 screen, shown on a smaller or larger one. Returns `fig` itself when the factor is 1;
+    otherwise a new figure that shares `fig`'s frames (frames carry data, never sizes)."""
+    if abs(factor - 1.0) < 1e-3:
+        return fig
+    layout = fig.layout.to_plotly_json()
+    layout.setdefault("height", 450)  # plotly's default height, so that it scales too
+    _scale_px(layout, factor, "layout")
+    data = [trace.to_plotly_json() for trace in fig.data]
+    _scale_px(data, factor, "data")
+    scaled = go.Figure(data=data, layout=layout, skip_invalid=False)
+    if fig.frames:
+        scaled._frame_objs = fig._frame_objs  # the same frames, not a copy: an animation has ~1000
+    return scaled
 
 
 _BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
