@@ -53,8 +53,8 @@ def main() -> None:
         scene_navigation(settings.scene)
     st.header(f"{SCENES.index(settings.scene) + 1}. {SCENE_TITLES[settings.scene]}", anchor=False)
     notes_slot = st.container()
-    stage, stage_notes = prepare_stage(settings)
-    write_url(stage.settings)  # the address bar shows the settings in use, ready to bookmark
+    stage, stage_notes = prepare_stage(settings, st.context.theme.type)
+    write_url(stage.link_settings)  # the address bar shows the settings in use, ready to bookmark
     with badges:
         source_badges(stage)
     with notes_slot:
@@ -84,7 +84,7 @@ def scene_headline(stage: Stage) -> None:
                     help="S (fp32) + P + O for every batch and head: grows as N²", border=True)
     flash.metric(f"Flash: extra memory at {fmt_tokens(s.seq_len)}", fmt_bytes(numbers.flash_bytes),
                  help="O + the log-sum-exp per row: grows as N", border=True)
-    faster.metric(f"Speedup, measured on {stage.gpu_name}", numbers.speedup, help=numbers.speedup_why, border=True)
+    faster.metric(f"Speedup, {stage.numbers_from}", numbers.speedup, help=numbers.speedup_why, border=True)
     st.caption(f"Batch {s.batch} × {s.heads} heads, head_dim {s.head_dim}, {s.dtype}"
                f"{', causal' if s.causal else ''}. Speedup: {numbers.speedup_why}.")
     recording_coverage(stage)
@@ -189,7 +189,10 @@ def scene_seqlen(stage: Stage) -> None:
 
 
 def _milliseconds(value: float | None) -> str:
-    return f"{value:.3g} ms" if value is not None else "—"
+    """Milliseconds as a table shows them: 0.123 ms, 7.23 ms, 2,412 ms (never 2.4e+03)."""
+    if value is None:
+        return "—"
+    return f"{value:,.0f} ms" if value >= 100 else f"{value:.3g} ms"
 
 
 def scene_evolution(stage: Stage) -> None:
@@ -202,7 +205,7 @@ def scene_evolution(stage: Stage) -> None:
     recording_coverage(stage)
     measured = [{"label": algorithm_label(r["algorithm"]), "tflops": r["tflops"], "gpu": stage.gpu_name,
                  "algorithm": r["algorithm"]} for r in records]
-    chart(viz.evolution_figure(measured, theme=s.theme))
+    chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.numbers_from))
     with st.expander("Sources of the published numbers"):
         st.markdown("\n".join(f"- **{entry['version']}** ({entry['year']}, {entry['gpu']}): {entry['citation']}. "
                               f"{entry['note']}" for entry in viz.PUBLISHED))
@@ -247,7 +250,7 @@ def scene_takeaways(stage: Stage) -> None:
         f"{at}; flash needs {fmt_bytes(numbers.flash_bytes)} (scene 1).",
         f"**Traffic, not FLOPs.** Both do the same arithmetic, but standard moves {fmt_bytes(panels.naive_bytes)} "
         f"through HBM and flash {fmt_bytes(panels.flash_bytes)} (scene 4).",
-        f"**Speed follows traffic.** Measured on {stage.gpu_name}: {numbers.speedup} ({numbers.speedup_why}) "
+        f"**Speed follows traffic.** {stage.numbers_from.capitalize()}: {numbers.speedup} ({numbers.speedup_why}) "
         "(scenes 1, 6).",
     ]
     wall = first_out_of_memory(records)

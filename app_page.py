@@ -71,9 +71,15 @@ def _control_key(field: str) -> str:
 
 
 def change_settings(**changes) -> None:
-    """A control's callback: the URL holds the settings the last run used; change them there."""
+    """A control's callback: the URL holds the settings the last run used; change them there. A model
+    preset sets heads and head_dim; setting either names the preset of that shape, or "custom"."""
     settings, _ = read_url()
-    write_url(replace(settings, **changes))
+    settings = replace(settings, **changes)
+    if "model" in changes:
+        settings, _ = app_settings.with_model(settings)
+    elif "heads" in changes or "head_dim" in changes:
+        settings = replace(settings, model=app_settings.model_of(settings.heads, settings.head_dim))
+    write_url(settings)
 
 
 def move_step(by: int, num_steps: int) -> None:
@@ -123,6 +129,16 @@ def sidebar(stage: Stage, titles: dict[str, str]) -> None:
             if stage.upload_problem:
                 st.error(f"That file was not used: {quoted(stage.upload_problem, limit=300)}")
         st.subheader("Attention")
+        bound(st.selectbox, "Model", "model", settings, options=app_settings.MODELS,
+              format_func=lambda name: app_settings.MODEL_PRESETS[name].label
+              if name in app_settings.MODEL_PRESETS else "custom (heads, head_dim below)")
+        preset = app_settings.MODEL_PRESETS.get(settings.model)
+        if preset:
+            grouped = (f" Its {preset.heads} query heads share {preset.kv_heads} K/V heads (grouped-query "
+                       f"attention); the kernels here give every query head its own K/V head, so the app "
+                       f"shows {preset.heads} K/V heads." if preset.kv_heads != preset.heads else "")
+            st.caption(f"{preset.label}: {preset.heads} heads × head_dim {preset.head_dim}, from {preset.source}."
+                       + grouped)
         bound(st.number_input, "Batch", "batch", settings, min_value=1, max_value=app_settings.MAX_BATCH, step=1)
         bound(st.number_input, "Heads", "heads", settings, min_value=1, max_value=app_settings.MAX_HEADS, step=1)
         bound(st.selectbox, "Head dimension", "head_dim", settings, options=app_settings.HEAD_DIMS)
@@ -130,10 +146,12 @@ def sidebar(stage: Stage, titles: dict[str, str]) -> None:
         if settings.scene != "tiling":  # the tiling scene shows these next to its animation instead
             causal_and_tile_controls(settings)
         st.subheader("Look")
-        bound(st.radio, "Chart theme", "theme", settings, options=app_settings.THEMES, horizontal=True)
+        bound(st.radio, "Chart theme", "theme", stage.link_settings, options=app_settings.THEME_CHOICES,
+              horizontal=True, format_func=lambda theme: "as the page" if theme == "auto" else theme)
         page_theme = st.context.theme.type  # Streamlit's own page theme: the URL or the viewer's system picks it
         if page_theme and page_theme != settings.theme:
-            matching = urllib.parse.urlencode(settings_to_query(settings) | {"embed_options": f"{settings.theme}_theme"})
+            matching = urllib.parse.urlencode(settings_to_query(stage.link_settings)
+                                              | {"embed_options": f"{settings.theme}_theme"})
             st.caption(f"The page is {page_theme}: [open it {settings.theme} too](?{matching}).")
 
 

@@ -47,10 +47,26 @@ class Stage:
     recording_problem: str        # why there is no recording ("" when there is one)
     upload_problem: str           # why an uploaded results file was refused ("" when none was)
     facts: dict | None            # device facts of the GPU whose numbers are shown
+    theme_asked: str = "auto"     # the link's theme; settings.theme is the charts' ("auto" resolved)
 
     @property
     def gpu_name(self) -> str:
         return self.facts["name"] if self.facts else "no GPU"
+
+    @property
+    def link_settings(self) -> Settings:
+        """The settings as the link keeps them (the theme as asked, not as resolved)."""
+        return replace(self.settings, theme=self.theme_asked)
+
+    @property
+    def numbers_from(self) -> str:
+        """Where the measured numbers on screen come from, for labels: 'measured on …' or 'recorded on …'."""
+        if self.live:
+            return f"measured now on {self.gpu_name}"
+        if self.recording is None:
+            return "no measurements"
+        created = str(self.recording.meta.get("created", ""))[:10] or "undated"
+        return f"recorded on {self.gpu_name}, {created}"
 
     @property
     def kernels_run(self) -> str:
@@ -167,10 +183,14 @@ def _shared_memory_budget(facts: dict | None) -> SharedMemoryBudget | None:
     return SharedMemoryBudget(int(facts["smem_per_block_bytes"]), smem_bytes, facts["name"])
 
 
-def prepare_stage(settings: Settings) -> tuple[Stage, list[str]]:
-    """Choose the data source (live only on a GPU Triton can drive) and check the tiles against it."""
+def prepare_stage(settings: Settings, page_theme: str | None = None) -> tuple[Stage, list[str]]:
+    """Choose the data source (live only on a GPU Triton can drive; the link then says "recorded"), check
+    the tiles against it, and resolve the charts' theme ("auto": the page's, light when unknown)."""
     backend, reason = kernel_backend()
     live = settings.source == "live" and backend == "cuda"
+    theme_asked = settings.theme
+    settings = replace(settings, source="live" if live else "recorded",
+                       theme=settings.theme if settings.theme != "auto" else page_theme or "light")
     recording, problem, notes, upload_problem = None, "", [], ""
     if not live:
         recording, upload_problem = _uploaded_recording()
@@ -183,7 +203,8 @@ def prepare_stage(settings: Settings) -> tuple[Stage, list[str]]:
     if budget:
         settings, tile_notes = fit_tiles(settings, budget)
         notes += tile_notes
-    return Stage(settings, backend == "cuda", live, reason, recording, problem, upload_problem, facts), notes
+    return Stage(settings, backend == "cuda", live, reason, recording, problem, upload_problem, facts,
+                 theme_asked), notes
 
 
 # -- records for the current settings -------------------------------------------------------------

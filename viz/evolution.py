@@ -85,11 +85,13 @@ PUBLISHED: list[dict] = [
 ]
 
 
-def evolution_figure(measured: list[dict], theme: str = "light", height: int = 600) -> go.Figure:
+def evolution_figure(measured: list[dict], theme: str = "light", height: int = 600,
+                     measured_label: str = "measured on this GPU") -> go.Figure:
     """Published FlashAttention throughput by version and year, then the measured points passed in.
 
     measured: dicts with "label", "tflops" (None: not measured), "gpu" and optionally "algorithm"
     (for its colour), e.g. ours and PyTorch SDPA on this GPU. One x position per entry, in order.
+    measured_label: where those come from, as the legend says it ("recorded on H200, 2026-11-29").
     """
     def category(entry: dict) -> str:
         if "short" in entry:
@@ -123,7 +125,7 @@ def evolution_figure(measured: list[dict], theme: str = "light", height: int = 6
                 x=[category(m) for m in known],
                 y=np.array([m["tflops"] for m in known], dtype=np.float64),
                 mode="markers+text",
-                name="measured on this GPU",
+                name=measured_label,
                 marker=dict(
                     symbol="diamond",
                     size=26,
@@ -132,7 +134,7 @@ def evolution_figure(measured: list[dict], theme: str = "light", height: int = 6
                 ),
                 text=[f"<b>{m['tflops']:,.0f}</b>" for m in known],
                 textposition="top center",
-                hovertemplate="%{x}: %{y:,.1f} TFLOPS<extra>measured</extra>",
+                hovertemplate="%{x}: %{y:,.1f} TFLOPS<extra>" + measured_label.split(" on ")[0] + "</extra>",
             )
         )
     if unknown:
@@ -149,7 +151,8 @@ def evolution_figure(measured: list[dict], theme: str = "light", height: int = 6
             )
         )
     top = max([e["tflops"] for e in PUBLISHED] + [m["tflops"] for m in known])
-    style(fig, theme, title="FlashAttention 1 → 4, and this GPU<br><sup>published numbers are other GPUs</sup>")
+    style(fig, theme, title=f"FlashAttention 1 → 4, and ours {measured_label}"
+                            "<br><sup>published numbers are other GPUs</sup>")
     fig.update_yaxes(title_text="TFLOPS", range=[0, top * 1.2])
     # chronological, then the measurements, whatever order the traces were added in
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=[category(e) for e in PUBLISHED + measured])
