@@ -22,9 +22,10 @@ from app_page import bound, causal_and_tile_controls, chart, move_step, no_numbe
     read_url, recording_coverage, scene_navigation, seq_len_slider, show_notes, sidebar, source_badges, write_url
 from app_settings import SCENES, TRACE_SEQ_LENS
 import app_settings
-from app_stage import Stage, animation_trace, first_out_of_memory, hbm_traffic, headline_numbers, \
+from app_stage import Stage, animation_trace, hbm_traffic, headline_numbers, \
     live_sm_timeline, ours_over_lengths, prepare_stage, records_for, tiling_animation
 import costmodel
+import story
 import viz
 from viz.sm_timeline import timeline_stats
 from viz.theme import algorithm_label, fmt_bytes, fmt_tokens
@@ -34,6 +35,7 @@ SCENE_TITLES = {
     "hierarchy": "The GPU memory hierarchy",
     "problem": "The problem: N × N scores",
     "compare": "Standard vs flash, side by side",
+    "roofline": "Memory-bound or compute-bound: the roofline",
     "tiling": "The tiling, step by step",
     "seqlen": "Sequence length",
     "evolution": "FlashAttention 1 → 4",
@@ -41,6 +43,8 @@ SCENE_TITLES = {
     "takeaways": "Takeaways",
 }
 HEADLINE_CHART_PX = 500  # under the headline's numbers, legend included, on a 1080-pixel-high screen
+COMPARE_CHART_PX = 560
+ROOFLINE_CHART_PX = 600
 
 
 def main() -> None:
@@ -84,7 +88,7 @@ def scene_headline(stage: Stage) -> None:
                     help="S (fp32) + P + O for every batch and head: grows as N²", border=True)
     flash.metric(f"Flash: extra memory at {fmt_tokens(s.seq_len)}", fmt_bytes(numbers.flash_bytes),
                  help="O + the log-sum-exp per row: grows as N", border=True)
-    faster.metric(f"Speedup, {stage.numbers_from}", numbers.speedup, help=numbers.speedup_why, border=True)
+    faster.metric(f"Speedup, {stage.measured}", numbers.speedup, help=numbers.speedup_why, border=True)
     st.caption(f"Batch {s.batch} × {s.heads} heads, head_dim {s.head_dim}, {s.dtype}"
                f"{', causal' if s.causal else ''}. Speedup: {numbers.speedup_why}.")
     recording_coverage(stage)
@@ -96,7 +100,7 @@ def scene_hierarchy(stage: Stage) -> None:
         st.info(f"The memory hierarchy comes from a GPU or a recording: {stage.recording_problem}.")
         return
     st.markdown("Flash attention keeps its working set in the small, fast on-chip SRAM and reads the large, "
-                "slow HBM as few times as it can.")
+                "slow HBM as few times as it can." + story.hierarchy_sentence(stage.facts))
     chart(viz.hierarchy_figure(stage.facts, theme=stage.settings.theme))
 
 
@@ -119,18 +123,68 @@ def scene_problem(stage: Stage) -> None:
 def scene_compare(stage: Stage) -> None:
     s = stage.settings
     seq_len_slider(s)
-    panels = hbm_traffic(stage, ours_over_lengths(stage))
+    records = ours_over_lengths(stage)
+    panels = hbm_traffic(stage, records)
+    moved = story.hbm_bytes(panels, records, s.seq_len)
+    naive = next((r for r in records if r["algorithm"] == "naive" and r["seq_len"] == s.seq_len), None)
     block_m, block_n = panels.tiles
     standard, flash, ratio = st.columns(3)
-    standard.metric("Standard: HBM traffic", fmt_bytes(panels.naive_bytes), border=True)
-    flash.metric(f"Flash ({block_m}×{block_n} tiles): HBM traffic", fmt_bytes(panels.flash_bytes), border=True)
-    ratio.metric("Standard ÷ flash traffic", f"{panels.naive_bytes / panels.flash_bytes:.1f}×", border=True)
-    figure_panels = [{"key": "naive", "title": "standard: 3 kernels", "parts": panels.naive},
+    standard.metric("Standard: HBM traffic", fmt_bytes(panels.naive_bytes), border=True,
+                    help="S written and read in fp32, P written and read: the cost model (costmodel.naive_traffic)")
+    flash.metric(f"Flash ({block_m}×{block_n} tiles): HBM traffic", fmt_bytes(panels.flash_bytes), border=True,
+                 help="L2-aware model where the GPU is known, else the no-cache bound")
+    ratio.metric(f"Standard ÷ flash ({moved.source})", f"{moved.ratio:,.0f}×", border=True,
+                 help="counted by the GPU's hardware counters where the recording has them, else the model")
+    counted = {"naive": story.counted_bytes_at(records, "naive", s.seq_len),
+               "flash": story.counted_bytes_at(records, "flash", s.seq_len)}
+    figure_panels = [{"key": "naive", "title": "standard: 3 kernels", "parts": panels.naive,
+                      "counted": counted["naive"]},
                      {"key": "flash_no_cache", "title": "flash, no cache (paper's bound)",
                       "parts": panels.flash_no_cache}]
     if panels.flash_l2 is not None:
-        figure_panels.append({"key": "flash_l2", "title": "flash, L2-aware model", "parts": panels.flash_l2})
-    chart(viz.compare_figure(figure_panels, theme=s.theme))
+        figure_panels.append({"key": "flash_l2", "title": "flash, L2-aware model", "parts": panels.flash_l2,
+                              "counted": counted["flash"]})
+    chart(viz.compare_figure(figure_panels, theme=s.theme, height=COMPARE_CHART_PX))
+    tiles = "the tiles its record says it ran" if panels.tiles_known else "assumed tiles (the record does not say)"
+    l2 = (f"L2-aware: programs of one head share K and V in the {fmt_bytes(panels.machine.l2_bytes)} L2; "
+          f"{panels.machine.programs_in_flight} programs at once ({panels.machine.how})"
+          if panels.machine else "no L2-aware model: the GPU's L2 and SM count are unknown")
+    wall = f" Standard could not run here: {story.OUT_OF_MEMORY}." if naive and naive["status"] == "oom" else ""
+    st.caption(f"Bytes: cost model, flash with {tiles}; {l2}. \"counted\": Nsight Compute's DRAM bytes for "
+               f"the recorded run, where the recording has them.{wall}")
+
+
+def scene_roofline(stage: Stage) -> None:
+    s = stage.settings
+    seq_len_slider(s)
+    if no_numbers(stage):
+        return
+    from kernels.record import ALGORITHMS
+    records = records_for(stage, ALGORITHMS, (s.seq_len,))
+    recording_coverage(stage)
+    facts = stage.facts or {}
+    peak, copy = facts.get("matmul_tflops"), facts.get("copy_gbps")
+    if not peak or not copy:
+        st.info("The roofline needs this GPU's measured bf16 matmul rate and copy bandwidth; "
+                f"{'this recording predates them: re-record with `python -m kernels.bench`' if not stage.live else 'they were not measured'}.")
+        return
+    points = story.roofline_points(records)
+    if not points:
+        st.info(f"No kernel ran at {fmt_tokens(s.seq_len)} tokens for this setting.")
+        return
+    ridge = costmodel.ridge_point(peak, copy)
+    st.markdown(f"Left of the ridge ({ridge:,.0f} FLOPs per HBM byte) a kernel waits on memory; right of it, on "
+                f"arithmetic. The standard kernels stream the N×N scores through HBM and sit on the bandwidth "
+                f"roof; flash keeps them on chip, does thousands of FLOPs per byte, and meets the compute roof: "
+                f"that is where its speedup comes from.")
+    chart(viz.roofline_figure([point.as_dict() for point in points], peak, copy, facts.get("l2_gbps"),
+                              theme=s.theme, height=ROOFLINE_CHART_PX,
+                              title=f"Roofline, {stage.measured}"))
+    with st.expander("Each point in words"):
+        st.markdown("\n".join(f"- {line}" for line in story.roofline_verdicts(points, peak, copy)))
+    st.caption("Filled: HBM bytes counted by Nsight Compute; hollow: the cost model's bytes. FLOPs: "
+               "4·B·H·N²·D (halved when causal), the standard kernels' split per kernel, softmax 5 per score. "
+               "Roofs: the measured copy bandwidth and bf16 matmul rate of this GPU, not datasheet peaks.")
 
 
 def scene_tiling(stage: Stage) -> None:
@@ -205,7 +259,7 @@ def scene_evolution(stage: Stage) -> None:
     recording_coverage(stage)
     measured = [{"label": algorithm_label(r["algorithm"]), "tflops": r["tflops"], "gpu": stage.gpu_name,
                  "algorithm": r["algorithm"]} for r in records]
-    chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.numbers_from))
+    chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.measured))
     with st.expander("Sources of the published numbers"):
         st.markdown("\n".join(f"- **{entry['version']}** ({entry['year']}, {entry['gpu']}): {entry['citation']}. "
                               f"{entry['note']}" for entry in viz.PUBLISHED))
@@ -242,37 +296,23 @@ def scene_timeline(stage: Stage) -> None:
 def scene_takeaways(stage: Stage) -> None:
     s = stage.settings
     records = ours_over_lengths(stage)
-    numbers = headline_numbers(stage, records)
-    panels = hbm_traffic(stage, records)
-    at = f"at {fmt_tokens(s.seq_len)} tokens (batch {s.batch} × {s.heads} heads, {s.dtype})"
-    points = [
-        f"**Memory: O(N²) → O(N).** Standard attention needs {fmt_bytes(numbers.naive_bytes)} beyond its inputs "
-        f"{at}; flash needs {fmt_bytes(numbers.flash_bytes)} (scene 1).",
-        f"**Traffic, not FLOPs.** Both do the same arithmetic, but standard moves {fmt_bytes(panels.naive_bytes)} "
-        f"through HBM and flash {fmt_bytes(panels.flash_bytes)} (scene 4).",
-        f"**Speed follows traffic.** {stage.numbers_from.capitalize()}: {numbers.speedup} ({numbers.speedup_why}) "
-        "(scenes 1, 6).",
-    ]
-    wall = first_out_of_memory(records)
-    if wall:
-        points.append(f"**The wall.** On {stage.gpu_name} the standard kernels ran out of memory at "
-                      f"{fmt_tokens(wall['seq_len'])} tokens, asking for {fmt_bytes(wall['needed_bytes'] or 0)}; "
-                      "flash kept going (scene 6).")
-    where = stage.kernels_run
+    from kernels.record import ALGORITHMS
+    at_length = records_for(stage, ALGORITHMS, (s.seq_len,))
+    error = None
     try:
-        with st.spinner(f"Running both kernels on the same inputs {where}…"):
+        with st.spinner(f"Running both kernels on the same inputs {stage.kernels_run}…"):
             error = animation_trace(s)["max_abs_err"]
-        points.append(f"**Exact, not approximate.** On the same random inputs ({s.trace_len} tokens, {s.dtype}), "
-                      f"flash and the standard kernels differ by at most {error:.1e}: rounding, nothing more "
-                      "(scene 5).")
     except ValueError as why:
         st.error(f"No exactness check for these settings: {why}")
+    points = story.takeaways(records, at_length, hbm_traffic(stage, records), stage.facts, stage.gpu_name,
+                             s.seq_len, s.batch, s.heads, s.head_dim, s.dtype,
+                             {scene: SCENES.index(scene) + 1 for scene in SCENES}, error, s.trace_len)
     st.markdown("\n".join(f"{number}. {point}" for number, point in enumerate(points, start=1)))
 
 
 SCENE_FUNCTIONS = {
     "headline": scene_headline, "hierarchy": scene_hierarchy, "problem": scene_problem, "compare": scene_compare,
-    "tiling": scene_tiling, "seqlen": scene_seqlen, "evolution": scene_evolution, "timeline": scene_timeline,
+    "roofline": scene_roofline, "tiling": scene_tiling, "seqlen": scene_seqlen, "evolution": scene_evolution, "timeline": scene_timeline,
     "takeaways": scene_takeaways,
 }
 assert set(SCENE_FUNCTIONS) == set(SCENES), "every scene needs a function"

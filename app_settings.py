@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields, replace
 from costmodel import DTYPE_BYTES, HEAD_DIMS, SEQ_LENS, TILE_SIZES, TRACE_SEQ_LENS
 from viz.theme import THEMES
 
-SCENES = ("headline", "hierarchy", "problem", "compare", "tiling", "seqlen", "evolution", "timeline",
+SCENES = ("headline", "hierarchy", "problem", "compare", "roofline", "tiling", "seqlen", "evolution", "timeline",
           "takeaways")
 SOURCES = ("live", "recorded")
 MAX_BATCH = 64
@@ -183,14 +183,13 @@ _PARSERS: dict[str, Callable[[str], object]] = {
 assert set(_PARSERS) == set(QUERY_KEYS), "every setting needs a parser"
 
 
-def settings_from_query(params: Mapping[str, str | list[str]], *,
-                        smem: SharedMemoryBudget | None = None) -> tuple[Settings, list[str]]:
+def settings_from_query(params: Mapping[str, str | list[str]]) -> tuple[Settings, list[str]]:
     """The settings a URL asks for, and one note for every value that was ignored.
 
     `params` maps a key to its value, or to all its values when the key was repeated (as
     `{key: st.query_params.get_all(key) for key in st.query_params}` gives). A repeated key is
-    ambiguous and falls back to its default. With `smem`, tile sizes that do not fit the GPU's
-    shared memory are replaced too (see `fit_tiles`).
+    ambiguous and falls back to its default. Tiles that do not fit a GPU's shared memory are `fit_tiles`'
+    business, once the GPU is known.
     """
     chosen: dict[str, object] = {}
     notes: list[str] = []
@@ -222,9 +221,6 @@ def settings_from_query(params: Mapping[str, str | list[str]], *,
         notes.append(f"unknown parameter{'s' if len(unknown) > 1 else ''} {listed}{more} ignored")
     settings, model_notes = with_model(replace(DEFAULTS, **chosen), chosen)
     notes.extend(model_notes)
-    if smem is not None:
-        settings, tile_notes = fit_tiles(settings, smem)
-        notes.extend(tile_notes)
     return settings, notes
 
 

@@ -59,14 +59,12 @@ class Stage:
         return replace(self.settings, theme=self.theme_asked)
 
     @property
-    def numbers_from(self) -> str:
-        """Where the measured numbers on screen come from, for labels: 'measured on …' or 'recorded on …'."""
+    def measured(self) -> str:
+        """Where and when the numbers on screen were measured: "measured live on X" or "recorded on X, date"."""
         if self.live:
-            return f"measured now on {self.gpu_name}"
-        if self.recording is None:
-            return "no measurements"
-        created = str(self.recording.meta.get("created", ""))[:10] or "undated"
-        return f"recorded on {self.gpu_name}, {created}"
+            return f"measured live on {self.gpu_name}"
+        created = str(self.recording.meta.get("created", ""))[:10] if self.recording else ""
+        return f"recorded on {self.gpu_name}" + (f", {created}" if created else "")
 
     @property
     def kernels_run(self) -> str:
@@ -255,41 +253,19 @@ def ours_over_lengths(stage: Stage) -> list[dict]:
 # -- the story's numbers, shared by the scenes that quote them -------------------------------------
 
 def hbm_traffic(stage: Stage, records: list[dict]) -> story.TrafficPanels:
-    """The cost model's HBM traffic of both algorithms at the current setting (story.traffic_panels)."""
+    """The cost model's HBM traffic of both algorithms at the current setting (story.traffic_panels), with
+    the flash tiles the records say ran and the occupancy the recorded SM timelines show."""
     s = stage.settings
+    timelines = stage.recording.timelines if stage.recording and not stage.live else []
     return story.traffic_panels(s.seq_len, s.batch, s.heads, s.head_dim, s.dtype_bytes, s.causal, records,
-                                stage.facts)
+                                stage.facts, timelines)
 
 
 def animation_trace(s: Settings) -> dict:
     return flash_trace(s.trace_len, s.head_dim, s.block_m, s.block_n, s.causal, s.dtype, s.seed)
 
 
-def first_out_of_memory(records: list[dict]) -> dict | None:
-    """The shortest length at which the standard kernels ran out of memory: the wall on the slider."""
-    walls = [record for record in records if record["algorithm"] == "naive" and record["status"] == "oom"]
-    return min(walls, key=lambda record: record["seq_len"], default=None)
-
-
-@dataclass(frozen=True)
-class Headline:
-    naive_bytes: int   # extra memory the standard kernels need (model: S, P, O)
-    flash_bytes: int   # extra memory flash needs (model: O, LSE)
-    speedup: str       # measured naive time / flash time at the slider's N, or why there is none
-    speedup_why: str   # the two times, or the reason
-
-
-def headline_numbers(stage: Stage, records: list[dict]) -> Headline:
+def headline_numbers(stage: Stage, records: list[dict]) -> story.Headline:
     s = stage.settings
-    shape = (s.seq_len, s.batch, s.heads, s.head_dim, s.dtype_bytes)
-    memory = costmodel.naive_extra_bytes(*shape), costmodel.flash_extra_bytes(*shape)
-    row = next((row for row in viz.speedup_table(records) if row["seq_len"] == s.seq_len), None)
-    if row is None:
-        why = stage.recording_problem if not stage.live and stage.recording is None else \
-            "not measured at this setting"
-        return Headline(*memory, "—", why)
-    if row["speedup"] is None:
-        return Headline(*memory, "n/a", row["note"] or "one of the two did not run")
-    return Headline(*memory, f"{row['speedup']:.1f}×",
-                    f"standard {row['naive_ms']:.3g} ms → flash {row['flash_ms']:.3g} ms")
-
+    missing = stage.recording_problem if not stage.live and stage.recording is None else "not measured at this setting"
+    return story.headline(records, s.seq_len, s.batch, s.heads, s.head_dim, s.dtype_bytes, missing)

@@ -309,6 +309,9 @@ def traffic(algorithm: str, seq_len: int, batch: int, heads: int, head_dim: int,
         if machine is None:
             return flash_traffic_no_cache(*shape, block_m, block_n)
         return flash_traffic_l2(*shape, block_m, block_n, machine.l2_bytes, machine.programs_in_flight)
+    if algorithm == "flash_v1":
+        block_m, block_n = block_m or ASSUMED_FLASH_V1_TILES[0], block_n or ASSUMED_FLASH_V1_TILES[1]
+        return flash_v1_traffic(*shape, block_m, block_n)
     if algorithm == "naive":
         return naive_traffic(*shape, interpreter=interpreter)
     if algorithm == "torch_naive":
@@ -393,3 +396,93 @@ def ridge_point(peak_tflops: float, bandwidth_gbps: float) -> float:
 def sram_bandwidth_gbps(sm_count: int, sm_clock_mhz: float) -> float:
     """Shared-memory bandwidth of the whole chip by its spec width (SMEM_BYTES_PER_CLOCK_PER_SM), GB/s."""
     return sm_count * sm_clock_mhz * 1e6 * SMEM_BYTES_PER_CLOCK_PER_SM / 1e9
+
+
+# -- FlashAttention-1 order -------------------------------------------------------------------------
+# kernels/flash_v1.py: one program per (batch, head); the outer loop walks the K/V tiles (each loaded
+# once), the inner loop the Q blocks that tile touches. Between steps a Q block's O, m and l live in HBM
+# in fp32: read back at every tile but its first, written back at every tile but its last, where O (in
+# the input dtype) and the fp32 LSE are written instead.
+
+FA1_STATE_BYTES = 4  # O, m and l travel between FA1 steps in fp32
+ASSUMED_FLASH_V1_TILES = (64, 64)
+
+
+def fa1_state_bytes_per_row(head_dim: int) -> int:
+    """Bytes of one row's running state in HBM between FA1 steps: O (head_dim fp32), m and l."""
+    return (head_dim + 2) * FA1_STATE_BYTES
+
+
+def fa1_schedule(seq_len: int, block_m: int, block_n: int, causal: bool) -> list[Step]:
+    """The FA1-order kernel's steps: K/V tile by K/V tile (ascending), and within one the Q blocks that
+    see it (ascending). The same (Q block, K/V tile) pairs as tile_schedule; `first` / `last` still mark
+    a Q block's first / last tile."""
+    steps = sorted(tile_schedule(seq_len, block_m, block_n, causal), key=lambda s: (s.k_block, s.q_block))
+    return [Step(index, s.q_block, s.k_block, s.masked, s.first, s.last) for index, s in enumerate(steps)]
+
+
+def flash_v1_extra_bytes(seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int) -> int:
+    """Device memory the FA1-order kernel needs beyond Q, K, V: O, the LSE and the fp32 O, m, l it
+    keeps in HBM between steps (bytes)."""
+    return (flash_extra_bytes(seq_len, batch, heads, head_dim, dtype_bytes)
+            + batch * heads * seq_len * fa1_state_bytes_per_row(head_dim))
+
+
+EXTRA_BYTES["flash_v1"] = flash_v1_extra_bytes
+
+
+def flash_v1_traffic(seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int, causal: bool,
+                     block_m: int, block_n: int) -> list[Traffic]:
+    """The FA1-order kernel's HBM loads and stores by phase (no cache): every K/V tile once, the Q block
+    at every step, O, m and l read back and written back at every step but a Q block's first / last."""
+    bh, n, d, e = batch * heads, seq_len, head_dim, dtype_bytes
+    tiles = k_tiles_per_q_block(n, block_m, block_n, causal)
+    rows = np.minimum(block_m, n - np.arange(len(tiles)) * block_m)
+    round_trips = int((rows * (tiles - 1)).sum())  # rows × the steps after a block's first (before its last)
+    return [
+        Traffic("load K, V tiles (once each)", bh * 2 * n * d * e, 0),
+        Traffic("load Q blocks (every step)", bh * int((rows * tiles).sum()) * d * e, 0),
+        Traffic("read back O, m, l", bh * round_trips * fa1_state_bytes_per_row(d), 0),
+        Traffic("online softmax (in SRAM)", 0, 0, attention_flops(n, batch, heads, d, causal)),
+        Traffic("write back O, m, l", 0, bh * round_trips * fa1_state_bytes_per_row(d)),
+        Traffic("write O, LSE", 0, bh * n * (d * e + LSE_BYTES)),
+    ]
+
+
+def fa1_step_traffic(seq_len: int, head_dim: int, block_m: int, block_n: int, causal: bool,
+                     dtype_bytes: int) -> dict[str, np.ndarray]:
+    """Cumulative HBM bytes after each step of fa1_schedule, one (batch, head), like step_traffic.
+
+    Returns int64 arrays of shape (T,): "flash_v1_read", "flash_v1_written", "flash_v1_bytes" (what the
+    FA1-order kernel loads and stores), and of those the O, m, l round trips: "state_read",
+    "state_written"; their totals are flash_v1_traffic's."""
+    n, d, e = seq_len, head_dim, dtype_bytes
+    schedule = fa1_schedule(n, block_m, block_n, causal)
+    q_block = np.array([s.q_block for s in schedule], dtype=np.int64)
+    k_block = np.array([s.k_block for s in schedule], dtype=np.int64)
+    first = np.array([s.first for s in schedule])
+    last = np.array([s.last for s in schedule])
+    rows = np.minimum(block_m, n - q_block * block_m)
+    cols = np.minimum(block_n, n - k_block * block_n)
+    tile_start = np.zeros(len(schedule), dtype=bool)  # the step that loads its K/V tile
+    tile_start[np.unique(k_block, return_index=True)[1]] = True
+    state = rows * fa1_state_bytes_per_row(d)
+    state_read = ~first * state
+    state_written = ~last * state
+    read = tile_start * 2 * cols * d * e + rows * d * e + state_read
+    written = state_written + last * rows * (d * e + LSE_BYTES)
+    out = {name: np.cumsum(values.astype(np.int64)) for name, values in (
+        ("flash_v1_read", read), ("flash_v1_written", written),
+        ("state_read", state_read), ("state_written", state_written))}
+    out["flash_v1_bytes"] = out["flash_v1_read"] + out["flash_v1_written"]
+    return out
+
+
+def sram_buffers(block_m: int, block_n: int, head_dim: int, dtype_bytes: int) -> dict[str, int]:
+    """What one program of either order holds on chip at a step (bytes): the Q block, K and V tiles in the
+    input dtype, the S tile, m, l and the O accumulator in fp32 (kernels/flash.py keeps them for a whole Q
+    block; kernels/flash_v1.py reloads m, l and O from HBM every step)."""
+    e = dtype_bytes
+    return {"Q block": block_m * head_dim * e, "K tile": block_n * head_dim * e, "V tile": block_n * head_dim * e,
+            "S tile": block_m * block_n * FA1_STATE_BYTES, "m": block_m * FA1_STATE_BYTES,
+            "l": block_m * FA1_STATE_BYTES, "O acc": block_m * head_dim * FA1_STATE_BYTES}

@@ -173,7 +173,7 @@ def headline(records: list[dict], seq_len: int, batch: int, heads: int, head_dim
     naive, flash = _at(records, "naive", seq_len), _at(records, "flash", seq_len)
     if naive is not None and naive["status"] == "oom":
         flash_ran = f"; flash ran in {flash['time_ms']:.3g} ms" if flash and flash["status"] == "ok" else ""
-        return Headline(*memory, OUT_OF_MEMORY, f"standard attention {oom_text(naive)}{flash_ran}")
+        return Headline(*memory, OUT_OF_MEMORY, f"standard attention: {OUT_OF_MEMORY} ({oom_text(naive)}){flash_ran}")
     row = next((row for row in speedup_table(records) if row["seq_len"] == seq_len), None)
     if row is None:
         return Headline(*memory, "—", missing_reason)
@@ -260,3 +260,22 @@ def takeaways(records: list[dict], at_length: list[dict], panels: TrafficPanels,
                       f"and the standard kernels differ by at most {max_abs_err:.1e}: rounding, nothing more "
                       f"(scene {scene['tiling']}).")
     return points
+
+
+def counted_bytes_at(records: list[dict], algorithm: str, seq_len: int) -> int | None:
+    """HBM bytes the GPU's counters read for this algorithm's run at seq_len, or None (not counted, not run)."""
+    record = _at(records, algorithm, seq_len)
+    return _counted_bytes(record) if record and record["status"] == "ok" else None
+
+
+def hierarchy_sentence(facts: dict | None) -> str:
+    """Why staying on chip pays, in this GPU's numbers: SRAM's bandwidth (spec) over HBM's (measured)."""
+    facts = facts or {}
+    sm_count, clock, copy = facts.get("sm_count"), facts.get("sm_clock_mhz"), facts.get("copy_gbps")
+    if not (sm_count and clock and copy):
+        return ""
+    sram = costmodel.sram_bandwidth_gbps(sm_count, clock)
+    l2 = facts.get("l2_gbps")
+    via_l2 = f", L2 {l2 / 1000:,.1f} TB/s (measured)" if l2 else ""
+    return (f" On this GPU, shared memory can deliver {sram / 1000:,.1f} TB/s (spec){via_l2}, HBM "
+            f"{copy / 1000:,.2f} TB/s (measured): {sram / copy:,.0f}× more per second on chip.")

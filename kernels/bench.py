@@ -18,7 +18,7 @@ from costmodel import SEQ_LENS
 
 from kernels.flash import FlashConfig, flash_attention
 from kernels.inputs import DTYPES_BY_NAME, SUPPORTED_HEAD_DIMS
-from kernels.measure import ALGORITHMS, OURS, Setting, _time_cuda, measure, model_extra_bytes
+from kernels.measure import ALGORITHMS, OURS, Setting, measure, model_extra_bytes, time_cuda
 from kernels.results import dump_results
 from kernels.runtime import INTERPRET, device_facts
 
@@ -121,7 +121,7 @@ def tune(head_dims: list[int], dtypes: list[str], causals: list[bool], batch: in
         timings = []
         for cfg in TUNE_CANDIDATES:
             try:
-                times = _time_cuda(lambda: flash_attention(q, k, v, causal=causal, config=cfg), 50, 300)
+                times = time_cuda(lambda: flash_attention(q, k, v, causal=causal, config=cfg), 50, 300)
                 timings.append((sorted(times)[len(times) // 2], cfg))
             except Exception as exc:  # a config that does not fit is skipped, not fatal
                 print(f"  {cfg} failed: {type(exc).__name__}", file=sys.stderr)

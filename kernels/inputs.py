@@ -16,16 +16,24 @@ DTYPES_BY_NAME = {name: dtype for dtype, name in DTYPE_NAMES.items()}
 _INT32_LIMIT = 2**31
 
 
-def check_attention_inputs(q, k, v, causal, sm_scale) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
+def check_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                           sm_scale: float | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
     """Validate (q, k, v, causal, sm_scale); return kernel-ready q, k, v and the softmax scale.
 
-    q, k, v: (batch, heads, seq_len, head_dim), one dtype of fp16/bf16/fp32, on the active device.
+    q, k, v: (batch, heads, seq_len, head_dim), dense, one dtype of fp16/bf16/fp32, on the active device.
+    Forward only: tensors that require grad are refused while autograd is on (no gradient would flow).
     Non-contiguous inputs are accepted (strides are passed to the kernels); a last dimension that is
     not unit-stride, or strides too large for 32-bit in-head offsets, are copied to contiguous memory.
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.is_nested or t.layout != torch.strided:
+            kind = "a nested tensor" if t.is_nested else f"a {t.layout} tensor"
+            raise TypeError(f"{name} is {kind}: the kernels read dense (strided) tensors; pass {name}.to_dense()")
+        if t.requires_grad and torch.is_grad_enabled():
+            raise ValueError(f"{name} requires grad, but these kernels are forward only (no backward pass): "
+                               f"call them under torch.no_grad() or pass {name}.detach()")
         if t.dim() != 4:
             raise ValueError(f"{name} must be 4-D (batch, heads, seq_len, head_dim); got shape {tuple(t.shape)}")
     if not (q.shape == k.shape == v.shape):

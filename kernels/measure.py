@@ -26,10 +26,11 @@ import costmodel
 from costmodel import DTYPE_BYTES, HEAD_DIMS as SUPPORTED_HEAD_DIMS
 
 from kernels.flash import config_for, flash_attention
+from kernels.flash_v1 import FLASH_V1_TIMED_MAX_SEQ_LEN, config_for_v1, flash_attention_v1
 from kernels.inputs import DTYPES_BY_NAME
 from kernels.naive import naive_attention
 from kernels.record import ALGORITHMS, OURS, Record
-from kernels.runtime import DEVICE, INTERPRET, device_facts
+from kernels.runtime import DEVICE, INTERPRET, device_facts, kernel_launch_lock
 
 # The interpreter costs ~10 ms per tile; beyond this the CPU path would keep a viewer waiting.
 INTERPRETER_MAX_SEQ_LEN = 512
@@ -79,6 +80,9 @@ def attention_flops(s: Setting) -> float:
 
 def flash_tiles(s: Setting) -> tuple[int, int] | None:
     """(block_m, block_n) our flash kernel runs this setting with; None for the other algorithms."""
+    if s.algorithm == "flash_v1":
+        config = config_for_v1(s.head_dim, DTYPES_BY_NAME[s.dtype])
+        return config.block_m, config.block_n
     if s.algorithm != "flash":
         return None
     config = config_for(s.head_dim, DTYPES_BY_NAME[s.dtype], s.causal)
@@ -121,6 +125,11 @@ def _runner(s: Setting, q, k, v):
         return lambda: flash_attention(q, k, v, causal=s.causal)
     if s.algorithm == "naive":
         return lambda: naive_attention(q, k, v, causal=s.causal)
+    if s.algorithm == "flash_v1":
+        if s.seq_len > FLASH_V1_TIMED_MAX_SEQ_LEN:  # an "error" record, not minutes of GPU time
+            raise ValueError(f"the FA1-order kernel runs one program per head: past {FLASH_V1_TIMED_MAX_SEQ_LEN} "
+                             f"tokens one call takes seconds, so it is not timed there")
+        return lambda: flash_attention_v1(q, k, v, causal=s.causal)
     if s.algorithm == "torch_naive":
         return lambda: torch_naive_attention(q, k, v, s.causal, scale)
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -176,8 +185,9 @@ def _inputs(s: Setting, seed: int):
     return tuple(torch.randn(shape, generator=gen, device=DEVICE, dtype=torch.float32).to(dtype) for _ in range(3))
 
 
-def _time_cuda(fn, warmup_ms: float, rep_ms: float, max_reps: int = 200) -> list[float]:
-    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")  # larger than the 60 MB L2
+def time_cuda(fn, warmup_ms: float, rep_ms: float, max_reps: int = 200) -> list[float]:
+    """CUDA-event times (ms) of `fn` after warm-up, the L2 flushed before each run (bench and perf/ use it)."""
+    flush = torch.empty(4 * _machine().l2_bytes, dtype=torch.int8, device="cuda")  # 4× the L2 (device facts)
     fn()
     torch.cuda.synchronize()
     start = time.perf_counter()
@@ -212,7 +222,7 @@ def _measure_cuda(s: Setting, seed: int, warmup_ms: float, rep_ms: float) -> Rec
         if not torch.isfinite(out).all():
             return _result(s, "error", device, "cuda", message="output has NaN or Inf")
         del out
-        times = _time_cuda(fn, warmup_ms, rep_ms)
+        times = time_cuda(fn, warmup_ms, rep_ms)
         return _result(s, "ok", device, "cuda", times, peak=peak)
     except torch.OutOfMemoryError as exc:
         message = str(exc).split("\n")[0]
@@ -233,9 +243,11 @@ def _measure_interpreter(s: Setting, seed: int) -> Record:
                          f"(at most {INTERPRETER_MAX_SEQ_LEN}); the recorded H200 results cover larger N")
     q, k, v = _inputs(s, seed)
     fn = _runner(s, q, k, v)
-    start = time.perf_counter()
-    fn()
-    return _result(s, "ok", "CPU (Triton interpreter)", "interpreter", [(time.perf_counter() - start) * 1e3])
+    with kernel_launch_lock():  # time the run, not the wait for other sessions' interpreter runs
+        start = time.perf_counter()
+        fn()
+        elapsed_ms = (time.perf_counter() - start) * 1e3
+    return _result(s, "ok", "CPU (Triton interpreter)", "interpreter", [elapsed_ms])
 
 
 def measure(setting: Setting, seed: int = 0, warmup_ms: float = 50.0, rep_ms: float = 300.0) -> Record:

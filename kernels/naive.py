@@ -9,7 +9,7 @@ is the memory the app measures, and at large N their allocation fails with a cle
 """
 from __future__ import annotations
 
-from kernels.runtime import INTERPRET  # first: it sets TRITON_INTERPRET before @triton.jit runs below
+from kernels.runtime import INTERPRET, kernel_launch_lock  # first: it sets TRITON_INTERPRET before @triton.jit
 import torch
 import triton
 import triton.language as tl
@@ -156,7 +156,8 @@ def _softmax_launch(seq_len: int) -> tuple[int, int, bool, int]:
 
 
 def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-                    sm_scale: float | None = None, return_intermediates: bool = False):
+                    sm_scale: float | None = None, return_intermediates: bool = False,
+                    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Standard attention through HBM: S = sm_scale·QKᵀ (fp32), P = softmax(S) (input dtype), O = PV.
 
     q, k, v: (batch, heads, seq_len, head_dim), fp16/bf16/fp32, head_dim in 16, 32, 64, 128, 256,
@@ -174,17 +175,18 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     dot_fp32, precision = dot_modes(q.dtype)
     block_m, block_n, num_warps, num_stages = _matmul_tiles(head_dim, q.dtype)
     n_m, n_n = triton.cdiv(seq_len, block_m), triton.cdiv(seq_len, block_n)
-    _scores_kernel[(n_m, n_n, batch * heads)](
-        q, k, s, sm_scale, seq_len, heads, *q.stride(), *k.stride(),
-        HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
-        DOT_FP32=dot_fp32, PRECISION=precision, num_warps=num_warps, num_stages=num_stages)
     rows, softmax_block, single_pass, softmax_warps = _softmax_launch(seq_len)
     total_rows = batch * heads * seq_len
-    _softmax_kernel[(triton.cdiv(total_rows, rows),)](
-        s, p, seq_len, total_rows, ROWS=rows, BLOCK_N=softmax_block, CAUSAL=causal,
-        SINGLE_PASS=single_pass, num_warps=softmax_warps)
-    _pv_kernel[(n_m, batch * heads)](
-        p, v, o, seq_len, heads, *v.stride(), *o.stride(),
-        HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
-        DOT_FP32=dot_fp32, PRECISION=precision, num_warps=num_warps, num_stages=num_stages)
+    with kernel_launch_lock():  # the interpreter runs one kernel at a time, process-wide
+        _scores_kernel[(n_m, n_n, batch * heads)](
+            q, k, s, sm_scale, seq_len, heads, *q.stride(), *k.stride(),
+            HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
+            DOT_FP32=dot_fp32, PRECISION=precision, num_warps=num_warps, num_stages=num_stages)
+        _softmax_kernel[(triton.cdiv(total_rows, rows),)](
+            s, p, seq_len, total_rows, ROWS=rows, BLOCK_N=softmax_block, CAUSAL=causal,
+            SINGLE_PASS=single_pass, num_warps=softmax_warps)
+        _pv_kernel[(n_m, batch * heads)](
+            p, v, o, seq_len, heads, *v.stride(), *o.stride(),
+            HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
+            DOT_FP32=dot_fp32, PRECISION=precision, num_warps=num_warps, num_stages=num_stages)
     return (o, s, p) if return_intermediates else o

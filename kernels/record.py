@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-ALGORITHMS = ("flash", "naive", "sdpa_default", "sdpa_flash", "torch_naive")
+ALGORITHMS = ("flash", "naive", "sdpa_default", "sdpa_flash", "torch_naive", "flash_v1")
 OURS = ("flash", "naive")
 STATUSES = ("ok", "oom", "error")
 

@@ -1,39 +1,46 @@
 """Recorded benchmark files: written by `python -m kernels.bench`, read (and validated) by the app.
 
-A results file is JSON with a versioned schema. The loader rejects a corrupt, foreign, oversized or
-inconsistent file with a `ResultsError` that says what is wrong; it never opens a path a user typed:
-files are chosen from results/ by bare name, or passed as bytes (an upload).
+A results file is JSON with a versioned schema (docs/data-contracts.md). This module is the one place its
+numbers are checked: types, signs, finiteness and plausible bounds for records, device facts and SM
+timelines, and a status consistent with the times. Scenes draw what comes out of here without checking again.
+
+- A bad required value (a time, a size, a device fact the page draws) refuses the file with a `ResultsError`
+  that says where and what.
+- A bad optional value (hardware counts, tiles, the newer device facts) is dropped to None with a note: the
+  file still loads and the page falls back to the cost model, saying so.
+- Text is cleaned: control and formatting characters removed, length capped. (Showing it as text, not as
+  markdown or HTML, is the page's job: see viz/text.py.)
+- Unknown keys are dropped, so nothing unchecked reaches a scene.
+
+It never opens a path a user typed: files are chosen from results/ by bare name, or passed as bytes (an upload).
 """
 from __future__ import annotations
 
 import json
 import math
 import re
-from dataclasses import dataclass, field, fields
+import unicodedata
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernels.record import ALGORITHMS, RECORD_FIELDS, REQUIRED_RECORD_FIELDS, STATUSES, Record
+from costmodel import DTYPE_BYTES
+from kernels.record import ALGORITHMS, OPTIONAL_RECORD_FIELDS, RECORD_FIELDS, STATUSES
 
 SCHEMA = "flash-live-results"
 SCHEMA_VERSION = 1
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 MAX_FILE_BYTES = 20 << 20
-FACT_FIELDS = ("name", "sm_count", "smem_per_sm_bytes", "smem_per_block_bytes", "l2_bytes", "hbm_bytes",
-               "copy_gbps", "compute_capability", "driver", "torch", "triton")
-META_FIELDS = ("created", "command")
-TIMELINE_ARRAYS = ("sm_id", "t_start_ns", "t_end_ns", "q_block", "bh")
-TIMELINE_FIELDS = ("sm_count", "seq_len", "heads", "batch", "head_dim", "block_m", "causal")
+MAX_DEPTH = 8                 # the deepest our files go is 5 (file → records → record → kernels → kernel)
+MAX_BYTES = 2**50             # 1 PiB: sizes, byte counts
+MIN_MS, MAX_MS = 1e-6, 1e7    # 1 ns … ~3 hours
+MAX_TFLOPS = 1e5
+MAX_GBPS = 1e7
+MAX_TIMESTAMP_NS = 10**15     # ~11 days of %globaltimer after the first program started
+MAX_PROGRAMS = 1 << 22        # entries of one timeline
+MAX_KERNELS = 64              # launched kernels listed in one record
+MAX_TEXT = 200                # characters of a name; messages and commands get more
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,100}\.json$")
-_RECORD_TYPES = {
-    "algorithm": str, "seq_len": int, "batch": int, "heads": int, "head_dim": int, "dtype": str, "causal": bool,
-    "status": str, "time_ms": float, "time_ms_p20": float, "time_ms_p80": float, "tflops": float, "gbps": float,
-    "bytes_moved": int, "peak_extra_bytes": int, "needed_bytes": int, "message": str, "device": str,
-    "timing_kind": str, "block_m": int, "block_n": int, "dram_read_bytes": int, "dram_write_bytes": int,
-    "l2_bytes": int, "counters": str, "kernels": list,
-}
-_OPTIONAL = {"time_ms", "time_ms_p20", "time_ms_p80", "tflops", "gbps", "peak_extra_bytes", "needed_bytes",
-             "block_m", "block_n", "dram_read_bytes", "dram_write_bytes", "l2_bytes", "kernels"}
-_DEFAULTS = {f.name: f.default for f in fields(Record) if f.name not in REQUIRED_RECORD_FIELDS}  # older files lack them
+TIMING_KINDS = ("cuda", "interpreter")
 
 
 class ResultsError(ValueError):
@@ -46,8 +53,154 @@ class RecordedResults:
     facts: dict
     records: list[dict]
     timelines: list[dict] = field(default_factory=list)
-    name: str = ""
+    notes: tuple[str, ...] = ()  # optional values that were dropped, one line each
 
+
+# -- the schema: one line per field ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Field:
+    kind: type                        # int, float, str or bool
+    low: float = 0                    # numbers: inclusive bounds
+    high: float = 0
+    nullable: bool = False
+    choices: tuple[str, ...] = ()     # text: one of these
+    max_chars: int = MAX_TEXT
+    unit: str = ""
+
+
+def _int(low: int, high: int, nullable: bool = False, unit: str = "") -> _Field:
+    return _Field(int, low, high, nullable, unit=unit)
+
+
+def _float(high: float, nullable: bool = True, low: float = MIN_MS, unit: str = "") -> _Field:
+    return _Field(float, low, high, nullable, unit=unit)
+
+
+def _text(max_chars: int = MAX_TEXT, nullable: bool = False, choices: tuple[str, ...] = ()) -> _Field:
+    return _Field(str, nullable=nullable, choices=choices, max_chars=max_chars)
+
+
+_BOOL = _Field(bool)
+_BYTES = _int(0, MAX_BYTES, nullable=True, unit="bytes")
+_TIME = _float(MAX_MS, unit="ms")
+
+RECORD_SCHEMA: dict[str, _Field] = {
+    "algorithm": _text(choices=ALGORITHMS), "seq_len": _int(1, 1 << 24), "batch": _int(1, 1 << 16),
+    "heads": _int(1, 1 << 12), "head_dim": _int(1, 1 << 12), "dtype": _text(choices=tuple(DTYPE_BYTES)),
+    "causal": _BOOL, "status": _text(choices=STATUSES),
+    "time_ms": _TIME, "time_ms_p20": _TIME, "time_ms_p80": _TIME,
+    "tflops": _float(MAX_TFLOPS, unit="TFLOPS"), "gbps": _float(MAX_GBPS, unit="GB/s"),
+    "bytes_moved": _int(0, MAX_BYTES, unit="bytes"), "peak_extra_bytes": _BYTES, "needed_bytes": _BYTES,
+    "message": _text(500), "device": _text(), "timing_kind": _text(choices=TIMING_KINDS),
+    # optional (kernels.record.OPTIONAL_RECORD_FIELDS): a bad value is dropped with a note
+    "block_m": _int(1, 1024, nullable=True), "block_n": _int(1, 1024, nullable=True),
+    "dram_read_bytes": _BYTES, "dram_write_bytes": _BYTES, "l2_bytes": _BYTES, "counters": _text(600),
+    "kernels": _Field(list, nullable=True),
+}
+KERNEL_SCHEMA: dict[str, _Field] = {
+    "name": _text(), "time_ms": _TIME, "dram_read_bytes": _BYTES, "dram_write_bytes": _BYTES, "l2_bytes": _BYTES,
+}
+FACT_SCHEMA: dict[str, _Field] = {
+    "name": _text(), "sm_count": _int(1, 10_000, nullable=True),
+    "smem_per_sm_bytes": _int(1, MAX_BYTES, nullable=True, unit="bytes"),
+    "smem_per_block_bytes": _int(1, MAX_BYTES, nullable=True, unit="bytes"),
+    "l2_bytes": _int(1, MAX_BYTES, nullable=True, unit="bytes"),
+    "hbm_bytes": _int(1, MAX_BYTES, nullable=True, unit="bytes"),
+    "copy_gbps": _float(MAX_GBPS, unit="GB/s"), "compute_capability": _text(20, nullable=True),
+    "driver": _text(60, nullable=True), "torch": _text(60, nullable=True), "triton": _text(60, nullable=True),
+    # optional: older files lack them; a bad value is dropped with a note
+    "cuda": _text(60, nullable=True), "python": _text(60, nullable=True),
+    "matmul_tflops": _float(MAX_TFLOPS, unit="TFLOPS"), "l2_gbps": _float(MAX_GBPS, unit="GB/s"),
+    "sm_clock_mhz": _float(1e5, unit="MHz"),
+}
+REQUIRED_FACTS = ("name", "sm_count", "smem_per_sm_bytes", "smem_per_block_bytes", "l2_bytes", "hbm_bytes",
+                  "copy_gbps", "compute_capability", "driver", "torch", "triton")
+META_SCHEMA: dict[str, _Field] = {"created": _text(40), "command": _text(1000),
+                                  "counters_command": _text(1000, nullable=True),  # kernels.counters
+                                  "ratios": _Field(list, nullable=True)}            # kernels.bench: printed ratios
+MAX_RATIO_ROWS = 1000
+TIMELINE_SCHEMA: dict[str, _Field] = {
+    "sm_count": _int(1, 10_000), "seq_len": _int(1, 1 << 24), "heads": _int(1, 1 << 12),
+    "batch": _int(1, 1 << 16), "head_dim": _int(1, 1 << 12), "block_m": _int(1, 1024), "causal": _BOOL,
+}
+TIMELINE_ARRAYS = ("sm_id", "t_start_ns", "t_end_ns", "q_block", "bh")
+assert set(RECORD_SCHEMA) == set(RECORD_FIELDS), "every record field needs a line in RECORD_SCHEMA"
+_FACT_FALLBACK = {"matmul_tflops": "the roofline uses the GPU's datasheet peak",
+                  "l2_gbps": "the hierarchy shows no measured L2 bandwidth",
+                  "sm_clock_mhz": "the clock is not shown"}
+_COUNTERS = ("dram_read_bytes", "dram_write_bytes", "l2_bytes", "kernels", "counters")
+
+
+class _Bad(ValueError):
+    """One value that does not fit its field; the message completes '<field> = <value> …'."""
+
+
+def plain_text(value: str, max_chars: int = MAX_TEXT) -> str:
+    """Text as it may be shown: control, formatting (e.g. bidi overrides) and unpaired surrogate characters
+    removed, line breaks and tabs turned to spaces, cut to `max_chars` with an ellipsis."""
+    kept = "".join(" " if ch in "\t\n\r" else ch for ch in value
+                   if ch in "\t\n\r" or unicodedata.category(ch)[0] != "C")
+    kept = kept.strip()
+    return kept if len(kept) <= max_chars else kept[:max_chars - 1] + "…"
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _checked(spec: _Field, value):
+    """The value cleaned up for its field, or _Bad with why it does not fit."""
+    if value is None:
+        if spec.nullable:
+            return None
+        raise _Bad("is missing (null)")
+    if spec.kind is bool:
+        if not isinstance(value, bool):
+            raise _Bad("is not true or false")
+        return value
+    if spec.kind is str:
+        if not isinstance(value, str):
+            raise _Bad("is not text")
+        if spec.choices:
+            if value not in spec.choices:
+                raise _Bad(f"is not one of {', '.join(spec.choices)}")
+            return value
+        return plain_text(value, spec.max_chars)
+    if spec.kind is list:
+        if not isinstance(value, list):
+            raise _Bad("is not a list")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _Bad("is not a number")
+    if spec.kind is int and not isinstance(value, int):
+        raise _Bad("is not a whole number")
+    if not math.isfinite(value):
+        raise _Bad("is not finite")
+    if not spec.low <= value <= spec.high:
+        unit = f" {spec.unit}" if spec.unit else ""
+        raise _Bad(f"is outside {spec.low:g} … {spec.high:g}{unit}")
+    return float(value) if spec.kind is float else value
+
+
+class _Notes:
+    """Dropped optional values, one line per (section, field) however many records had it."""
+
+    def __init__(self, name: str):
+        self.name, self.seen = name, {}
+
+    def drop(self, field_name: str, where: str, value, why: str, fallback: str) -> None:
+        key = (field_name, fallback)
+        count, first = self.seen.get(key, (0, f"{where}: {field_name} = {_short(value)} {why}"))
+        self.seen[key] = (count + 1, first)
+
+    def lines(self) -> tuple[str, ...]:
+        return tuple(f"{self.name}: {first}{f' (and {count - 1} more)' if count > 1 else ''}; ignored, {fallback}"
+                     for (_, fallback), (count, first) in self.seen.items())
+
+
+# -- reading ------------------------------------------------------------------------------------------
 
 def list_result_files() -> list[str]:
     """Names of the results files shipped in results/."""
@@ -60,7 +213,7 @@ def load_results(source: str | bytes) -> RecordedResults:
         raw, name = bytes(source), "uploaded file"
     elif isinstance(source, str):
         if not _NAME.match(source):
-            raise ResultsError(f"{source!r} is not a results file name: give a bare name like 'h200.json'")
+            raise ResultsError(f"{source[:60]!r} is not a results file name: give a bare name like 'h200.json'")
         path = RESULTS_DIR / source
         if not path.is_file():
             raise ResultsError(f"no results file {source!r} in results/ (have: {', '.join(list_result_files()) or 'none'})")
@@ -78,83 +231,184 @@ def _reject_constant(token: str):
     raise ResultsError(f"the file holds {token}, which is not a number a measurement can have")
 
 
+def _depth_within(doc, limit: int) -> bool:
+    stack = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return False
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return True
+
+
 def parse_results(raw: bytes, name: str = "results") -> RecordedResults:
+    if len(raw) > MAX_FILE_BYTES:
+        raise ResultsError(f"{name} is {len(raw)} bytes, above the {MAX_FILE_BYTES} byte limit")
     try:
         doc = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
     except UnicodeDecodeError as exc:
         raise ResultsError(f"{name} is not UTF-8 text: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ResultsError(f"{name} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    except RecursionError:
+        raise ResultsError(f"{name} is nested too deeply to be a results file") from None
+    except ValueError as exc:  # e.g. an integer of thousands of digits
+        raise ResultsError(f"{name} is not a results file: {str(exc)[:120]}") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise ResultsError(f"{name} is not a FlashAttention-live results file (no \"schema\": \"{SCHEMA}\")")
     if doc.get("schema_version") != SCHEMA_VERSION:
-        raise ResultsError(f"{name} has schema version {doc.get('schema_version')!r}; this app reads version "
-                           f"{SCHEMA_VERSION}: re-run `python -m kernels.bench`")
-    meta = _section(doc, "meta", META_FIELDS, name)
-    facts = _section(doc, "device", FACT_FIELDS, name)
+        raise ResultsError(f"{name} has schema version {_short(doc.get('schema_version'))}; this app reads "
+                           f"version {SCHEMA_VERSION}: re-run `python -m kernels.bench`")
+    if not _depth_within(doc, MAX_DEPTH):
+        raise ResultsError(f"{name} is nested deeper than a results file ({MAX_DEPTH} levels)")
+    notes = _Notes(name)
+    meta = _object(doc.get("meta"), META_SCHEMA, ("created", "command"), f"{name}: \"meta\"", notes,
+                   lambda key: "it is not shown")
+    if meta["ratios"] is not None:
+        try:
+            meta["ratios"] = _check_ratios(meta["ratios"])
+        except _Bad as why:
+            notes.drop("ratios", "\"meta\"", doc["meta"]["ratios"], str(why), "it is not shown")
+            meta["ratios"] = None
+    meta = {key: value for key, value in meta.items() if value is not None}
+    facts = _object(doc.get("device"), FACT_SCHEMA, REQUIRED_FACTS, f"{name}: \"device\"", notes,
+                    lambda key: _FACT_FALLBACK.get(key, "it is not shown"))
     records = doc.get("records")
     if not isinstance(records, list) or not records:
         raise ResultsError(f"{name} has no records")
-    checked = [_check_record(r, i, name) for i, r in enumerate(records)]
+    checked = [_check_record(r, f"{name}: record {i}", notes) for i, r in enumerate(records)]
     timelines = doc.get("timelines", [])
     if not isinstance(timelines, list):
         raise ResultsError(f"{name}: \"timelines\" must be a list")
-    return RecordedResults(meta, facts, checked, [_check_timeline(t, i, name) for i, t in enumerate(timelines)],
-                           name)
+    lines = [_check_timeline(t, f"{name}: timeline {i}") for i, t in enumerate(timelines)]
+    return RecordedResults(meta, facts, checked, lines, notes.lines())
 
 
-def _section(doc: dict, key: str, required: tuple[str, ...], name: str) -> dict:
-    section = doc.get(key)
-    if not isinstance(section, dict):
-        raise ResultsError(f"{name} is missing its \"{key}\" section")
-    missing = [f for f in required if f not in section]
-    if missing:
-        raise ResultsError(f"{name}: \"{key}\" is missing {', '.join(missing)}")
-    return section
-
-
-def _check_record(rec, index: int, name: str) -> dict:
-    where = f"{name}: record {index}"
-    if not isinstance(rec, dict):
-        raise ResultsError(f"{where} is not an object")
-    missing = [f for f in REQUIRED_RECORD_FIELDS if f not in rec]
+def _object(obj, schema: dict[str, _Field], required, where: str, notes: _Notes, fallback=None) -> dict:
+    """The known fields of one JSON object, checked; required ones refuse the file, optional ones are noted."""
+    if not isinstance(obj, dict):
+        raise ResultsError(f"{where} is missing or not an object")
+    missing = [key for key in required if key not in obj]
     if missing:
         raise ResultsError(f"{where} is missing {', '.join(missing)}")
-    rec = {**_DEFAULTS, **rec}
-    for key, kind in _RECORD_TYPES.items():
-        value = rec[key]
-        if value is None and key in _OPTIONAL:
+    out = {}
+    for key, spec in schema.items():
+        if key not in obj:  # an optional field older files lack
+            out[key] = None
             continue
-        ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
-        if kind is float:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        if not ok:
-            raise ResultsError(f"{where}: {key} = {value!r} is not a valid {kind.__name__}")
-    if rec["algorithm"] not in ALGORITHMS:
-        raise ResultsError(f"{where}: unknown algorithm {rec['algorithm']!r}")
-    if rec["status"] not in STATUSES:
-        raise ResultsError(f"{where}: unknown status {rec['status']!r}")
-    if rec["status"] == "ok" and rec["time_ms"] is None:
-        raise ResultsError(f"{where}: status ok but no time")
-    if min(rec["seq_len"], rec["batch"], rec["heads"], rec["head_dim"]) < 1:
-        raise ResultsError(f"{where}: sizes must be positive")
-    return {key: rec[key] for key in RECORD_FIELDS}
+        value = obj[key]
+        try:
+            out[key] = _checked(spec, value)
+        except _Bad as why:
+            if key in required:
+                raise ResultsError(f"{where}: {key} = {_short(value)} {why}") from None
+            out[key] = None
+            notes.drop(key, where.split(": ", 1)[-1], value, str(why), fallback(key))
+    return out
 
 
-def _check_timeline(tl, index: int, name: str) -> dict:
-    where = f"{name}: timeline {index}"
+def _counter_fallback(key: str) -> str:
+    return ("the page uses the cost model's traffic instead" if key in _COUNTERS
+            else "the page uses the tuned tiles instead")
+
+
+def _check_record(rec, where: str, notes: _Notes) -> dict:
+    required = tuple(key for key in RECORD_FIELDS if key not in OPTIONAL_RECORD_FIELDS)
+    out = _object(rec, RECORD_SCHEMA, required, where, notes, _counter_fallback)
+    if out["counters"] is None:
+        out["counters"] = ""
+    if out["kernels"] is not None:
+        try:
+            out["kernels"] = _check_kernels(out["kernels"])
+        except _Bad as why:
+            notes.drop("kernels", where.split(": ", 1)[-1], rec["kernels"], str(why), _counter_fallback("kernels"))
+            out["kernels"] = None
+    timed = [key for key in ("time_ms", "time_ms_p20", "time_ms_p80", "tflops", "gbps") if out[key] is not None]
+    if out["status"] == "ok":
+        if out["time_ms"] is None:
+            raise ResultsError(f"{where}: status ok but no time (time_ms = null)")
+        low, high = out["time_ms_p20"], out["time_ms_p80"]
+        if low is not None and high is not None and not low * (1 - 1e-9) <= out["time_ms"] <= high * (1 + 1e-9):
+            raise ResultsError(f"{where}: the median time {out['time_ms']:g} ms is outside its 20th–80th "
+                               f"percentiles {low:g} … {high:g} ms")
+    elif timed:
+        raise ResultsError(f"{where}: status {out['status']} but {', '.join(timed)} given: only a run that "
+                           f"finished (ok) has a time")
+    return out
+
+
+def _check_kernels(kernels: list) -> list[dict]:
+    if len(kernels) > MAX_KERNELS:
+        raise _Bad(f"lists more than {MAX_KERNELS} kernels")
+    out = []
+    for entry in kernels:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise _Bad("holds an entry that is not {name, time_ms, …}")
+        checked = {}
+        for key, spec in KERNEL_SCHEMA.items():
+            try:
+                checked[key] = _checked(spec, entry.get(key))
+            except _Bad as why:
+                raise _Bad(f"holds {key} = {_short(entry.get(key))} that {why}") from None
+        out.append(checked)
+    return out
+
+
+def _check_ratios(rows: list) -> list[dict]:
+    """The bench's ratio table (kept for the record, not drawn): flat rows of text, flags and finite numbers."""
+    if len(rows) > MAX_RATIO_ROWS or not all(isinstance(row, dict) and len(row) <= 50 for row in rows):
+        raise _Bad("is not a list of rows")
+    out = []
+    for row in rows:
+        clean = {}
+        for key, value in row.items():
+            if isinstance(value, str):
+                value = plain_text(value)
+            elif not (value is None or isinstance(value, (bool, int)) or
+                      (isinstance(value, float) and math.isfinite(value))) or (
+                    isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_BYTES):
+                raise _Bad(f"holds {key} = {_short(value)}, not a plain value")
+            clean[plain_text(str(key), 60)] = value
+        out.append(clean)
+    return out
+
+
+def _check_timeline(tl, where: str) -> dict:
     if not isinstance(tl, dict):
         raise ResultsError(f"{where} is not an object")
-    missing = [f for f in TIMELINE_FIELDS + TIMELINE_ARRAYS if f not in tl]
+    missing = [key for key in (*TIMELINE_SCHEMA, *TIMELINE_ARRAYS) if key not in tl]
     if missing:
         raise ResultsError(f"{where} is missing {', '.join(missing)}")
-    lengths = {len(tl[a]) if isinstance(tl[a], list) else -1 for a in TIMELINE_ARRAYS}
+    out = {}
+    for key, spec in TIMELINE_SCHEMA.items():
+        try:
+            out[key] = _checked(spec, tl[key])
+        except _Bad as why:
+            raise ResultsError(f"{where}: {key} = {_short(tl[key])} {why}") from None
+    arrays = [tl[key] for key in TIMELINE_ARRAYS]
+    lengths = {len(a) if isinstance(a, list) else -1 for a in arrays}
     if len(lengths) != 1 or -1 in lengths:
-        raise ResultsError(f"{where}: arrays {TIMELINE_ARRAYS} must be lists of one length")
-    if not all(isinstance(x, int) and not isinstance(x, bool) for a in TIMELINE_ARRAYS for x in tl[a]):
+        raise ResultsError(f"{where}: arrays {', '.join(TIMELINE_ARRAYS)} must be lists of one length")
+    programs = lengths.pop()
+    if not 1 <= programs <= MAX_PROGRAMS:
+        raise ResultsError(f"{where}: {programs} programs; a timeline holds 1 … {MAX_PROGRAMS}")
+    if not all(type(x) is int for a in arrays for x in a):
         raise ResultsError(f"{where}: array entries must be integers")
-    return tl
+    q_blocks = -(-out["seq_len"] // out["block_m"])
+    bounds = {"sm_id": out["sm_count"] - 1, "t_start_ns": MAX_TIMESTAMP_NS, "t_end_ns": MAX_TIMESTAMP_NS,
+              "q_block": q_blocks - 1, "bh": out["batch"] * out["heads"] - 1}
+    for key, array in zip(TIMELINE_ARRAYS, arrays):
+        low, high = min(array), max(array)
+        if low < 0 or high > bounds[key]:
+            raise ResultsError(f"{where}: {key} holds {low if low < 0 else high}, outside 0 … {bounds[key]}")
+        out[key] = array
+    if any(end < start for start, end in zip(tl["t_start_ns"], tl["t_end_ns"])):
+        raise ResultsError(f"{where}: a program ends (t_end_ns) before it starts (t_start_ns)")
+    return out
 
+
+# -- writing ------------------------------------------------------------------------------------------
 
 def dump_results(path: Path, facts: dict, records: list[dict], timelines: list[dict], command: str,
                  created: str, extra_meta: dict | None = None) -> None:
@@ -162,5 +416,7 @@ def dump_results(path: Path, facts: dict, records: list[dict], timelines: list[d
            "meta": {"created": created, "command": command, **(extra_meta or {})},
            "device": facts, "records": records, "timelines": timelines}
     text = json.dumps(doc, indent=1, allow_nan=False)
-    parse_results(text.encode(), str(path))  # never write a file the app would refuse
+    loaded = parse_results(text.encode(), str(path))  # never write a file the app would refuse or trim
+    if loaded.notes:
+        raise ResultsError("; ".join(loaded.notes))
     path.write_text(text)

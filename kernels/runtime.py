@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import os
 import platform
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -63,6 +66,40 @@ def backend() -> str:
 
 def backend_reason() -> str:
     return BACKEND.reason
+
+
+# Triton's interpreter patches triton.language process-wide while it runs a kernel, so two threads in it
+# at once corrupt each other ("y >= grid_dim[1]"). One re-entrant lock queues interpreter launches; a caller
+# may hold it across several launches (a trace runs flash, then naive) and the launches inside re-enter it.
+_INTERPRETER_LOCK = threading.RLock()
+_queue_guard = threading.Lock()
+_queue: dict[int, int] = {}  # thread id -> nesting depth, for threads holding or waiting for the lock
+
+
+@contextmanager
+def kernel_launch_lock() -> Iterator[None]:
+    """Hold around every kernel launch: serializes the interpreter, no-op on the GPU (measure's GPU_LOCK
+    serializes timing there, and CUDA launches from several threads are safe)."""
+    if not INTERPRET:
+        yield
+        return
+    me = threading.get_ident()
+    with _queue_guard:
+        _queue[me] = _queue.get(me, 0) + 1
+    try:
+        with _INTERPRETER_LOCK:
+            yield
+    finally:
+        with _queue_guard:
+            _queue[me] -= 1
+            if not _queue[me]:
+                del _queue[me]
+
+
+def interpreter_queue() -> int:
+    """How many threads hold or wait for the interpreter now (0: a new launch starts at once)."""
+    with _queue_guard:
+        return len(_queue)
 
 
 def versions() -> dict:

@@ -5,6 +5,11 @@ made to show the online softmax at work: in every query block one row meets its 
 so the running max jumps and the rescale factor α = exp(m_old − m_new) matters. The same inputs go
 through the naive kernel, so the last frame can show max |O_flash − O_standard|.
 
+`trace_flash_v1` does the same with the FlashAttention-1-order kernel (kernels/flash_v1.py): its steps
+come in the order the kernel ran them (K/V tile outer, Q block inner), read from the kernel's own step
+counter. Both traces say what each step loaded from and stored to HBM (`loads`, `stores`: row ranges
+of Q, K, V, O, LSE and FA1's fp32 O, m, l), the picture of the HBM ↔ SRAM view.
+
 `sm_timeline` runs the kernel at a real size on the GPU recording, per program, the SM it ran on and
 its start and end (%globaltimer): waves of blocks across the SMs, and causal load imbalance.
 """
@@ -17,11 +22,16 @@ import numpy as np
 import torch
 
 from kernels.flash import config_for, flash_attention_sm_timeline, flash_attention_traced
+from kernels.flash_v1 import flash_attention_v1_traced
 from kernels.inputs import DTYPES_BY_NAME
 from kernels.naive import naive_attention
-from kernels.runtime import DEVICE, INTERPRET, backend
+from kernels.runtime import DEVICE, INTERPRET, backend, kernel_launch_lock
 
 TRACE_MAX_SEQ_LEN = 1024
+ORDERS = ("fa2", "fa1")  # kernels/flash.py (Q block outer), kernels/flash_v1.py (K/V tile outer)
+# The HBM tensors a step may load or store, in the order of FlashTrace.loads / .stores' second axis;
+# "state" is the FA1-order kernel's fp32 O, m and l between steps.
+IO_TENSORS = ("Q", "K", "V", "O", "LSE", "state")
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,9 @@ class FlashTrace:
     out_standard: np.ndarray  # (seq_len, head_dim)
     max_abs_err: float        # max |O_flash − O_standard|
     scores: np.ndarray        # (seq_len, seq_len) float64 sm_scale·QKᵀ, NaN where the causal mask hides a key
+    order: str = "fa2"        # which kernel: "fa2" (kernels/flash.py) or "fa1" (kernels/flash_v1.py)
+    loads: np.ndarray | None = None   # (T, len(IO_TENSORS), 2) int: rows [start, end) loaded from HBM
+    stores: np.ndarray | None = None  # (T, len(IO_TENSORS), 2) int: rows [start, end) stored to HBM
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -61,22 +74,74 @@ def late_max_inputs(seq_len: int, head_dim: int, block_m: int, causal: bool, dty
     return tuple(t.to(dtype).to(DEVICE) for t in (q, k, v))
 
 
+def step_io(order: str, steps: np.ndarray, seq_len: int, block_m: int, block_n: int
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """What each step of a kernel loads from and stores to HBM, as the kernels' code does it: row ranges
+    [start, end) per IO_TENSORS entry, int64 (T, len(IO_TENSORS), 2); an empty range where it moves none.
+
+    fa2 (kernels/flash.py): the Q block at its first step, the K and V tiles every step, O and the LSE at
+    the Q block's last step. fa1 (kernels/flash_v1.py): the K and V tiles when the outer loop reaches
+    them, the Q block every step, the block's O, m, l ("state") read back at every step but its first
+    and written back at every step but its last, where O and the LSE are written instead."""
+    steps = np.asarray(steps, dtype=np.int64).reshape(-1, 2)
+    q_block, k_block = steps[:, 0], steps[:, 1]
+    rows = np.stack([q_block * block_m, np.minimum((q_block + 1) * block_m, seq_len)], axis=1)
+    cols = np.stack([k_block * block_n, np.minimum((k_block + 1) * block_n, seq_len)], axis=1)
+    first = np.ones(len(steps), dtype=bool)  # the Q block's first step, in the kernel's order
+    last = np.ones(len(steps), dtype=bool)
+    seen: set[int] = set()
+    for t, block in enumerate(q_block.tolist()):
+        first[t] = block not in seen
+        seen.add(block)
+    seen.clear()
+    for t in range(len(steps) - 1, -1, -1):
+        last[t] = int(q_block[t]) not in seen
+        seen.add(int(q_block[t]))
+    loads = np.zeros((len(steps), len(IO_TENSORS), 2), dtype=np.int64)
+    stores = np.zeros_like(loads)
+    q, k, v, o, lse, state = range(len(IO_TENSORS))
+    if order == "fa2":
+        loads[:, q] = np.where(first[:, None], rows, 0)
+        loads[:, k] = loads[:, v] = cols
+        stores[:, o] = stores[:, lse] = np.where(last[:, None], rows, 0)
+    elif order == "fa1":
+        tile_start = np.r_[True, k_block[1:] != k_block[:-1]]
+        loads[:, k] = loads[:, v] = np.where(tile_start[:, None], cols, 0)
+        loads[:, q] = rows
+        loads[:, state] = np.where(first[:, None], 0, rows)
+        stores[:, state] = np.where(last[:, None], 0, rows)
+        stores[:, o] = stores[:, lse] = np.where(last[:, None], rows, 0)
+    else:
+        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+    return loads, stores
+
+
 def trace_flash(seq_len: int = 256, head_dim: int = 64, block_m: int = 64, block_n: int = 64,
-                causal: bool = False, dtype: str = "float32", seed: int = 0) -> FlashTrace:
-    """Run the flash kernel in trace mode on one (batch, head) and return its step-by-step state."""
+                causal: bool = False, dtype: str = "float32", seed: int = 0, order: str = "fa2") -> FlashTrace:
+    """Run the flash kernel (order "fa2": kernels/flash.py; "fa1": kernels/flash_v1.py) in trace mode on
+    one (batch, head) and return its step-by-step state, in the order the kernel ran the steps."""
     if not isinstance(seq_len, int) or not 1 <= seq_len <= TRACE_MAX_SEQ_LEN:
         raise ValueError(f"the traced animation runs at 1 ≤ seq_len ≤ {TRACE_MAX_SEQ_LEN}; got {seq_len!r}")
     if dtype not in DTYPES_BY_NAME:
         raise ValueError(f"unsupported dtype {dtype!r}: use one of {tuple(DTYPES_BY_NAME)}")
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
     torch_dtype = DTYPES_BY_NAME[dtype]
     q, k, v = late_max_inputs(seq_len, head_dim, block_m, causal, torch_dtype, seed)
     sm_scale = 1.0 / math.sqrt(head_dim)
-    o_flash, _, trace = flash_attention_traced(q, k, v, causal, block_m, block_n, sm_scale)
-    o_std = naive_attention(q, k, v, causal=causal, sm_scale=sm_scale)
+    with kernel_launch_lock():  # one viewer's trace runs both kernels before the next viewer's starts
+        if order == "fa2":
+            o_flash, _, trace = flash_attention_traced(q, k, v, causal, block_m, block_n, sm_scale)
+        else:
+            o_flash, _, trace = flash_attention_v1_traced(q, k, v, causal, block_m, block_n, sm_scale)
+        o_std = naive_attention(q, k, v, causal=causal, sm_scale=sm_scale)
     stats = trace.stats[0].cpu().double().numpy()  # (n_q, n_k, 3, block_m)
     outs = trace.out[0].cpu().double().numpy()     # (n_q, n_k, block_m, head_dim)
     visited = ~np.isnan(stats[:, :, 1, 0])          # steps the kernel ran (l is never NaN there)
     steps = np.argwhere(visited)                    # row-major: q block, then k blocks ascending
+    if order == "fa1":  # the kernel numbered its steps as it ran them
+        ran_at = trace.order[0].cpu().numpy()[steps[:, 0], steps[:, 1]]
+        steps = steps[np.argsort(ran_at, kind="stable")]
     rows_valid = (steps[:, :1] * block_m + np.arange(block_m)[None, :]) < seq_len  # (T, block_m)
     pick = (steps[:, 0], steps[:, 1])
 
@@ -89,6 +154,7 @@ def trace_flash(seq_len: int = 256, head_dim: int = 64, block_m: int = 64, block
         scores[np.triu_indices(seq_len, 1)] = np.nan
     o_flash_np = o_flash[0, 0].cpu().double().numpy()
     o_std_np = o_std[0, 0].cpu().double().numpy()
+    loads, stores = step_io(order, steps, seq_len, block_m, block_n)
     return FlashTrace(
         seq_len=seq_len, head_dim=head_dim, block_m=block_m, block_n=block_n, causal=causal, sm_scale=sm_scale,
         dtype=dtype, backend=backend(), seed=seed, steps=steps,
@@ -96,7 +162,14 @@ def trace_flash(seq_len: int = 256, head_dim: int = 64, block_m: int = 64, block
         out_rows=np.where(rows_valid[:, :, None], outs[pick], np.nan),
         out_flash=o_flash_np, out_standard=o_std_np,
         max_abs_err=float(np.max(np.abs(o_flash_np - o_std_np))), scores=scores,
+        order=order, loads=loads, stores=stores,
     )
+
+
+def trace_flash_v1(seq_len: int = 256, head_dim: int = 64, block_m: int = 64, block_n: int = 64,
+                   causal: bool = False, dtype: str = "float32", seed: int = 0) -> FlashTrace:
+    """trace_flash of the FlashAttention-1-order kernel (kernels/flash_v1.py)."""
+    return trace_flash(seq_len, head_dim, block_m, block_n, causal, dtype, seed, order="fa1")
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,15 @@
 """The tuned configs of perf/tune_rest.py, as flash_attention picks them (kernels.flash.config_for), against a
-float64 reference: head dims 16, 32, 256 in fp16 and bf16, 64 in fp32; N = 1, 17, 257, 1000, 4097; causal and not."""
+float64 reference: head dims 16, 32, 256 in fp16 and bf16, 64 in fp32; N = 1, 17, 257, 1000, 4097; causal and not.
+
+    python -m perf.check_tuned   (on the GPU)
+"""
 import itertools
 import sys
 
 import torch
 
-sys.path.insert(0, ".")
-from kernels.flash import TUNED_CONFIGS, config_for, flash_attention  # noqa: E402
-from perf.tune_rest import reference  # noqa: E402
+from kernels.flash import TUNED_CONFIGS, config_for, flash_attention
+from perf.tune_rest import reference
 
 TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
 torch.manual_seed(0)

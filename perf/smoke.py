@@ -1,8 +1,10 @@
 """First H200 call: kernels compile and agree with float64 on the GPU; trace mode is bit-exact;
-a first sweep of flash tile configs against torch SDPA at the issue's benchmark shape."""
+a first sweep of flash tile configs against torch SDPA at the issue's benchmark shape.
+
+    python -m perf.smoke   (on the GPU)
+"""
 import itertools, math, sys, time
 import torch, triton, triton.testing
-sys.path.insert(0, ".")
 import kernels
 from kernels.flash import FlashConfig, flash_attention, flash_attention_traced, flash_attention_sm_timeline
 from kernels.naive import naive_attention

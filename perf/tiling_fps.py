@@ -8,7 +8,7 @@ Two pages, at projector size in Debian's chromium through Playwright:
 For each play button, slowest first: starts from step 1, clicks the button and counts plotly's
 `plotly_animatingframe` events for WINDOW_S seconds of wall time, or until the animation ends.
 
-    PYTHONPATH=/work/main python perf/tiling_fps.py [--app] [--head-dim 128] [--causal] [--theme dark]
+    python -m perf.tiling_fps [--app] [--head-dim 128] [--causal] [--theme dark]
 
 The browser runs without a GPU (--disable-gpu), as on a CI box: a presenter's laptop draws faster.
 """

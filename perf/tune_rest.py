@@ -3,7 +3,7 @@ fp32 at head_dim 64, 128. For each class: every candidate is checked against a f
 (not a multiple of any tile), causal and not, then timed at the benchmark shape (B=2, H=16, N=8192),
 non-causal; the best and the current default are then timed causal too, side by side, with SDPA beside them.
 
-    python perf/tune_rest.py [64:float32 ...]   (on the GPU; prints one table per class; default: all)
+    python -m perf.tune_rest [64:float32 ...]   (on the GPU; prints one table per class; default: all)
 """
 import itertools
 import sys
@@ -13,9 +13,8 @@ import torch
 import torch.nn.functional as F
 import triton
 
-sys.path.insert(0, ".")
-from kernels.flash import FlashConfig, _default_config, flash_attention  # noqa: E402
-from kernels.measure import _time_cuda  # noqa: E402
+from kernels.flash import FlashConfig, _default_config, flash_attention
+from kernels.measure import time_cuda
 
 B, H, N = 2, 16, 8192
 CLASSES = ((16, torch.bfloat16), (32, torch.bfloat16), (256, torch.bfloat16), (64, torch.float32),
@@ -33,7 +32,7 @@ def reference(q, k, v, causal):
 
 
 def median_ms(fn, warmup_ms=25, rep_ms=150):
-    times = _time_cuda(fn, warmup_ms, rep_ms)
+    times = time_cuda(fn, warmup_ms, rep_ms)
     return sorted(times)[len(times) // 2]
 
 

@@ -228,3 +228,74 @@ def test_fmt_bytes(n: int, text: str) -> None:
 @pytest.mark.parametrize(("n", "text"), [(512, "512"), (1024, "1K"), (1536, "1.5K"), (131072, "128K"), (2**20, "1M")])
 def test_fmt_tokens(n: int, text: str) -> None:
     assert fmt_tokens(n) == text
+
+
+# -- FlashAttention-1 order -------------------------------------------------------------------------
+
+def test_fa1_schedule_is_kv_outer_over_the_same_tiles() -> None:
+    for causal in (False, True):
+        fa1 = costmodel.fa1_schedule(100, 32, 16, causal)
+        fa2 = tile_schedule(100, 32, 16, causal)
+        assert sorted((s.q_block, s.k_block, s.first, s.last) for s in fa1) == \
+            sorted((s.q_block, s.k_block, s.first, s.last) for s in fa2)
+        assert [(s.k_block, s.q_block) for s in fa1] == sorted((s.k_block, s.q_block) for s in fa1)
+        assert [s.index for s in fa1] == list(range(len(fa1)))
+
+
+def test_fa1_step_traffic_hand_worked() -> None:
+    # N = 20 tokens, d = 4, 16-token tiles, 2-byte elements; FA1 order (0,0) (1,0) (0,1) (1,1): Q block
+    # rows 16 then 4, K/V tile columns 16 then 4; the state (O, m, l in fp32) is (4 + 2)·4 = 24 B a row.
+    traffic = costmodel.fa1_step_traffic(20, 4, 16, 16, causal=False, dtype_bytes=2)
+    read = [
+        2 * 16 * 4 * 2 + 16 * 4 * 2,  # (0,0): K, V tiles + Q block = 384
+        4 * 4 * 2,  # (1,0): Q (4 rows), K/V still in SRAM = 32
+        2 * 4 * 4 * 2 + 16 * 4 * 2 + 16 * 24,  # (0,1): K, V (4 rows) + Q + state read back = 576
+        4 * 4 * 2 + 4 * 24,  # (1,1): Q + state = 128
+    ]
+    written = [
+        16 * 24,  # (0,0): state written back = 384
+        4 * 24,  # (1,0): 96
+        16 * 4 * 2 + 16 * 4,  # (0,1): the block's last tile: O + fp32 LSE = 192
+        4 * 4 * 2 + 4 * 4,  # (1,1): 48
+    ]
+    assert traffic["flash_v1_read"].tolist() == np.cumsum(read).tolist() == [384, 416, 992, 1120]
+    assert traffic["flash_v1_written"].tolist() == np.cumsum(written).tolist() == [384, 480, 672, 720]
+    assert traffic["state_read"].tolist() == [0, 0, 384, 480]
+    assert traffic["state_written"].tolist() == [384, 480, 480, 480]
+    assert traffic["flash_v1_bytes"][-1] == 1840
+    # the same kernel by phase
+    parts = {p.name: p for p in costmodel.flash_v1_traffic(20, 1, 1, 4, 2, False, 16, 16)}
+    assert parts["load K, V tiles (once each)"].reads == 2 * 20 * 4 * 2
+    assert parts["load Q blocks (every step)"].reads == 2 * 20 * 4 * 2  # every Q block twice
+    assert parts["read back O, m, l"].reads == parts["write back O, m, l"].writes == 20 * 24
+    assert costmodel.total_bytes(costmodel.traffic("flash_v1", 20, 1, 1, 4, 2, False, 16, 16)) == 1840
+
+
+@pytest.mark.parametrize("seq_len", [1, 17, 100, 257, 512])
+@pytest.mark.parametrize("block_m,block_n", [(16, 16), (32, 16), (16, 64), (64, 64)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_fa1_step_totals_are_the_whole_kernel(seq_len: int, block_m: int, block_n: int, causal: bool) -> None:
+    steps = costmodel.fa1_step_traffic(seq_len, 32, block_m, block_n, causal, 2)
+    parts = costmodel.flash_v1_traffic(seq_len, 1, 1, 32, 2, causal, block_m, block_n)
+    assert steps["flash_v1_read"][-1] == sum(p.reads for p in parts)
+    assert steps["flash_v1_written"][-1] == sum(p.writes for p in parts)
+    # FA1 reads Q once per step and K/V once; FA2 (no cache) K/V once per step and Q once: same step count
+    fa2 = flash_traffic_no_cache(seq_len, 1, 1, 32, 2, causal, block_m, block_n)
+    assert parts[-1] == fa2[-1]  # both write O and the LSE once
+    num_steps = len(tile_schedule(seq_len, block_m, block_n, causal))
+    assert len(steps["flash_v1_read"]) == num_steps
+
+
+def test_fa1_moves_more_than_fa2_at_length() -> None:
+    # at N = 4096, d = 64, 64-token tiles: the O, m, l round trips dwarf what FA2 saves on Q
+    fa1 = total_bytes(costmodel.traffic("flash_v1", 4096, 1, 1, 64, 2, False, 64, 64))
+    fa2 = total_bytes(costmodel.traffic("flash", 4096, 1, 1, 64, 2, False, 64, 64))
+    round_trips = 2 * 4096 * (64 - 1) * (64 + 2) * 4  # every row, 63 tiles after its first, both ways
+    assert fa1 - fa2 == round_trips + 4096 * 64 * 2 * (64 - 1) - 2 * 4096 * 64 * 2 * (64 - 1)
+
+
+def test_flash_v1_extra_bytes_and_sram_buffers() -> None:
+    assert costmodel.extra_bytes("flash_v1", 100, 2, 3, 64, 2) == 2 * 3 * 100 * (64 * 2 + 4 + 66 * 4)
+    buffers = costmodel.sram_buffers(64, 32, 128, 2)
+    assert buffers == {"Q block": 16384, "K tile": 8192, "V tile": 8192, "S tile": 8192, "m": 256, "l": 256,
+                       "O acc": 32768}

@@ -8,6 +8,7 @@ import torch
 from kernels import flash_attention, naive_attention
 from kernels import measure as m
 from kernels.flash import FlashConfig, config_for, flash_attention_traced
+from kernels.flash_v1 import flash_attention_v1
 from kernels.measure import Setting, measure, model_extra_bytes
 
 pytestmark = pytest.mark.gpu
@@ -85,3 +86,23 @@ def test_lock_serializes_concurrent_sessions():
     assert all(r.status == "ok" for r in results.values())
     assert results[8192].time_ms > results[1024].time_ms  # each session got its own setting's numbers
     assert not m.GPU_LOCK.locked()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq_len,head_dim", [(1000, 64), (4096, 128), (777, 256), (300, 16)])
+def test_flash_v1_matches_float64_on_the_gpu(seq_len, head_dim, causal, dtype):
+    """The FA1-order kernel on the GPU: its stores and reloads of O, m, l through HBM, at every tile shape
+    its configs pick, against float64 (ragged N; causal)."""
+    gen = torch.Generator(device="cuda").manual_seed(seq_len + head_dim + causal)
+    q, k, v = (torch.randn(2, 3, seq_len, head_dim, generator=gen, device="cuda").to(dtype) for _ in range(3))
+    scores = q.double() @ k.double().transpose(-1, -2) / head_dim ** 0.5
+    if causal:
+        scores = scores.masked_fill(torch.ones(seq_len, seq_len, dtype=torch.bool, device="cuda").triu(1),
+                                    float("-inf"))
+    ref = torch.softmax(scores, -1) @ v.double()
+    out, lse = flash_attention_v1(q, k, v, causal=causal, return_lse=True)
+    assert torch.isfinite(out).all()
+    tolerance = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}[dtype]
+    assert ((out.double() - ref).norm() / ref.norm()).item() < tolerance
+    assert torch.allclose(lse.double(), torch.logsumexp(scores, -1), rtol=1e-4, atol=1e-4)

@@ -142,6 +142,8 @@ def _bad_inputs():
         ("causal not bool", good, {"causal": "yes"}, TypeError, "causal"),
         ("sm_scale nan", good, {"sm_scale": float("nan")}, ValueError, "sm_scale"),
         ("sm_scale text", good, {"sm_scale": "0.1"}, ValueError, "sm_scale"),
+        ("sparse", (q.to_sparse(), k, v), {}, TypeError, "dense"),
+        ("requires grad", (q.clone().requires_grad_(), k, v), {}, ValueError, "forward only"),
     ]
 
 
@@ -151,6 +153,15 @@ def test_bad_input_gets_a_clear_error(name, case):
     _, args, kwargs, error, words = case
     with pytest.raises(error, match=words):
         KERNELS[name](*args, **kwargs)
+
+
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_tensors_that_require_grad_run_under_no_grad(name):
+    q, k, v = (t.clone().requires_grad_() for t in random_qkv((1, 1, 8, 16), torch.float32, seed=3))
+    with torch.no_grad():
+        out = KERNELS[name](q, k, v)
+    assert not out.requires_grad
+    assert rel_error(out, reference(q.detach(), k.detach(), v.detach(), False, 0.25)[0]) < 1e-4
 
 
 def test_tensors_on_the_wrong_device_for_the_active_path():

@@ -9,6 +9,7 @@ from viz.evolution import PUBLISHED, evolution_figure
 from viz.hierarchy import hierarchy_figure
 from viz.memory import memory_figure
 from viz.problem import scores_memory_figure
+from viz.roofline import roofline_figure
 from viz.sm_timeline import sm_timeline_figure
 from viz.theme import PALETTE, THEMES, fmt_bytes, fmt_tokens, style, template
 from viz.tiling import tiling_figure, tiling_html
@@ -24,6 +25,7 @@ __all__ = [
     "fmt_tokens",
     "hierarchy_figure",
     "memory_figure",
+    "roofline_figure",
     "scores_memory_figure",
     "sm_timeline_figure",
     "speedup_table",

@@ -19,6 +19,7 @@ PALETTE: dict[str, str] = {
     "sdpa_default": "#CC79A7",  # reddish purple
     "sdpa_flash": "#009E73",  # bluish green
     "torch_naive": "#E69F00",  # orange
+    "flash_v1": "#8C6BB1",  # medium purple: flash in FlashAttention-1's loop order (>= 3:1 on both backgrounds)
     "published": "#7F7F7F",  # neutral grey: numbers from papers, not from this GPU
     # tile states in the tiling animation
     "highlight": "#E69F00",  # the tile in SRAM right now
@@ -41,6 +42,7 @@ ALGORITHM_COLORS: dict[str, str] = {
     "sdpa_default": PALETTE["sdpa_default"],
     "sdpa_flash": PALETTE["sdpa_flash"],
     "torch_naive": PALETTE["torch_naive"],
+    "flash_v1": PALETTE["flash_v1"],
 }
 ALGORITHM_LABELS: dict[str, str] = {
     "flash": "flash (ours, Triton)",
@@ -48,6 +50,7 @@ ALGORITHM_LABELS: dict[str, str] = {
     "sdpa_default": "PyTorch SDPA (default)",
     "sdpa_flash": "PyTorch SDPA (flash backend)",
     "torch_naive": "PyTorch eager (matmul, softmax, matmul)",
+    "flash_v1": "flash, FA1 loop order (ours, Triton)",
 }
 
 # Background / foreground per theme; the dark background matches Streamlit's dark theme.

@@ -1,0 +1,231 @@
+"""FlashAttention forward in FlashAttention-1's loop order (Dao et al. 2022, Algorithm 1), in Triton.
+
+One program per (batch·head), as FlashAttention-1 launched one thread block per (batch, head). The outer
+loop walks the K/V tiles: each K and V tile is loaded into SRAM once. The inner loop walks the Q blocks
+that tile touches: it loads the Q block and the block's O, row max m and row sum l so far from HBM,
+folds the tile in (online softmax), and writes O, m and l back to HBM, for every K/V tile. That round
+trip of O, m and l per K/V tile is what FlashAttention-2 removed by swapping the loops (kernels/flash.py:
+one program per Q block, O kept in SRAM until the end).
+
+O between steps is kept normalized (O = acc / l, as Algorithm 1 writes it) in an fp32 scratch buffer, so
+the answer does not lose precision to a rounding per tile; at a Q block's last tile the kernel writes O in
+the input dtype and the row log-sum-exp instead. Plain pointer loads and tl.dot only: it runs in Triton's
+CPU interpreter and on any GPU Triton drives. The phase comments below are read by kernels/source.py and
+shown beside the animation: keep them as they are.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernels.runtime import INTERPRET, kernel_launch_lock  # first: it sets TRITON_INTERPRET before @triton.jit
+import torch
+import triton
+import triton.language as tl
+
+from kernels.flash import FlashConfig, LN2, _check_tiles
+from kernels.inputs import check_attention_inputs, dot_modes
+
+# The phase comments of _attn_fwd_fa1, in order (kernels/source.py anchors the source view on them).
+PHASES = (
+    "# -- load the K tile and the V tile",
+    "# -- load the Q block, and its O, m_i and l_i so far",
+    "# -- compute qk",
+    "# -- update m_i and l_i",
+    "# -- rescale O, then add P·V",
+    "# -- write O, m_i and l_i back to HBM",
+)
+
+
+@triton.jit(do_not_specialize=["seq_len", "heads", "n_q_blocks", "n_k_blocks"])
+def _attn_fwd_fa1(Q, K, V, O, LSE, O_ACC, M, L, TRACE_STATS, TRACE_OUT, TRACE_ORDER,
+                  sm_scale, seq_len, heads, n_q_blocks, n_k_blocks,
+                  stride_qb, stride_qh, stride_qn, stride_qd,
+                  stride_kb, stride_kh, stride_kn, stride_kd,
+                  stride_vb, stride_vh, stride_vn, stride_vd,
+                  stride_ob, stride_oh, stride_on, stride_od,
+                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  CAUSAL: tl.constexpr, DOT_FP32: tl.constexpr, PRECISION: tl.constexpr,
+                  TRACE: tl.constexpr):
+    # O_ACC (B·H, N, HEAD_DIM) fp32, M and L (B·H, N) fp32: the running O, m (log2 units) and l in HBM.
+    off_bh = tl.program_id(0)
+    off_b = off_bh // heads
+    off_h = off_bh % heads
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q_head = Q + off_b.to(tl.int64) * stride_qb + off_h.to(tl.int64) * stride_qh
+    k_head = K + off_b.to(tl.int64) * stride_kb + off_h.to(tl.int64) * stride_kh
+    v_head = V + off_b.to(tl.int64) * stride_vb + off_h.to(tl.int64) * stride_vh
+    o_head = O + off_b.to(tl.int64) * stride_ob + off_h.to(tl.int64) * stride_oh
+    acc_head = O_ACC + off_bh.to(tl.int64) * seq_len * HEAD_DIM
+    row_head = off_bh.to(tl.int64) * seq_len  # M, L and LSE rows of this head
+    qk_scale = sm_scale * 1.4426950408889634  # log2(e): exp(x) == exp2(x·log2 e)
+    step = 0
+    for k_block in range(0, n_k_blocks):
+        keys = k_block * BLOCK_N + offs_n
+        key_in_range = keys < seq_len
+        # -- load the K tile and the V tile once (BLOCK_N × HEAD_DIM each); they stay in SRAM for the Q sweep --
+        k = tl.load(k_head + keys[:, None] * stride_kn + offs_d[None, :] * stride_kd,
+                    mask=key_in_range[:, None], other=0.0)
+        v = tl.load(v_head + keys[:, None] * stride_vn + offs_d[None, :] * stride_vd,
+                    mask=key_in_range[:, None], other=0.0)
+        if DOT_FP32:
+            k = k.to(tl.float32)
+        if CAUSAL:  # the first Q block with a query at or after this tile's first key
+            q_lo = (k_block * BLOCK_N) // BLOCK_M
+        else:
+            q_lo = 0
+        for q_block in range(q_lo, n_q_blocks):
+            rows = q_block * BLOCK_M + offs_m
+            row_in_range = rows < seq_len
+            if CAUSAL:  # the Q block's last tile: the one holding its last query's key
+                last_k_block = tl.minimum(n_k_blocks, ((q_block + 1) * BLOCK_M - 1) // BLOCK_N + 1) - 1
+            else:
+                last_k_block = n_k_blocks - 1
+            # -- load the Q block, and its O, m_i and l_i so far (nothing to load at its first tile) from HBM --
+            q = tl.load(q_head + rows[:, None] * stride_qn + offs_d[None, :] * stride_qd,
+                        mask=row_in_range[:, None], other=0.0)
+            earlier = row_in_range & (k_block > 0)
+            m_i = tl.load(M + row_head + rows, mask=earlier, other=float("-inf"))
+            l_i = tl.load(L + row_head + rows, mask=earlier, other=0.0)
+            o = tl.load(acc_head + rows[:, None] * HEAD_DIM + offs_d[None, :], mask=earlier[:, None], other=0.0)
+            if DOT_FP32:
+                q = q.to(tl.float32)
+            # -- compute qk: raw scores of this tile (the scale is folded in below) --
+            qk = tl.dot(q, tl.trans(k), input_precision=PRECISION)
+            keep = key_in_range[None, :]
+            if CAUSAL:
+                keep = keep & (rows[:, None] >= keys[None, :])
+            qk = tl.where(keep, qk, float("-inf"))
+            # -- update m_i and l_i (online softmax, log2 units) --
+            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+            p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+            alpha = tl.math.exp2(m_i - m_new)
+            l_new = l_i * alpha + tl.sum(p, 1)
+            # -- rescale O, then add P·V (O = (l_i·α·O + P·V) / l_new: Algorithm 1 keeps O normalized) --
+            p = p.to(v.dtype)
+            if DOT_FP32:
+                p = p.to(tl.float32)
+                v_dot = v.to(tl.float32)
+            else:
+                v_dot = v
+            o = o * (l_i * alpha)[:, None]
+            o = tl.dot(p, v_dot, o, input_precision=PRECISION)
+            o = o / l_new[:, None]
+            # -- write O, m_i and l_i back to HBM (at the Q block's last tile: O in the input dtype and the LSE) --
+            last = k_block == last_k_block
+            more = row_in_range & (k_block != last_k_block)
+            done = row_in_range & last
+            tl.store(M + row_head + rows, m_new, mask=more)
+            tl.store(L + row_head + rows, l_new, mask=more)
+            tl.store(acc_head + rows[:, None] * HEAD_DIM + offs_d[None, :], o, mask=more[:, None])
+            tl.store(LSE + row_head + rows, (m_new + tl.math.log2(l_new)) * 0.6931471805599453, mask=done)
+            tl.store(o_head + rows[:, None] * stride_on + offs_d[None, :] * stride_od,
+                     o.to(O.dtype.element_ty), mask=done[:, None])
+            if TRACE:
+                # record the step: m, l, alpha of the block's rows, its O so far, and when the step ran
+                program = off_bh.to(tl.int64) * n_q_blocks + q_block
+                at = program * n_k_blocks + k_block
+                stats = TRACE_STATS + at * (3 * BLOCK_M)
+                tl.store(stats + offs_m, m_new)
+                tl.store(stats + BLOCK_M + offs_m, l_new)
+                tl.store(stats + 2 * BLOCK_M + offs_m, alpha)
+                tl.store(TRACE_OUT + at * (BLOCK_M * HEAD_DIM) + offs_m[:, None] * HEAD_DIM + offs_d[None, :], o)
+                tl.store(TRACE_ORDER + at, step)
+            step += 1
+            # the next K/V tile reads back what this step wrote: make the stores visible to the whole program
+            tl.debug_barrier()
+
+
+# -- configs --------------------------------------------------------------------------------------
+
+# One program per head walks all (N / BLOCK_N)·(N / BLOCK_M) steps in turn: at 16K tokens that is 65536
+# steps, a fraction of a second on an H200; at 256K, a minute. The bench times it up to here.
+FLASH_V1_TIMED_MAX_SEQ_LEN = 16384
+
+# The interpreter costs about 10 ms per tile whatever its size, so it gets large tiles.
+_INTERPRETER_CONFIG = FlashConfig(block_m=64, block_n=64, num_warps=4, num_stages=1)
+
+
+def config_for_v1(head_dim: int, dtype: torch.dtype) -> FlashConfig:
+    """Tiles for the FA1-order kernel: the K and V tiles, the Q block and O all sit on chip at once.
+    Not tuned (the kernel is here to show the loop order, not to win)."""
+    if INTERPRET:
+        return _INTERPRETER_CONFIG
+    dtype_bytes = torch.empty((), dtype=dtype).element_size()
+    if head_dim <= 64:
+        return FlashConfig(64, 64, 4, 1)
+    if head_dim == 128:
+        return FlashConfig(64, 64, 4, 1) if dtype_bytes == 2 else FlashConfig(32, 32, 4, 1)
+    return FlashConfig(32, 32, 4, 1)
+
+
+# -- wrapper --------------------------------------------------------------------------------------
+
+@dataclass
+class _TraceBuffersV1:
+    stats: torch.Tensor  # (B·H, n_q_blocks, n_k_blocks, 3, BLOCK_M) fp32: m (log2 units), l, alpha
+    out: torch.Tensor    # (B·H, n_q_blocks, n_k_blocks, BLOCK_M, HEAD_DIM) fp32: O after the step
+    order: torch.Tensor  # (B·H, n_q_blocks, n_k_blocks) int32: the program's step number; -1 never ran
+
+
+def _launch_flash_v1(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
+                     trace: _TraceBuffersV1 | None = None):
+    batch, heads, seq_len, head_dim = q.shape  # (B, H, N, D)
+    o = torch.empty_like(q, memory_format=torch.contiguous_format)  # (B, H, N, D)
+    lse = torch.empty((batch, heads, seq_len), dtype=torch.float32, device=q.device)  # (B, H, N)
+    o_acc = torch.empty((batch * heads, seq_len, head_dim), dtype=torch.float32, device=q.device)  # (B·H, N, D)
+    m = torch.empty((batch * heads, seq_len), dtype=torch.float32, device=q.device)  # (B·H, N)
+    l = torch.empty_like(m)  # (B·H, N)
+    n_q_blocks = triton.cdiv(seq_len, config.block_m)
+    n_k_blocks = triton.cdiv(seq_len, config.block_n)
+    dot_fp32, precision = dot_modes(q.dtype)
+    with kernel_launch_lock():  # the interpreter runs one kernel at a time, process-wide
+        _attn_fwd_fa1[(batch * heads,)](
+            q, k, v, o, lse, o_acc, m, l,
+            trace.stats if trace is not None else lse,
+            trace.out if trace is not None else lse,
+            trace.order if trace is not None else lse,
+            sm_scale, seq_len, heads, n_q_blocks, n_k_blocks,
+            *q.stride(), *k.stride(), *v.stride(), *o.stride(),
+            HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+            CAUSAL=causal, DOT_FP32=dot_fp32, PRECISION=precision, TRACE=trace is not None,
+            num_warps=config.num_warps, num_stages=config.num_stages,
+        )
+    return o, lse
+
+
+def flash_attention_v1(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                       sm_scale: float | None = None, return_lse: bool = False,
+                       config: FlashConfig | None = None):
+    """Attention output O = softmax(sm_scale · Q Kᵀ [causal mask]) V in FlashAttention-1's loop order.
+
+    Same contract as kernels.flash.flash_attention: q, k, v (batch, heads, seq_len, head_dim) in fp16, bf16
+    or fp32; head_dim in 16 … 256; any seq_len ≥ 1. Returns O in the input dtype (and with return_lse=True
+    the fp32 natural-log row log-sum-exp (batch, heads, seq_len)). Beyond O and the LSE it allocates the
+    fp32 running O, m and l in HBM (costmodel.flash_v1_extra_bytes).
+    """
+    q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
+    config = config or config_for_v1(q.shape[-1], q.dtype)
+    _check_tiles(config.block_m, config.block_n)
+    o, lse = _launch_flash_v1(q, k, v, causal, sm_scale, config)
+    return (o, lse) if return_lse else o
+
+
+def flash_attention_v1_traced(q, k, v, causal: bool, block_m: int, block_n: int, sm_scale: float | None = None):
+    """Run the FA1-order kernel in trace mode. Returns (O, LSE, trace): stats (B·H, n_q, n_k, 3, block_m)
+    with m in natural-log units, l, alpha (NaN where no step ran), out (B·H, n_q, n_k, block_m, head_dim)
+    and order (B·H, n_q, n_k) int32, the step number at which the program ran (q block, k block)."""
+    q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
+    _check_tiles(block_m, block_n)
+    batch, heads, seq_len, head_dim = q.shape
+    n_q, n_k = triton.cdiv(seq_len, block_m), triton.cdiv(seq_len, block_n)
+    bh = batch * heads
+    trace = _TraceBuffersV1(
+        stats=torch.full((bh, n_q, n_k, 3, block_m), float("nan"), dtype=torch.float32, device=q.device),
+        out=torch.full((bh, n_q, n_k, block_m, head_dim), float("nan"), dtype=torch.float32, device=q.device),
+        order=torch.full((bh, n_q, n_k), -1, dtype=torch.int32, device=q.device))
+    config = FlashConfig(block_m, block_n, config_for_v1(head_dim, q.dtype).num_warps, 1)
+    o, lse = _launch_flash_v1(q, k, v, causal, sm_scale, config, trace)
+    trace.stats[:, :, :, 0] *= LN2  # the kernel keeps m in log2 units
+    return o, lse, trace

@@ -1,0 +1,63 @@
+"""The IO story on the page agrees with the cost model at every slider stop, causal and not (AppTest, recorded
+source), and the recording's own bytes_moved agree with the same model."""
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import costmodel
+import story
+from app_settings import DEFAULTS
+from kernels.results import load_results
+from tests.test_app import APP, assert_no_exception, metric_values
+from viz.theme import fmt_bytes
+
+RECORDED = load_results("h200.json")
+SHAPE = (DEFAULTS.batch, DEFAULTS.heads, DEFAULTS.head_dim, DEFAULTS.dtype_bytes)
+
+
+def open_scene(scene: str, seq_len: int, causal: bool) -> AppTest:
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.query_params.update({"source": "recorded", "scene": scene, "seq_len": str(seq_len),
+                             "causal": str(causal).lower()})
+    return app.run()
+
+
+def expected_flash_bytes(seq_len: int, causal: bool) -> int:
+    """Flash's L2-aware bytes with the tiles the recording says the kernel ran and the timeline's occupancy."""
+    records = [r for r in RECORDED.records if r["algorithm"] == "flash" and r["head_dim"] == DEFAULTS.head_dim
+               and r["causal"] == causal]
+    tiles = next(((r["block_m"], r["block_n"]) for r in records if r.get("block_m")), costmodel.ASSUMED_FLASH_TILES)
+    per_sm = story.programs_per_sm(RECORDED.timelines, DEFAULTS.head_dim, tiles[0])
+    machine = costmodel.machine_from_facts(RECORDED.facts, per_sm)
+    return costmodel.total_bytes(costmodel.traffic("flash", seq_len, *SHAPE, causal, *tiles, machine=machine))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq_len", costmodel.SEQ_LENS)
+def test_compare_and_headline_numbers_are_the_cost_model_at_every_stop(seq_len, causal):
+    compare = open_scene("compare", seq_len, causal)
+    assert_no_exception(compare)
+    naive = costmodel.total_bytes(costmodel.naive_traffic(seq_len, *SHAPE, causal))
+    flash = expected_flash_bytes(seq_len, causal)
+    standard_shown, flash_shown, _ = metric_values(compare)
+    assert (standard_shown, flash_shown) == (fmt_bytes(naive), fmt_bytes(flash))
+    headline = open_scene("headline", seq_len, causal)
+    assert_no_exception(headline)
+    memory = metric_values(headline)[:2]
+    assert memory == [fmt_bytes(costmodel.naive_extra_bytes(seq_len, DEFAULTS.batch, DEFAULTS.heads,
+                                                           DEFAULTS.head_dim, DEFAULTS.dtype_bytes)),
+                      fmt_bytes(costmodel.flash_extra_bytes(seq_len, DEFAULTS.batch, DEFAULTS.heads,
+                                                           DEFAULTS.head_dim, DEFAULTS.dtype_bytes))]
+
+
+def test_the_recordings_bytes_moved_are_the_cost_models():
+    """What the bench wrote as bytes_moved is what the compare scene shows for the same run."""
+    machine = costmodel.machine_from_facts(RECORDED.facts)
+    checked = 0
+    for r in RECORDED.records:
+        if r["algorithm"] not in ("flash", "naive"):
+            continue
+        shape = (r["seq_len"], r["batch"], r["heads"], r["head_dim"], costmodel.dtype_bytes(r["dtype"]), r["causal"])
+        model = costmodel.traffic(r["algorithm"], *shape, r.get("block_m"), r.get("block_n"), machine=machine)
+        assert r["bytes_moved"] == costmodel.total_bytes(model), r
+        checked += 1
+    assert checked >= 36
