@@ -43,20 +43,27 @@ export default function (component) {
   const keepStep = (chart) => {
     // A chart drawn at a step (the app's start_step) has not animated yet: tell plotly which frame is on
     // screen, so that Play (`fromcurrent`) goes on from there rather than from the first step.
-    const transition = chart._transitionData;
-    if (transition && transition._currentFrame === undefined && urlStep() !== null) {
-      transition._currentFrame = urlStep();
+    const layout = chart._fullLayout;
+    if (layout && layout._currentFrame === undefined && urlStep() !== null) {
+      layout._currentFrame = urlStep();
     }
-    if (chart.__stepKept) return;
-    chart.__stepKept = true;
-    chart.on("plotly_animatingframe", (frame) => { chart.__frameOnScreen = frame.name; });
-    const stopped = () => {
-      chart.__playing = false;
-      // let plotly finish the frame it is drawing before the rerun redraws the chart
-      window.requestAnimationFrame(() => window.requestAnimationFrame(() => {
-        if (!chart.__playing) goToStep(chart.__frameOnScreen);
-      }));
-    };
+    // the handlers live on the chart element; a redraw (a new plot in the same element) drops plotly's
+    // listeners, so listen again whenever ours are gone
+    if (!chart.__stage) {
+      chart.__stage = {
+        frame: (frame) => { chart.__frameOnScreen = frame.name; },
+        stopped: () => {
+          chart.__playing = false;
+          // let plotly finish the frame it is drawing before the rerun redraws the chart
+          window.requestAnimationFrame(() => window.requestAnimationFrame(() => {
+            if (!chart.__playing) goToStep(chart.__frameOnScreen);
+          }));
+        },
+      };
+    }
+    const { frame, stopped } = chart.__stage;
+    if (chart._ev && chart._ev.listeners("plotly_animated").includes(stopped)) return;
+    chart.on("plotly_animatingframe", frame);
     chart.on("plotly_animated", stopped);
     chart.on("plotly_animationinterrupted", stopped);
   };

@@ -208,7 +208,11 @@ _page_script = st.components.v2.component(
 def page_style_and_script() -> None:
     """The stage's CSS, and the page script (app_page.js): the window's size for the charts, Space to play
     and pause, the animation's paused step into the link. Mounted in the sidebar: no row in the scene."""
-    st.html(PAGE_STYLE)  # style only: Streamlit applies it without adding a row to the page
+    # style only: Streamlit applies it without adding a row to the page. --stage-window says which window
+    # the charts were built for (tests wait for it after a resize).
+    size = window_size()
+    built_for = f"{size['width']}x{size['height']}" if size else "design"
+    st.html(PAGE_STYLE.replace("</style>", f':root {{ --stage-window: "{built_for}"; }}\n</style>'))
     with st.sidebar:
         _page_script(key=PAGE_SCRIPT_KEY, data={"viewport": window_size()}, height=0,
                      default={"viewport": None}, on_viewport_change=lambda: None)
