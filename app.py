@@ -15,6 +15,7 @@ and app_stage (the data source, cached loaders, records and the numbers scenes s
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import streamlit as st
 
@@ -28,7 +29,7 @@ import costmodel
 import story
 import viz
 from viz.sm_timeline import timeline_stats
-from viz.theme import algorithm_label, fmt_bytes, fmt_tokens
+from viz.theme import algorithm_label, fmt_bytes, fmt_ratio, fmt_tokens
 
 SCENE_TITLES = {
     "headline": "FlashAttention in one picture",
@@ -129,21 +130,24 @@ def scene_compare(stage: Stage) -> None:
     naive = next((r for r in records if r["algorithm"] == "naive" and r["seq_len"] == s.seq_len), None)
     block_m, block_n = panels.tiles
     standard, flash, ratio = st.columns(3)
-    standard.metric("Standard: HBM traffic", fmt_bytes(panels.naive_bytes), border=True,
-                    help="S written and read in fp32, P written and read: the cost model (costmodel.naive_traffic)")
-    flash.metric(f"Flash ({block_m}×{block_n} tiles): HBM traffic", fmt_bytes(panels.flash_bytes), border=True,
-                 help="L2-aware model where the GPU is known, else the no-cache bound")
-    ratio.metric(f"Standard ÷ flash ({moved.source})", f"{moved.ratio:,.0f}×", border=True,
-                 help="counted by the GPU's hardware counters where the recording has them, else the model")
-    counted = {"naive": story.counted_bytes_at(records, "naive", s.seq_len),
-               "flash": story.counted_bytes_at(records, "flash", s.seq_len)}
+    def counted(value: str | None) -> dict:  # the GPU's count under the model's number, where there is one
+        return {"delta": f"counted: {value}", "delta_color": "off", "delta_arrow": "off"} if value else {}
+
+    standard.metric("Standard: HBM traffic (model)", fmt_bytes(panels.naive_bytes), border=True,
+                    help="S written and read in fp32, P written and read: the cost model (costmodel.naive_traffic)",
+                    **counted(moved.naive_counted and fmt_bytes(moved.naive_counted)))
+    flash.metric(f"Flash ({block_m}×{block_n} tiles): HBM traffic (model)", fmt_bytes(panels.flash_bytes),
+                 border=True, help="L2-aware model where the GPU is known, else the no-cache bound",
+                 **counted(moved.flash_counted and fmt_bytes(moved.flash_counted)))
+    ratio.metric("Standard ÷ flash", fmt_ratio(moved.ratio), border=True,
+                 **counted(moved.counted_ratio and fmt_ratio(moved.counted_ratio)))
     figure_panels = [{"key": "naive", "title": "standard: 3 kernels", "parts": panels.naive,
-                      "counted": counted["naive"]},
+                      "counted": moved.naive_counted},
                      {"key": "flash_no_cache", "title": "flash, no cache (paper's bound)",
                       "parts": panels.flash_no_cache}]
     if panels.flash_l2 is not None:
         figure_panels.append({"key": "flash_l2", "title": "flash, L2-aware model", "parts": panels.flash_l2,
-                              "counted": counted["flash"]})
+                              "counted": moved.flash_counted})
     chart(viz.compare_figure(figure_panels, theme=s.theme, height=COMPARE_CHART_PX))
     tiles = "the tiles its record says it ran" if panels.tiles_known else "assumed tiles (the record does not say)"
     l2 = (f"L2-aware: programs of one head share K and V in the {fmt_bytes(panels.machine.l2_bytes)} L2; "
@@ -187,6 +191,43 @@ def scene_roofline(stage: Stage) -> None:
                "Roofs: the measured copy bandwidth and bf16 matmul rate of this GPU, not datasheet peaks.")
 
 
+PICTURE_VIEWS = {"tiles": "Tiles & softmax", "hbm": "HBM ↔ SRAM", "source": "Kernel source", "rereads": "Re-reads"}
+LOOP_ORDERS = {"fa2": "FA2 order (flash.py)", "fa1": "FA1 order (flash_v1.py)"}
+PICTURE_HEIGHT_PX = 620  # under the scene's two rows of controls, the figure fits a 1080-pixel-high screen
+
+
+def picture_facts(stage: Stage) -> dict:
+    """What the tiling scene's views quote of the GPU: its shared memory per block and L2, and whose they are."""
+    facts = stage.facts or {}
+    label = "" if not facts else facts.get("name", "GPU") if stage.live or stage.on_gpu else \
+        f"{facts.get('name', 'GPU')} (recorded)"
+    return dict(smem_per_block=facts.get("smem_per_block_bytes"), device_label=label,
+                l2_bytes=facts.get("l2_bytes"), sm_count=facts.get("sm_count"))
+
+
+def traced_tiles(s, order: str) -> tuple[object, list[str]]:
+    """The settings the kernel of this loop order can trace: the asked ones, or the largest square tiles
+    below them that run, with a note saying why (a GPU without the shared memory for the asked tiles)."""
+    try:
+        animation_trace(s, order)
+        return s, []
+    except ValueError:
+        raise  # settings every kernel refuses, said in their words
+    except Exception as why:  # the kernel could not be compiled or launched for these tiles
+        failure = f"{type(why).__name__}: {str(why)[:160]}"
+    for size in (128, 64, 32, 16):
+        if size >= max(s.block_m, s.block_n):
+            continue
+        smaller = replace(s, block_m=size, block_n=size)
+        try:
+            animation_trace(smaller, order)
+        except Exception:
+            continue
+        return smaller, [f"The {LOOP_ORDERS[order]} kernel could not run {s.block_m}×{s.block_n} tiles here "
+                         f"({failure}); showing {size}×{size}."]
+    raise ValueError(f"the {LOOP_ORDERS[order]} kernel could not run at any tile size here ({failure})")
+
+
 def scene_tiling(stage: Stage) -> None:
     s = stage.settings
     length, tiles, seed, back, forward = st.columns([3, 5, 1.5, 1.25, 1.25], vertical_alignment="bottom")
@@ -196,29 +237,40 @@ def scene_tiling(stage: Stage) -> None:
         causal_and_tile_controls(s)
     with seed:
         bound(st.number_input, "Random inputs: seed", "seed", s, min_value=0, max_value=app_settings.MAX_SEED)
+    with st.container(horizontal=True, vertical_alignment="bottom"):
+        view = st.segmented_control("View", tuple(PICTURE_VIEWS), format_func=PICTURE_VIEWS.get, default="tiles",
+                                    required=True, key="picture_view") or "tiles"
+        order = st.segmented_control("Loop order", tuple(LOOP_ORDERS), format_func=LOOP_ORDERS.get, default="fa2",
+                                     required=True, key="picture_order") or "fa2"
     where = stage.kernels_run
     try:
-        with st.spinner(f"Running the flash and naive kernels {where}…"):
-            trace = animation_trace(s)
+        with st.spinner(f"Running the {'FA1-order' if order == 'fa1' else 'flash'} and naive kernels {where}…"):
+            s, notes = traced_tiles(s, order)
+            trace = animation_trace(s, order)
             num_steps = len(trace["steps"])
             step = min(s.step, num_steps - 1)
             fig = tiling_animation(s.trace_len, s.head_dim, s.block_m, s.block_n, s.causal, s.dtype, s.seed,
-                                   s.theme, step)
+                                   s.theme, step, order, view, PICTURE_HEIGHT_PX, talk_seq_len=s.seq_len,
+                                   **picture_facts(stage))
     except ValueError as why:  # settings the kernel or the animation refuse, said in their words
         st.error(f"No animation for these settings: {why}")
         return
+    for note in notes:
+        st.warning(note)
     back.button("◀ Step", shortcut="Left", disabled=step == 0, on_click=move_step, args=(-1, num_steps),
                 width="stretch")
     forward.button("Step ▶", shortcut="Right", disabled=step == num_steps - 1, on_click=move_step,
                    args=(1, num_steps), width="stretch")
     chart(fig)
-    st.caption(f"{num_steps} steps of {s.block_m}×{s.block_n} tiles over one head, head_dim {s.head_dim}, "
-               f"{s.dtype}{', causal' if s.causal else ''}, computed {where}. Same inputs through the naive kernel: "
-               f"max |O_flash − O_standard| = {trace['max_abs_err']:.2e}.")
-    st.download_button("Download the animation (HTML, plays offline)", data=functools.partial(viz.tiling_html, fig),
-                       file_name=f"flash-tiling-{s.trace_len}-{s.block_m}x{s.block_n}"
-                                 f"{'-causal' if s.causal else ''}.html",
-                       mime="text/html", on_click="ignore")
+    caption, download = st.columns([5, 1], vertical_alignment="center")
+    caption.caption(f"{num_steps} steps of {s.block_m}×{s.block_n} tiles over one head, head_dim {s.head_dim}, "
+                    f"{s.dtype}{', causal' if s.causal else ''}, computed {where} by the {LOOP_ORDERS[order]} "
+                    f"kernel. Same inputs through the naive kernel: max |O_flash − O_standard| = "
+                    f"{trace['max_abs_err']:.2e}.")
+    download.download_button("Download (HTML, plays offline)", data=functools.partial(viz.tiling_html, fig),
+                             file_name=f"flash-{view}-{order}-{s.trace_len}-{s.block_m}x{s.block_n}"
+                                       f"{'-causal' if s.causal else ''}.html",
+                             mime="text/html", on_click="ignore", width="stretch")
 
 
 def scene_seqlen(stage: Stage) -> None:

@@ -123,17 +123,36 @@ def measure_live(algorithm: str, seq_len: int, batch: int, heads: int, head_dim:
 # frames, ~5 MB): cache_resource spares every rerun a pickled copy (seconds at that size).
 @st.cache_resource(show_spinner=False, max_entries=32)
 def flash_trace(seq_len: int, head_dim: int, block_m: int, block_n: int, causal: bool, dtype: str,
-                seed: int) -> dict:
-    """The flash kernel's tile steps on one (batch, head), and the naive kernel on the same inputs."""
+                seed: int, order: str = "fa2") -> dict:
+    """The flash kernel's tile steps on one (batch, head), and the naive kernel on the same inputs; order
+    "fa1" runs the FlashAttention-1-order kernel (kernels/flash_v1.py) instead."""
     from kernels import trace
-    return trace.trace_flash(seq_len, head_dim, block_m, block_n, causal, dtype=dtype, seed=seed).to_dict()
+    return trace.trace_flash(seq_len, head_dim, block_m, block_n, causal, dtype=dtype, seed=seed,
+                             order=order).to_dict()
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
 def tiling_animation(seq_len: int, head_dim: int, block_m: int, block_n: int, causal: bool, dtype: str,
-                     seed: int, theme: str, start_step: int):
-    trace = flash_trace(seq_len, head_dim, block_m, block_n, causal, dtype, seed)
-    return viz.tiling_figure(trace, theme=theme, frame_ms=ANIMATION_FRAME_MS, start_step=start_step)
+                     seed: int, theme: str, start_step: int, order: str = "fa2", view: str = "tiles",
+                     height: int = viz.tiling.DEFAULT_HEIGHT_PX, smem_per_block: int | None = None,
+                     device_label: str = "", l2_bytes: int | None = None, sm_count: int | None = None,
+                     talk_seq_len: int | None = None):
+    """The tiling scene's figure of one view ("tiles", "hbm", "source", "rereads"), from the trace."""
+    trace = flash_trace(seq_len, head_dim, block_m, block_n, causal, dtype, seed, order)
+    common = dict(theme=theme, height=height)
+    if view == "hbm":
+        return viz.hbm_sram_figure(trace, smem_per_block, device_label, frame_ms=ANIMATION_FRAME_MS,
+                                   start_step=start_step, **common)
+    if view == "source":
+        from kernels import source  # plain file reading: no torch
+        kernel = source.kernel_source(order)
+        phases = source.step_phases(order, trace["loads"], trace["stores"], kernel["phases"])
+        return viz.kernel_source_figure(trace, kernel, phases, frame_ms=ANIMATION_FRAME_MS, start_step=start_step,
+                                        **common)
+    if view == "rereads":
+        machine = costmodel.machine_from_facts({"l2_bytes": l2_bytes, "sm_count": sm_count})
+        return viz.rereads_figure(trace, machine, device_label, talk_seq_len, **common)
+    return viz.tiling_figure(trace, frame_ms=ANIMATION_FRAME_MS, start_step=start_step, **common)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -261,8 +280,8 @@ def hbm_traffic(stage: Stage, records: list[dict]) -> story.TrafficPanels:
                                 stage.facts, timelines)
 
 
-def animation_trace(s: Settings) -> dict:
-    return flash_trace(s.trace_len, s.head_dim, s.block_m, s.block_n, s.causal, s.dtype, s.seed)
+def animation_trace(s: Settings, order: str = "fa2") -> dict:
+    return flash_trace(s.trace_len, s.head_dim, s.block_m, s.block_n, s.causal, s.dtype, s.seed, order)
 
 
 def headline_numbers(stage: Stage, records: list[dict]) -> story.Headline:

@@ -344,10 +344,7 @@ def step_traffic(seq_len: int, head_dim: int, block_m: int, block_n: int, causal
     """
     n, d, e = seq_len, head_dim, dtype_bytes
     schedule = tile_schedule(n, block_m, block_n, causal)
-    q_block = np.array([step.q_block for step in schedule], dtype=np.int64)
-    k_block = np.array([step.k_block for step in schedule], dtype=np.int64)
-    first = np.array([step.first for step in schedule])
-    last = np.array([step.last for step in schedule])
+    q_block, k_block, first, last = schedule_arrays(schedule)
     row0, col0 = q_block * block_m, k_block * block_n
     rows = np.minimum(block_m, n - row0)
     cols = np.minimum(block_n, n - col0)
@@ -405,12 +402,22 @@ def sram_bandwidth_gbps(sm_count: int, sm_clock_mhz: float) -> float:
 # the input dtype) and the fp32 LSE are written instead.
 
 FA1_STATE_BYTES = 4  # O, m and l travel between FA1 steps in fp32
+# The HBM tensors a kernel step loads or stores, in the order of a trace's `loads` / `stores` (kernels/trace.py);
+# "state" is the FA1-order kernel's fp32 O, m and l between steps.
+IO_TENSORS = ("Q", "K", "V", "O", "LSE", "state")
 ASSUMED_FLASH_V1_TILES = (64, 64)
 
 
 def fa1_state_bytes_per_row(head_dim: int) -> int:
     """Bytes of one row's running state in HBM between FA1 steps: O (head_dim fp32), m and l."""
     return (head_dim + 2) * FA1_STATE_BYTES
+
+
+def schedule_arrays(schedule: list[Step]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A schedule's (q_block, k_block) as int64 arrays and (first, last) as bool arrays, one entry a step."""
+    return (np.array([s.q_block for s in schedule], dtype=np.int64),
+            np.array([s.k_block for s in schedule], dtype=np.int64),
+            np.array([s.first for s in schedule], dtype=bool), np.array([s.last for s in schedule], dtype=bool))
 
 
 def fa1_schedule(seq_len: int, block_m: int, block_n: int, causal: bool) -> list[Step]:
@@ -458,10 +465,7 @@ def fa1_step_traffic(seq_len: int, head_dim: int, block_m: int, block_n: int, ca
     "state_written"; their totals are flash_v1_traffic's."""
     n, d, e = seq_len, head_dim, dtype_bytes
     schedule = fa1_schedule(n, block_m, block_n, causal)
-    q_block = np.array([s.q_block for s in schedule], dtype=np.int64)
-    k_block = np.array([s.k_block for s in schedule], dtype=np.int64)
-    first = np.array([s.first for s in schedule])
-    last = np.array([s.last for s in schedule])
+    q_block, k_block, first, last = schedule_arrays(schedule)
     rows = np.minimum(block_m, n - q_block * block_m)
     cols = np.minimum(block_n, n - k_block * block_n)
     tile_start = np.zeros(len(schedule), dtype=bool)  # the step that loads its K/V tile

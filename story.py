@@ -185,22 +185,25 @@ def headline(records: list[dict], seq_len: int, batch: int, heads: int, head_dim
 
 @dataclass(frozen=True)
 class HbmBytes:
-    """Standard's and flash's HBM bytes at one setting, counted where both were counted, else the model's."""
+    """Standard's and flash's HBM bytes at one setting by the cost model, and as the GPU counted them for the
+    recorded run (None where not counted)."""
     naive: int
     flash: int
-    source: str  # "counted" | "model"
+    naive_counted: int | None
+    flash_counted: int | None
 
     @property
     def ratio(self) -> float:
         return self.naive / self.flash
 
+    @property
+    def counted_ratio(self) -> float | None:
+        return self.naive_counted / self.flash_counted if self.naive_counted and self.flash_counted else None
+
 
 def hbm_bytes(panels: TrafficPanels, records: list[dict], seq_len: int) -> HbmBytes:
-    naive, flash = _at(records, "naive", seq_len), _at(records, "flash", seq_len)
-    counted = [_counted_bytes(r) if r and r["status"] == "ok" else None for r in (naive, flash)]
-    if all(counted):
-        return HbmBytes(counted[0], counted[1], "counted")
-    return HbmBytes(panels.naive_bytes, panels.flash_bytes, "model")
+    return HbmBytes(panels.naive_bytes, panels.flash_bytes, counted_bytes_at(records, "naive", seq_len),
+                    counted_bytes_at(records, "flash", seq_len))
 
 
 def takeaways(records: list[dict], at_length: list[dict], panels: TrafficPanels, facts: dict | None, gpu: str,
@@ -211,7 +214,7 @@ def takeaways(records: list[dict], at_length: list[dict], panels: TrafficPanels,
     records: flash and naive over the slider's lengths; at_length: every algorithm's records at seq_len;
     gpu: the GPU's name, already safe to show as markdown; scene: scene key → its number on the page."""
     from viz.memory import oom_text
-    from viz.theme import fmt_bytes, fmt_tokens
+    from viz.theme import fmt_bytes, fmt_ratio, fmt_tokens
 
     e = costmodel.dtype_bytes(dtype)
     numbers = headline(records, seq_len, batch, heads, head_dim, e)
@@ -226,10 +229,11 @@ def takeaways(records: list[dict], at_length: list[dict], panels: TrafficPanels,
                       f"L2-aware model (scene {scene['compare']}).")
     else:
         moved = hbm_bytes(panels, records, seq_len)
+        counted = (f"; the GPU's counters read {fmt_bytes(moved.naive_counted)} and {fmt_bytes(moved.flash_counted)}"
+                   if moved.counted_ratio else "")
         points.append(f"**Traffic, not FLOPs.** Both do the same matmuls, but standard moves "
-                      f"{fmt_bytes(moved.naive)} through HBM and flash {fmt_bytes(moved.flash)}, {moved.ratio:,.0f}× "
-                      f"less ({'counted by the GPU' if moved.source == 'counted' else 'cost model'}, "
-                      f"scene {scene['compare']}).")
+                      f"{fmt_bytes(moved.naive)} through HBM and flash {fmt_bytes(moved.flash)}, {fmt_ratio(moved.ratio)} "
+                      f"less (cost model{counted}; scene {scene['compare']}).")
     peak, copy = (facts or {}).get("matmul_tflops"), (facts or {}).get("copy_gbps")
     points_here = roofline_points([r for r in at_length if r["seq_len"] == seq_len])
     flash_point = next((p for p in points_here if p.algorithm == "flash"), None)
@@ -246,7 +250,7 @@ def takeaways(records: list[dict], at_length: list[dict], panels: TrafficPanels,
     if numbers.speedup.endswith("×"):
         moved = hbm_bytes(panels, records, seq_len)
         points.append(
-            f"**Speed: {numbers.speedup}, less than the {moved.ratio:,.0f}× in bytes.** Measured on {gpu}: "
+            f"**Speed: {numbers.speedup}, less than the {fmt_ratio(moved.ratio)} in bytes.** Measured on {gpu}: "
             f"{numbers.speedup_why}. Once the bytes are gone, arithmetic sets flash's time, so the speedup is the "
             f"standard kernels' bandwidth-bound time over flash's compute-bound time (scenes {scene['headline']}, "
             f"{scene['seqlen']}).")

@@ -11,7 +11,7 @@ O between steps is kept normalized (O = acc / l, as Algorithm 1 writes it) in an
 the answer does not lose precision to a rounding per tile; at a Q block's last tile the kernel writes O in
 the input dtype and the row log-sum-exp instead. Plain pointer loads and tl.dot only: it runs in Triton's
 CPU interpreter and on any GPU Triton drives. The phase comments below are read by kernels/source.py and
-shown beside the animation: keep them as they are.
+shown beside the animation (kernels/source.py lists them): keep them as they are.
 """
 from __future__ import annotations
 
@@ -24,17 +24,6 @@ import triton.language as tl
 
 from kernels.flash import FlashConfig, LN2, _check_tiles
 from kernels.inputs import check_attention_inputs, dot_modes
-
-# The phase comments of _attn_fwd_fa1, in order (kernels/source.py anchors the source view on them).
-PHASES = (
-    "# -- load the K tile and the V tile",
-    "# -- load the Q block, and its O, m_i and l_i so far",
-    "# -- compute qk",
-    "# -- update m_i and l_i",
-    "# -- rescale O, then add P·V",
-    "# -- write O, m_i and l_i back to HBM",
-)
-
 
 @triton.jit(do_not_specialize=["seq_len", "heads", "n_q_blocks", "n_k_blocks"])
 def _attn_fwd_fa1(Q, K, V, O, LSE, O_ACC, M, L, TRACE_STATS, TRACE_OUT, TRACE_ORDER,

@@ -23,15 +23,13 @@ import torch
 
 from kernels.flash import config_for, flash_attention_sm_timeline, flash_attention_traced
 from kernels.flash_v1 import flash_attention_v1_traced
+from costmodel import IO_TENSORS
 from kernels.inputs import DTYPES_BY_NAME
 from kernels.naive import naive_attention
 from kernels.runtime import DEVICE, INTERPRET, backend, kernel_launch_lock
 
 TRACE_MAX_SEQ_LEN = 1024
 ORDERS = ("fa2", "fa1")  # kernels/flash.py (Q block outer), kernels/flash_v1.py (K/V tile outer)
-# The HBM tensors a step may load or store, in the order of FlashTrace.loads / .stores' second axis;
-# "state" is the FA1-order kernel's fp32 O, m and l between steps.
-IO_TENSORS = ("Q", "K", "V", "O", "LSE", "state")
 
 
 @dataclass(frozen=True)

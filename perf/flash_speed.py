@@ -2,6 +2,7 @@
 
     python3 -m perf.flash_speed explore   # tile/path variants of ours vs tutorial 06 (fp16), cuDNN and FA2 (bf16)
     python3 -m perf.flash_speed final     # the shipped configs: full float64 sweep, then the issue's table
+    python3 -m perf.flash_speed round2    # lazy rescaling and the D=64/causal leads vs the peers; picks winners
     python3 -m perf.flash_speed smoke     # CPU interpreter: both load paths against float64 at small N
 
 Peers: Triton tutorial 06's forward (its TMA path, autotuned as shipped, batch offset fixed; a copy kept
@@ -288,14 +289,35 @@ def report(head_dim, causal, medians, wrong, results) -> None:
                       for name, ms in medians.items()}
 
 
-def check_candidates(classes) -> set[tuple]:
+def round2_variants(head_dim: int, causal: bool) -> dict[str, tuple[FlashConfig, bool, bool]]:
+    """Round 2 (issue 14): lazy rescaling against the shipped configs, the tutorial's D=64 causal tile (64×64 w4
+    s2), 128×128 w8 at D=64, and D=128 causal s2 in launch order vs longest-first."""
+    if head_dim == 128:
+        tiles = [(128, 64, 4, 2, False), (128, 64, 4, 2, True), (128, 64, 4, 3, True)]
+    else:
+        tiles = [(128, 64, 4, 3, False), (128, 64, 4, 3, True), (64, 64, 4, 2, False), (64, 64, 4, 2, True),
+                 (128, 128, 8, 2, True), (128, 128, 8, 3, True)]
+        if causal:
+            tiles += [(64, 64, 4, 3, True)]
+    variants = {}
+    for bm, bn, w, s, lazy in tiles:
+        name = f"tma {bm}x{bn} w{w} s{s}{' lazy' if lazy else ''}"
+        variants[name] = (FlashConfig(bm, bn, w, s, lazy), True, causal)
+    if causal and head_dim == 128:
+        for lazy in (False, True):
+            variants[f"tma 128x64 w4 s2{' lazy' if lazy else ''} in-order"] = (FlashConfig(128, 64, 4, 2, lazy), True,
+                                                                             False)
+    return variants
+
+
+def check_candidates(classes, variants_of=ours_variants) -> set[tuple]:
     """Every candidate (tile config, path) of the issue's classes against float64 at ragged N, fp16 and bf16
     through TMA descriptors, bf16 through pointer loads; returns the (head_dim, causal, name) that fail."""
     wrong, checks, worst = set(), 0, {}
     for (head_dim, causal), dtype, n in itertools.product(classes, (torch.float16, torch.bfloat16), RAGGED):
         q, k, v = random_qkv((2, 3, n, head_dim), dtype, seed=n + head_dim)
         ref, ref_lse = reference(q, k, v, causal)
-        for name, (config, use_tma, longest_first) in ours_variants(head_dim, causal).items():
+        for name, (config, use_tma, longest_first) in variants_of(head_dim, causal).items():
             paths = [use_tma] + ([False] if use_tma and dtype == torch.bfloat16 else [])
             for path in paths:
                 checks += 1
@@ -385,6 +407,80 @@ def explore() -> None:
     write(results, "explore")
 
 
+def round2() -> None:
+    """One device call: lazy rescaling and the other leads against the peers, checked against float64 first
+    (candidates at ragged N on both load paths, every other shipped class too); fp32 D=64 pointer vs TMA
+    re-timed; the winner per class (least fp16 + bf16 time) with its ratios from the same interleaved rounds."""
+    tutorial = load_peer("tutorial06")
+    old = load_peer("flash_old")
+    classes = [(d, c) for d in (128, 64) for c in (False, True)]
+    shipped_other = [(dt, d, c) for dt in (torch.float16, torch.bfloat16, torch.float32)
+                     for d in (16, 32, 64, 128, 256) for c in (False, True)
+                     if not (dt != torch.float32 and d in (64, 128))]
+    fp32_config = config_for(64, torch.float32, False)
+    tasks = []
+    for d, c in classes:
+        for variant in round2_variants(d, c).values():
+            tasks.append(("ours", ("float16", d, c, variant)))
+            tasks.append(("ours", ("bfloat16", d, c, variant)))
+            tasks.append(("ours", ("bfloat16", d, c, (variant[0], False, variant[2]))))
+        if tutorial is not None:
+            n_configs = len([x for x in tutorial.configs_tma if tutorial.keep_tma(x)])
+            tasks += [("tutorial", (d, c, i)) for i in range(n_configs)]
+    for dt, d, c in shipped_other:
+        for use_tma in ((True, False) if dt != torch.float32 else (False,)):
+            tasks.append(("ours", (str(dt)[6:], d, c, (config_for(d, dt, c), use_tma, c))))
+    tasks.append(("ours", ("float32", 64, False, (fp32_config, True, False))))
+    if old is not None:
+        tasks.append(("old", (64, False, "float32")))
+    warm_all(tasks)
+    results = {"float64_failures_other_classes": check_shipped(shipped_other)}
+    wrong_candidates = check_candidates(classes, round2_variants)
+    results["wrong_candidates"] = sorted(str(w) for w in wrong_candidates)
+    table = []
+    for d, c in classes:
+        fns = {}
+        for name, variant in round2_variants(d, c).items():
+            if (d, c, name) in wrong_candidates:
+                continue
+            fn = (lambda vt: lambda q, k, v: run_ours(q, k, v, c, vt))(variant)
+            fns[f"ours {name}"] = (torch.float16, fn)
+            fns[f"ours {name} bf16"] = (torch.bfloat16, fn)
+        fns.update(peers(d, c, tutorial, None))
+        tune_tutorial(d, c, tutorial)
+        wrong = check_variants(d, c, {k: v for k, v in fns.items() if not k.startswith("ours")})
+        medians = time_class(d, c, fns)
+        report(d, c, medians, wrong, results)
+        best = min((name[5:-5] for name in medians if name.endswith(" bf16") and name.startswith("ours")
+                    and "in-order" not in name),
+                   key=lambda name: medians[f"ours {name}"] + medians[f"ours {name} bf16"])
+        t = {name: tflops(d, c, ms) for name, ms in medians.items()}
+        table.append((f"{d}{' causal' if c else ''}", best, t))
+    # fp32 D=64 (FMA units): the pointer path as shipped vs descriptors vs the previous kernel, checked first
+    q, k, v = random_qkv((2, 3, 1000, 64), torch.float32, seed=5)
+    ref, _ = reference(q, k, v, False)
+    fp32_fns = {"ours fp32 pointers (shipped)": (torch.float32, lambda q, k, v: run_ours(q, k, v, False,
+                                                                                        (fp32_config, False, False))),
+                "ours fp32 tma": (torch.float32, lambda q, k, v: run_ours(q, k, v, False, (fp32_config, True, False)))}
+    if old is not None:
+        fp32_fns["previous kernel"] = (torch.float32, lambda q, k, v: old.flash_attention(q, k, v))
+    for name, (_, fn) in fp32_fns.items():
+        err = rel_error(fn(q, k, v), ref)
+        say(f"  fp32 d=64 N=1000 {name}: rel err vs float64 {err:.2e}{'' if err < TOLERANCE[torch.float32] else '  WRONG'}")
+    report(64, False, time_other(64, torch.float32, fp32_fns), set(), results.setdefault("float32", {}))
+    say("\nbest candidate per class (least fp16 + bf16 time), TFLOPS from the same interleaved rounds:")
+    say("| head_dim, mask | ours: config | vs Triton tutorial 06 (fp16) | vs SDPA default = cuDNN (bf16) "
+        "| vs SDPA FA2 (bf16) |")
+    say("|---|---|---|---|---|")
+    for label, best, t in table:
+        ours16, ours_bf = t[f"ours {best}"], t[f"ours {best} bf16"]
+        tut = t.get("tutorial06", float("nan"))
+        say(f"| {label} | {best} | {ours16 / tut:.3f}× ({ours16:.0f} vs {tut:.0f}) | "
+            f"{ours_bf / t['cudnn bf16']:.3f}× ({ours_bf:.0f} vs {t['cudnn bf16']:.0f}) | "
+            f"{ours_bf / t['sdpa-fa2 bf16']:.2f}× ({t['sdpa-fa2 bf16']:.0f}) |")
+    write(results, "round2")
+
+
 def time_other(head_dim, dtype, fns) -> dict[str, float]:
     import triton.testing
     q, k, v = random_qkv((BATCH, HEADS, SEQ_LEN, head_dim), dtype, seed=1)
@@ -463,4 +559,4 @@ if __name__ == "__main__":
     if mode == "smoke" or INTERPRET:
         smoke()
     else:
-        {"explore": explore, "final": final}[mode]()
+        {"explore": explore, "final": final, "round2": round2}[mode]()

@@ -50,19 +50,34 @@ WINDOW_OVER = """windowMs => window.__animationEnded
     || (window.__frameTimes.length > 0 && performance.now() - window.__frameTimes[0] >= windowMs)"""
 
 
-def build_page(seq_len: int, block: int, head_dim: int, causal: bool, theme: str, folder: Path) -> tuple[str, str]:
+def build_figure(view: str, trace: dict, theme: str):
+    """One of the tiling scene's animated views of a trace, as the app builds it."""
+    from viz import hbm_sram_figure, kernel_source_figure, tiling_figure
+    if view == "hbm":
+        return hbm_sram_figure(trace, 232448, "H200 (recorded)", theme=theme)
+    if view == "source":
+        from kernels import source
+        kernel = source.kernel_source(trace["order"])
+        phases = source.step_phases(trace["order"], trace["loads"], trace["stores"], kernel["phases"])
+        return kernel_source_figure(trace, kernel, phases, theme=theme)
+    return tiling_figure(trace, theme=theme)
+
+
+def build_page(seq_len: int, block: int, head_dim: int, causal: bool, theme: str, folder: Path,
+               view: str = "tiles", order: str = "fa2") -> tuple[str, str]:
     """The animation as a standalone page in `folder`; its URL and a line on steps, build time and size."""
     from kernels.trace import trace_flash  # imports torch and Triton: only for the standalone page
-    from viz.tiling import tiling_figure, tiling_html
+    from viz.tiling import tiling_html
 
-    trace = trace_flash(seq_len, head_dim, block, block, causal).to_dict()
+    trace = trace_flash(seq_len, head_dim, block, block, causal, order=order).to_dict()
     start = time.perf_counter()
-    fig = tiling_figure(trace, theme=theme)
+    fig = build_figure(view, trace, theme)
     build_s = time.perf_counter() - start
     json_mb = len(fig.to_json()) / 1e6
-    path = folder / f"tiling-{seq_len}-{block}x{block}{'-causal' if causal else ''}.html"
+    path = folder / f"{view}-{order}-{seq_len}-{block}x{block}{'-causal' if causal else ''}.html"
     path.write_text(tiling_html(fig))
-    summary = (f"N={seq_len}, {block}×{block} tiles, head_dim {head_dim}{', causal' if causal else ''}: "
+    summary = (f"{view} view, {order} order, N={seq_len}, {block}×{block} tiles, head_dim {head_dim}"
+               f"{', causal' if causal else ''}: "
                f"{len(fig.frames)} steps, built in {build_s:.2f} s, {json_mb:.2f} MB of JSON")
     return path.as_uri(), summary
 
@@ -135,6 +150,9 @@ def main() -> None:
     parser.add_argument("--head-dim", type=int, default=128, help="the app's default is 128")
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--theme", choices=("light", "dark"), default="light")
+    parser.add_argument("--view", choices=("tiles", "hbm", "source"), default="tiles",
+                        help="which of the tiling scene's animated views (standalone page only)")
+    parser.add_argument("--order", choices=("fa2", "fa1"), default="fa2", help="the kernel's loop order")
     args = parser.parse_args()
     server, address = app_server() if args.app else (None, "")
     try:
@@ -143,7 +161,8 @@ def main() -> None:
             page = browser.new_page(viewport=PROJECTOR)
             for seq_len, block in SETTINGS:
                 settings = (seq_len, block, args.head_dim, args.causal, args.theme)
-                url, summary = app_page(address, *settings) if args.app else build_page(*settings, Path(folder))
+                url, summary = (app_page(address, *settings) if args.app
+                                else build_page(*settings, Path(folder), args.view, args.order))
                 print(summary)
                 label, _, rate = max(measure(page, url), key=lambda result: result[1])
                 verdict = "meets" if rate >= GOAL_FPS else "misses"

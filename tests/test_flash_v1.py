@@ -9,7 +9,8 @@ import torch
 import costmodel
 from kernels.flash import FlashConfig
 from kernels.flash_v1 import flash_attention_v1
-from kernels.trace import IO_TENSORS, late_max_inputs, step_io, trace_flash
+from costmodel import IO_TENSORS
+from kernels.trace import late_max_inputs, step_io, trace_flash
 from tests.test_kernels import TOLERANCE, poisoned_allocations, random_qkv, reference, rel_error  # noqa: F401 (a fixture)
 
 # (batch, heads, seq_len, head_dim) and tiles: ragged N, every head dim, tiles of both shapes
@@ -73,7 +74,8 @@ def replay_fa1(q, k, v, block_m, block_n, causal, sm_scale):
             a = np.exp(m[rows] - m_new)
             p = np.exp(s - m_new[:, None])
             l_new = l[rows] * a + p.sum(1)
-            o[rows] = ((l[rows] * a)[:, None] * o[rows] + p @ np.where(keys[:, None] < n, v[np.minimum(keys, n - 1)], 0)) / l_new[:, None]
+            pv = p @ np.where(keys[:, None] < n, v[np.minimum(keys, n - 1)], 0)
+            o[rows] = ((l[rows] * a)[:, None] * o[rows] + pv) / l_new[:, None]
             m[rows], l[rows] = m_new, l_new
             keep = rows < n
             steps.append((qb, kb))
@@ -93,7 +95,8 @@ def test_fa1_trace_matches_numpy_replay(seq_len, block_m, block_n, causal):
     steps, m, l, a, out = replay_fa1(q, k, v, block_m, block_n, causal, trace.sm_scale)
     assert trace.order == "fa1"
     assert trace.steps.tolist() == steps.tolist()
-    assert trace.steps.tolist() == [[s.q_block, s.k_block] for s in costmodel.fa1_schedule(seq_len, block_m, block_n, causal)]
+    schedule = costmodel.fa1_schedule(seq_len, block_m, block_n, causal)
+    assert trace.steps.tolist() == [[s.q_block, s.k_block] for s in schedule]
     np.testing.assert_allclose(trace.row_max, m, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(trace.row_sum, l, rtol=1e-4)
     np.testing.assert_allclose(trace.alpha, a, rtol=1e-4, atol=1e-6)

@@ -17,7 +17,7 @@ from viz.evolution import PUBLISHED
 import costmodel
 from costmodel import flash_extra_bytes, naive_extra_bytes, step_traffic, tile_schedule
 from viz.sm_timeline import timeline_stats
-from viz.theme import PALETTE, fmt_bytes, surface
+from viz.theme import PALETTE, fmt_bytes, fmt_ratio, surface
 from viz.tiling import (
     ALPHA,
     ANIMATED_TRACES,
@@ -564,7 +564,7 @@ def test_compare_figure() -> None:
     standard, no_cache, l2 = (costmodel.total_bytes(panel["parts"]) for panel in panels)
     titles = [a.text for a in fig.layout.annotations]
     assert fmt_bytes(standard) in titles[0] and "counted: 123.0 MiB" in titles[0]
-    assert f"{standard / no_cache:,.1f}× less" in titles[1] and f"{standard / l2:,.1f}× less" in titles[2]
+    assert f"{fmt_ratio(standard / no_cache)} less" in titles[1] and f"{fmt_ratio(standard / l2)} less" in titles[2]
     assert fig.layout.barmode == "stack"
     log = viz.compare_figure(panels, log_y=True)
     assert log.layout.barmode == "group" and log.layout.yaxis.type == "log"

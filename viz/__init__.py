@@ -6,11 +6,14 @@ docs/data-contracts.md), and every formula from the cost model (costmodel.py).
 
 from viz.compare import compare_figure
 from viz.evolution import PUBLISHED, evolution_figure
+from viz.hbm import hbm_sram_figure
 from viz.hierarchy import hierarchy_figure
 from viz.memory import memory_figure
 from viz.problem import scores_memory_figure
+from viz.rereads import rereads_figure
 from viz.roofline import roofline_figure
 from viz.sm_timeline import sm_timeline_figure
+from viz.source_view import kernel_source_figure
 from viz.theme import PALETTE, THEMES, fmt_bytes, fmt_tokens, style, template
 from viz.tiling import tiling_figure, tiling_html
 from viz.timing import speedup_table, tflops_figure, timing_figure
@@ -23,8 +26,11 @@ __all__ = [
     "evolution_figure",
     "fmt_bytes",
     "fmt_tokens",
+    "hbm_sram_figure",
     "hierarchy_figure",
+    "kernel_source_figure",
     "memory_figure",
+    "rereads_figure",
     "roofline_figure",
     "scores_memory_figure",
     "sm_timeline_figure",

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from viz.marks import bytes_axis, linear_bytes_axis
-from viz.theme import BASE_FONT_PX, PALETTE, fmt_bytes, style, surface
+from viz.theme import BASE_FONT_PX, PALETTE, fmt_bytes, fmt_ratio, style, surface
 
 PANEL_COLORS = {"naive": PALETTE["standard"], "flash_no_cache": PALETTE["flash"], "flash_l2": PALETTE["flash"]}
 
@@ -34,7 +34,7 @@ def compare_figure(panels: list[dict], theme: str = "light", log_y: bool = False
     for index, (panel, total) in enumerate(zip(panels, moved)):
         title = f"{panel['title']}<br>{fmt_bytes(total)}"
         if index and total:
-            title += f" ({moved[0] / total:,.1f}× less)"
+            title += f" ({fmt_ratio(moved[0] / total)} less)"
         if panel.get("counted"):
             title += f"<br>counted: {fmt_bytes(panel['counted'])}"
         titles.append(title)
@@ -91,6 +91,6 @@ def compare_figure(panels: list[dict], theme: str = "light", log_y: bool = False
     fig.update_layout(
         height=height,
         margin=dict(t=190),
-        legend=dict(orientation="h", x=1, y=1.2, xanchor="right", yanchor="bottom"),
+        legend=dict(orientation="h", x=1, xanchor="right", yref="container", y=1, yanchor="top"),
     )
     return fig

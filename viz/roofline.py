@@ -16,6 +16,10 @@ from costmodel import attainable_tflops, ridge_point
 from viz.theme import PALETTE, algorithm_color, style, surface
 
 
+# the standard kernels share a colour; their shapes tell them apart
+SYMBOLS = {"standard: S = QKᵀ": "square", "standard: softmax": "triangle-up", "standard: O = PV": "diamond"}
+
+
 def _roof(x: np.ndarray, peak_tflops: float, bandwidth_gbps: float) -> np.ndarray:
     return np.array([attainable_tflops(float(v), peak_tflops, bandwidth_gbps) for v in x])
 
@@ -43,21 +47,21 @@ def roofline_figure(points: list[dict], peak_tflops: float, bandwidth_gbps: floa
     for point in shown:
         color = algorithm_color(point["algorithm"])
         fig.add_trace(go.Scatter(
-            x=[point["intensity"]], y=[point["tflops"]], mode="markers+text", name=point["label"],
-            text=[point["label"]], textposition=point.get("text_position", "top center"),
+            x=[point["intensity"]], y=[point["tflops"]], mode="markers", name=point["label"],
             marker=dict(size=22, color=color if point.get("counted") else colors["background"],
-                        line=dict(width=4, color=color)),
+                        line=dict(width=4, color=color), symbol=SYMBOLS.get(point["label"], "circle")),
             hovertemplate=(f"{point['label']}<br>%{{x:,.1f}} FLOPs/byte, %{{y:,.1f}} TFLOPS<br>"
                            f"{'counted bytes' if point.get('counted') else 'modelled bytes'}<extra></extra>"),
-            showlegend=False))
+            showlegend=True))
     fig.add_vline(x=ridge, line=dict(color=colors["muted"], width=2, dash="dash"),
                   label=dict(text=f"ridge {ridge:,.0f} FLOPs/byte", textposition="start", textangle=0,
                              xanchor="left", yanchor="bottom"))
     style(fig, theme, title=title)
     tops = [p["tflops"] for p in shown] + [peak_tflops]
-    fig.update_xaxes(type="log", range=[math.log10(lo), math.log10(hi)],
+    fig.update_xaxes(type="log", range=[math.log10(lo), math.log10(hi)], dtick=1,
                      title_text="arithmetic intensity (FLOPs per HBM byte)")
-    fig.update_yaxes(type="log", range=[math.log10(min(tops) / 3), math.log10(peak_tflops * 2.2)],
+    fig.update_yaxes(type="log", range=[math.log10(min(tops) / 3), math.log10(peak_tflops * 2.2)], dtick=1,
                      title_text="achieved TFLOPS")
-    fig.update_layout(height=height, legend=dict(x=0.01, y=0.99, xanchor="left", yanchor="top"))
+    # the lower right is empty: everything there would be faster than the roofs allow
+    fig.update_layout(height=height, legend=dict(x=0.99, y=0.02, xanchor="right", yanchor="bottom"))
     return fig

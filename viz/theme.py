@@ -200,3 +200,8 @@ def fmt_tokens(n: int) -> str:
         if n >= size:
             return f"{n / size:.1f}".removesuffix(".0") + suffix
     return str(n)
+
+
+def fmt_ratio(ratio: float) -> str:
+    """A ratio as the page says it everywhere: "3.2×" below 10, "97×" above."""
+    return f"{ratio:.1f}×" if ratio < 10 else f"{ratio:,.0f}×"

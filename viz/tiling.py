@@ -33,7 +33,8 @@ import plotly.colors
 import plotly.graph_objects as go
 
 from viz.marks import linear_bytes_axis
-from costmodel import Step, dtype_bytes, k_tiles_per_q_block, n_blocks, step_traffic, tile_schedule
+from costmodel import (Step, dtype_bytes, fa1_schedule, fa1_step_traffic, k_tiles_per_q_block, n_blocks,
+                       step_traffic, tile_schedule)
 from viz.theme import BASE_FONT_PX, PALETTE, fmt_bytes, style, surface
 
 MAX_TILES_PER_SIDE = 64  # beyond this the grid stops being readable and the figure grows too large
@@ -69,6 +70,9 @@ STATE_COLORS = {
     "done": PALETTE["done"],
     "current": PALETTE["highlight"],
 }
+# The kernels' loop orders (kernels/trace.py ORDERS): their step order and names on screen.
+ORDER_SCHEDULES = {"fa2": tile_schedule, "fa1": fa1_schedule}
+ORDER_NAMES = {"fa2": "FA2 order", "fa1": "FA1 order"}
 REQUIRED_KEYS = (
     "seq_len", "head_dim", "block_m", "block_n", "causal", "dtype",
     "steps", "row_max", "row_sum", "alpha", "out_rows", "max_abs_err",
@@ -227,19 +231,30 @@ def _validated(trace: dict) -> dict:
     if missing:
         raise ValueError(f"flash trace is missing {missing} (see docs/data-contracts.md)")
     steps = np.asarray(trace["steps"], dtype=np.int64).reshape(-1, 2)
-    schedule = tile_schedule(trace["seq_len"], trace["block_m"], trace["block_n"], trace["causal"])
+    order = trace.get("order", "fa2")
+    if order not in ORDER_SCHEDULES:
+        raise ValueError(f"trace order must be one of {tuple(ORDER_SCHEDULES)}, got {order!r}")
+    schedule = ORDER_SCHEDULES[order](trace["seq_len"], trace["block_m"], trace["block_n"], trace["causal"])
     expected = np.array([(step.q_block, step.k_block) for step in schedule], dtype=np.int64)
     if steps.shape != expected.shape or not np.array_equal(steps, expected):
         raise ValueError(
             f"trace steps ({len(steps)}) differ from the documented tile order ({len(expected)} steps, "
-            "costmodel.tile_schedule): the animation's byte counts would not match the kernel"
+            f"costmodel.{ORDER_SCHEDULES[order].__name__}): the animation's byte counts would not match the kernel"
         )
     arrays = {key: np.asarray(trace[key], dtype=np.float32) for key in ("row_max", "row_sum", "alpha", "out_rows")}
     for key, values in arrays.items():
         if values.shape[:2] != (len(steps), trace["block_m"]):
             expected_shape = f"({len(steps)}, {trace['block_m']}, …)"
             raise ValueError(f"trace[{key!r}] has shape {values.shape}, expected {expected_shape}")
-    return {"steps": steps, "schedule": schedule, **arrays}
+    return {"steps": steps, "schedule": schedule, "order": order, **arrays}
+
+
+def flash_step_bytes(order: str, seq_len: int, head_dim: int, block_m: int, block_n: int, causal: bool,
+                     dtype_bytes: int) -> np.ndarray:
+    """Cumulative HBM bytes (read + written) after each step of a loop order's kernel, by the cost model."""
+    if order == "fa1":
+        return fa1_step_traffic(seq_len, head_dim, block_m, block_n, causal, dtype_bytes)["flash_v1_bytes"]
+    return step_traffic(seq_len, head_dim, block_m, block_n, causal, dtype_bytes)["flash_bytes"]
 
 
 def _step_title(t: int, num_steps: int, step: Step, alpha: np.ndarray) -> str:
@@ -286,7 +301,8 @@ def tiling_figure(
 ) -> go.Figure:
     """The tile-by-tile animation of one (batch, head) of the flash forward pass.
 
-    trace: a FlashTrace dict (docs/data-contracts.md); its steps must follow costmodel.tile_schedule.
+    trace: a FlashTrace dict (docs/data-contracts.md); its steps must follow its order's schedule
+    (costmodel.tile_schedule for "fa2", the default; costmodel.fa1_schedule for "fa1").
     frame_ms: duration of one step at 1× speed, in milliseconds. start_step: the step shown before play.
     Returns a figure with exactly one frame per step, named "0".."T-1", fixed axis ranges, play/pause
     buttons at 0.5×–8× speed and a slider over the steps.
@@ -304,6 +320,8 @@ def tiling_figure(
     num_steps = len(steps)
     if not 0 <= start_step < num_steps:
         raise ValueError(f"start_step must be in [0, {num_steps}), got {start_step}")
+    flash_bytes = flash_step_bytes(arrays["order"], seq_len, head_dim, block_m, block_n, causal,
+                                   dtype_bytes(trace["dtype"]))
     traffic = step_traffic(seq_len, head_dim, block_m, block_n, causal, dtype_bytes(trace["dtype"]))
     tile_bars = _tile_bars(steps, num_q, block_m, block_n, seq_len)
     lanes = _stat_lanes(arrays)
@@ -316,7 +334,7 @@ def tiling_figure(
 
     def frame_data(t: int) -> list[dict]:
         """Only what changes from step to step, in ANIMATED_TRACES order."""
-        moved = [int(traffic["flash_bytes"][t]), int(traffic["standard_bytes"][t])]
+        moved = [int(flash_bytes[t]), int(traffic["standard_bytes"][t])]
         caption = _step_title(t, num_steps, schedule[t], arrays["alpha"][t])
         if t == num_steps - 1:
             caption += f" · done: max |O_flash − O_standard| = {float(trace['max_abs_err']):.2e}"
@@ -376,7 +394,7 @@ def tiling_figure(
                              line=dict(color=PALETTE["flash"], width=2), hoverinfo="skip", showlegend=False))
 
     # (d) HBM traffic so far; the labels are a text trace: bar labels are measured in the page every frame
-    bytes_x = ["flash", "standard"]
+    bytes_x = ["flash" if arrays["order"] == "fa2" else "flash (FA1)", "standard"]
     fig.add_trace(go.Bar(**start[HBM_BYTES], x=bytes_x, xaxis="x4", yaxis="y4", showlegend=False,
                          marker_color=[PALETTE["flash"], PALETTE["standard"]],
                          hovertemplate="%{x}: %{y:,} bytes<extra></extra>"))
@@ -413,7 +431,7 @@ def tiling_figure(
                     ticktext=[str(row) for row in out_rows[labelled]]),  # each row's baseline is its zero: a grid line
         xaxis4=dict(domain=domains["bytes"][0], anchor="y4", range=[-0.5, 1.5]),
         yaxis4=dict(domain=domains["bytes"][1], anchor="x4",
-                    **linear_bytes_axis(1.3 * traffic["standard_bytes"][-1], max_ticks=4)),
+                    **linear_bytes_axis(1.3 * max(traffic["standard_bytes"][-1], flash_bytes[-1]), max_ticks=4)),
     )  # fmt: skip
     titles = {
         "grid": "scores S, tile by tile",

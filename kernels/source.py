@@ -1,0 +1,95 @@
+"""The flash kernels' own source, cut into the phases the animation shows (no torch, no Triton).
+
+The kernels mark each phase with a comment line that starts with a fixed prefix (`# -- compute qk`, …);
+this module reads the kernel file at run time and finds those lines, so the source beside the animation
+is always the code that ran. A phase runs from its comment line down to the line before the next phase
+comment, the next comment or loop at its own depth, a trace hook (`if TRACE…`), or the end of its block.
+A missing phase comment is an error (tests/test_picture.py keeps it that way).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from costmodel import IO_TENSORS
+
+KERNEL_DIR = Path(__file__).resolve().parent
+
+# Per loop order: the kernel file and its phases in the order they run, (name, comment prefix, required).
+KERNELS: dict[str, tuple[str, tuple[tuple[str, str, bool], ...]]] = {
+    "fa2": ("flash.py", (
+        ("load_q", "# -- load the Q block once", True),
+        ("load_k", "# -- load the K tile", True),
+        ("qk", "# -- compute qk", True),
+        ("softmax", "# -- update m_i and l_i", True),
+        ("load_v", "# -- load the V tile", False),
+        ("pv", "# -- rescale the accumulator, then add P·V --", True),
+        ("write", "# -- write O and the row log-sum-exp", True),
+    )),
+    "fa1": ("flash_v1.py", (
+        ("load_kv", "# -- load the K tile and the V tile", True),
+        ("load_q", "# -- load the Q block, and its O, m_i and l_i so far", True),
+        ("qk", "# -- compute qk", True),
+        ("softmax", "# -- update m_i and l_i", True),
+        ("pv", "# -- rescale O, then add P·V", True),
+        ("write", "# -- write O, m_i and l_i back to HBM", True),
+    )),
+}
+PHASE_TITLES = {
+    "load_q": "load the Q block", "load_k": "load the K tile", "load_v": "load the V tile",
+    "load_kv": "load the K and V tiles", "qk": "S = QKᵀ", "softmax": "new max m, α, P = exp(S − m), l",
+    "pv": "rescale O, O += P·V", "write": "write to HBM",
+}
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _ends_phase(line: str, indent: int, prefixes: tuple[str, ...]) -> bool:
+    text = line.strip()
+    if not text:
+        return False
+    return (_indent(line) < indent or text.startswith(prefixes) or text.startswith("if TRACE")
+            or (_indent(line) == indent and text.startswith(("#", "for "))))
+
+
+def kernel_source(order: str, text: str | None = None) -> dict:
+    """The kernel of a loop order ("fa2": kernels/flash.py, "fa1": kernels/flash_v1.py) as plain data:
+    "path", "lines" (the file's lines) and "phases": {name: [first, last]} 1-based inclusive line numbers
+    of each phase found, in the order they run. `text` replaces the file's text (tests).
+    Raises ValueError naming the missing comment when a required phase comment is gone."""
+    if order not in KERNELS:
+        raise ValueError(f"order must be one of {tuple(KERNELS)}, got {order!r}")
+    filename, phases = KERNELS[order]
+    path = KERNEL_DIR / filename
+    lines = (path.read_text(encoding="utf-8") if text is None else text).splitlines()
+    prefixes = tuple(prefix for _, prefix, _ in phases)
+    spans: dict[str, list[int]] = {}
+    for name, prefix, required in phases:
+        starts = [i for i, line in enumerate(lines) if line.strip().startswith(prefix)]
+        if not starts:
+            if required:
+                raise ValueError(f"{filename} has no line starting with {prefix!r}: the source view is anchored "
+                                 f"on the kernel's phase comments")
+            continue
+        start = starts[0]
+        indent = _indent(lines[start])
+        end = start + 1
+        while end < len(lines) and not _ends_phase(lines[end], indent, prefixes):
+            end += 1
+        while end - 1 > start and not lines[end - 1].strip():
+            end -= 1  # no trailing blank lines
+        spans[name] = [start + 1, end]
+    return {"order": order, "path": f"kernels/{filename}", "lines": lines, "phases": spans}
+
+
+def step_phases(order: str, loads, stores, phases: dict[str, list[int]]) -> list[list[str]]:
+    """The phases each step of a trace ran, in source order, from what the step loaded and stored
+    (a trace's `loads` / `stores`: (T, len(IO_TENSORS), 2) row ranges)."""
+    q, k, o = IO_TENSORS.index("Q"), IO_TENSORS.index("K"), IO_TENSORS.index("O")
+    result = []
+    for load, store in zip(loads, stores):
+        moved = {"load_q": load[q][1] > load[q][0], "load_k": load[k][1] > load[k][0],
+                 "load_kv": load[k][1] > load[k][0], "write": store[o][1] > store[o][0] or order == "fa1"}
+        result.append([name for name in phases if moved.get(name, True)])
+    return result

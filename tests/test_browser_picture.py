@@ -1,0 +1,39 @@
+"""The tiling scene's loop orders in a real browser: each order's HBM ↔ SRAM animation plays (2×) and
+pauses where it stands, the paused step going into the link (fixtures and helpers: tests/test_browser.py)."""
+import re
+
+import pytest
+
+from tests.test_browser import (PLOTLY_SLIDER_VALUE, animation_caption, browser, chart, expect, open_app,  # noqa: F401
+                                page, query, server, settle, snap)
+
+pytestmark = pytest.mark.browser
+PICTURE = {"scene": "tiling", "trace_len": "128", "block_m": "16", "block_n": "32", "causal": "true"}
+STEPS = 20  # 8 Q blocks of 16 rows, 4 K/V tiles of 32 keys, causal
+
+
+def segment(page, label: str):
+    return page.locator('[data-testid="stButtonGroup"] button').filter(has_text=label)
+
+
+@pytest.mark.parametrize("order", ["FA1 order", "FA2 order"])
+def test_each_order_plays_and_pauses(page, server, order):
+    open_app(page, server, **PICTURE)
+    for label in (order, "HBM ↔ SRAM"):
+        segment(page, label).click()
+        expect(segment(page, label)).to_have_attribute("aria-checked", "true")
+        settle(page)
+    expect(animation_caption(page)).to_contain_text(f"/{STEPS} · {order}")
+    slider = page.locator(PLOTLY_SLIDER_VALUE)
+    page.evaluate("() => document.querySelector('.js-plotly-plot')"
+                  ".on('plotly_animationinterrupted', () => { window.__paused = true; })")
+    chart(page).locator(".updatemenu-button").filter(has_text="2×").click()
+    expect(slider).not_to_have_text("step 1")
+    chart(page).locator(".updatemenu-button").filter(has_text="pause").click()
+    page.wait_for_function("() => window.__paused === true")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('step') !== null")
+    settle(page)
+    paused_at = int(re.search(r"\d+", slider.text_content())[0])
+    assert query(page)["step"] == str(paused_at - 1)
+    expect(animation_caption(page)).to_contain_text(f"step {paused_at}/{STEPS} · {order}")
+    snap(page, f"picture-{order.split()[0].lower()}-paused")
