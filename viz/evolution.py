@@ -8,6 +8,8 @@ derived from it and marked "derived".
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -94,9 +96,10 @@ def evolution_figure(measured: list[dict], theme: str = "light", height: int = 6
     measured_label: where those come from, as the legend says it ("recorded on H200, 2026-11-29").
     """
     def category(entry: dict) -> str:
+        # short lines side by side: nine upright labels fit a 1920-px-wide chart at 24 px
         if "short" in entry:
-            return f"{entry['short']} ({entry['year']})<br>{entry['gpu']} · {entry['dtype']}"
-        return f"{entry['label']}<br>{entry['gpu']}"
+            return f"{entry['short']} ({entry['year']})<br>{entry['gpu']}<br>{entry['dtype']}"
+        return "<br>".join(textwrap.wrap(entry["label"], 14) + textwrap.wrap(entry["gpu"], 14))
 
     fig = go.Figure()
     for kind, symbol, name in (
@@ -153,10 +156,13 @@ def evolution_figure(measured: list[dict], theme: str = "light", height: int = 6
     top = max([e["tflops"] for e in PUBLISHED] + [m["tflops"] for m in known])
     style(fig, theme, title=f"FlashAttention 1 → 4, and ours {measured_label}"
                             "<br><sup>published numbers are other GPUs</sup>")
-    fig.update_yaxes(title_text="TFLOPS", range=[0, top * 1.2])
+    fig.update_yaxes(title_text="TFLOPS", range=[0, top * 1.3])
     # chronological, then the measurements, whatever order the traces were added in
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=[category(e) for e in PUBLISHED + measured])
-    fig.update_layout(height=height, legend=dict(x=0.01, y=0.99, xanchor="left", yanchor="top"))
+    fig.update_xaxes(tickangle=0)
+    # the legend in a row above the plot, where no point can sit under it
+    fig.update_layout(height=height, legend=dict(orientation="h", x=0, y=1.0, xanchor="left", yanchor="bottom"),
+                      margin=dict(t=150))
     if not measured:
         note(fig, "no measurement on this GPU yet", theme, y=0.85)
     return fig
