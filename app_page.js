@@ -14,6 +14,9 @@
 //   `undefined` here), so the console stays clean.
 export default function (component) {
   const { setStateValue, data } = component;
+  // Streamlit may run this again (new data after a rerun) before the last run's cleanup: one set of
+  // listeners per page, whatever happens
+  if (window.__flashLivePage) window.__flashLivePage();
 
   // -- the window's size, for the charts ---------------------------------------------------------
   let reported = data && data.viewport ? `${data.viewport.width}x${data.viewport.height}` : "";
@@ -99,11 +102,14 @@ export default function (component) {
   document.addEventListener("click", onClick, true);
   window.addEventListener("unhandledrejection", onRejection);
 
-  return () => {
+  const cleanup = () => {
+    if (window.__flashLivePage === cleanup) window.__flashLivePage = undefined;
     window.removeEventListener("resize", onResize);
     window.clearInterval(binder);
     document.removeEventListener("keydown", onKey, true);
     document.removeEventListener("click", onClick, true);
     window.removeEventListener("unhandledrejection", onRejection);
   };
+  window.__flashLivePage = cleanup;
+  return cleanup;
 }

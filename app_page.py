@@ -50,7 +50,6 @@ html { font-size: min(calc(100vh / 45), calc(100vw / 80)) !important; }
 /* Streamlit's header keeps only the sidebar's arrow (top left, over the page's left padding) */
 [data-testid="stHeader"] { background: transparent; pointer-events: none; }
 [data-testid="stHeader"] button { pointer-events: auto; }
-[data-testid="stToolbar"] { display: none; }
 </style>"""
 
 
