@@ -55,14 +55,32 @@ html { font-size: min(calc(100vh / 45), calc(100vw / 80)) !important; }
 
 # -- the URL is the state -------------------------------------------------------------------------
 
+_LINK_NOTES = "link_notes"  # (notes, the link the app wrote in place of the one they were about)
+
+
+def _query() -> dict[str, list[str]]:
+    return {key: st.query_params.get_all(key) for key in st.query_params}
+
+
 def read_url() -> tuple[Settings, list[str]]:
-    return settings_from_query({key: st.query_params.get_all(key) for key in st.query_params})
+    """The settings the link asks for, and notes on what it asked for that could not be used. The notes
+    stay while the link is the one the app wrote in its place: a rerun that nobody asked for (the page
+    reporting its window's size) must not take them off the screen."""
+    settings, notes = settings_from_query(_query())
+    if notes:
+        st.session_state[_LINK_NOTES] = (notes, None)  # the link to hold them comes with write_url
+        return settings, notes
+    remembered, written = st.session_state.get(_LINK_NOTES, ([], None))
+    return settings, (remembered if written is not None and written == _query() else [])
 
 
 def write_url(settings: Settings) -> None:
-    wanted = settings_to_query(settings)
-    if {key: st.query_params.get_all(key) for key in st.query_params} != {k: [v] for k, v in wanted.items()}:
-        st.query_params.from_dict(wanted)
+    wanted = {key: [value] for key, value in settings_to_query(settings).items()}
+    if _query() != wanted:
+        st.query_params.from_dict({key: values[0] for key, values in wanted.items()})
+    notes, written = st.session_state.get(_LINK_NOTES, ([], None))
+    if notes and written is None:
+        st.session_state[_LINK_NOTES] = (notes, wanted)
 
 
 def _control_key(field: str) -> str:
