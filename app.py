@@ -19,12 +19,13 @@ from dataclasses import replace
 
 import streamlit as st
 
-from app_page import bound, causal_and_tile_controls, chart, move_step, no_numbers, page_style_and_script, \
-    read_url, recording_coverage, scene_navigation, seq_len_slider, show_notes, sidebar, source_badges, write_url
+from app_page import bound, chart, move_step, no_numbers, page_style_and_script, read_url, \
+    recording_coverage, scene_navigation, seq_len_slider, show_notes, sidebar, source_badges, tile_controls, \
+    write_url
 from app_settings import SCENES, TRACE_SEQ_LENS
 import app_settings
-from app_stage import Stage, animation_trace, hbm_traffic, headline_numbers, \
-    live_sm_timeline, ours_over_lengths, prepare_stage, records_for, tiling_animation
+from app_stage import Stage, animation_trace, every_algorithm_at_length, hbm_traffic, headline_numbers, \
+    live_sm_timeline, ours_over_lengths, prepare_stage, tiling_animation
 import costmodel
 import story
 import viz
@@ -163,8 +164,7 @@ def scene_roofline(stage: Stage) -> None:
     seq_len_slider(s)
     if no_numbers(stage):
         return
-    from kernels.record import ALGORITHMS
-    records = records_for(stage, ALGORITHMS, (s.seq_len,))
+    records = every_algorithm_at_length(stage)
     recording_coverage(stage)
     facts = stage.facts or {}
     peak, copy = facts.get("matmul_tflops"), facts.get("copy_gbps")
@@ -192,8 +192,8 @@ def scene_roofline(stage: Stage) -> None:
 
 
 PICTURE_VIEWS = {"tiles": "Tiles & softmax", "hbm": "HBM ↔ SRAM", "source": "Kernel source", "rereads": "Re-reads"}
-LOOP_ORDERS = {"fa2": "FA2 order (flash.py)", "fa1": "FA1 order (flash_v1.py)"}
-PICTURE_HEIGHT_PX = 560  # under the scene's two rows of controls, the figure fits a 1080-pixel-high screen
+LOOP_ORDERS = {"fa2": "FA2 order", "fa1": "FA1 order"}  # kernels/flash.py, kernels/flash_v1.py
+PICTURE_HEIGHT_PX = 700  # under the scene's row of controls, the figure fits a 1080-pixel-high screen
 
 
 def picture_facts(stage: Stage) -> dict:
@@ -230,18 +230,19 @@ def traced_tiles(s, order: str) -> tuple[object, list[str]]:
 
 def scene_tiling(stage: Stage) -> None:
     s = stage.settings
-    length, tiles, seed, back, forward = st.columns([3, 5, 1.5, 1.25, 1.25], vertical_alignment="bottom")
-    with length:
-        bound(st.select_slider, "Animation length N (tokens)", "trace_len", s, options=TRACE_SEQ_LENS)
-    with tiles.container(horizontal=True, vertical_alignment="bottom"):
-        causal_and_tile_controls(s)
-    with seed:
-        bound(st.number_input, "Random inputs: seed", "seed", s, min_value=0, max_value=app_settings.MAX_SEED)
-    with st.container(horizontal=True, vertical_alignment="bottom"):
+    # one row of controls, so the figure gets the height: what the audience reads (the view, the loop order,
+    # causal, the step) in the row, the animation's size and inputs in a popover that names them
+    with st.container(horizontal=True, vertical_alignment="center"):
         view = st.segmented_control("View", tuple(PICTURE_VIEWS), format_func=PICTURE_VIEWS.get, default="tiles",
-                                    required=True, key="picture_view") or "tiles"
+                                    required=True, key="picture_view", label_visibility="collapsed") or "tiles"
         order = st.segmented_control("Loop order", tuple(LOOP_ORDERS), format_func=LOOP_ORDERS.get, default="fa2",
-                                     required=True, key="picture_order") or "fa2"
+                                     required=True, key="picture_order", label_visibility="collapsed") or "fa2"
+        bound(st.toggle, "Causal", "causal", s)
+        with st.popover(f"N {s.trace_len} · {s.block_m}×{s.block_n} tiles · seed {s.seed}"):
+            bound(st.select_slider, "Animation length N (tokens)", "trace_len", s, options=TRACE_SEQ_LENS)
+            tile_controls(s)
+            bound(st.number_input, "Random inputs: seed", "seed", s, min_value=0, max_value=app_settings.MAX_SEED)
+        back, forward = st.empty(), st.empty()
     where = stage.kernels_run
     try:
         with st.spinner(f"Running the {'FA1-order' if order == 'fa1' else 'flash'} and naive kernels {where}…"):
@@ -257,10 +258,9 @@ def scene_tiling(stage: Stage) -> None:
         return
     for note in notes:
         st.warning(note)
-    back.button("◀ Step", shortcut="Left", disabled=step == 0, on_click=move_step, args=(-1, num_steps),
-                width="stretch")
+    back.button("◀ Step", shortcut="Left", disabled=step == 0, on_click=move_step, args=(-1, num_steps))
     forward.button("Step ▶", shortcut="Right", disabled=step == num_steps - 1, on_click=move_step,
-                   args=(1, num_steps), width="stretch")
+                   args=(1, num_steps))
     chart(fig)
     caption, download = st.columns([5, 1], vertical_alignment="center")
     caption.caption(f"{num_steps} steps of {s.block_m}×{s.block_n} tiles over one head, head_dim {s.head_dim}, "
@@ -306,8 +306,7 @@ def scene_evolution(stage: Stage) -> None:
     seq_len_slider(s)
     if no_numbers(stage):
         return
-    from kernels.record import ALGORITHMS
-    records = records_for(stage, ALGORITHMS, (s.seq_len,))
+    records = every_algorithm_at_length(stage)
     recording_coverage(stage)
     measured = [{"label": algorithm_label(r["algorithm"]), "tflops": r["tflops"], "gpu": stage.gpu_name,
                  "algorithm": r["algorithm"]} for r in records]
@@ -348,8 +347,7 @@ def scene_timeline(stage: Stage) -> None:
 def scene_takeaways(stage: Stage) -> None:
     s = stage.settings
     records = ours_over_lengths(stage)
-    from kernels.record import ALGORITHMS
-    at_length = records_for(stage, ALGORITHMS, (s.seq_len,))
+    at_length = every_algorithm_at_length(stage)
     error = None
     try:
         with st.spinner(f"Running both kernels on the same inputs {stage.kernels_run}…"):

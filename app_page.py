@@ -174,6 +174,10 @@ def sidebar(stage: Stage, titles: dict[str, str]) -> None:
 
 def causal_and_tile_controls(settings: Settings) -> None:
     bound(st.toggle, "Causal", "causal", settings)
+    tile_controls(settings)
+
+
+def tile_controls(settings: Settings) -> None:
     bound(st.selectbox, "block_m (query rows per tile)", "block_m", settings, options=app_settings.TILE_SIZES)
     bound(st.selectbox, "block_n (key columns per tile)", "block_n", settings, options=app_settings.TILE_SIZES)
 

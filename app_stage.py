@@ -259,6 +259,12 @@ def records_for(stage: Stage, algorithms: tuple[str, ...], seq_lens: tuple[int, 
     return measured
 
 
+def every_algorithm_at_length(stage: Stage) -> list[dict]:
+    """Every algorithm's records at the slider's length (ours, SDPA's, the FA1-order kernel, PyTorch eager)."""
+    from kernels.record import ALGORITHMS
+    return records_for(stage, ALGORITHMS, (stage.settings.seq_len,))
+
+
 def ours_over_lengths(stage: Stage) -> list[dict]:
     """Flash and naive records over the slider's lengths: every recorded one, or live up to the slider.
 
@@ -273,11 +279,10 @@ def ours_over_lengths(stage: Stage) -> list[dict]:
 
 def hbm_traffic(stage: Stage, records: list[dict]) -> story.TrafficPanels:
     """The cost model's HBM traffic of both algorithms at the current setting (story.traffic_panels), with
-    the flash tiles the records say ran and the occupancy the recorded SM timelines show."""
+    the flash tiles the records say ran."""
     s = stage.settings
-    timelines = stage.recording.timelines if stage.recording and not stage.live else []
     return story.traffic_panels(s.seq_len, s.batch, s.heads, s.head_dim, s.dtype_bytes, s.causal, records,
-                                stage.facts, timelines)
+                                stage.facts)
 
 
 def animation_trace(s: Settings, order: str = "fa2") -> dict:

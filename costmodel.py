@@ -215,12 +215,18 @@ def naive_traffic(seq_len: int, batch: int, heads: int, head_dim: int, dtype_byt
 def flash_traffic_no_cache(seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int, causal: bool,
                            block_m: int, block_n: int) -> list[Traffic]:
     """The flash kernel's loads and stores with no cache between it and HBM (the paper's bound), by phase."""
+    keys = int(keys_per_q_block(seq_len, block_m, block_n, causal).sum())
+    return _flash_phases(seq_len, batch, heads, head_dim, dtype_bytes, causal, 2 * keys * head_dim * dtype_bytes)
+
+
+def _flash_phases(seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int, causal: bool,
+                  kv_bytes_per_head: int) -> list[Traffic]:
+    """Flash's traffic by phase, given the K and V bytes one head reads: the models differ only there."""
     bh, n, d, e = batch * heads, seq_len, head_dim, dtype_bytes
-    keys = int(keys_per_q_block(n, block_m, block_n, causal).sum())
     return [
-        Traffic("load Q blocks", bh * n * d * e, 0),
-        Traffic("stream K, V tiles", bh * 2 * keys * d * e, 0),
-        Traffic("online softmax (in SRAM)", 0, 0, attention_flops(n, batch, heads, d, causal)),
+        Traffic("read Q", bh * n * d * e, 0),
+        Traffic("read K, V", bh * kv_bytes_per_head, 0),
+        Traffic("softmax in SRAM", 0, 0, attention_flops(n, batch, heads, d, causal)),
         Traffic("write O, LSE", 0, bh * n * (d * e + LSE_BYTES)),
     ]
 
@@ -244,14 +250,8 @@ def flash_kv_reads_l2(seq_len: int, head_dim: int, dtype_bytes: int, causal: boo
 def flash_traffic_l2(seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int, causal: bool,
                      block_m: int, block_n: int, l2_bytes: int, programs_in_flight: int) -> list[Traffic]:
     """The flash kernel's HBM traffic by phase when programs of a head share K/V through L2."""
-    bh, n, d, e = batch * heads, seq_len, head_dim, dtype_bytes
-    kv = flash_kv_reads_l2(n, d, e, causal, block_m, block_n, l2_bytes, programs_in_flight)
-    return [
-        Traffic("load Q blocks", bh * n * d * e, 0),
-        Traffic("stream K, V tiles", bh * kv, 0),
-        Traffic("online softmax (in SRAM)", 0, 0, attention_flops(n, batch, heads, d, causal)),
-        Traffic("write O, LSE", 0, bh * n * (d * e + LSE_BYTES)),
-    ]
+    kv = flash_kv_reads_l2(seq_len, head_dim, dtype_bytes, causal, block_m, block_n, l2_bytes, programs_in_flight)
+    return _flash_phases(seq_len, batch, heads, head_dim, dtype_bytes, causal, kv)
 
 
 def fused_traffic(seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int, causal: bool) -> list[Traffic]:
@@ -284,16 +284,16 @@ class Machine:
     how: str  # where programs_in_flight comes from, in words
 
 
-def machine_from_facts(facts: dict | None, programs_per_sm: int | None = None) -> Machine | None:
+def machine_from_facts(facts: dict | None) -> Machine | None:
     """The model's machine from device facts (sm_count, l2_bytes); None when they are unknown.
-    Without a measured occupancy, one flash program per SM is assumed (the tuned configs run 4–8 warps
-    with 64 KiB or more of shared memory)."""
+
+    The programs that share one pass over a head's K and V are taken as one per SM: fitted to the H200's
+    counters (results/h200.json, head_dim 128, 256K tokens: 73.0 GB modelled, 73.9 GB counted, although
+    the SM timeline shows 2 programs per SM resident; see BENCHMARKS.md for where the fit fails)."""
     if not facts or not facts.get("l2_bytes") or not facts.get("sm_count"):
         return None
-    per_sm = programs_per_sm or 1
-    how = (f"{per_sm} program{'s' if per_sm > 1 else ''} per SM × {facts['sm_count']} SMs"
-           + ("" if programs_per_sm else " (assumed)"))
-    return Machine(int(facts["l2_bytes"]), int(facts["sm_count"]) * per_sm, how)
+    return Machine(int(facts["l2_bytes"]), int(facts["sm_count"]),
+                   f"one per SM × {facts['sm_count']} SMs share each pass over K, V")
 
 
 def traffic(algorithm: str, seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int, causal: bool,

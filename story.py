@@ -41,23 +41,13 @@ def flash_tiles(records: list[dict], seq_len: int) -> tuple[tuple[int, int], boo
     return costmodel.ASSUMED_FLASH_TILES, False
 
 
-def programs_per_sm(timelines: list[dict], head_dim: int, block_m: int) -> int | None:
-    """How many flash programs ran on one SM at once in a recorded SM timeline of the same head_dim and
-    block_m (the L2-aware model's occupancy), or None when no such timeline was recorded."""
-    from viz.sm_timeline import timeline_stats
-
-    matching = [t for t in timelines if t["head_dim"] == head_dim and t["block_m"] == block_m]
-    counts = [timeline_stats(t)["max_per_sm"] for t in matching]
-    return max(counts) if counts and max(counts) > 0 else None
-
-
 def traffic_panels(seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int, causal: bool,
-                   records: list[dict], facts: dict | None, timelines: list[dict] = ()) -> TrafficPanels:
-    """The three traffic models at this setting: flash with the tiles its record says it ran, L2-aware
-    with the occupancy a recorded SM timeline shows (else one program per SM, labelled assumed)."""
+                   records: list[dict], facts: dict | None) -> TrafficPanels:
+    """The three traffic models at this setting: flash with the tiles its record says it ran, and L2-aware
+    on the GPU of the facts (costmodel.machine_from_facts: one program per SM shares each pass)."""
     tiles, known = flash_tiles(records, seq_len)
     shape = (seq_len, batch, heads, head_dim, dtype_bytes, causal)
-    machine = costmodel.machine_from_facts(facts, programs_per_sm(list(timelines), head_dim, tiles[0]))
+    machine = costmodel.machine_from_facts(facts)
     return TrafficPanels(
         naive=costmodel.traffic("naive", *shape),
         flash_no_cache=costmodel.traffic("flash", *shape, *tiles),

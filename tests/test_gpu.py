@@ -106,3 +106,24 @@ def test_flash_v1_matches_float64_on_the_gpu(seq_len, head_dim, causal, dtype):
     tolerance = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}[dtype]
     assert ((out.double() - ref).norm() / ref.norm()).item() < tolerance
     assert torch.allclose(lse.double(), torch.logsumexp(scores, -1), rtol=1e-4, atol=1e-4)
+
+
+def test_counters_read_what_the_cost_model_says(tmp_path):
+    """kernels.counters on a small bench run: Nsight Compute's DRAM bytes for our two kernels, written into
+    the results file, agree with the cost model where it holds (naive at 4K: S and P stream through HBM; flash:
+    Q, K, V once, O and LSE once, far under the no-cache bound)."""
+    from kernels import bench, counters
+    from kernels.results import parse_results
+    if counters.find_ncu() is None:
+        pytest.skip("Nsight Compute (ncu) is not installed here")
+    path = tmp_path / "small.json"
+    assert bench.main(["--seq-lens", "4096", "--head-dims", "64", "--causal", "false", "--algorithms",
+                       "flash,naive", "--rep-ms", "20", "--out", str(path)]) == 0
+    assert counters.main(["--results", str(path)]) == 0
+    records = {r["algorithm"]: r for r in parse_results(path.read_bytes()).records}
+    for algorithm, low, high in (("naive", 0.9, 1.05), ("flash", 0.5, 1.2)):
+        record = records[algorithm]
+        counted = record["dram_read_bytes"] + record["dram_write_bytes"]
+        assert low < counted / record["bytes_moved"] < high, (algorithm, counted, record["bytes_moved"])
+        assert "Nsight Compute" in record["counters"]
+    assert [k["name"] for k in records["naive"]["kernels"]] == ["_scores_kernel", "_softmax_kernel", "_pv_kernel"]

@@ -22,12 +22,11 @@ def open_scene(scene: str, seq_len: int, causal: bool) -> AppTest:
 
 
 def expected_flash_bytes(seq_len: int, causal: bool) -> int:
-    """Flash's L2-aware bytes with the tiles the recording says the kernel ran and the timeline's occupancy."""
+    """Flash's L2-aware bytes with the tiles the recording says the kernel ran."""
     records = [r for r in RECORDED.records if r["algorithm"] == "flash" and r["head_dim"] == DEFAULTS.head_dim
                and r["causal"] == causal]
     tiles = next(((r["block_m"], r["block_n"]) for r in records if r.get("block_m")), costmodel.ASSUMED_FLASH_TILES)
-    per_sm = story.programs_per_sm(RECORDED.timelines, DEFAULTS.head_dim, tiles[0])
-    machine = costmodel.machine_from_facts(RECORDED.facts, per_sm)
+    machine = costmodel.machine_from_facts(RECORDED.facts)
     return costmodel.total_bytes(costmodel.traffic("flash", seq_len, *SHAPE, causal, *tiles, machine=machine))
 
 

@@ -26,7 +26,7 @@ COLUMN_NAMES = {"Q": "Q", "K": "K", "V": "V", "O": "O", "LSE": "LSE", "state": "
 # which SRAM buffer each HBM tensor is loaded into or stored from
 TENSOR_BUFFER = {"Q": "Q block", "K": "K tile", "V": "V tile", "O": "O acc", "LSE": "m, l", "state": "O acc"}
 READ_COLOR, WRITE_COLOR = PALETTE["flash"], PALETTE["standard"]
-HEIGHT_PX = 620
+HEIGHT_PX = 700
 CAPTION_PX = 100
 CONTROLS_PX = 100
 COUNTER_ROWS = ("fa2", "fa1", "fa1_state", "standard")
@@ -35,8 +35,8 @@ COUNTER_NAMES = {"fa2": "flash, FA2 order", "fa1": "flash, FA1 order", "fa1_stat
 COUNTER_COLORS = {"fa2": PALETTE["flash"], "fa1": PALETTE["flash_v1"], "fa1_state": PALETTE["flash_v1"],
                   "standard": PALETTE["standard"]}
 HBM_DOMAIN = ([0.0, 0.36], [0.0, 1.0])
-SRAM_DOMAIN = ([0.56, 1.0], [0.54, 0.92])
-COUNTER_DOMAIN = ([0.56, 1.0], [0.0, 0.36])
+SRAM_DOMAIN = ([0.56, 1.0], [0.6, 0.92])
+COUNTER_DOMAIN = ([0.56, 1.0], [0.0, 0.32])
 # trace indices; frames update ANIMATED
 (O_DONE, READS, WRITES, READ_ARROWS, WRITE_ARROWS, BUFFERS, READ_BARS, WRITTEN_BARS, COUNTER_LABELS,
  CAPTION) = range(10)
@@ -247,9 +247,8 @@ def hbm_sram_figure(trace: dict, smem_per_block_bytes: int | None = None, device
     for x, y, text in titles:
         fig.add_annotation(text=text, x=x, y=y, xref="paper", yref="paper", xanchor="center", yanchor="bottom",
                            showarrow=False, font_size=TEXT_PX)
-    fig.add_annotation(text=smem_text, x=sram_x[1] - 0.01, y=sram_y[0] + 0.01, xref="paper", yref="paper",
-                       xanchor="right", yanchor="bottom", showarrow=False, font_size=TEXT_PX, align="right",
-                       bgcolor=colors["background"])
+    fig.add_annotation(text=smem_text, x=sram_x[1], y=sram_y[0] - 0.035, xref="paper", yref="paper",
+                       xanchor="right", yanchor="top", showarrow=False, font_size=TEXT_PX, align="right")
     legend = (f'<span style="color:{READ_COLOR}">■</span> read from HBM   '
               f'<span style="color:{WRITE_COLOR}">■</span> written to HBM   '
               f'<span style="color:{PALETTE["done"]}">■</span> O final   '

@@ -18,7 +18,7 @@ from viz.theme import PALETTE, fmt_bytes, fmt_tokens, style, surface
 from viz.tiling import ORDER_NAMES, _validated
 
 TEXT_PX = 24
-HEIGHT_PX = 620
+HEIGHT_PX = 700
 MAX_CELL_LABELS = 16  # per side: beyond this, the counts are on hover only
 
 
@@ -48,7 +48,7 @@ def kv_bytes(order: str, seq_len: int, head_dim: int, element_bytes: int, causal
         parts = flash_v1_traffic(seq_len, 1, 1, head_dim, element_bytes, causal, block_m, block_n)
         return next(p.reads for p in parts if p.name.startswith("load K, V"))
     parts = flash_traffic_no_cache(seq_len, 1, 1, head_dim, element_bytes, causal, block_m, block_n)
-    return next(p.reads for p in parts if p.name.startswith("stream K, V"))
+    return next(p.reads for p in parts if p.name.startswith("read K, V"))
 
 
 def _l2_line(seq_len: int, head_dim: int, element_bytes: int, causal: bool, block_m: int, block_n: int,

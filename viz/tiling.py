@@ -257,14 +257,15 @@ def flash_step_bytes(order: str, seq_len: int, head_dim: int, block_m: int, bloc
     return step_traffic(seq_len, head_dim, block_m, block_n, causal, dtype_bytes)["flash_bytes"]
 
 
-def _step_title(t: int, num_steps: int, step: Step, alpha: np.ndarray) -> str:
+def _step_title(t: int, num_steps: int, step: Step, alpha: np.ndarray, order: str = "fa2") -> str:
     valid = alpha[np.isfinite(alpha)]
     if step.first:
         alpha_text = "α = 0 (first tile: nothing to rescale)"
     else:
         alpha_text = f"α ∈ [{valid.min():.3f}, {valid.max():.3f}]" if valid.size else "α n/a"
     mask_text = " (masked)" if step.masked else ""
-    return f"step {t + 1}/{num_steps} · Q block {step.q_block} · K/V tile {step.k_block}{mask_text}<br>{alpha_text}"
+    return (f"step {t + 1}/{num_steps} · {ORDER_NAMES[order]} · Q block {step.q_block} · K/V tile {step.k_block}"
+            f"{mask_text}<br>{alpha_text}")
 
 
 def _band_outlines(step: Step, seq_len: int, block_m: int, block_n: int) -> dict[str, list[float | None]]:
@@ -292,7 +293,7 @@ def _panel_domains() -> dict[str, tuple[list[float], list[float]]]:
         "grid": (grid, [0.0, 1.0]),
         "stats": (stats, [0.0, 1.0]),
         "out": (right, [middle[0], 1.0]),
-        "bytes": (right, [0.0, bottom[1] - 0.07]),  # room for its title under the output panel's axis title
+        "bytes": (right, [0.0, bottom[1] - 0.1]),  # room for its title under the output panel's axis title
     }
 
 
@@ -335,7 +336,7 @@ def tiling_figure(
     def frame_data(t: int) -> list[dict]:
         """Only what changes from step to step, in ANIMATED_TRACES order."""
         moved = [int(flash_bytes[t]), int(traffic["standard_bytes"][t])]
-        caption = _step_title(t, num_steps, schedule[t], arrays["alpha"][t])
+        caption = _step_title(t, num_steps, schedule[t], arrays["alpha"][t], arrays["order"])
         if t == num_steps - 1:
             caption += f" · done: max |O_flash − O_standard| = {float(trace['max_abs_err']):.2e}"
         return [
@@ -396,7 +397,7 @@ def tiling_figure(
     # (d) HBM traffic so far; the labels are a text trace: bar labels are measured in the page every frame
     bytes_x = ["flash" if arrays["order"] == "fa2" else "flash (FA1)", "standard"]
     fig.add_trace(go.Bar(**start[HBM_BYTES], x=bytes_x, xaxis="x4", yaxis="y4", showlegend=False,
-                         marker_color=[PALETTE["flash"], PALETTE["standard"]],
+                         marker_color=[PALETTE["flash" if arrays["order"] == "fa2" else "flash_v1"], PALETTE["standard"]],
                          hovertemplate="%{x}: %{y:,} bytes<extra></extra>"))
     fig.add_trace(go.Scatter(**start[HBM_LABELS], x=bytes_x, xaxis="x4", yaxis="y4", mode="text",
                              textposition="top center", cliponaxis=False, hoverinfo="skip", showlegend=False,
