@@ -46,7 +46,7 @@ SCENE_TITLES = {
 }
 HEADLINE_CHART_PX = 500  # under the headline's numbers, legend included, on a 1080-pixel-high screen
 COMPARE_CHART_PX = 530  # fits SCENE_BODY_PX under the numbers and the caption
-ROOFLINE_CHART_PX = 600
+ROOFLINE_CHART_PX = 540  # fits SCENE_BODY_PX under the slider and the caption
 
 
 def main() -> None:

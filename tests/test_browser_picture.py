@@ -31,7 +31,7 @@ def test_each_order_plays_and_pauses(page, server, order):
     expect(slider).not_to_have_text("step 1")
     chart(page).locator(".updatemenu-button").filter(has_text="pause").click()
     page.wait_for_function("() => window.__paused === true")
-    page.wait_for_function("() => new URLSearchParams(location.search).get('step') !== null")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('step') !== '0'")  # the paused step
     settle(page)
     paused_at = int(re.search(r"\d+", slider.text_content())[0])
     assert query(page)["step"] == str(paused_at - 1)
