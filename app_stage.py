@@ -175,8 +175,8 @@ def flash_trace(seq_len: int, head_dim: int, block_m: int, block_n: int, causal:
     waiting = st.empty()
 
     def queued(ahead: int) -> None:
-        waiting.info(f"Queued behind {ahead} other viewer{'s' if ahead > 1 else ''}' kernel run"
-                     f"{'s' if ahead > 1 else ''}: Triton's CPU interpreter runs one at a time, so this animation "
+        whose = "viewer's kernel run" if ahead == 1 else "viewers' kernel runs"
+        waiting.info(f"Queued behind {ahead} other {whose}: Triton's CPU interpreter runs one at a time, so this animation "
                      "starts when theirs are done.", icon=":material/hourglass_top:")
 
     def build() -> dict:

@@ -146,6 +146,6 @@ def test_a_viewer_waiting_for_the_interpreter_is_told(monkeypatch):
         release.set()
         other.join(10)
     assert_no_exception(app)
-    assert any("Queued behind 1 other viewer'" in text for text in shown_infos), shown_infos
+    assert any("Queued behind 1 other viewer's kernel run:" in text for text in shown_infos), shown_infos
     assert app.get("plotly_chart"), "the animation comes once the queue is through"
     assert not any("Queued" in element.value for element in app.info), "the note goes when the wait is over"
