@@ -176,8 +176,8 @@ def flash_trace(seq_len: int, head_dim: int, block_m: int, block_n: int, causal:
 
     def queued(ahead: int) -> None:
         whose = "viewer's kernel run" if ahead == 1 else "viewers' kernel runs"
-        waiting.info(f"Queued behind {ahead} other {whose}: Triton's CPU interpreter runs one at a time, so this animation "
-                     "starts when theirs are done.", icon=":material/hourglass_top:")
+        waiting.info(f"Queued behind {ahead} other {whose}: Triton's CPU interpreter runs one at a time, so "
+                     "this animation starts when theirs are done.", icon=":material/hourglass_top:")
 
     def build() -> dict:
         with runtime.kernel_launch_lock(on_wait=queued):  # the trace's kernel runs re-enter it
