@@ -20,8 +20,8 @@ from dataclasses import replace
 import streamlit as st
 
 from app_page import bound, chart, move_step, no_numbers, page_style_and_script, read_url, \
-    recording_coverage, scene_navigation, seq_len_slider, show_notes, sidebar, source_badges, tile_controls, \
-    write_url
+    recording_coverage, recording_notes, scene_navigation, seq_len_slider, show_notes, sidebar, source_badges, \
+    tile_controls, write_url
 from app_settings import SCENES, TRACE_SEQ_LENS
 import app_settings
 from app_stage import Stage, animation_trace, every_algorithm_at_length, hbm_traffic, headline_numbers, \
@@ -30,6 +30,7 @@ import costmodel
 import story
 import viz
 from viz.sm_timeline import timeline_stats
+from viz.text import plotly_text
 from viz.theme import algorithm_label, fmt_bytes, fmt_ratio, fmt_tokens
 
 SCENE_TITLES = {
@@ -65,6 +66,7 @@ def main() -> None:
         source_badges(stage)
     with notes_slot:
         show_notes(notes + stage_notes)
+        recording_notes(stage)
     sidebar(stage, SCENE_TITLES)
     SCENE_FUNCTIONS[stage.settings.scene](stage)
 
@@ -183,7 +185,7 @@ def scene_roofline(stage: Stage) -> None:
                 f"that is where its speedup comes from.")
     chart(viz.roofline_figure([point.as_dict() for point in points], peak, copy, facts.get("l2_gbps"),
                               theme=s.theme, height=ROOFLINE_CHART_PX,
-                              title=f"Roofline, {stage.measured}"))
+                              title=f"Roofline, {plotly_text(stage.measured_text)}"))
     with st.expander("Each point in words"):
         st.markdown("\n".join(f"- {line}" for line in story.roofline_verdicts(points, peak, copy)))
     st.caption("Filled: HBM bytes counted by Nsight Compute; hollow: the cost model's bytes. FLOPs: "
@@ -201,7 +203,7 @@ def picture_facts(stage: Stage) -> dict:
     facts = stage.facts or {}
     label = "" if not facts else facts.get("name", "GPU") if stage.live or stage.on_gpu else \
         f"{facts.get('name', 'GPU')} (recorded)"
-    return dict(smem_per_block=facts.get("smem_per_block_bytes"), device_label=label,
+    return dict(smem_per_block=facts.get("smem_per_block_bytes"), device_label=plotly_text(label),  # a file's text
                 l2_bytes=facts.get("l2_bytes"), sm_count=facts.get("sm_count"))
 
 
@@ -308,9 +310,9 @@ def scene_evolution(stage: Stage) -> None:
         return
     records = every_algorithm_at_length(stage)
     recording_coverage(stage)
-    measured = [{"label": algorithm_label(r["algorithm"]), "tflops": r["tflops"], "gpu": stage.gpu_name,
+    measured = [{"label": algorithm_label(r["algorithm"]), "tflops": r["tflops"], "gpu": stage.gpu,
                  "algorithm": r["algorithm"]} for r in records]
-    chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.measured))
+    chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.measured_text))
     with st.expander("Sources of the published numbers"):
         st.markdown("\n".join(f"- **{entry['version']}** ({entry['year']}, {entry['gpu']}): {entry['citation']}. "
                               f"{entry['note']}" for entry in viz.PUBLISHED))

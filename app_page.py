@@ -18,6 +18,7 @@ from pathlib import Path
 from app_settings import SCENES, SEQ_LENS, Settings, quoted, settings_from_query, settings_to_query
 import app_settings
 from app_stage import NO_RECORDING, UPLOAD_KEY, Stage, same_setting
+from viz.text import markdown_text
 from viz.theme import fmt_tokens, scaled_figure
 
 # Plotly's own toolbar exports any figure for slides; twice the pixels for a sharp PNG.
@@ -144,7 +145,7 @@ def sidebar(stage: Stage, titles: dict[str, str]) -> None:
             st.file_uploader("Or open a results file", type="json", key=UPLOAD_KEY,
                              help="Made by `python -m kernels.bench`; checked before use.")
             if stage.upload_problem:
-                st.error(f"That file was not used: {quoted(stage.upload_problem, limit=300)}")
+                st.error(f"That file was not used: {markdown_text(stage.upload_problem)}")
         st.subheader("Attention")
         bound(st.selectbox, "Model", "model", settings, options=app_settings.MODELS,
               format_func=lambda name: app_settings.MODEL_PRESETS[name].label
@@ -186,11 +187,12 @@ def source_badges(stage: Stage) -> None:
     """The data source, always in view: the audience should know what they are looking at."""
     row = st.container(horizontal=True)
     if stage.live:
-        row.badge(f"LIVE on {stage.gpu_name}", icon=":material/bolt:", color="green")
+        row.badge(f"LIVE on {markdown_text(stage.gpu, keep='[]')}", icon=":material/bolt:", color="green")
         return
     if stage.recording:
         created = str(stage.recording.meta.get("created", ""))[:10] or "undated"
-        row.badge(f"RECORDED on {stage.gpu_name}, {created}", icon=":material/history:", color="blue")
+        label = markdown_text(f"{stage.gpu}, {created}", keep="[]")  # st.badge escapes the brackets itself
+        row.badge(f"RECORDED on {label}", icon=":material/history:", color="blue")
     else:
         row.badge(NO_RECORDING.upper(), icon=":material/block:", color="gray")
     if stage.on_gpu:
@@ -255,11 +257,6 @@ def stage_scale() -> float:
     return min(max(scale, 0.25), 4.0)
 
 
-def seq_len_slider(settings: Settings) -> None:
-    bound(st.select_slider, "Sequence length N (tokens)", "seq_len", settings, options=SEQ_LENS,
-          format_func=fmt_tokens)
-
-
 # -- messages about the data ----------------------------------------------------------------------
 
 def recording_coverage(stage: Stage) -> None:
@@ -277,6 +274,14 @@ def recording_coverage(stage: Stage) -> None:
     batch, heads, head_dim, dtype, causal = min(combos, key=lambda combo: sum(map(operator.ne, combo, current)))
     st.button("Show the closest recorded setting", on_click=change_settings,
               kwargs=dict(batch=batch, heads=heads, head_dim=head_dim, dtype=dtype, causal=causal))
+
+
+def recording_notes(stage: Stage) -> None:
+    """What the results file held that could not be used (kernels.results dropped it): the page falls back."""
+    notes = stage.recording.notes if stage.recording and not stage.live else ()
+    if notes:
+        st.info("Some values in the results file were ignored:\n\n" +
+                "\n".join(f"- {markdown_text(note)}" for note in notes), icon=":material/info:")
 
 
 def no_numbers(stage: Stage) -> bool:

@@ -8,18 +8,31 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
+import numpy as np
 import streamlit as st
 
+from app_cache import ByteBudgetCache
 from app_settings import SEQ_LENS, Settings, SharedMemoryBudget, fit_tiles
 import costmodel
 import story
 import viz
+from viz.text import markdown_text
 from viz.theme import algorithm_label, fmt_tokens
 
 ANIMATION_FRAME_MS = 250
 NO_RECORDING = "no recorded results yet"
 UPLOADED = "uploaded file"
 UPLOAD_KEY = "uploaded_results"  # the sidebar's uploader (app_page) keeps its file under this key
+# What the server keeps between sessions, in bytes (README, "Running it for others"). Traces and animations:
+# a default animation holds ~4 MB, the largest one (512 tokens, 16×16 tiles, head_dim 256, fp32) ~55 MB.
+# Uploads: a parsed results file takes ~4× its JSON bytes (measured with tracemalloc), at most 20 MB of JSON.
+ANIMATION_CACHE_BYTES = 256 << 20
+UPLOAD_CACHE_BYTES = 160 << 20
+PARSED_BYTES_PER_JSON_BYTE = 4
+FIGURE_BYTES_PER_JSON_BYTE = 5  # a plotly Figure in memory against its JSON text (tracemalloc, 512-token case)
+TRACES: ByteBudgetCache[dict] = ByteBudgetCache("kernel traces", ANIMATION_CACHE_BYTES // 2)
+ANIMATIONS: ByteBudgetCache = ByteBudgetCache("animations", ANIMATION_CACHE_BYTES // 2)
+UPLOADS: ByteBudgetCache = ByteBudgetCache("uploaded results", UPLOAD_CACHE_BYTES)
 
 
 # -- where the numbers come from ------------------------------------------------------------------
@@ -28,12 +41,14 @@ UPLOAD_KEY = "uploaded_results"  # the sidebar's uploader (app_page) keeps its f
 
 @dataclass(frozen=True)
 class Recording:
-    """A results file of the bench CLI (kernels.results), as plain data."""
+    """A results file of the bench CLI (kernels.results), as plain data. Its numbers are checked; the text of
+    its records is markdown-safe (`page_record`); facts and meta text is plain (escape it where it is shown)."""
     label: str  # file name in results/, or "uploaded file"
     facts: dict
     meta: dict
     records: list[dict]
     timelines: list[dict]
+    notes: tuple[str, ...] = ()  # values of the file that were ignored (kernels.results), as plain text
 
 
 @dataclass(frozen=True)
@@ -50,7 +65,8 @@ class Stage:
     theme_asked: str = "auto"     # the link's theme; settings.theme is the charts' ("auto" resolved)
 
     @property
-    def gpu_name(self) -> str:
+    def gpu(self) -> str:
+        """The GPU's name as plain text (a results file's: figures escape it with viz.text.plotly_text)."""
         return self.facts["name"] if self.facts else "no GPU"
 
     @property
@@ -59,12 +75,23 @@ class Stage:
         return replace(self.settings, theme=self.theme_asked)
 
     @property
-    def measured(self) -> str:
-        """Where and when the numbers on screen were measured: "measured live on X" or "recorded on X, date"."""
+    def gpu_name(self) -> str:
+        """The GPU's name, safe in Streamlit's markdown (labels, badges, captions, takeaways)."""
+        return markdown_text(self.gpu)
+
+    @property
+    def measured_text(self) -> str:
+        """Where and when the numbers on screen were measured, as plain text: "measured live on X" or
+        "recorded on X, date" (a figure shows it through viz.text.plotly_text)."""
         if self.live:
-            return f"measured live on {self.gpu_name}"
+            return f"measured live on {self.gpu}"
         created = str(self.recording.meta.get("created", ""))[:10] if self.recording else ""
-        return f"recorded on {self.gpu_name}" + (f", {created}" if created else "")
+        return f"recorded on {self.gpu}" + (f", {created}" if created else "")
+
+    @property
+    def measured(self) -> str:
+        """measured_text, safe in Streamlit's markdown."""
+        return markdown_text(self.measured_text)
 
     @property
     def kernels_run(self) -> str:
@@ -92,8 +119,22 @@ def live_device_facts() -> dict:
     return runtime.device_facts(measure_bandwidth=True)
 
 
+RECORD_TEXT = ("message", "device", "counters")
+
+
+def page_record(record: dict) -> dict:
+    """A record as the page shows it: its text (an error message, the device, how it was counted, kernel names)
+    escaped for Streamlit's markdown once, here, so every scene and story sentence that quotes it shows it as
+    written. Figures escape again for plotly (viz.text.plotly_text): safe, if a backslash may show there."""
+    shown = {key: markdown_text(record[key]) for key in RECORD_TEXT if record.get(key)}
+    if record.get("kernels"):
+        shown["kernels"] = [{**kernel, "name": markdown_text(kernel["name"])} for kernel in record["kernels"]]
+    return {**record, **shown}
+
+
 def _as_recording(label: str, loaded) -> Recording:
-    return Recording(label, dict(loaded.facts), dict(loaded.meta), list(loaded.records), list(loaded.timelines))
+    return Recording(label, dict(loaded.facts), dict(loaded.meta), [page_record(r) for r in loaded.records],
+                     list(loaded.timelines), loaded.notes)
 
 
 # Recordings are read-only and shared by every session: cache_resource hands out the same object
@@ -105,10 +146,13 @@ def load_recording(name: str, modified_ns: int) -> Recording:
     return _as_recording(name, results.load_results(name))
 
 
-@st.cache_resource(show_spinner="Checking the uploaded results…", max_entries=4)
 def parse_uploaded_recording(data: bytes) -> Recording:
+    """An uploaded results file, checked (kernels.results); shared by sessions within UPLOADS' byte budget."""
+    import hashlib
     from kernels import results
-    return _as_recording(UPLOADED, results.load_results(data))
+    with st.spinner("Checking the uploaded results…"):
+        return UPLOADS.get(hashlib.sha256(data).digest(), lambda: _as_recording(UPLOADED, results.load_results(data)),
+                           lambda _: PARSED_BYTES_PER_JSON_BYTE * len(data))
 
 
 @st.cache_data(show_spinner=False, max_entries=4096)
@@ -119,40 +163,65 @@ def measure_live(algorithm: str, seq_len: int, batch: int, heads: int, head_dim:
     return measure.measure(measure.Setting(algorithm, seq_len, batch, heads, head_dim, dtype, causal)).to_dict()
 
 
-# Traces and animations are read-only too, and large (a 512-token animation of 16-token tiles has 1024
-# frames, ~5 MB): cache_resource spares every rerun a pickled copy (seconds at that size).
-@st.cache_resource(show_spinner=False, max_entries=32)
+# Traces and animations are read-only and large: the byte-bounded caches above hand every rerun the same
+# object (no pickled copy: seconds at that size) and drop the least recently used past their budget.
+def _trace_bytes(trace: dict) -> int:
+    return sum(value.nbytes for value in trace.values() if isinstance(value, np.ndarray))
+
+
 def flash_trace(seq_len: int, head_dim: int, block_m: int, block_n: int, causal: bool, dtype: str,
                 seed: int, order: str = "fa2") -> dict:
     """The flash kernel's tile steps on one (batch, head), and the naive kernel on the same inputs; order
-    "fa1" runs the FlashAttention-1-order kernel (kernels/flash_v1.py) instead."""
-    from kernels import trace
-    return trace.trace_flash(seq_len, head_dim, block_m, block_n, causal, dtype=dtype, seed=seed,
-                             order=order).to_dict()
+    "fa1" runs the FlashAttention-1-order kernel (kernels/flash_v1.py) instead.
+
+    On the CPU, Triton's interpreter runs one kernel at a time for the whole server (kernels.runtime): a
+    viewer whose animation waits behind other viewers' is told so while it waits."""
+    from kernels import runtime, trace
+    key = (seq_len, head_dim, block_m, block_n, causal, dtype, seed, order)
+    waiting = st.empty()
+
+    def queued(ahead: int) -> None:
+        whose = "viewer's kernel run" if ahead == 1 else "viewers' kernel runs"
+        waiting.info(f"Queued behind {ahead} other {whose}: Triton's CPU interpreter runs one at a time, so "
+                     "this animation starts when theirs are done.", icon=":material/hourglass_top:")
+
+    def build() -> dict:
+        with runtime.kernel_launch_lock(on_wait=queued):  # the trace's kernel runs re-enter it
+            return trace.trace_flash(seq_len, head_dim, block_m, block_n, causal, dtype=dtype, seed=seed,
+                                     order=order).to_dict()
+    try:
+        return TRACES.get(key, build, _trace_bytes)
+    finally:
+        waiting.empty()
 
 
-@st.cache_resource(show_spinner=False, max_entries=16)
 def tiling_animation(seq_len: int, head_dim: int, block_m: int, block_n: int, causal: bool, dtype: str,
                      seed: int, theme: str, start_step: int, order: str = "fa2", view: str = "tiles",
                      height: int = viz.tiling.DEFAULT_HEIGHT_PX, smem_per_block: int | None = None,
                      device_label: str = "", l2_bytes: int | None = None, sm_count: int | None = None,
                      talk_seq_len: int | None = None):
-    """The tiling scene's figure of one view ("tiles", "hbm", "source", "rereads"), from the trace."""
-    trace = flash_trace(seq_len, head_dim, block_m, block_n, causal, dtype, seed, order)
-    common = dict(theme=theme, height=height)
-    if view == "hbm":
-        return viz.hbm_sram_figure(trace, smem_per_block, device_label, frame_ms=ANIMATION_FRAME_MS,
-                                   start_step=start_step, **common)
-    if view == "source":
-        from kernels import source  # plain file reading: no torch
-        kernel = source.kernel_source(order)
-        phases = source.step_phases(order, trace["loads"], trace["stores"], kernel["phases"])
-        return viz.kernel_source_figure(trace, kernel, phases, frame_ms=ANIMATION_FRAME_MS, start_step=start_step,
-                                        **common)
-    if view == "rereads":
-        machine = costmodel.machine_from_facts({"l2_bytes": l2_bytes, "sm_count": sm_count})
-        return viz.rereads_figure(trace, machine, device_label, talk_seq_len, **common)
-    return viz.tiling_figure(trace, frame_ms=ANIMATION_FRAME_MS, start_step=start_step, **common)
+    """The tiling scene's figure of one view ("tiles", "hbm", "source", "rereads"), from the trace; kept in
+    ANIMATIONS (bounded in bytes) like the traces."""
+    key = (seq_len, head_dim, block_m, block_n, causal, dtype, seed, theme, start_step, order, view, height,
+           smem_per_block, device_label, l2_bytes, sm_count, talk_seq_len)
+
+    def build():
+        trace = flash_trace(seq_len, head_dim, block_m, block_n, causal, dtype, seed, order)
+        common = dict(theme=theme, height=height)
+        if view == "hbm":
+            return viz.hbm_sram_figure(trace, smem_per_block, device_label, frame_ms=ANIMATION_FRAME_MS,
+                                       start_step=start_step, **common)
+        if view == "source":
+            from kernels import source  # plain file reading: no torch
+            kernel = source.kernel_source(order)
+            phases = source.step_phases(order, trace["loads"], trace["stores"], kernel["phases"])
+            return viz.kernel_source_figure(trace, kernel, phases, frame_ms=ANIMATION_FRAME_MS,
+                                            start_step=start_step, **common)
+        if view == "rereads":
+            machine = costmodel.machine_from_facts({"l2_bytes": l2_bytes, "sm_count": sm_count})
+            return viz.rereads_figure(trace, machine, device_label, talk_seq_len, **common)
+        return viz.tiling_figure(trace, frame_ms=ANIMATION_FRAME_MS, start_step=start_step, **common)
+    return ANIMATIONS.get(key, build, lambda fig: FIGURE_BYTES_PER_JSON_BYTE * len(fig.to_json()))
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -190,29 +259,48 @@ def _shipped_recording(settings: Settings) -> tuple[Recording | None, str, list[
         modified_ns = os.stat(os.path.join(results.RESULTS_DIR, name)).st_mtime_ns
         return load_recording(name, modified_ns), "", notes
     except (results.ResultsError, OSError) as why:
-        return None, f"results/{name} could not be read: {why}", notes
+        return None, f"results/{name} could not be read: {markdown_text(why)}", notes
 
 
 def _shared_memory_budget(facts: dict | None) -> SharedMemoryBudget | None:
     if not facts or not facts.get("smem_per_block_bytes"):
         return None
     from costmodel import smem_bytes
-    return SharedMemoryBudget(int(facts["smem_per_block_bytes"]), smem_bytes, facts["name"])
+    return SharedMemoryBudget(int(facts["smem_per_block_bytes"]), smem_bytes, markdown_text(facts["name"]))
 
 
 def prepare_stage(settings: Settings, page_theme: str | None = None) -> tuple[Stage, list[str]]:
-    """Choose the data source (live only on a GPU Triton can drive; the link then says "recorded"), check
-    the tiles against it, and resolve the charts' theme ("auto": the page's, light when unknown)."""
+    """Choose the data source (live only on a GPU Triton can drive), check the tiles against it, and resolve
+    the charts' theme ("auto": the page's, light when unknown).
+
+    Never raises: the sidebar, with its uploader (the way out of a bad file), is drawn from the stage, so a
+    failure here becomes a stage without numbers that says why."""
+    try:
+        return _prepare_stage(settings, page_theme)
+    except Exception as exc:  # noqa: BLE001 - a bug or a broken machine must not take the page frame down
+        import logging
+        logging.getLogger(__name__).exception("preparing the data failed")
+        problem = f"the data could not be prepared ({type(exc).__name__})"
+        theme = settings.theme if settings.theme != "auto" else page_theme or "light"
+        return Stage(replace(settings, source="recorded", theme=theme), False, False, problem, None, problem, "",
+                     None, settings.theme), []
+
+
+def _prepare_stage(settings: Settings, page_theme: str | None) -> tuple[Stage, list[str]]:
     backend, reason = kernel_backend()
     live = settings.source == "live" and backend == "cuda"
     theme_asked = settings.theme
-    settings = replace(settings, source="live" if live else "recorded",
-                       theme=settings.theme if settings.theme != "auto" else page_theme or "light")
+    settings = replace(settings, theme=settings.theme if settings.theme != "auto" else page_theme or "light")
     recording, problem, notes, upload_problem = None, "", [], ""
+    if settings.source == "live" and not live:
+        if st.query_params.get("source") == "live":  # asked for in the link, not just the default
+            notes.append(f"source: `live` needs a CUDA GPU ({markdown_text(reason)}); showing the recording instead")
+        settings = replace(settings, source="recorded")  # the link says what is shown
     if not live:
         recording, upload_problem = _uploaded_recording()
         if recording is None:
-            recording, problem, notes = _shipped_recording(settings)
+            recording, problem, shipped_notes = _shipped_recording(settings)
+            notes += shipped_notes
             if recording:
                 settings = replace(settings, recording=recording.label)
     facts = live_device_facts() if live else (recording.facts if recording else None)
@@ -250,8 +338,8 @@ def records_for(stage: Stage, algorithms: tuple[str, ...], seq_lens: tuple[int, 
         progress.progress(done / len(jobs), text=f"Measuring {algorithm_label(algorithm)} at "
                           f"{fmt_tokens(seq_len)} tokens on {stage.gpu_name}…")
         try:
-            measured.append(measure_live(algorithm, seq_len, settings.batch, settings.heads, settings.head_dim,
-                                         settings.dtype, settings.causal))
+            measured.append(page_record(measure_live(algorithm, seq_len, settings.batch, settings.heads,
+                                                     settings.head_dim, settings.dtype, settings.causal)))
         except (TimeoutError, ValueError) as why:  # GPU busy with other viewers, or a setting it refuses
             st.warning(f"Stopped measuring at {fmt_tokens(seq_len)} tokens: {why}")
             break

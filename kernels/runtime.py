@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import platform
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -77,18 +77,28 @@ _queue: dict[int, int] = {}  # thread id -> nesting depth, for threads holding o
 
 
 @contextmanager
-def kernel_launch_lock() -> Iterator[None]:
+def kernel_launch_lock(on_wait: Callable[[int], None] | None = None) -> Iterator[None]:
     """Hold around every kernel launch: serializes the interpreter, no-op on the GPU (measure's GPU_LOCK
-    serializes timing there, and CUDA launches from several threads are safe)."""
+    serializes timing there, and CUDA launches from several threads are safe).
+
+    on_wait(ahead) is called, in the caller's thread, when the interpreter is busy and this caller queues:
+    `ahead` other threads hold or wait for it (the app tells a viewer so)."""
     if not INTERPRET:
         yield
         return
     me = threading.get_ident()
     with _queue_guard:
         _queue[me] = _queue.get(me, 0) + 1
+        ahead = len(_queue) - 1
     try:
-        with _INTERPRETER_LOCK:
+        if not _INTERPRETER_LOCK.acquire(blocking=False):
+            if on_wait is not None:
+                on_wait(ahead)
+            _INTERPRETER_LOCK.acquire()
+        try:
             yield
+        finally:
+            _INTERPRETER_LOCK.release()
     finally:
         with _queue_guard:
             _queue[me] -= 1

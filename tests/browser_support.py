@@ -1,11 +1,9 @@
-"""What the real-browser test modules share: Debian's chromium through Playwright, and `streamlit run app.py`
-on a free local port, one server per module.
+"""Where the real-browser tests find Debian's chromium, and what a missing one means.
 
-Without the browser the modules skip, except where FLASH_LIVE_REQUIRE_BROWSER=1 (CI sets it): there a
-missing browser or Playwright fails the run, so browser tests cannot pass by not running.
+On a developer's machine a missing browser (or Playwright) skips the browser tests. CI sets
+FLASH_LIVE_REQUIRE_BROWSER=1 (.ci/run): there a missing browser fails the run instead of passing it silently.
+FLASH_LIVE_CHROMIUM points the tests at another chromium binary (the test of this promise points it nowhere).
 """
-from __future__ import annotations
-
 import contextlib
 import os
 import signal
@@ -19,29 +17,38 @@ from pathlib import Path
 
 import pytest
 
+CHROMIUM = Path(os.environ.get("FLASH_LIVE_CHROMIUM", "/usr/bin/chromium"))
+REQUIRE_BROWSER = "FLASH_LIVE_REQUIRE_BROWSER"
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts" / "browser"
-CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-REQUIRE_BROWSER = "FLASH_LIVE_REQUIRE_BROWSER"
 SERVER_START_S = 90
 
 
-def playwright_or_skip():
-    """Playwright's sync API, once the browser is known to be there; else skip the module (or fail it,
-    when REQUIRE_BROWSER is set)."""
-    required = os.environ.get(REQUIRE_BROWSER) == "1"
-    problem = "" if CHROMIUM.is_file() else f"no browser: {CHROMIUM} is missing (Debian's chromium package)"
-    if not problem:
+def require_browser() -> None:
+    """Call at the top of a browser test module: skip it without chromium or Playwright, or fail it when
+    FLASH_LIVE_REQUIRE_BROWSER=1."""
+    problem = None
+    if not CHROMIUM.is_file():
+        problem = f"no browser: {CHROMIUM} is missing (CI installs Debian's chromium package)"
+    else:
         try:
-            from playwright import sync_api
-            return sync_api
+            import playwright.sync_api  # noqa: F401
         except ImportError:
             problem = "Playwright for Python is not installed"
-    if required:
-        pytest.fail(f"{problem}, and {REQUIRE_BROWSER}=1 says the browser tests must run", pytrace=False)
+    if problem is None:
+        return
+    if os.environ.get(REQUIRE_BROWSER) == "1":
+        pytest.fail(f"{problem}, and {REQUIRE_BROWSER}=1: in CI a missing browser is a failure", pytrace=False)
     pytest.skip(problem, allow_module_level=True)
+
+
+def playwright_or_skip():
+    """require_browser(), then Playwright's sync API."""
+    require_browser()
+    from playwright import sync_api
+    return sync_api
 
 
 def _free_port() -> int:

@@ -5,7 +5,7 @@ the GPU). The interpreter costs ~10 ms per tile, so every animation here is tiny
 tiles).
 """
 import json
-import threading
+import re
 from pathlib import Path
 
 import pytest
@@ -38,14 +38,20 @@ def plotly_specs(app: AppTest) -> list[dict]:
     return [json.loads(chart.proto.spec) for chart in app.get("plotly_chart")]
 
 
+def shown(markdown: str) -> str:
+    """What markdown shows of escaped text: a backslash before ASCII punctuation is dropped, and the invisible
+    word joiners that keep addresses from becoming links (viz.text) are not seen."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown).replace("\u2060", "")
+
+
 def badges(app: AppTest) -> str:
     """Text of the data-source badges (st.badge renders as a markdown badge directive)."""
-    return " ".join(element.value for element in app.markdown if "-badge[" in element.value)
+    return shown(" ".join(element.value for element in app.markdown if "-badge[" in element.value))
 
 
 def page_text(app: AppTest) -> str:
-    return " ".join(str(element.value) for kind in ("markdown", "caption", "info", "warning", "error")
-                    for element in app.get(kind))
+    return shown(" ".join(str(element.value) for kind in ("markdown", "caption", "info", "warning", "error")
+                          for element in app.get(kind)))
 
 
 @pytest.mark.parametrize("scene", SCENES)
@@ -132,26 +138,6 @@ def test_hostile_links_fall_back_with_a_warning(hostile):
 def test_a_hostile_value_is_quoted_not_rendered():
     app = open_app(theme="[click](javascript:alert(1))")
     assert "`[click](javascript:alert(1))`" in app.warning[0].value  # inside a code span: shown, not a link
-
-
-def test_two_sessions_in_parallel_get_their_own_numbers():
-    lengths = {"first": "2048", "second": "131072"}
-    apps: dict[str, AppTest] = {}
-
-    def visit(name: str) -> None:
-        apps[name] = open_app(scene="headline", seq_len=lengths[name])
-
-    threads = [threading.Thread(target=visit, args=(name,)) for name in lengths]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for name, seq_len in lengths.items():
-        app = apps[name]
-        assert_no_exception(app)
-        assert app.query_params["seq_len"] == seq_len
-        assert app.select_slider(key="control_seq_len").value == int(seq_len)
-    assert metric_values(apps["first"]) != metric_values(apps["second"])
 
 
 def uploaded_recording() -> bytes:

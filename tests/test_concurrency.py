@@ -3,13 +3,12 @@
 Triton's interpreter keeps process-wide state: without the launch lock in kernels.runtime, threads running
 kernels in it at the same time corrupt each other (InterpreterError "y >= grid_dim[1]", or wrong outputs).
 """
-import inspect
 import threading
 
 import pytest
 import torch
 
-from kernels import flash, flash_attention, naive_attention, runtime
+from kernels import flash_attention, naive_attention, runtime
 from kernels.flash_v1 import flash_attention_v1
 from kernels.trace import late_max_inputs, trace_flash
 
@@ -73,13 +72,7 @@ def test_kernel_on_many_threads_matches_float64(kernel):
     _kernel_on_many_threads(kernel)
 
 
-# The flash launcher (kernels/flash.py, _launch_flash) takes the lock with a one-line change the kernel's owner
-# applies (issue 15's report); until it is there this test would fail at random, so it waits for it.
-_FLASH_LOCKED = "kernel_launch_lock" in inspect.getsource(flash._launch_flash)
-
-
 @INTERPRETER_ONLY
-@pytest.mark.skipif(not _FLASH_LOCKED, reason="kernels/flash.py _launch_flash does not take kernel_launch_lock yet")
 def test_flash_and_naive_on_many_threads_match_float64():
     _kernel_on_many_threads(lambda q, k, v, causal: (flash_attention(q, k, v, causal=causal),
                                                      naive_attention(q, k, v, causal=causal))[0])
@@ -104,15 +97,17 @@ def test_the_launch_lock_queues_and_counts_threads():
         return
     holding, release = threading.Event(), threading.Event()
 
+    waits = []
+
     def holder():
-        with runtime.kernel_launch_lock(), runtime.kernel_launch_lock():  # re-entrant: one thread, one place
+        with runtime.kernel_launch_lock(waits.append), runtime.kernel_launch_lock(waits.append):  # re-entrant
             holding.set()
             release.wait(10)
 
     waiter_done = threading.Event()
 
     def waiter():
-        with runtime.kernel_launch_lock():
+        with runtime.kernel_launch_lock(on_wait=waits.append):
             waiter_done.set()
 
     first = threading.Thread(target=holder)
@@ -126,6 +121,7 @@ def test_the_launch_lock_queues_and_counts_threads():
             break
         threading.Event().wait(0.005)
     assert runtime.interpreter_queue() == 2 and not waiter_done.is_set(), "the second thread must wait"
+    assert waits == [1], "the waiter is told one thread is ahead of it; the holder, never"
     release.set()
     first.join(10)
     second.join(10)

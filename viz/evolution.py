@@ -14,6 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.marks import note
+from viz.text import plotly_text
 from viz.theme import PALETTE, algorithm_color, style, surface
 
 A100_PEAK_TFLOPS = 312  # A100 dense fp16/bf16 tensor-core peak (NVIDIA A100 datasheet)
@@ -93,13 +94,16 @@ def evolution_figure(measured: list[dict], theme: str = "light", height: int = 6
 
     measured: dicts with "label", "tflops" (None: not measured), "gpu" and optionally "algorithm"
     (for its colour), e.g. ours and PyTorch SDPA on this GPU. One x position per entry, in order.
-    measured_label: where those come from, as the legend says it ("recorded on H200, 2026-11-29").
+    measured_label: where those come from, as plain text ("recorded on H200, 2026-11-29"; escaped here).
     """
+    measured_label = plotly_text(measured_label)
     def category(entry: dict) -> str:
         # short lines side by side: nine upright labels fit a 1920-px-wide chart at 24 px
         if "short" in entry:
             return f"{entry['short']} ({entry['year']})<br>{entry['gpu']}<br>{entry['dtype']}"
-        return "<br>".join(textwrap.wrap(entry["label"], 14) + textwrap.wrap(entry["gpu"], 14))
+        # measured: the GPU name is a file's
+        lines = textwrap.wrap(entry["label"], 14) + textwrap.wrap(entry["gpu"], 14)
+        return "<br>".join(plotly_text(line) for line in lines)
 
     fig = go.Figure()
     for kind, symbol, name in (

@@ -8,6 +8,7 @@ from plotly.subplots import make_subplots
 
 from costmodel import SMEM_BYTES_PER_CLOCK_PER_SM, sram_bandwidth_gbps
 from viz.marks import bytes_axis, positive
+from viz.text import plotly_text
 from viz.theme import PALETTE, fmt_bytes, style, surface
 
 NOT_MEASURED = "not measured"
@@ -90,7 +91,7 @@ def hierarchy_figure(facts: dict, theme: str = "light", height: int = 520) -> go
                 ),
                 row=1, col=col,
             )
-    name = facts.get("name") or "this GPU"
+    name = plotly_text(facts.get("name") or "this GPU")  # a results file's text: shown, never drawn as HTML
     subtitle = "↑ smaller, faster, on chip · ↓ larger, slower · SRAM bandwidth: spec; L2, HBM: measured"
     style(fig, theme, title=f"{name}: memory hierarchy<br><sup>{subtitle}</sup>")
     fig.update_yaxes(categoryorder="array", categoryarray=categories[::-1])  # SRAM on top

@@ -13,6 +13,7 @@ from viz.marks import note
 from viz.theme import style
 
 COLOR_BY = {"q_block": "Q block", "wave": "wave"}
+MAX_PROGRAMS_DRAWN = 20000  # bars a browser still draws quickly; the statistics count every program
 
 
 def _program_times(timeline: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -63,19 +64,15 @@ def _shown_programs(sm_id: np.ndarray, max_programs: int) -> np.ndarray:
 def sm_timeline_figure(
     timeline: dict,
     theme: str = "light",
-    max_programs: int = 20000,
-    color_by: str | None = None,
     height: int = 640,
 ) -> go.Figure:
     """Programs on SMs over time: y = SM id, x = time (µs), one bar per program (a single Bar trace).
 
-    timeline: the SM-timeline dict of docs/data-contracts.md. color_by: "q_block" or "wave" (rank of
-    the program's start / SMs); default "q_block" when causal (to show the imbalance), else "wave".
-    Statistics in the title count every program, even when only max_programs are drawn.
+    timeline: the SM-timeline dict of docs/data-contracts.md. Bars are coloured by Q block when causal (to
+    show the imbalance), else by wave (rank of the program's start / SMs). Statistics in the title count every
+    program, even when only MAX_PROGRAMS_DRAWN are drawn.
     """
-    color_by = color_by or ("q_block" if timeline.get("causal") else "wave")
-    if color_by not in COLOR_BY:
-        raise ValueError(f"color_by must be one of {sorted(COLOR_BY)}, got {color_by!r}")
+    color_by = "q_block" if timeline.get("causal") else "wave"
     sm_id, start, end = _program_times(timeline)
     sm_count = int(timeline["sm_count"])
     stats = timeline_stats(timeline)
@@ -86,7 +83,7 @@ def sm_timeline_figure(
         waves = np.empty(sm_id.size, dtype=np.int64)
         waves[np.argsort(start, kind="stable")] = np.arange(sm_id.size) // sm_count
         colors = waves if color_by == "wave" else np.asarray(timeline["q_block"], dtype=np.int64)
-        shown = _shown_programs(sm_id, max_programs)
+        shown = _shown_programs(sm_id, MAX_PROGRAMS_DRAWN)
         fig.add_trace(
             go.Bar(
                 y=sm_id[shown],

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 
 from viz.memory import oom_text
 from viz.marks import horizontal_marker, log_range, note, token_axis, vertical_marker
+from viz.text import plotly_text
 from viz.theme import ALGORITHM_LABELS, PALETTE, algorithm_color, algorithm_label, fmt_bytes, fmt_tokens, style
 
 
@@ -79,7 +80,7 @@ def _algorithm_lines(
                     showlegend=False,
                     text=["OOM" if r["status"] == "oom" else "error" for r in failed],
                     textposition="middle right",
-                    hovertext=[failure_text(r) for r in failed],
+                    hovertext=[plotly_text(failure_text(r)) for r in failed],
                     hovertemplate="N = %{x}: %{hovertext}<extra></extra>",
                 )
             )
@@ -131,13 +132,12 @@ def tflops_figure(
     records: list[dict],
     seq_len_marker: int | None = None,
     theme: str = "light",
-    peak_tflops: float | None = None,
     height: int = 620,
 ) -> go.Figure:
     """Achieved TFLOPS (4·B·H·N²·D per forward, halved when causal) vs sequence length (tokens).
 
     Only GPU ("cuda") timings: interpreter records are left out, because CPU wall time says nothing
-    about GPU throughput. peak_tflops: the device's dense peak, drawn as a horizontal line.
+    about GPU throughput. (The roofs, measured, are the roofline scene's.)
     """
     gpu_records = [r for r in records if not _is_interpreter(r)]
     fig = go.Figure()
@@ -145,10 +145,7 @@ def tflops_figure(
         fig, _by_algorithm(gpu_records), lambda r: r.get("tflops"), "TFLOPS", failed_row_factor=1.1
     )
     style(fig, theme, title="Achieved throughput vs sequence length")
-    top = max(plotted + ([peak_tflops] if peak_tflops else []), default=1.0)
-    fig.update_yaxes(range=[0, top * 1.15], title_text="TFLOPS (forward)")
-    if peak_tflops:
-        horizontal_marker(fig, peak_tflops, f"peak {peak_tflops:,.0f} TFLOPS", theme, color=PALETTE["published"])
+    fig.update_yaxes(range=[0, max(plotted, default=1.0) * 1.15], title_text="TFLOPS (forward)")
     if not gpu_records:
         note(fig, "TFLOPS need GPU timings: these records come from the CPU interpreter", theme)
     return _finish(fig, gpu_records, seq_len_marker, theme, height)
