@@ -19,7 +19,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from app_page import PAGE_STYLE, animation_in_the_page, bound, chart, move_step, no_numbers, read_url, \
+from app_page import SCENE_BODY_PX, bound, chart, move_step, no_numbers, page_style_and_script, read_url, \
     recording_coverage, recording_notes, scene_navigation, seq_len_slider, show_notes, sidebar, source_badges, \
     tile_controls, write_url
 from app_settings import SCENES, TRACE_SEQ_LENS
@@ -46,22 +46,22 @@ SCENE_TITLES = {
     "takeaways": "Takeaways",
 }
 HEADLINE_CHART_PX = 500  # under the headline's numbers, legend included, on a 1080-pixel-high screen
-COMPARE_CHART_PX = 560
-ROOFLINE_CHART_PX = 600
+COMPARE_CHART_PX = 530  # fits SCENE_BODY_PX under the numbers and the caption
+ROOFLINE_CHART_PX = 540  # fits SCENE_BODY_PX under the slider and the caption
 
 
 def main() -> None:
     st.set_page_config(page_title="FlashAttention, live", page_icon="⚡", layout="wide",
                        initial_sidebar_state="collapsed")
-    st.html(PAGE_STYLE)  # style only: Streamlit applies it without adding a row to the page
+    page_style_and_script()
     settings, notes = read_url()
     badges, navigation = st.columns([3, 2], vertical_alignment="center")
     with navigation:  # the frame is on screen before the first view has loaded the kernels
         scene_navigation(settings.scene)
     st.header(f"{SCENES.index(settings.scene) + 1}. {SCENE_TITLES[settings.scene]}", anchor=False)
     notes_slot = st.container()
-    stage, stage_notes = prepare_stage(settings)
-    write_url(stage.settings)  # the address bar shows the settings in use, ready to bookmark
+    stage, stage_notes = prepare_stage(settings, st.context.theme.type)
+    write_url(stage.link_settings)  # the address bar shows the settings in use, ready to bookmark
     with badges:
         source_badges(stage)
     with notes_slot:
@@ -195,9 +195,7 @@ def scene_roofline(stage: Stage) -> None:
 
 PICTURE_VIEWS = {"tiles": "Tiles", "hbm": "HBM ↔ SRAM", "source": "Source", "rereads": "Re-reads"}
 LOOP_ORDERS = {"fa2": "FA2 order", "fa1": "FA1 order"}  # kernels/flash.py, kernels/flash_v1.py
-# under the scene's row of controls and over its caption row, the figure fits a 1080-pixel-high screen (with the
-# stage's 1920×1080 design canvas: app_page.SCENE_BODY_PX − 210)
-PICTURE_HEIGHT_PX = 720
+PICTURE_HEIGHT_PX = SCENE_BODY_PX - 210  # the scene body less its row of controls and the caption row (design px)
 
 
 def picture_facts(stage: Stage) -> dict:
@@ -266,7 +264,6 @@ def scene_tiling(stage: Stage) -> None:
     forward.button("Step ▶", shortcut="Right", disabled=step == num_steps - 1, on_click=move_step,
                    args=(1, num_steps))
     chart(fig)
-    animation_in_the_page()
     caption, download = st.columns([5, 1], vertical_alignment="center")
     caption.caption(f"{num_steps} steps of {s.block_m}×{s.block_n} tiles over one head, head_dim {s.head_dim}, "
                     f"{s.dtype}{', causal' if s.causal else ''}, computed {where} by the {LOOP_ORDERS[order]} "
@@ -300,7 +297,10 @@ def scene_seqlen(stage: Stage) -> None:
 
 
 def _milliseconds(value: float | None) -> str:
-    return f"{value:.3g} ms" if value is not None else "—"
+    """Milliseconds as a table shows them: 0.123 ms, 7.23 ms, 2,412 ms (never 2.4e+03)."""
+    if value is None:
+        return "—"
+    return f"{value:,.0f} ms" if value >= 100 else f"{value:.3g} ms"
 
 
 def scene_evolution(stage: Stage) -> None:
@@ -312,7 +312,7 @@ def scene_evolution(stage: Stage) -> None:
     recording_coverage(stage)
     measured = [{"label": algorithm_label(r["algorithm"]), "tflops": r["tflops"], "gpu": stage.gpu,
                  "algorithm": r["algorithm"]} for r in records]
-    chart(viz.evolution_figure(measured, theme=s.theme))
+    chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.measured_text))
     with st.expander("Sources of the published numbers"):
         st.markdown("\n".join(f"- **{entry['version']}** ({entry['year']}, {entry['gpu']}): {entry['citation']}. "
                               f"{entry['note']}" for entry in viz.PUBLISHED))

@@ -13,87 +13,75 @@ import urllib.parse
 from dataclasses import replace
 
 import streamlit as st
-import streamlit.components.v1 as components
+from pathlib import Path
 
 from app_settings import SCENES, SEQ_LENS, Settings, quoted, settings_from_query, settings_to_query
 import app_settings
 from app_stage import NO_RECORDING, UPLOAD_KEY, Stage, same_setting
 from viz.text import markdown_text
-from viz.theme import fmt_tokens
+from viz.theme import fmt_tokens, scaled_figure
 
 # Plotly's own toolbar exports any figure for slides; twice the pixels for a sharp PNG.
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
-# Plotly plays the animation in the browser; a zero-height component (a same-origin iframe) ties it to the
-# page around it:
-# - Space plays and pauses, as a clicker's "start" key expects: it presses the chart's own play (1×) and
-#   pause buttons. Keys typed into inputs and sliders are left alone.
-# - Where the animation stops (paused, ended, or moved with its slider), that step goes into the URL's
-#   `step`, the way Streamlit itself follows the browser's back and forward buttons (the address changes,
-#   then a popstate event): the app reruns at that step, so "Step ▶"/→ go on from the frame on screen and
-#   the link shows it.
-ANIMATION_IN_THE_PAGE = """<script>
-(() => {
-  const page = window.parent;  // this iframe is replaced on reruns: the handlers are re-bound each time
-  const animated = () => [...page.document.querySelectorAll(".js-plotly-plot")]
-    .find((plot) => plot.querySelector(".updatemenu-button"));
-  const keepStep = (chart) => {
-    if (chart.__stepKept) return;
-    chart.__stepKept = true;
-    chart.on("plotly_animatingframe", (frame) => { chart.__frameOnScreen = frame.name; });
-    const stopped = () => {
-      const step = chart.__frameOnScreen;
-      const url = new URL(page.location.href);
-      if (step === undefined || url.searchParams.get("step") === step) return;
-      url.searchParams.set("step", step);
-      page.history.replaceState(page.history.state, "", url.toString());
-      page.dispatchEvent(new PopStateEvent("popstate", {state: page.history.state}));
-    };
-    chart.on("plotly_animated", stopped);
-    chart.on("plotly_animationinterrupted", stopped);
-  };
-  const bind = () => { const chart = animated(); if (chart) keepStep(chart); };
-  bind();
-  window.setInterval(bind, 300);  // the chart is drawn once plotly has loaded, and may be redrawn anew
-  if (page.__spacePlaysAnimation) page.document.removeEventListener("keydown", page.__spacePlaysAnimation, true);
-  page.__spacePlaysAnimation = (event) => {
-    if (event.code !== "Space" || event.repeat) return;
-    const target = event.target;
-    if (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName)
-        || target.getAttribute("role") === "slider") return;
-    const chart = animated();
-    if (!chart) return;
-    const buttons = [...chart.querySelectorAll(".updatemenu-button")];
-    const playing = chart.__playing === true;
-    const wanted = playing ? buttons.find((b) => b.textContent.includes("pause"))
-                           : buttons.find((b) => b.textContent.trim().startsWith("▶ 1×")) || buttons[0];
-    if (!wanted) return;
-    event.preventDefault();
-    if (!chart.__watched) {
-      chart.__watched = true;
-      chart.on("plotly_animated", () => { chart.__playing = false; });
-      chart.on("plotly_animationinterrupted", () => { chart.__playing = false; });
-    }
-    wanted.dispatchEvent(new page.MouseEvent("click", {bubbles: true}));
-    chart.__playing = !playing;
-  };
-  page.document.addEventListener("keydown", page.__spacePlaysAnimation, true);
-})();
-</script>"""
-# Streamlit leaves 6rem above the first row for its header; the header here holds only the sidebar's
-# arrow at the far left, so 4rem is enough, and a scene fits a 1080-pixel projector screen.
-PAGE_STYLE = '<style>[data-testid="stMainBlockContainer"] { padding-top: 4rem; }</style>'
+# -- the stage: a 1920×1080 design canvas scaled to the window -----------------------------------------
+# Every size on the page is given for a 1920×1080 screen ("design px") and scales with the window, so a
+# scene that fits 1080p fits 720p (or 1080p at 150% zoom) the same way, only smaller. The page's text
+# scales through the root font size (1rem = 24 design px = 1/45 of the height, the smallest text the
+# audience reads); the charts are built in design px and scaled to the window the page script reports.
+# (CSS `zoom` on the page would do both at once, but Streamlit sizes a plotly chart from its rendered
+# width: under zoom 2/3 the charts came out 2/3 as wide as their column. See the stage report.)
+DESIGN_WIDTH_PX, DESIGN_HEIGHT_PX = 1920, 1080
+SMALLEST_TEXT_PX = 24  # design px: 1/45 of the height (24 px at 1080p, 16 px at 720p)
+# Under the page frame (badges, navigation, the scene's title) a scene body has this much height, in
+# design px, for everything it shows (text, controls, charts); scenes size their charts from it.
+FRAME_PX = 150
+SCENE_BODY_PX = DESIGN_HEIGHT_PX - FRAME_PX
+# Streamlit's own sizes are in rem: one root size scales them all. Text the audience reads is at
+# least 1rem (max(1rem, 1em) lifts captions, labels, badges and table cells that Streamlit sets
+# smaller); the frame's paddings shrink so the scene gets the height.
+PAGE_STYLE = """<style>
+html { font-size: min(calc(100vh / 45), calc(100vw / 80)) !important; }
+[data-testid="stMainBlockContainer"] { padding: 0.5rem 2.5rem 0.25rem 2.5rem; max-width: none; }
+[data-testid="stMain"] :is(p, span, div, label, li, td, th, a, code, small, summary, button, input) {
+  font-size: max(1rem, 1em); }
+[data-testid="stMain"] h2 { font-size: 1.75rem; padding: 0.25rem 0 0.25rem 0; }
+[data-testid="stMain"] [data-testid="stMetricValue"] { font-size: 2rem; }
+[data-testid="stMain"] [data-testid="stVerticalBlock"] { gap: 0.6rem; }
+[data-testid="stMain"] .stMarkdownBadge { font-size: 1rem !important; }
+/* Streamlit's header keeps only the sidebar's arrow (top left, over the page's left padding) */
+[data-testid="stHeader"] { background: transparent; pointer-events: none; }
+[data-testid="stHeader"] button { pointer-events: auto; }
+</style>"""
 
 
 # -- the URL is the state -------------------------------------------------------------------------
 
+_LINK_NOTES = "link_notes"  # (notes, the link the app wrote in place of the one they were about)
+
+
+def _query() -> dict[str, list[str]]:
+    return {key: st.query_params.get_all(key) for key in st.query_params}
+
+
 def read_url() -> tuple[Settings, list[str]]:
-    return settings_from_query({key: st.query_params.get_all(key) for key in st.query_params})
+    """The settings the link asks for, and notes on what it asked for that could not be used. The notes
+    stay while the link is the one the app wrote in its place: a rerun that nobody asked for (the page
+    reporting its window's size) must not take them off the screen."""
+    settings, notes = settings_from_query(_query())
+    if notes:
+        st.session_state[_LINK_NOTES] = (notes, None)  # the link to hold them comes with write_url
+        return settings, notes
+    remembered, written = st.session_state.get(_LINK_NOTES, ([], None))
+    return settings, (remembered if written is not None and written == _query() else [])
 
 
 def write_url(settings: Settings) -> None:
-    wanted = settings_to_query(settings)
-    if {key: st.query_params.get_all(key) for key in st.query_params} != {k: [v] for k, v in wanted.items()}:
-        st.query_params.from_dict(wanted)
+    wanted = {key: [value] for key, value in settings_to_query(settings).items()}
+    if _query() != wanted:
+        st.query_params.from_dict({key: values[0] for key, values in wanted.items()})
+    notes, written = st.session_state.get(_LINK_NOTES, ([], None))
+    if notes and written is None:
+        st.session_state[_LINK_NOTES] = (notes, wanted)
 
 
 def _control_key(field: str) -> str:
@@ -101,9 +89,15 @@ def _control_key(field: str) -> str:
 
 
 def change_settings(**changes) -> None:
-    """A control's callback: the URL holds the settings the last run used; change them there."""
+    """A control's callback: the URL holds the settings the last run used; change them there. A model
+    preset sets heads and head_dim; setting either names the preset of that shape, or "custom"."""
     settings, _ = read_url()
-    write_url(replace(settings, **changes))
+    settings = replace(settings, **changes)
+    if "model" in changes:
+        settings, _ = app_settings.with_model(settings)
+    elif "heads" in changes or "head_dim" in changes:
+        settings = replace(settings, model=app_settings.model_of(settings.heads, settings.head_dim))
+    write_url(settings)
 
 
 def move_step(by: int, num_steps: int) -> None:
@@ -153,6 +147,16 @@ def sidebar(stage: Stage, titles: dict[str, str]) -> None:
             if stage.upload_problem:
                 st.error(f"That file was not used: {markdown_text(stage.upload_problem)}")
         st.subheader("Attention")
+        bound(st.selectbox, "Model", "model", settings, options=app_settings.MODELS,
+              format_func=lambda name: app_settings.MODEL_PRESETS[name].label
+              if name in app_settings.MODEL_PRESETS else "custom (heads, head_dim below)")
+        preset = app_settings.MODEL_PRESETS.get(settings.model)
+        if preset:
+            grouped = (f" Its {preset.heads} query heads share {preset.kv_heads} K/V heads (grouped-query "
+                       f"attention); the kernels here give every query head its own K/V head, so the app "
+                       f"shows {preset.heads} K/V heads." if preset.kv_heads != preset.heads else "")
+            st.caption(f"{preset.label}: {preset.heads} heads × head_dim {preset.head_dim}, from {preset.source}."
+                       + grouped)
         bound(st.number_input, "Batch", "batch", settings, min_value=1, max_value=app_settings.MAX_BATCH, step=1)
         bound(st.number_input, "Heads", "heads", settings, min_value=1, max_value=app_settings.MAX_HEADS, step=1)
         bound(st.selectbox, "Head dimension", "head_dim", settings, options=app_settings.HEAD_DIMS)
@@ -160,10 +164,12 @@ def sidebar(stage: Stage, titles: dict[str, str]) -> None:
         if settings.scene != "tiling":  # the tiling scene shows these next to its animation instead
             causal_and_tile_controls(settings)
         st.subheader("Look")
-        bound(st.radio, "Chart theme", "theme", settings, options=app_settings.THEMES, horizontal=True)
+        bound(st.radio, "Chart theme", "theme", stage.link_settings, options=app_settings.THEME_CHOICES,
+              horizontal=True, format_func=lambda theme: "as the page" if theme == "auto" else theme)
         page_theme = st.context.theme.type  # Streamlit's own page theme: the URL or the viewer's system picks it
         if page_theme and page_theme != settings.theme:
-            matching = urllib.parse.urlencode(settings_to_query(settings) | {"embed_options": f"{settings.theme}_theme"})
+            matching = urllib.parse.urlencode(settings_to_query(stage.link_settings)
+                                              | {"embed_options": f"{settings.theme}_theme"})
             st.caption(f"The page is {page_theme}: [open it {settings.theme} too](?{matching}).")
 
 
@@ -206,7 +212,8 @@ def scene_navigation(scene: str) -> None:
 
 
 def chart(fig) -> None:
-    st.plotly_chart(fig, theme=None, config=CHART_CONFIG)  # theme=None: keep viz's projector template
+    """A figure built in design px (viz), scaled to the window; theme=None keeps viz's projector template."""
+    st.plotly_chart(scaled_figure(fig, stage_scale()), theme=None, config=CHART_CONFIG)
 
 
 def seq_len_slider(settings: Settings) -> None:
@@ -214,9 +221,40 @@ def seq_len_slider(settings: Settings) -> None:
           format_func=fmt_tokens)
 
 
-def animation_in_the_page() -> None:
-    """The script that ties the animated chart to the page (Space, the paused step into the URL)."""
-    components.html(ANIMATION_IN_THE_PAGE, height=0)
+# -- the page's style and script -------------------------------------------------------------------
+
+PAGE_SCRIPT_KEY = "page_script"
+_page_script = st.components.v2.component(
+    "flash_live_page", js=(Path(__file__).with_name("app_page.js")).read_text(), isolate_styles=False)
+
+
+def page_style_and_script() -> None:
+    """The stage's CSS, and the page script (app_page.js): the window's size for the charts, Space to play
+    and pause, the animation's paused step into the link. Mounted in the sidebar: no row in the scene."""
+    # style only: Streamlit applies it without adding a row to the page. --stage-window says which window
+    # the charts were built for (tests wait for it after a resize).
+    size = window_size()
+    built_for = f"{size['width']}x{size['height']}" if size else "design"
+    st.html(PAGE_STYLE.replace("</style>", f':root {{ --stage-window: "{built_for}"; }}\n</style>'))
+    with st.sidebar:
+        _page_script(key=PAGE_SCRIPT_KEY, data={"viewport": window_size()}, height=0,
+                     default={"viewport": None}, on_viewport_change=lambda: None)
+
+
+def window_size() -> dict | None:
+    """The browser window's inner size in CSS px, as the page script last reported it (None before)."""
+    state = st.session_state.get(PAGE_SCRIPT_KEY)
+    size = state.get("viewport") if state else None
+    return size if isinstance(size, dict) and size.get("width") and size.get("height") else None
+
+
+def stage_scale() -> float:
+    """Screen px per design px: the window against the 1920×1080 canvas (1 until the page reports)."""
+    size = window_size()
+    if size is None:
+        return 1.0
+    scale = min(float(size["height"]) / DESIGN_HEIGHT_PX, float(size["width"]) / DESIGN_WIDTH_PX)
+    return min(max(scale, 0.25), 4.0)
 
 
 # -- messages about the data ----------------------------------------------------------------------

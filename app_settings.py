@@ -23,6 +23,33 @@ MAX_BATCH = 64
 MAX_HEADS = 128
 MAX_SEED = 2**31 - 1
 MAX_STEP = 1 << 20  # far above any schedule the animation draws; the app clamps to the real length
+# "auto": charts follow the page's theme (the viewer's system setting, or Streamlit's menu)
+THEME_CHOICES = ("auto", *THEMES)
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    """A real model's attention shape, from its published configuration (config.json)."""
+    label: str
+    heads: int      # num_attention_heads (query heads)
+    kv_heads: int   # num_key_value_heads: grouped K/V heads (GQA); the kernels here use one K/V head per
+                    # query head, so the app shows as many K/V heads as query heads
+    head_dim: int   # hidden_size / num_attention_heads
+    source: str
+
+
+MODEL_PRESETS: dict[str, ModelPreset] = {
+    "gpt2-small": ModelPreset("GPT-2 small", 12, 12, 64,
+                              "openai-community/gpt2 config.json: n_head 12, n_embd 768 → 768 / 12 = 64"),
+    "llama3-8b": ModelPreset("Llama 3 8B", 32, 8, 128,
+                             "meta-llama/Meta-Llama-3-8B config.json: num_attention_heads 32, "
+                             "num_key_value_heads 8, hidden_size 4096 → 4096 / 32 = 128"),
+    "llama3-70b": ModelPreset("Llama 3 70B", 64, 8, 128,
+                              "meta-llama/Meta-Llama-3-70B config.json: num_attention_heads 64, "
+                              "num_key_value_heads 8, hidden_size 8192 → 8192 / 64 = 128"),
+}
+CUSTOM_MODEL = "custom"  # heads and head_dim as set one by one
+MODELS = (CUSTOM_MODEL, *MODEL_PRESETS)
 
 _DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32",
                   "float": "float32"}
@@ -50,7 +77,8 @@ class Settings:
     seed: int = 0
     source: str = "live"
     recording: str = "h200.json"
-    theme: str = "light"
+    theme: str = "auto"
+    model: str = CUSTOM_MODEL
 
     @property
     def dtype_bytes(self) -> int:
@@ -149,7 +177,8 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "seed": lambda raw: _whole_number(raw, 0, MAX_SEED),
     "source": lambda raw: _one_of_names(raw, SOURCES),
     "recording": _recording,
-    "theme": lambda raw: _one_of_names(raw, THEMES),
+    "theme": lambda raw: _one_of_names(raw, THEME_CHOICES),
+    "model": lambda raw: _one_of_names(raw, MODELS),
 }
 assert set(_PARSERS) == set(QUERY_KEYS), "every setting needs a parser"
 
@@ -190,7 +219,26 @@ def settings_from_query(params: Mapping[str, str | list[str]]) -> tuple[Settings
         listed = ", ".join(quoted(str(key)) for key in unknown[:_MAX_UNKNOWN_NOTES])
         more = f" and {len(unknown) - _MAX_UNKNOWN_NOTES} more" if len(unknown) > _MAX_UNKNOWN_NOTES else ""
         notes.append(f"unknown parameter{'s' if len(unknown) > 1 else ''} {listed}{more} ignored")
-    return replace(DEFAULTS, **chosen), notes
+    settings, model_notes = with_model(replace(DEFAULTS, **chosen), chosen)
+    notes.extend(model_notes)
+    return settings, notes
+
+
+def with_model(settings: Settings, chosen: Mapping[str, object] | None = None) -> tuple[Settings, list[str]]:
+    """A model preset sets heads and head_dim at once; values the link gives that disagree are noted."""
+    preset = MODEL_PRESETS.get(settings.model)
+    if preset is None:
+        return settings, []
+    notes = [f"{key}: {chosen[key]} disagrees with model {quoted(settings.model)} ({preset.label}: {key} "
+             f"{getattr(preset, key)}); using the model's" for key in ("heads", "head_dim")
+             if chosen and key in chosen and chosen[key] != getattr(preset, key)]
+    return replace(settings, heads=preset.heads, head_dim=preset.head_dim), notes
+
+
+def model_of(heads: int, head_dim: int) -> str:
+    """The preset with this shape, else "custom": a control that sets heads or head_dim keeps the link honest."""
+    return next((name for name, preset in MODEL_PRESETS.items()
+                 if (preset.heads, preset.head_dim) == (heads, head_dim)), CUSTOM_MODEL)
 
 
 def fit_tiles(settings: Settings, smem: SharedMemoryBudget) -> tuple[Settings, list[str]]:

@@ -62,11 +62,17 @@ class Stage:
     recording_problem: str        # why there is no recording ("" when there is one)
     upload_problem: str           # why an uploaded results file was refused ("" when none was)
     facts: dict | None            # device facts of the GPU whose numbers are shown
+    theme_asked: str = "auto"     # the link's theme; settings.theme is the charts' ("auto" resolved)
 
     @property
     def gpu(self) -> str:
         """The GPU's name as plain text (a results file's: figures escape it with viz.text.plotly_text)."""
         return self.facts["name"] if self.facts else "no GPU"
+
+    @property
+    def link_settings(self) -> Settings:
+        """The settings as the link keeps them (the theme as asked, not as resolved)."""
+        return replace(self.settings, theme=self.theme_asked)
 
     @property
     def gpu_name(self) -> str:
@@ -175,9 +181,9 @@ def flash_trace(seq_len: int, head_dim: int, block_m: int, block_n: int, causal:
     waiting = st.empty()
 
     def queued(ahead: int) -> None:
-        waiting.info(f"Queued behind {ahead} other viewer{'s' if ahead > 1 else ''}' kernel run"
-                     f"{'s' if ahead > 1 else ''}: Triton's CPU interpreter runs one at a time, so this animation "
-                     "starts when theirs are done.", icon=":material/hourglass_top:")
+        whose = "viewer's kernel run" if ahead == 1 else "viewers' kernel runs"
+        waiting.info(f"Queued behind {ahead} other {whose}: Triton's CPU interpreter runs one at a time, so "
+                     "this animation starts when theirs are done.", icon=":material/hourglass_top:")
 
     def build() -> dict:
         with runtime.kernel_launch_lock(on_wait=queued):  # the trace's kernel runs re-enter it
@@ -263,23 +269,28 @@ def _shared_memory_budget(facts: dict | None) -> SharedMemoryBudget | None:
     return SharedMemoryBudget(int(facts["smem_per_block_bytes"]), smem_bytes, markdown_text(facts["name"]))
 
 
-def prepare_stage(settings: Settings) -> tuple[Stage, list[str]]:
-    """Choose the data source (live only on a GPU Triton can drive) and check the tiles against it.
+def prepare_stage(settings: Settings, page_theme: str | None = None) -> tuple[Stage, list[str]]:
+    """Choose the data source (live only on a GPU Triton can drive), check the tiles against it, and resolve
+    the charts' theme ("auto": the page's, light when unknown).
 
     Never raises: the sidebar, with its uploader (the way out of a bad file), is drawn from the stage, so a
     failure here becomes a stage without numbers that says why."""
     try:
-        return _prepare_stage(settings)
+        return _prepare_stage(settings, page_theme)
     except Exception as exc:  # noqa: BLE001 - a bug or a broken machine must not take the page frame down
         import logging
         logging.getLogger(__name__).exception("preparing the data failed")
         problem = f"the data could not be prepared ({type(exc).__name__})"
-        return Stage(replace(settings, source="recorded"), False, False, problem, None, problem, "", None), []
+        theme = settings.theme if settings.theme != "auto" else page_theme or "light"
+        return Stage(replace(settings, source="recorded", theme=theme), False, False, problem, None, problem, "",
+                     None, settings.theme), []
 
 
-def _prepare_stage(settings: Settings) -> tuple[Stage, list[str]]:
+def _prepare_stage(settings: Settings, page_theme: str | None) -> tuple[Stage, list[str]]:
     backend, reason = kernel_backend()
     live = settings.source == "live" and backend == "cuda"
+    theme_asked = settings.theme
+    settings = replace(settings, theme=settings.theme if settings.theme != "auto" else page_theme or "light")
     recording, problem, notes, upload_problem = None, "", [], ""
     if settings.source == "live" and not live:
         if st.query_params.get("source") == "live":  # asked for in the link, not just the default
@@ -297,7 +308,8 @@ def _prepare_stage(settings: Settings) -> tuple[Stage, list[str]]:
     if budget:
         settings, tile_notes = fit_tiles(settings, budget)
         notes += tile_notes
-    return Stage(settings, backend == "cuda", live, reason, recording, problem, upload_problem, facts), notes
+    return Stage(settings, backend == "cuda", live, reason, recording, problem, upload_problem, facts,
+                 theme_asked), notes
 
 
 # -- records for the current settings -------------------------------------------------------------

@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.flash import FlashConfig, LN2, _check_tiles
+from kernels.flash import FlashConfig, LN2, _LN2, _check_tiles
 from kernels.inputs import check_attention_inputs, dot_modes
 
 @triton.jit(do_not_specialize=["seq_len", "heads", "n_q_blocks", "n_k_blocks"])
@@ -108,7 +108,7 @@ def _attn_fwd_fa1(Q, K, V, O, LSE, O_ACC, M, L, TRACE_STATS, TRACE_OUT, TRACE_OR
             tl.store(M + row_head + rows, m_new, mask=more)
             tl.store(L + row_head + rows, l_new, mask=more)
             tl.store(acc_head + rows[:, None] * HEAD_DIM + offs_d[None, :], o, mask=more[:, None])
-            tl.store(LSE + row_head + rows, (m_new + tl.math.log2(l_new)) * 0.6931471805599453, mask=done)
+            tl.store(LSE + row_head + rows, (m_new + tl.math.log2(l_new)) * _LN2, mask=done)
             tl.store(o_head + rows[:, None] * stride_on + offs_d[None, :] * stride_od,
                      o.to(O.dtype.element_ty), mask=done[:, None])
             if TRACE:

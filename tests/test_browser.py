@@ -54,9 +54,6 @@ SEQ_LEN_SLIDER = "Sequence length N (tokens)"
 NOTE_HEADER = "Some settings in the link could not be used"
 DARK = "rgb(14, 17, 23)"  # viz.theme's dark background (#0E1117), the same as Streamlit's dark page
 LIGHT = "rgb(255, 255, 255)"
-# plotly.js rejects the promise of an animation that pause interrupts, without a reason, and its own
-# play buttons leave that rejection unhandled (a standalone plotly page does the same): harmless.
-PLOTLY_INTERRUPTED_ANIMATION = "undefined"
 # The play controls' readout of the current frame ("step 7"), as opposed to the slider's tick labels.
 PLOTLY_SLIDER_VALUE = ".js-plotly-plot .slider-group > .slider-label"
 
@@ -130,16 +127,17 @@ def browser():
 
 @pytest.fixture
 def page(browser):
-    """A fresh tab (a new Streamlit session) at projector size; fails on an uncaught page error."""
+    """A fresh tab (a new Streamlit session) at projector size; fails on an uncaught page error or an error
+    in the console (plotly's pause rejection included: the page script handles it)."""
     context = browser.new_context(viewport=PROJECTOR)
     tab = context.new_page()
     tab.set_default_timeout(STEP_MS)
     errors = []
-    tab.on("pageerror", lambda error: errors.append(error.message))
+    tab.on("pageerror", lambda error: errors.append(f"uncaught: {error.message}"))
+    tab.on("console", lambda message: message.type == "error" and errors.append(f"console: {message.text}"))
     yield tab
     context.close()
-    unexpected = [error for error in errors if error != PLOTLY_INTERRUPTED_ANIMATION]
-    assert not unexpected, f"uncaught errors in the page: {unexpected}"
+    assert not errors, f"errors in the page: {errors}"
 
 
 @pytest.fixture(scope="module")

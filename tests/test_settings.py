@@ -12,7 +12,7 @@ ALLOWED = {
     "scene": app_settings.SCENES, "seq_len": app_settings.SEQ_LENS, "head_dim": app_settings.HEAD_DIMS,
     "dtype": tuple(app_settings.DTYPE_BYTES), "causal": (False, True), "block_m": app_settings.TILE_SIZES,
     "block_n": app_settings.TILE_SIZES, "trace_len": app_settings.TRACE_SEQ_LENS,
-    "source": app_settings.SOURCES, "theme": app_settings.THEMES,
+    "source": app_settings.SOURCES, "theme": app_settings.THEME_CHOICES, "model": app_settings.MODELS,
 }
 RANGES = {"batch": (1, app_settings.MAX_BATCH), "heads": (1, app_settings.MAX_HEADS),
           "step": (0, app_settings.MAX_STEP), "seed": (0, app_settings.MAX_SEED)}
@@ -32,7 +32,7 @@ valid_settings = st.builds(
     **{key: st.sampled_from(allowed) for key, allowed in ALLOWED.items()},
     **{key: st.integers(low, high) for key, (low, high) in RANGES.items()},
     recording=st.from_regex(app_settings._RECORDING_NAME, fullmatch=True).filter(lambda name: ".." not in name),
-)
+).map(lambda settings: app_settings.with_model(settings)[0])  # a preset fixes heads and head_dim
 junk_text = st.one_of(
     st.text(max_size=120),
     st.sampled_from(["", " ", "-1", "1e9", "nan", "inf", "0x40", "99999999999999999999", "８１９２", "8_192",
@@ -69,6 +69,8 @@ def test_round_trip_through_the_query_is_identity(settings):
 @hypothesis_settings(max_examples=300, deadline=None)
 @given(valid_settings, st.sampled_from(QUERY_KEYS), junk_text)
 def test_one_bad_value_is_noted_and_the_others_are_kept(settings, key, raw):
+    if key in ("heads", "head_dim"):  # with a model preset the model sets them (tested below)
+        settings = replace(settings, model=app_settings.CUSTOM_MODEL)
     params = settings_to_query(settings) | {key: raw}
     alone, alone_notes = settings_from_query({key: raw})
     result, notes = settings_from_query(params)
@@ -177,3 +179,30 @@ def test_sizes_agree_with_what_the_kernels_accept():
     for size in (8, 48, 512):
         with pytest.raises(ValueError):
             flash._check_tiles(size, size)
+
+
+@pytest.mark.parametrize("model, heads, head_dim", [("gpt2-small", 12, 64), ("llama3-8b", 32, 128),
+                                                    ("llama3-70b", 64, 128)])
+def test_a_model_preset_sets_heads_and_head_dim(model, heads, head_dim):
+    settings, notes = settings_from_query({"model": model})
+    assert (settings.model, settings.heads, settings.head_dim) == (model, heads, head_dim) and not notes
+    assert app_settings.model_of(heads, head_dim) == model
+    assert settings_from_query(settings_to_query(settings)) == (settings, [])
+
+
+def test_a_link_whose_heads_disagree_with_its_model_keeps_the_model_and_says_so():
+    settings, notes = settings_from_query({"model": "llama3-8b", "heads": "8", "head_dim": "64"})
+    assert (settings.heads, settings.head_dim) == (32, 128)
+    assert len(notes) == 2 and all("llama3-8b" in note for note in notes)
+
+
+def test_an_unknown_model_is_a_note_and_the_custom_shape():
+    settings, notes = settings_from_query({"model": "gpt-5", "heads": "8"})
+    assert (settings.model, settings.heads) == (app_settings.CUSTOM_MODEL, 8)
+    assert len(notes) == 1 and notes[0].startswith("model: `gpt-5`")
+
+
+def test_grouped_kv_presets_say_so():
+    for preset in app_settings.MODEL_PRESETS.values():
+        assert preset.kv_heads <= preset.heads and preset.heads % preset.kv_heads == 0
+        assert "config.json" in preset.source

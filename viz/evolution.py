@@ -8,6 +8,8 @@ derived from it and marked "derived".
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -86,16 +88,22 @@ PUBLISHED: list[dict] = [
 ]
 
 
-def evolution_figure(measured: list[dict], theme: str = "light", height: int = 600) -> go.Figure:
+def evolution_figure(measured: list[dict], theme: str = "light", height: int = 600,
+                     measured_label: str = "measured on this GPU") -> go.Figure:
     """Published FlashAttention throughput by version and year, then the measured points passed in.
 
     measured: dicts with "label", "tflops" (None: not measured), "gpu" and optionally "algorithm"
     (for its colour), e.g. ours and PyTorch SDPA on this GPU. One x position per entry, in order.
+    measured_label: where those come from, as plain text ("recorded on H200, 2026-11-29"; escaped here).
     """
+    measured_label = plotly_text(measured_label)
     def category(entry: dict) -> str:
+        # short lines side by side: nine upright labels fit a 1920-px-wide chart at 24 px
         if "short" in entry:
-            return f"{entry['short']} ({entry['year']})<br>{entry['gpu']} · {entry['dtype']}"
-        return f"{plotly_text(entry['label'])}<br>{plotly_text(entry['gpu'])}"  # measured: the GPU name is a file's
+            return f"{entry['short']} ({entry['year']})<br>{entry['gpu']}<br>{entry['dtype']}"
+        # measured: the GPU name is a file's
+        lines = textwrap.wrap(entry["label"], 14) + textwrap.wrap(entry["gpu"], 14)
+        return "<br>".join(plotly_text(line) for line in lines)
 
     fig = go.Figure()
     for kind, symbol, name in (
@@ -124,7 +132,7 @@ def evolution_figure(measured: list[dict], theme: str = "light", height: int = 6
                 x=[category(m) for m in known],
                 y=np.array([m["tflops"] for m in known], dtype=np.float64),
                 mode="markers+text",
-                name="measured on this GPU",
+                name=measured_label,
                 marker=dict(
                     symbol="diamond",
                     size=26,
@@ -133,7 +141,7 @@ def evolution_figure(measured: list[dict], theme: str = "light", height: int = 6
                 ),
                 text=[f"<b>{m['tflops']:,.0f}</b>" for m in known],
                 textposition="top center",
-                hovertemplate="%{x}: %{y:,.1f} TFLOPS<extra>measured</extra>",
+                hovertemplate="%{x}: %{y:,.1f} TFLOPS<extra>" + measured_label.split(" on ")[0] + "</extra>",
             )
         )
     if unknown:
@@ -150,11 +158,15 @@ def evolution_figure(measured: list[dict], theme: str = "light", height: int = 6
             )
         )
     top = max([e["tflops"] for e in PUBLISHED] + [m["tflops"] for m in known])
-    style(fig, theme, title="FlashAttention 1 → 4, and this GPU<br><sup>published numbers are other GPUs</sup>")
-    fig.update_yaxes(title_text="TFLOPS", range=[0, top * 1.2])
+    style(fig, theme, title=f"FlashAttention 1 → 4, and ours {measured_label}"
+                            "<br><sup>published numbers are other GPUs</sup>")
+    fig.update_yaxes(title_text="TFLOPS", range=[0, top * 1.3])
     # chronological, then the measurements, whatever order the traces were added in
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=[category(e) for e in PUBLISHED + measured])
-    fig.update_layout(height=height, legend=dict(x=0.01, y=0.99, xanchor="left", yanchor="top"))
+    fig.update_xaxes(tickangle=0)
+    # the legend in a row above the plot, where no point can sit under it
+    fig.update_layout(height=height, legend=dict(orientation="h", x=0, y=1.0, xanchor="left", yanchor="bottom"),
+                      margin=dict(t=150))
     if not measured:
         note(fig, "no measurement on this GPU yet", theme, y=0.85)
     return fig

@@ -62,7 +62,8 @@ def hierarchy_figure(facts: dict, theme: str = "light", height: int = 520) -> go
                 orientation="h",
                 marker_color=[level["color"] for level in levels],
                 text=texts,
-                textposition="inside",
+                textposition="auto",  # outside a bar too short for its label, never turned or shrunk
+                textangle=0,
                 insidetextanchor="end",
                 textfont=dict(color=[level["text_color"] for level in levels]),  # the higher-contrast of black/white
                 customdata=[level["how"] for level in levels] if col == 2 else None,
@@ -94,5 +95,5 @@ def hierarchy_figure(facts: dict, theme: str = "light", height: int = 520) -> go
     subtitle = "↑ smaller, faster, on chip · ↓ larger, slower · SRAM bandwidth: spec; L2, HBM: measured"
     style(fig, theme, title=f"{name}: memory hierarchy<br><sup>{subtitle}</sup>")
     fig.update_yaxes(categoryorder="array", categoryarray=categories[::-1])  # SRAM on top
-    fig.update_layout(height=height, bargap=0.35)
+    fig.update_layout(height=height, bargap=0.35, margin=dict(t=150))  # the subplot titles under the subtitle
     return fig

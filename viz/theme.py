@@ -55,11 +55,16 @@ ALGORITHM_LABELS: dict[str, str] = {
 
 # Background / foreground per theme; the dark background matches Streamlit's dark theme.
 _SURFACES: dict[str, dict[str, str]] = {
-    "light": {"background": "#FFFFFF", "foreground": "#111111", "grid": "#D9D9D9", "muted": "#555555"},
-    "dark": {"background": "#0E1117", "foreground": "#F5F5F5", "grid": "#3A3F4B", "muted": "#AAAAAA"},
+    # projector contrast: black on white, white on near-black; muted text still 7:1
+    "light": {"background": "#FFFFFF", "foreground": "#000000", "grid": "#C8C8C8", "muted": "#4D4D4D"},
+    "dark": {"background": "#0E1117", "foreground": "#FFFFFF", "grid": "#4A505C", "muted": "#B8B8B8"},
 }
 
-BASE_FONT_PX = 20  # readable from the back of a room on a projector
+# Figures are built for a 1920×1080 screen ("design px") and scaled to the window by the page
+# (scaled_figure). The smallest text anyone in the room has to read is 24 design px, 1/45 of the height;
+# every figure font is BASE_FONT_PX - 2 or more.
+SMALLEST_TEXT_PX = 24
+BASE_FONT_PX = SMALLEST_TEXT_PX + 2
 FONT_FAMILY = "Source Sans Pro, Arial, sans-serif"
 
 
@@ -96,7 +101,8 @@ def template(theme: str = "light") -> go.layout.Template:
     )
     layout = go.Layout(
         font=dict(family=FONT_FAMILY, size=BASE_FONT_PX, color=colors["foreground"]),
-        title=dict(font=dict(size=BASE_FONT_PX + 6), x=0.01, xanchor="left"),
+        # a title's <sup> subtitle is 70% of it: 36 px keeps it at 25 px
+        title=dict(font=dict(size=BASE_FONT_PX + 10), x=0.01, xanchor="left"),
         paper_bgcolor=colors["background"],
         plot_bgcolor=colors["background"],
         colorway=[PALETTE[name] for name in ("flash", "standard", "sdpa_flash", "sdpa_default", "torch_naive")],
@@ -121,6 +127,55 @@ def style(fig: go.Figure, theme: str = "light", title: str | None = None) -> go.
     if title is not None:
         fig.update_layout(title_text=title)
     return fig
+
+
+# Under these keys a layout or trace holds pixel sizes; scaled_figure multiplies them.
+_FONT_KEYS = ("font", "textfont", "tickfont", "insidetextfont", "outsidetextfont", "grouptitlefont")
+_PX_KEYS = {
+    "layout": ("height", "width"),
+    "margin": ("l", "r", "t", "b", "pad"),
+    "pad": ("l", "r", "t", "b"),
+    "marker": ("size",),
+    "annotations": ("xshift", "yshift"),
+    **{key: ("size",) for key in _FONT_KEYS},
+}
+
+
+def _scale_px(node, factor: float, parent: str) -> None:
+    """Multiply the pixel sizes in nested plotly JSON in place (font and marker sizes, margins, paddings,
+    the figure's height and width, annotation shifts); `parent` is the key that holds `node`. A font
+    smaller than SMALLEST_TEXT_PX is raised to it first: no text on the stage is too small to read."""
+    if isinstance(node, list):
+        for item in node:
+            _scale_px(item, factor, parent)
+        return
+    if not isinstance(node, dict):
+        return
+    floor = SMALLEST_TEXT_PX if parent in _FONT_KEYS else 0
+    for key in _PX_KEYS.get(parent, ()):
+        value = node.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            node[key] = max(value, floor) * factor
+        elif isinstance(value, list) and all(isinstance(v, (int, float)) for v in value):
+            node[key] = [max(v, floor) * factor for v in value]
+    for key, value in node.items():
+        if isinstance(value, (dict, list)):
+            _scale_px(value, factor, key)
+
+
+def scaled_figure(fig: go.Figure, factor: float) -> go.Figure:
+    """The figure with every pixel size (fonts, markers, margins, height) times `factor`: a figure built
+    for a 1920×1080 screen, shown on a smaller or larger one; fonts below SMALLEST_TEXT_PX are raised to
+    it. A new figure that shares `fig`'s frames (frames carry data, never sizes); `fig` is not changed."""
+    layout = fig.layout.to_plotly_json()
+    layout.setdefault("height", 450)  # plotly's default height, so that it scales too
+    _scale_px(layout, factor, "layout")
+    data = [trace.to_plotly_json() for trace in fig.data]
+    _scale_px(data, factor, "data")
+    scaled = go.Figure(data=data, layout=layout, skip_invalid=False)
+    if fig.frames:
+        scaled._frame_objs = fig._frame_objs  # the same frames, not a copy: an animation has ~1000
+    return scaled
 
 
 _BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")

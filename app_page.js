@@ -1,0 +1,115 @@
+// The page's own script (a Streamlit components-v2 component: it runs in the page, not in an iframe).
+// app_page.py mounts it once per session, in the sidebar; it stays mounted across reruns.
+//
+// - The window's size goes to the app (state "viewport"): the charts are built for it, the way the
+//   page's CSS sizes text from the window's height (app_page.PAGE_STYLE).
+// - Space plays and pauses the tiling animation, as a clicker's "start" key expects: it presses the
+//   chart's own play (1×) and pause buttons. Keys typed into inputs and sliders are left alone.
+// - Where the animation stops (paused, ended, or moved with its slider), that step goes into the URL's
+//   `step`, the way Streamlit itself follows the browser's back and forward buttons (the address
+//   changes, then a popstate event): the app reruns at that step, so "Step ▶"/→ go on from the frame
+//   on screen and the link shows it. Play then goes on from that step too.
+// - plotly.js rejects the promise of an animation that pause cuts short, with no reason, and its
+//   play buttons leave that rejection unhandled: the page handles it (nothing else rejects with
+//   `undefined` here), so the console stays clean.
+export default function (component) {
+  const { setStateValue, data } = component;
+  // Streamlit may run this again (new data after a rerun) before the last run's cleanup: one set of
+  // listeners per page, whatever happens
+  if (window.__flashLivePage) window.__flashLivePage();
+
+  // -- the window's size, for the charts ---------------------------------------------------------
+  let reported = data && data.viewport ? `${data.viewport.width}x${data.viewport.height}` : "";
+  let resizeTimer;
+  const report = () => {
+    const size = { width: window.innerWidth, height: window.innerHeight };
+    const key = `${size.width}x${size.height}`;
+    if (key === reported || !size.width || !size.height) return;
+    reported = key;
+    setStateValue("viewport", size);
+  };
+  const onResize = () => { window.clearTimeout(resizeTimer); resizeTimer = window.setTimeout(report, 250); };
+  window.addEventListener("resize", onResize);
+  report();
+
+  // -- the animation and the link ----------------------------------------------------------------
+  const animated = () => [...document.querySelectorAll(".js-plotly-plot")]
+    .find((plot) => plot.querySelector(".updatemenu-button"));
+  const urlStep = () => new URL(window.location.href).searchParams.get("step");
+  const goToStep = (step) => {
+    const url = new URL(window.location.href);
+    if (step === undefined || url.searchParams.get("step") === step) return;
+    url.searchParams.set("step", step);
+    window.history.replaceState(window.history.state, "", url.toString());
+    window.dispatchEvent(new PopStateEvent("popstate", { state: window.history.state }));
+  };
+  const keepStep = (chart) => {
+    // A chart drawn at a step (the app's start_step) has not animated yet: tell plotly which frame is on
+    // screen, so that Play (`fromcurrent`) goes on from there rather than from the first step.
+    const layout = chart._fullLayout;
+    if (layout && layout._currentFrame === undefined && urlStep() !== null) {
+      layout._currentFrame = urlStep();
+    }
+    // the handlers live on the chart element; a redraw (a new plot in the same element) drops plotly's
+    // listeners, so listen again whenever ours are gone
+    if (!chart.__stage) {
+      chart.__stage = {
+        frame: (frame) => { chart.__frameOnScreen = frame.name; },
+        stopped: () => {
+          chart.__playing = false;
+          // let plotly finish the frame it is drawing before the rerun redraws the chart
+          window.requestAnimationFrame(() => window.requestAnimationFrame(() => {
+            if (!chart.__playing) goToStep(chart.__frameOnScreen);
+          }));
+        },
+      };
+    }
+    const { frame, stopped } = chart.__stage;
+    if (chart._ev && chart._ev.listeners("plotly_animated").includes(stopped)) return;
+    chart.on("plotly_animatingframe", frame);
+    chart.on("plotly_animated", stopped);
+    chart.on("plotly_animationinterrupted", stopped);
+  };
+  const bind = () => { const chart = animated(); if (chart) keepStep(chart); };
+  bind();
+  const binder = window.setInterval(bind, 300);  // plotly draws the chart late, and reruns redraw it
+
+  const onKey = (event) => {
+    if (event.code !== "Space" || event.repeat) return;
+    const target = event.target;
+    if (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName)
+        || target.getAttribute("role") === "slider") return;
+    const chart = animated();
+    if (!chart) return;
+    const buttons = [...chart.querySelectorAll(".updatemenu-button")];
+    const playing = chart.__playing === true;
+    const wanted = playing ? buttons.find((b) => b.textContent.includes("pause"))
+                           : buttons.find((b) => b.textContent.trim().startsWith("▶ 1×")) || buttons[0];
+    if (!wanted) return;
+    event.preventDefault();
+    keepStep(chart);
+    chart.__playing = !playing;
+    wanted.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+  };
+  // a click on a play button marks the chart as playing, so that Space pauses it
+  const onClick = (event) => {
+    const button = event.target.closest && event.target.closest(".updatemenu-button");
+    const chart = button && button.closest(".js-plotly-plot");
+    if (chart) chart.__playing = !button.textContent.includes("pause");
+  };
+  const onRejection = (event) => { if (event.reason === undefined) event.preventDefault(); };
+  document.addEventListener("keydown", onKey, true);
+  document.addEventListener("click", onClick, true);
+  window.addEventListener("unhandledrejection", onRejection);
+
+  const cleanup = () => {
+    if (window.__flashLivePage === cleanup) window.__flashLivePage = undefined;
+    window.removeEventListener("resize", onResize);
+    window.clearInterval(binder);
+    document.removeEventListener("keydown", onKey, true);
+    document.removeEventListener("click", onClick, true);
+    window.removeEventListener("unhandledrejection", onRejection);
+  };
+  window.__flashLivePage = cleanup;
+  return cleanup;
+}
