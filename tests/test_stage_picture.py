@@ -7,7 +7,7 @@ from tests.test_stage import (MEASURE, SIZES, TEXT_SHARE, expect, outside, overl
                               tabs)
 
 pytestmark = pytest.mark.browser
-VIEWS = ("HBM ↔ SRAM", "Source", "Re-reads", "Tiles")
+VIEWS = ("HBM ↔ SRAM", "Source", "Re-reads")  # "Tiles": tests/test_stage.py measures the default view
 PICTURE = {"scene": "tiling", "trace_len": "256", "block_m": "64", "block_n": "32", "causal": "true", "step": "5"}
 
 
