@@ -152,13 +152,11 @@ def scene_compare(stage: Stage) -> None:
         figure_panels.append({"key": "flash_l2", "title": "flash, L2-aware model", "parts": panels.flash_l2,
                               "counted": moved.flash_counted})
     chart(viz.compare_figure(figure_panels, theme=s.theme, height=COMPARE_CHART_PX))
-    tiles = "the tiles its record says it ran" if panels.tiles_known else "assumed tiles (the record does not say)"
-    l2 = (f"L2-aware: programs of one head share K and V in the {fmt_bytes(panels.machine.l2_bytes)} L2; "
-          f"{panels.machine.programs_in_flight} programs at once ({panels.machine.how})"
-          if panels.machine else "no L2-aware model: the GPU's L2 and SM count are unknown")
-    wall = f" Standard could not run here: {story.OUT_OF_MEMORY}." if naive and naive["status"] == "oom" else ""
-    st.caption(f"Bytes: cost model, flash with {tiles}; {l2}. \"counted\": Nsight Compute's DRAM bytes for "
-               f"the recorded run, where the recording has them.{wall}")
+    tiles = "its recorded tiles" if panels.tiles_known else "assumed tiles (not recorded)"
+    l2 = (f"{fmt_bytes(panels.machine.l2_bytes)} L2, {panels.machine.how}" if panels.machine
+          else "no L2 model: GPU unknown")
+    wall = f" Standard did not run here: {story.OUT_OF_MEMORY}." if naive and naive["status"] == "oom" else ""
+    st.caption(f"Cost model (flash: {tiles}; {l2}); counted: Nsight Compute, recorded run.{wall}")
 
 
 def scene_roofline(stage: Stage) -> None:

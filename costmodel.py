@@ -293,7 +293,7 @@ def machine_from_facts(facts: dict | None) -> Machine | None:
     if not facts or not facts.get("l2_bytes") or not facts.get("sm_count"):
         return None
     return Machine(int(facts["l2_bytes"]), int(facts["sm_count"]),
-                   f"one per SM × {facts['sm_count']} SMs share each pass over K, V")
+                   f"{facts['sm_count']} programs (one per SM) share each pass over K, V")
 
 
 def traffic(algorithm: str, seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int, causal: bool,

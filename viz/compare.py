@@ -85,12 +85,12 @@ def compare_figure(panels: list[dict], theme: str = "light", log_y: bool = False
         fig.update_yaxes(**linear_bytes_axis(peak * 1.2))
         fig.update_layout(barmode="stack")
     fig.update_yaxes(title_text="HBM bytes", row=1, col=1)
-    style(fig, theme, title="Where the bytes go: HBM traffic per kernel")
+    style(fig, theme)  # the scene's heading says what this is; the panel titles carry the numbers
     fig.update_annotations(font_size=BASE_FONT_PX)  # the subplot titles
     fig.update_xaxes(tickangle=0)
     fig.update_layout(
         height=height,
-        margin=dict(t=190),
+        margin=dict(t=150),
         legend=dict(orientation="h", x=1, xanchor="right", yref="container", y=1, yanchor="top"),
     )
     return fig
