@@ -40,11 +40,21 @@ def oom_text(record: dict) -> str:
     return "; ".join(parts)
 
 
-def _oom_wall(fig: go.Figure, oom_records: list[dict], x_max: float) -> None:
-    """Shade everything right of the first out-of-memory sequence length (standard's, if it has one)."""
+def _first_wall(oom_records: list[dict]) -> dict:
+    """The first out-of-memory record: standard's, if it has one."""
     naive = [r for r in oom_records if r["algorithm"] == "naive"]
-    first = min(naive or oom_records, key=lambda r: r["seq_len"])
-    needed = f" ({oom_text(first)})" if oom_text(first) else ""
+    return min(naive or oom_records, key=lambda r: r["seq_len"])
+
+
+def wall_text(record: dict) -> str:
+    """"out of memory at N = 32K (needs 192.2 GiB; a 64.0 GiB allocation failed)"."""
+    needed = f" ({oom_text(record)})" if oom_text(record) else ""
+    return f"out of memory at N = {fmt_tokens(record['seq_len'])}{needed}"
+
+
+def _oom_wall(fig: go.Figure, first: dict, x_max: float) -> None:
+    """Shade everything right of the first out-of-memory sequence length; its words are in the legend (a label
+    inside the plot would cross the curves)."""
     fig.add_shape(
         type="rect",
         x0=first["seq_len"],
@@ -56,12 +66,6 @@ def _oom_wall(fig: go.Figure, oom_records: list[dict], x_max: float) -> None:
         opacity=0.15,
         line=dict(color=PALETTE["oom"], width=3),
         layer="below",
-        label=dict(
-            text=f"out of memory at N = {fmt_tokens(first['seq_len'])}{needed}",
-            textposition="bottom left",
-            xanchor="right",  # the text ends at the wall, so it never runs off the plot
-            font=dict(color=PALETTE["oom"]),
-        ),
     )
 
 
@@ -131,16 +135,20 @@ def memory_figure(
                 hovertemplate="N = %{x}: %{text}<extra></extra>",
             )
         )
-        _oom_wall(fig, oom, x_max=hi * 2)
+        _oom_wall(fig, _first_wall(oom), x_max=hi * 2)
     if hbm_bytes:
         horizontal_marker(fig, hbm_bytes, f"device memory {fmt_bytes(hbm_bytes)}", theme)
     if seq_len_marker:
         vertical_marker(fig, seq_len_marker, f"N = {fmt_tokens(seq_len_marker)}", theme)
 
-    style(fig, theme, title=f"Extra memory beyond Q, K, V · batch {batch} × {heads} heads, d = {head_dim}")
+    title = f"Extra memory beyond Q, K, V · batch {batch} × {heads} heads, d = {head_dim}"
+    if oom:  # the wall in words, under the title: a label inside the plot would cross the curves
+        title += f"<br><sup>{wall_text(_first_wall(oom))}</sup>"
+    style(fig, theme, title=title)
     fig.update_xaxes(title_text="sequence length N (tokens)", **token_axis([lo, hi]))
-    fig.update_yaxes(title_text="extra device memory", **bytes_axis(plotted))
+    fig.update_yaxes(title_text="extra memory", **bytes_axis(plotted))
     # the legend at the figure's foot, under the axis title at any height: two rows of entries
-    fig.update_layout(height=height, margin_b=150,
+    # a second title line (the wall) needs room above the "N = …" marker's label
+    fig.update_layout(height=height, margin_b=150, margin_t=150 if oom else 110,
                       legend=dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom"))
     return fig
