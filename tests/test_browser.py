@@ -12,35 +12,21 @@ recorded numbers for the slider scenes, Triton's interpreter for the animation. 
 every scenario land in artifacts/browser/ at 1920×1080, the size a projector shows.
 """
 import json
-import os
 import re
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.browser
 
 from app_settings import SCENES
-from browser_support import CHROMIUM, require_browser
+from browser_support import ARTIFACTS, launched_chromium, require_browser, running_app
 
 require_browser()  # skips without chromium or Playwright; fails instead in CI (FLASH_LIVE_REQUIRE_BROWSER=1)
 import playwright.sync_api as sync_api  # noqa: E402
 expect = sync_api.expect
 
-ROOT = Path(__file__).resolve().parents[1]
-ARTIFACTS = ROOT / "artifacts" / "browser"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 PROJECTOR = {"width": 1920, "height": 1080}
-SERVER_START_S = 90
 # A fresh server imports torch and Triton and reads the recording on its first run: allow for it.
 FIRST_RUN_MS = 120_000
 STEP_MS = 45_000  # a rerun that may run the interpreter (a new animation setting) on a slow CI core
@@ -60,69 +46,17 @@ PLOTLY_SLIDER_VALUE = ".js-plotly-plot .slider-group > .slider-label"
 
 # -- the server and the browser -------------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-            return response.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 @pytest.fixture(scope="module")
 def server():
-    """`streamlit run app.py` on a free local port; its base URL. Always stopped, with its children."""
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "FLASH_LIVE_BACKEND": "interpreter"}
-    log_path = ARTIFACTS / "streamlit.log"
-    with open(log_path, "w") as log:
-        # a session of its own, so teardown can signal the whole process group
-        process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-             "--server.headless", "true", "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-            cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
-    try:
-        deadline = time.monotonic() + SERVER_START_S
-        while not _healthy(url):
-            if time.monotonic() > deadline:
-                pytest.fail(f"streamlit was not healthy after {SERVER_START_S} s; see {log_path}")
-            try:  # the poll's pause doubles as the check that the server is still alive
-                process.wait(timeout=0.25)
-            except subprocess.TimeoutExpired:
-                continue
-            pytest.fail(f"streamlit exited with {process.returncode} before serving: {log_path.read_text()[-2000:]}")
+    """`streamlit run app.py` on a free local port (browser_support.running_app); its base URL."""
+    with running_app() as url:
         yield url
-    finally:
-        _stop(process)
-
-
-def _stop(process: subprocess.Popen) -> None:
-    for sig, grace_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=grace_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+    with launched_chromium(sync_api) as chromium:
         yield chromium
-        chromium.close()
 
 
 @pytest.fixture
