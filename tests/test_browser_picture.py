@@ -1,4 +1,4 @@
-"""The tiling scene's loop orders in a real browser: each order's HBM ↔ SRAM animation plays (2×) and
+"""The tiling scene's loop orders in a real browser: each order's HBM ↔ SRAM animation plays (0.5×) and
 pauses where it stands, the paused step going into the link (fixtures and helpers: tests/test_browser.py)."""
 import re
 
@@ -25,12 +25,10 @@ def test_each_order_plays_and_pauses(page, server, order):
         settle(page)
     expect(animation_caption(page)).to_contain_text(f"/{STEPS} · {order}")
     slider = page.locator(PLOTLY_SLIDER_VALUE)
-    page.evaluate("() => document.querySelector('.js-plotly-plot')"
-                  ".on('plotly_animationinterrupted', () => { window.__paused = true; })")
-    chart(page).locator(".updatemenu-button").filter(has_text="2×").click()
+    # 0.5×: the 20 steps take 10 s, so a busy CI core still presses pause long before the last frame
+    chart(page).locator(".updatemenu-button").filter(has_text="0.5×").click()
     expect(slider).not_to_have_text("step 1")
     chart(page).locator(".updatemenu-button").filter(has_text="pause").click()
-    page.wait_for_function("() => window.__paused === true")
     page.wait_for_function("() => new URLSearchParams(location.search).get('step') !== '0'")  # the paused step
     settle(page)
     paused_at = int(re.search(r"\d+", slider.text_content())[0])
