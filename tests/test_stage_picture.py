@@ -5,19 +5,11 @@ import pytest
 pytest.importorskip("tests.test_stage", reason="the stage checks (tests/test_stage.py) are not here yet")
 from tests.test_stage import (MEASURE, SIZES, TEXT_SHARE, expect, outside, overlaps, server, show,  # noqa: E402, F401
                               tabs)
+from tests.test_browser_picture import choose  # noqa: E402
 
 pytestmark = pytest.mark.browser
 VIEWS = ("HBM ↔ SRAM", "Source", "Re-reads")  # "Tiles": tests/test_stage.py measures the default view
 PICTURE = {"scene": "tiling", "trace_len": "256", "block_m": "64", "block_n": "32", "causal": "true", "step": "5"}
-
-
-def choose(page, label: str) -> None:
-    button = page.locator('[data-testid="stButtonGroup"] button').filter(has_text=label)
-    if button.get_attribute("aria-checked") != "true":
-        button.click()
-    expect(button).to_have_attribute("aria-checked", "true")
-    page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for(state="attached")
-    page.locator(".js-plotly-plot").first.wait_for()
 
 
 @pytest.mark.parametrize("size", SIZES)
