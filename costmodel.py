@@ -339,8 +339,8 @@ def step_traffic(seq_len: int, head_dim: int, block_m: int, block_n: int, causal
     written for the tile and read for its visible scores; at a Q block's last step P's zeros right of
     the tiles it visits (causal) and O.
 
-    Returns int64 arrays of shape (T,): "flash_read", "flash_written", "standard_read",
-    "standard_written" (cumulative), and "flash_bytes", "standard_bytes" (read + written).
+    Returns int64 arrays of shape (T,): "flash_read", "flash_written", "naive_read",
+    "naive_written" (cumulative), and "flash_bytes", "naive_bytes" (read + written).
     """
     n, d, e = seq_len, head_dim, dtype_bytes
     schedule = tile_schedule(n, block_m, block_n, causal)
@@ -361,15 +361,15 @@ def step_traffic(seq_len: int, head_dim: int, block_m: int, block_n: int, causal
 
     flash_read = first * rows * d * e + 2 * cols * d * e
     flash_written = last * rows * (d * e + LSE_BYTES)
-    standard_read = (first * rows * d * e + first_visit * 2 * cols * d * e
+    naive_read = (first * rows * d * e + first_visit * 2 * cols * d * e
                      + passes * visible * SCORE_BYTES + visible * e)
-    standard_written = (visible * SCORE_BYTES + rows * cols * e
+    naive_written = (visible * SCORE_BYTES + rows * cols * e
                         + last * (rows * (n - covered) * e + rows * d * e))
     out = {name: np.cumsum(values.astype(np.int64)) for name, values in (
         ("flash_read", flash_read), ("flash_written", flash_written),
-        ("standard_read", standard_read), ("standard_written", standard_written))}
+        ("naive_read", naive_read), ("naive_written", naive_written))}
     out["flash_bytes"] = out["flash_read"] + out["flash_written"]
-    out["standard_bytes"] = out["standard_read"] + out["standard_written"]
+    out["naive_bytes"] = out["naive_read"] + out["naive_written"]
     return out
 
 

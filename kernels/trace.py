@@ -49,7 +49,7 @@ class FlashTrace:
     alpha: np.ndarray         # (T, block_m): rescale factor applied at the step
     out_rows: np.ndarray      # (T, block_m, head_dim): the block's acc / l after the step
     out_flash: np.ndarray     # (seq_len, head_dim)
-    out_standard: np.ndarray  # (seq_len, head_dim)
+    out_naive: np.ndarray  # (seq_len, head_dim)
     max_abs_err: float        # max |O_flash − O_standard|
     scores: np.ndarray        # (seq_len, seq_len) float64 sm_scale·QKᵀ, NaN where the causal mask hides a key
     order: str = "fa2"        # which kernel: "fa2" (kernels/flash.py) or "fa1" (kernels/flash_v1.py)
@@ -158,7 +158,7 @@ def trace_flash(seq_len: int = 256, head_dim: int = 64, block_m: int = 64, block
         dtype=dtype, backend=backend(), seed=seed, steps=steps,
         row_max=per_step(0), row_sum=per_step(1), alpha=per_step(2),
         out_rows=np.where(rows_valid[:, :, None], outs[pick], np.nan),
-        out_flash=o_flash_np, out_standard=o_std_np,
+        out_flash=o_flash_np, out_naive=o_std_np,
         max_abs_err=float(np.max(np.abs(o_flash_np - o_std_np))), scores=scores,
         order=order, loads=loads, stores=stores,
     )

@@ -114,14 +114,14 @@ def test_step_traffic_hand_worked() -> None:
         4 * 4 * 2 + 2 * 16 * 4 * 2,  # (1,0): Q (4 rows) + K, V = 288
         2 * 4 * 4 * 2 + 4 * 4 * 2 + 4 * 4,  # (1,1): K, V + O + LSE = 112
     ]
-    standard_read = [
+    naive_read = [
         # Q at a block's first step, K and V the first time a tile is met, S read (fp32), P read (2 B)
         128 + 2 * 128 + 16 * 16 * 4 + 16 * 16 * 2,  # 1920
         2 * 32 + 16 * 4 * 4 + 16 * 4 * 2,  # 448
         32 + 4 * 16 * 4 + 4 * 16 * 2,  # 416
         4 * 4 * 4 + 4 * 4 * 2,  # 96
     ]
-    standard_written = [
+    naive_written = [
         # S written (fp32), P written (2 B), O at a block's last step
         16 * 16 * 4 + 16 * 16 * 2,  # 1536
         16 * 4 * 4 + 16 * 4 * 2 + 128,  # 512
@@ -129,9 +129,9 @@ def test_step_traffic_hand_worked() -> None:
         4 * 4 * 4 + 4 * 4 * 2 + 32,  # 128
     ]
     assert traffic["flash_bytes"].tolist() == [384, 640, 928, 1040] == np.cumsum(flash_steps).tolist()
-    assert traffic["standard_read"].tolist() == np.cumsum(standard_read).tolist()
-    assert traffic["standard_written"].tolist() == np.cumsum(standard_written).tolist()
-    assert traffic["standard_bytes"][-1] == 5440
+    assert traffic["naive_read"].tolist() == np.cumsum(naive_read).tolist()
+    assert traffic["naive_written"].tolist() == np.cumsum(naive_written).tolist()
+    assert traffic["naive_bytes"][-1] == 5440
 
 
 @pytest.mark.parametrize("seq_len", [1, 17, 100, 257, 512])
@@ -146,10 +146,10 @@ def test_step_traffic_totals_are_the_whole_kernel_models(seq_len: int, block_m: 
     naive = naive_traffic(seq_len, 1, 1, head_dim, b, causal)
     assert traffic["flash_read"][-1] == sum(part.reads for part in flash)
     assert traffic["flash_written"][-1] == sum(part.writes for part in flash)
-    assert traffic["standard_read"][-1] == sum(part.reads for part in naive)
-    assert traffic["standard_written"][-1] == sum(part.writes for part in naive)
+    assert traffic["naive_read"][-1] == sum(part.reads for part in naive)
+    assert traffic["naive_written"][-1] == sum(part.writes for part in naive)
     assert len(traffic["flash_bytes"]) == len(tile_schedule(seq_len, block_m, block_n, causal))
-    assert np.all(np.diff(traffic["flash_bytes"]) > 0) and np.all(np.diff(traffic["standard_bytes"]) > 0)
+    assert np.all(np.diff(traffic["flash_bytes"]) > 0) and np.all(np.diff(traffic["naive_bytes"]) > 0)
 
 
 def test_naive_traffic_hand_worked() -> None:

@@ -114,9 +114,9 @@ def test_hbm_counters_are_the_cost_model_at_every_step(traced) -> None:
         read = values(frame_trace(fig, t, hbm.READ_BARS).x)
         written = values(frame_trace(fig, t, hbm.WRITTEN_BARS).x)
         assert list(read) == [fa2["flash_read"][t], fa1["flash_v1_read"][t], fa1["state_read"][t],
-                              fa2["standard_read"][t]]
+                              fa2["naive_read"][t]]
         assert list(written) == [fa2["flash_written"][t], fa1["flash_v1_written"][t], fa1["state_written"][t],
-                                 fa2["standard_written"][t]]
+                                 fa2["naive_written"][t]]
     # at the end the standard counters are naive_traffic's totals
     naive = costmodel.naive_traffic(traced["seq_len"], 1, 1, 16, 2, traced["causal"])
     assert read[-1] == sum(p.reads for p in naive) and written[-1] == sum(p.writes for p in naive)

@@ -93,7 +93,7 @@ def replay_online_softmax(
     if causal:
         scores = np.where(np.triu(np.ones((seq_len, seq_len), dtype=bool), 1), -np.inf, scores)
     weights = np.exp(scores - scores.max(axis=1, keepdims=True))
-    out_standard = (weights / weights.sum(axis=1, keepdims=True)) @ v
+    out_naive = (weights / weights.sum(axis=1, keepdims=True)) @ v
     return {
         "seq_len": seq_len,
         "head_dim": head_dim,
@@ -105,8 +105,8 @@ def replay_online_softmax(
         "backend": "numpy replay",
         **{key: np.array(values) for key, values in records.items()},
         "out_flash": out_flash,
-        "out_standard": out_standard,
-        "max_abs_err": float(np.abs(out_flash - out_standard).max()),
+        "out_naive": out_naive,
+        "max_abs_err": float(np.abs(out_flash - out_naive).max()),
         "scores": scores,
     }
 
@@ -253,7 +253,7 @@ def test_bytes_and_caption_per_frame(tiling) -> None:
     trace, fig = tiling
     traffic = step_traffic(trace["seq_len"], trace["head_dim"], trace["block_m"], trace["block_n"], trace["causal"], 4)
     for t in range(len(fig.frames)):
-        moved = [traffic["flash_bytes"][t], traffic["standard_bytes"][t]]
+        moved = [traffic["flash_bytes"][t], traffic["naive_bytes"][t]]
         assert list(frame_trace(fig, t, HBM_BYTES).y) == moved
         labels = frame_trace(fig, t, HBM_LABELS)
         assert list(labels.y) == moved and list(labels.text) == [fmt_bytes(b) for b in moved]

@@ -9,7 +9,7 @@ from plotly.subplots import make_subplots
 from viz.marks import bytes_axis, linear_bytes_axis
 from viz.theme import BASE_FONT_PX, PALETTE, fmt_bytes, fmt_ratio, style, surface
 
-PANEL_COLORS = {"naive": PALETTE["standard"], "flash_no_cache": PALETTE["flash"], "flash_l2": PALETTE["flash"]}
+PANEL_COLORS = {"naive": PALETTE["naive"], "flash_no_cache": PALETTE["flash"], "flash_l2": PALETTE["flash"]}
 
 
 def _two_lines(label: str, width: int = 14) -> str:

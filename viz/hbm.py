@@ -25,15 +25,15 @@ TEXT_PX = 24  # 1/45 of a 1080-pixel screen: the smallest text the back of the r
 COLUMN_NAMES = {"Q": "Q", "K": "K", "V": "V", "O": "O", "LSE": "LSE", "state": "O, m, l"}
 # which SRAM buffer each HBM tensor is loaded into or stored from
 TENSOR_BUFFER = {"Q": "Q block", "K": "K tile", "V": "V tile", "O": "O acc", "LSE": "m, l", "state": "O acc"}
-READ_COLOR, WRITE_COLOR = PALETTE["flash"], PALETTE["standard"]
+READ_COLOR, WRITE_COLOR = PALETTE["flash"], PALETTE["naive"]
 HEIGHT_PX = 700
 CAPTION_PX = 100
 CONTROLS_PX = 100
-COUNTER_ROWS = ("fa2", "fa1", "fa1_state", "standard")
+COUNTER_ROWS = ("fa2", "fa1", "fa1_state", "naive")
 COUNTER_NAMES = {"fa2": "flash, FA2 order", "fa1": "flash, FA1 order", "fa1_state": "of it O, m, l trips",
-                 "standard": "standard"}
+                 "naive": "standard"}
 COUNTER_COLORS = {"fa2": PALETTE["flash"], "fa1": PALETTE["flash_v1"], "fa1_state": PALETTE["flash_v1"],
-                  "standard": PALETTE["standard"]}
+                  "naive": PALETTE["naive"]}
 HBM_DOMAIN = ([0.0, 0.36], [0.0, 1.0])
 SRAM_DOMAIN = ([0.56, 1.0], [0.55, 0.925])
 COUNTER_DOMAIN = ([0.56, 1.0], [0.0, 0.28])
@@ -55,7 +55,7 @@ def counters(order: str, seq_len: int, head_dim: int, block_m: int, block_n: int
     return {("fa2", "read"): fa2["flash_read"], ("fa2", "written"): fa2["flash_written"],
             ("fa1", "read"): fa1["flash_v1_read"], ("fa1", "written"): fa1["flash_v1_written"],
             ("fa1_state", "read"): fa1["state_read"], ("fa1_state", "written"): fa1["state_written"],
-            ("standard", "read"): fa2["standard_read"], ("standard", "written"): fa2["standard_written"]}
+            ("naive", "read"): fa2["naive_read"], ("naive", "written"): fa2["naive_written"]}
 
 
 def _columns(order: str) -> list[str]:

@@ -12,7 +12,7 @@ from costmodel import SEQ_LENS, scores_bytes
 from viz.marks import bytes_axis, bytes_curve, horizontal_marker, token_axis
 from viz.theme import PALETTE, fmt_bytes, fmt_tokens, style
 
-DTYPES = ((4, "fp32 (4 bytes)", PALETTE["sdpa_default"]), (2, "bf16 / fp16 (2 bytes)", PALETTE["standard"]))
+DTYPES = ((4, "fp32 (4 bytes)", PALETTE["sdpa_default"]), (2, "bf16 / fp16 (2 bytes)", PALETTE["naive"]))
 
 
 def scores_memory_figure(
@@ -40,7 +40,7 @@ def scores_memory_figure(
             x=[seq_len],
             y=[float(current)],
             mode="markers+text",
-            marker=dict(size=22, color=PALETTE["highlight"], line=dict(width=2, color=PALETTE["standard"])),
+            marker=dict(size=22, color=PALETTE["highlight"], line=dict(width=2, color=PALETTE["naive"])),
             text=[f"{fmt_tokens(seq_len)} tokens · {head_text} · {dtype_bytes} B → <b>{fmt_bytes(current)}</b>"],
             textposition="top left",
             name="this setting",

@@ -27,7 +27,7 @@ CONTROLS_PX = 100
 PHASE_COLORS = {
     "load_q": PALETTE["flash"], "load_k": PALETTE["flash"], "load_v": PALETTE["flash"], "load_kv": PALETTE["flash"],
     "qk": PALETTE["highlight"], "softmax": PALETTE["sdpa_flash"], "pv": PALETTE["flash_v1"],
-    "write": PALETTE["standard"],
+    "write": PALETTE["naive"],
 }
 PHASE_TITLES = {
     "load_q": "load Q", "load_k": "load K", "load_v": "load V", "load_kv": "load K, V", "qk": "S = QKᵀ",

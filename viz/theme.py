@@ -15,7 +15,7 @@ THEMES = ("light", "dark")
 PALETTE: dict[str, str] = {
     # series: one colour per algorithm, the same in every scene
     "flash": "#0072B2",  # blue
-    "standard": "#D55E00",  # vermillion
+    "naive": "#D55E00",  # vermillion: standard attention
     "sdpa_default": "#CC79A7",  # reddish purple
     "sdpa_flash": "#009E73",  # bluish green
     "torch_naive": "#E69F00",  # orange
@@ -38,7 +38,7 @@ PALETTE: dict[str, str] = {
 # Which palette entry and legend name each record "algorithm" (docs/data-contracts.md) gets.
 ALGORITHM_COLORS: dict[str, str] = {
     "flash": PALETTE["flash"],
-    "naive": PALETTE["standard"],
+    "naive": PALETTE["naive"],
     "sdpa_default": PALETTE["sdpa_default"],
     "sdpa_flash": PALETTE["sdpa_flash"],
     "torch_naive": PALETTE["torch_naive"],
@@ -105,7 +105,7 @@ def template(theme: str = "light") -> go.layout.Template:
         title=dict(font=dict(size=BASE_FONT_PX + 10), x=0.01, xanchor="left"),
         paper_bgcolor=colors["background"],
         plot_bgcolor=colors["background"],
-        colorway=[PALETTE[name] for name in ("flash", "standard", "sdpa_flash", "sdpa_default", "torch_naive")],
+        colorway=[PALETTE[name] for name in ("flash", "naive", "sdpa_flash", "sdpa_default", "torch_naive")],
         xaxis=axis,
         yaxis=axis,
         legend=dict(font=dict(size=BASE_FONT_PX - 2), bgcolor="rgba(0,0,0,0)"),

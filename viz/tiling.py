@@ -334,7 +334,7 @@ def tiling_figure(
 
     def frame_data(t: int) -> list[dict]:
         """Only what changes from step to step, in ANIMATED_TRACES order."""
-        moved = [int(flash_bytes[t]), int(traffic["standard_bytes"][t])]
+        moved = [int(flash_bytes[t]), int(traffic["naive_bytes"][t])]
         caption = _step_title(t, num_steps, schedule[t], arrays["alpha"][t], arrays["order"])
         if t == num_steps - 1:
             caption += f" · done: max |O_flash − O_standard| = {float(trace['max_abs_err']):.2e}"
@@ -397,7 +397,7 @@ def tiling_figure(
     bytes_x = ["flash" if arrays["order"] == "fa2" else "flash (FA1)", "standard"]
     fig.add_trace(go.Bar(**start[HBM_BYTES], x=bytes_x, xaxis="x4", yaxis="y4", showlegend=False,
                          marker_color=[PALETTE["flash" if arrays["order"] == "fa2" else "flash_v1"],
-                                       PALETTE["standard"]],
+                                       PALETTE["naive"]],
                          hovertemplate="%{x}: %{y:,} bytes<extra></extra>"))
     fig.add_trace(go.Scatter(**start[HBM_LABELS], x=bytes_x, xaxis="x4", yaxis="y4", mode="text",
                              textposition="top center", cliponaxis=False, hoverinfo="skip", showlegend=False,
@@ -433,7 +433,7 @@ def tiling_figure(
                     ticktext=[str(row) for row in out_rows[labelled]]),  # each row's baseline is its zero: a grid line
         xaxis4=dict(domain=domains["bytes"][0], anchor="y4", range=[-0.5, 1.5]),
         yaxis4=dict(domain=domains["bytes"][1], anchor="x4",
-                    **linear_bytes_axis(1.3 * max(traffic["standard_bytes"][-1], flash_bytes[-1]), max_ticks=2)),
+                    **linear_bytes_axis(1.3 * max(traffic["naive_bytes"][-1], flash_bytes[-1]), max_ticks=2)),
     )  # fmt: skip
     titles = {"out": out_title, "bytes": "HBM bytes so far"}
     for panel, text in titles.items():  # the right column's titles end at its right edge: never cut off there
