@@ -58,6 +58,12 @@ MEASURE = """() => {
       .map((t) => { const b = t.getBoundingClientRect();
                     return {text: t.textContent.trim().slice(0, 40), x0: b.left, y0: b.top, x1: b.right, y1: b.bottom}; })
       .filter((b) => b.x1 - b.x0 > 0 && b.y1 - b.y0 > 0);
+    // the presenter's controls drawn in the chart (play buttons, step slider) must not cover a chart text either
+    for (const control of chart.querySelectorAll('.updatemenu-button, .slider-container')) {
+      const b = control.getBoundingClientRect();
+      if (b.width > 0 && b.height > 0)
+        boxes.push({text: 'control: ' + control.textContent.trim().slice(0, 30), x0: b.left, y0: b.top, x1: b.right, y1: b.bottom});
+    }
     return {frame: {x0: frame.left, y0: frame.top, x1: frame.right, y1: frame.bottom}, boxes};
   });
   return {scrollHeight: Math.max(document.scrollingElement.scrollHeight, main.scrollHeight),

@@ -53,7 +53,8 @@ STAT_TITLES = {
 }
 MAX_SLIDER_STEPS = 64  # plotly re-reads every slider step in every frame, ~15 µs each
 CAPTION_PX = 130  # the top margin: the tile legend's line, then two caption lines over a blank one
-CONTROLS_PX = 150  # the bottom margin: the x axes' labels, then the play buttons and the slider in one row
+CONTROLS_PX = 180  # the bottom margin: the x axes' tick labels and titles, then the play buttons and the slider
+AXIS_TITLES_PX = 96  # the x axes' tick labels and titles take this much under the plot area; the controls go below
 DEFAULT_HEIGHT_PX = 740  # with the app's scene header, the whole figure fits a 1080-pixel-high screen
 PANEL_GAP_X, PANEL_GAP_Y = 0.08, 0.12  # between panels, as shares of the plot area
 
@@ -457,8 +458,8 @@ def tiling_figure(
         margin=dict(t=CAPTION_PX, b=CONTROLS_PX),
         showlegend=False,
         barmode="overlay",  # the tile in SRAM sits on its row's done bar, not beside it
-        updatemenus=[_play_buttons(durations, colors, y=-76 / plot_px)],
-        sliders=[_step_slider(num_steps, start_step, colors, y=-60 / plot_px)],
+        updatemenus=[_play_buttons(durations, colors, y=-(AXIS_TITLES_PX + 10) / plot_px)],
+        sliders=[_step_slider(num_steps, start_step, colors, y=-AXIS_TITLES_PX / plot_px)],
     )
     return fig
 
