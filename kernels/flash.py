@@ -324,7 +324,7 @@ def _launch_flash(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
 
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                     sm_scale: float | None = None, return_lse: bool = False,
-                    config: FlashConfig | None = None):
+                    config: FlashConfig | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Attention output O = softmax(sm_scale · Q Kᵀ [causal mask]) V, computed tile by tile.
 
     q, k, v: (batch, heads, seq_len, head_dim) in fp16, bf16 or fp32; head_dim in 16, 32, 64, 128, 256;
@@ -339,8 +339,9 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     return (o, lse) if return_lse else o
 
 
-def flash_attention_traced(q, k, v, causal: bool, block_m: int, block_n: int, sm_scale: float | None = None,
-                           record_sm: bool = False):
+def flash_attention_traced(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, block_m: int,
+                           block_n: int, sm_scale: float | None = None, record_sm: bool = False,
+                           ) -> tuple[torch.Tensor, torch.Tensor, _TraceBuffers]:
     """Run the flash kernel in trace mode. Returns (O, LSE, trace) where trace holds NumPy-ready tensors:
 
     stats (B·H, n_q_blocks, n_k_blocks, 3, block_m): m in natural-log units, l, alpha; NaN where the kernel
@@ -364,8 +365,9 @@ def flash_attention_traced(q, k, v, causal: bool, block_m: int, block_n: int, sm
     return o, lse, _TraceBuffers(stats, out, sm)
 
 
-def flash_attention_sm_timeline(q, k, v, causal: bool, sm_scale: float | None = None,
-                                config: FlashConfig | None = None):
+def flash_attention_sm_timeline(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                                sm_scale: float | None = None, config: FlashConfig | None = None,
+                                ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the flash kernel recording only, per program, its SM and start/end timestamps (GPU only).
 
     Returns (O, sm) with sm (B·H, n_q_blocks, 3) int64: SM id, start ns, end ns (%globaltimer).

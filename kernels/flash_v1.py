@@ -186,7 +186,7 @@ def _launch_flash_v1(q, k, v, causal: bool, sm_scale: float, config: FlashConfig
 
 def flash_attention_v1(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                        sm_scale: float | None = None, return_lse: bool = False,
-                       config: FlashConfig | None = None):
+                       config: FlashConfig | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Attention output O = softmax(sm_scale · Q Kᵀ [causal mask]) V in FlashAttention-1's loop order.
 
     Same contract as kernels.flash.flash_attention: q, k, v (batch, heads, seq_len, head_dim) in fp16, bf16
@@ -201,7 +201,9 @@ def flash_attention_v1(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
     return (o, lse) if return_lse else o
 
 
-def flash_attention_v1_traced(q, k, v, causal: bool, block_m: int, block_n: int, sm_scale: float | None = None):
+def flash_attention_v1_traced(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, block_m: int,
+                              block_n: int, sm_scale: float | None = None,
+                              ) -> tuple[torch.Tensor, torch.Tensor, _TraceBuffersV1]:
     """Run the FA1-order kernel in trace mode. Returns (O, LSE, trace): stats (B·H, n_q, n_k, 3, block_m)
     with m in natural-log units, l, alpha (NaN where no step ran), out (B·H, n_q, n_k, block_m, head_dim)
     and order (B·H, n_q, n_k) int32, the step number at which the program ran (q block, k block)."""

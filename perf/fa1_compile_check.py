@@ -5,7 +5,7 @@ memory are only checked when the kernel is compiled. This script compiles it, th
 tile shapes config_for_v1 picks for every head dim and dtype (and in trace mode), and prints each one's
 shared memory; a failure prints the compiler's message.
 
-    python perf/fa1_compile_check.py
+    python -m perf.fa1_compile_check
 """
 from __future__ import annotations
 
@@ -14,11 +14,9 @@ import inspect
 import os
 import sys
 import types
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # kernels.runtime would choose the interpreter here (no GPU): stand in for it, so @triton.jit builds kernels
 os.environ.pop("TRITON_INTERPRET", None)
 runtime = types.ModuleType("kernels.runtime")
