@@ -590,7 +590,10 @@ def test_evolution_figure() -> None:
     assert list(ours.y) == [500.0] and ours.marker.color[0] == PALETTE["flash"]
     assert any(t.text and "not measured" in t.text for t in fig.data)
     categories = list(fig.layout.xaxis.categoryarray)
-    assert categories[0].startswith("FA1 (2022)") and categories[-1].startswith("PyTorch SDPA")
+    assert categories[0].startswith("FA1 (2022)") and categories[-1] == "PyTorch<br>SDPA"
+    # measured ticks: short lines, so neighbouring labels stay apart; the GPU is the legend's to say
+    assert categories[-2] == "ours<br>(Triton)" and not any("H200" in c for c in categories[-2:])
+    assert "measured on this GPU" in fig.layout.title.text
     assert any("no measurement" in a.text for a in viz.evolution_figure([]).layout.annotations)
 
 

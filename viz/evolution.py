@@ -92,8 +92,9 @@ def evolution_figure(measured: list[dict], theme: str = "light", height: int = 6
                      measured_label: str = "measured on this GPU") -> go.Figure:
     """Published FlashAttention throughput by version and year, then the measured points passed in.
 
-    measured: dicts with "label", "tflops" (None: not measured), "gpu" and optionally "algorithm"
-    (for its colour), e.g. ours and PyTorch SDPA on this GPU. One x position per entry, in order.
+    measured: dicts with "label", "tflops" (None: not measured) and optionally "algorithm" (for its
+    colour), e.g. ours and PyTorch SDPA on this GPU. One x position per entry, in order; which GPU they
+    ran on is measured_label's to say (the legend and the title), not each tick's.
     measured_label: where those come from, as plain text ("recorded on H200, 2026-11-29"; escaped here).
     """
     measured_label = plotly_text(measured_label)
@@ -101,9 +102,9 @@ def evolution_figure(measured: list[dict], theme: str = "light", height: int = 6
         # short lines side by side: nine upright labels fit a 1920-px-wide chart at 24 px
         if "short" in entry:
             return f"{entry['short']} ({entry['year']})<br>{entry['gpu']}<br>{entry['dtype']}"
-        # measured: the GPU name is a file's
-        lines = textwrap.wrap(entry["label"], 14) + textwrap.wrap(entry["gpu"], 14)
-        return "<br>".join(plotly_text(line) for line in lines)
+        # measured: the legend and the title say on which GPU; lines of at most 11 characters leave a gap
+        # between neighbouring labels ("PyTorch SDPA" twice side by side read as one line at 14)
+        return "<br>".join(plotly_text(line) for line in textwrap.wrap(entry["label"], 11))
 
     fig = go.Figure()
     for kind, symbol, name in (
