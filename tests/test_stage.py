@@ -64,7 +64,14 @@ MEASURE = """() => {
       if (b.width > 0 && b.height > 0)
         boxes.push({text: 'control: ' + control.textContent.trim().slice(0, 30), x0: b.left, y0: b.top, x1: b.right, y1: b.bottom});
     }
-    return {frame: {x0: frame.left, y0: frame.top, x1: frame.right, y1: frame.bottom}, boxes};
+    const rect = (el) => { const b = el.getBoundingClientRect();
+                           return {x0: b.left, y0: b.top, x1: b.right, y1: b.bottom}; };
+    // the data's markers, and the legend's box: a legend must not sit on the points it names
+    const points = [...chart.querySelectorAll('.scatterlayer path.point')].map(rect)
+      .filter((b) => b.x1 - b.x0 > 0 && b.y1 - b.y0 > 0);
+    const legend = chart.querySelector('.legend .bg');
+    return {frame: {x0: frame.left, y0: frame.top, x1: frame.right, y1: frame.bottom}, boxes, points,
+            legend: legend ? rect(legend) : null};
   });
   return {scrollHeight: Math.max(document.scrollingElement.scrollHeight, main.scrollHeight),
           windowHeight: innerHeight, smallest, texts};
@@ -81,6 +88,16 @@ def overlaps(boxes: list[dict]) -> list[str]:
             if dx > OVERLAP_PX and dy > OVERLAP_PX:
                 found.append(f"{a['text']!r} × {b['text']!r}")
     return found
+
+
+def covered_points(chart: dict) -> list[tuple[int, int]]:
+    """Centres of the data markers that the chart's legend box covers by more than OVERLAP_PX both ways."""
+    legend = chart.get("legend")
+    if not legend:
+        return []
+    return [(round((p["x0"] + p["x1"]) / 2), round((p["y0"] + p["y1"]) / 2)) for p in chart["points"]
+            if min(p["x1"], legend["x1"]) - max(p["x0"], legend["x0"]) > OVERLAP_PX
+            and min(p["y1"], legend["y1"]) - max(p["y0"], legend["y0"]) > OVERLAP_PX]
 
 
 def outside(frame: dict, boxes: list[dict]) -> list[str]:
@@ -156,6 +173,8 @@ def test_every_scene_fits_the_screen_and_reads_from_the_back(tabs, server, scene
     for chart in measured["texts"]:
         assert not overlaps(chart["boxes"]), f"{scene}: overlapping texts {overlaps(chart['boxes'])}"
         assert not outside(chart["frame"], chart["boxes"]), f"{scene}: clipped texts {outside(chart['frame'], chart['boxes'])}"
+        hidden = covered_points(chart)
+        assert not hidden, f"{scene}: the legend covers data points at {hidden[:3]}"
         tiny = [box["text"] for box in chart["boxes"] if box["y1"] - box["y0"] < height * TEXT_SHARE - 0.5]
         assert not tiny, f"{scene}: chart texts under {height * TEXT_SHARE:.1f} px high: {tiny[:5]}"
     assert not page.errors, f"{scene}: {page.errors}"

@@ -38,7 +38,7 @@ def roofline_figure(points: list[dict], peak_tflops: float, bandwidth_gbps: floa
     fig = go.Figure()
     colors = surface(theme)
     fig.add_trace(go.Scatter(x=x, y=_roof(x, peak_tflops, bandwidth_gbps), mode="lines",
-                             name=f"roofs: HBM {bandwidth_gbps / 1000:,.2f} TB/s, matmul {peak_tflops:,.0f} TFLOPS",
+                             name=f"roofs: HBM {bandwidth_gbps / 1000:,.2f} TB/s,<br>matmul {peak_tflops:,.0f} TFLOPS",
                              line=dict(color=colors["foreground"], width=4), hoverinfo="skip"))
     if l2_gbps:
         fig.add_trace(go.Scatter(x=x, y=_roof(x, peak_tflops, l2_gbps), mode="lines",
@@ -62,6 +62,7 @@ def roofline_figure(points: list[dict], peak_tflops: float, bandwidth_gbps: floa
                      title_text="arithmetic intensity (FLOPs per HBM byte)")
     fig.update_yaxes(type="log", range=[math.log10(min(tops) / 3), math.log10(peak_tflops * 2.2)], dtick=1,
                      title_text="achieved TFLOPS")
-    # the lower right is empty: everything there would be faster than the roofs allow
-    fig.update_layout(height=height, legend=dict(x=0.99, y=0.02, xanchor="right", yanchor="bottom"))
+    # beside the plot: inside, its nine entries reach up to the compute roof, where flash and SDPA sit; it may
+    # run a line past the plot's bottom rather than scroll (a side legend's default limit is the plot's height)
+    fig.update_layout(height=height, legend=dict(x=1.01, y=1, xanchor="left", yanchor="top", maxheight=height))
     return fig
