@@ -258,3 +258,18 @@ def test_bad_traces_get_clear_messages(traced) -> None:
 def test_figures_travel_as_json(traced) -> None:
     for fig in (hbm.hbm_sram_figure(traced), rereads.rereads_figure(traced)):
         assert json.loads(fig.to_json())["layout"]["height"] > 0
+
+
+def test_hbm_arrows_end_at_the_sram_box_whose_rows_name_their_buffers(traced) -> None:
+    fig = hbm.hbm_sram_figure(traced, 232448, "H200 (recorded)")
+    box = next(s for s in fig.layout.shapes if s.type == "rect" and s.xref == "paper")
+    ends = set()
+    for t in range(len(fig.frames)):
+        for index, sram_end in ((hbm.READ_ARROWS, 1), (hbm.WRITE_ARROWS, 0)):  # reads point into SRAM, writes out
+            xs = values(frame_trace(fig, t, index).x)
+            ends |= {xs[i + sram_end] for i in range(0, len(xs), 3)}
+    assert ends == {box.x0}, "every arrow touches the SRAM box's left edge, nothing left of it"
+    assert not fig.layout.yaxis2.showticklabels  # names left of the box sat under the arrow heads
+    texts = [a.text for a in fig.layout.annotations]
+    for name in ("Q block", "K tile", "V tile", "S tile", "m, l", "O acc"):
+        assert any(text.startswith(f"{name}: ") for text in texts), name

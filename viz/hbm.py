@@ -36,6 +36,7 @@ COUNTER_COLORS = {"fa2": PALETTE["flash"], "fa1": PALETTE["flash_v1"], "fa1_stat
                   "naive": PALETTE["naive"]}
 HBM_DOMAIN = ([0.0, 0.36], [0.0, 1.0])
 SRAM_DOMAIN = ([0.56, 1.0], [0.55, 0.925])
+SRAM_BOX_PAD = 0.01  # paper units between the SRAM box's left edge and its bars
 COUNTER_DOMAIN = ([0.56, 1.0], [0.0, 0.28])
 # trace indices; frames update ANIMATED
 (O_DONE, READS, WRITES, READ_ARROWS, WRITE_ARROWS, BUFFERS, READ_BARS, WRITTEN_BARS, COUNTER_LABELS,
@@ -123,7 +124,7 @@ def hbm_sram_figure(trace: dict, smem_per_block_bytes: int | None = None, device
         _, (y0, y1) = SRAM_DOMAIN
         return y1 - (index + 0.5) / len(buffer_names) * (y1 - y0)
 
-    sram_left = SRAM_DOMAIN[0][0] - 0.005
+    sram_left = SRAM_DOMAIN[0][0] - SRAM_BOX_PAD  # the arrows end at the SRAM box, whose rows name their buffers
 
     def arrows(ranges: np.ndarray, to_sram: bool) -> dict:
         x: list[float | None] = []
@@ -238,7 +239,7 @@ def hbm_sram_figure(trace: dict, smem_per_block_bytes: int | None = None, device
         smem_text = (f"shared memory per block: unknown ({device_label or 'no GPU facts'})<br>"
                      f"Q + 2 stages of K, V need {fmt_bytes(need)}")
     sram_x, sram_y = SRAM_DOMAIN
-    fig.add_shape(type="rect", xref="paper", yref="paper", x0=sram_x[0] - 0.01, x1=sram_x[1] + 0.005,
+    fig.add_shape(type="rect", xref="paper", yref="paper", x0=sram_x[0] - SRAM_BOX_PAD, x1=sram_x[1] + 0.005,
                   y0=sram_y[0] - 0.03, y1=sram_y[1] + 0.01, line=dict(color=PALETTE["sram"], width=3), layer="below")
     titles = [
         (sum(sram_x) / 2, sram_y[1] + 0.01, f"on chip: one program holds {fmt_bytes(held)}"),
@@ -270,9 +271,9 @@ def hbm_sram_figure(trace: dict, smem_per_block_bytes: int | None = None, device
         yaxis=dict(domain=HBM_DOMAIN[1], anchor="x", range=[seq_len, 0], title_text="HBM: row (token) of one head",
                    showgrid=False, zeroline=False, tickfont_size=TEXT_PX, title_font_size=TEXT_PX),
         xaxis2=dict(domain=sram_x, anchor="y2", range=[0, x_max], showgrid=False, showticklabels=False, ticks=""),
-        yaxis2=dict(domain=sram_y, anchor="x2", range=[len(buffer_names) - 0.5, -0.5], tickfont_size=TEXT_PX,
-                    tickmode="array", tickvals=list(range(len(buffer_names))), ticktext=buffer_names,
-                    ticksuffix=" ", showgrid=False),
+        # no tick labels: outside the box they sat under the arrows' heads; each bar's text names its buffer
+        yaxis2=dict(domain=sram_y, anchor="x2", range=[len(buffer_names) - 0.5, -0.5], showticklabels=False,
+                    ticks="", showgrid=False),
         xaxis3=dict(domain=COUNTER_DOMAIN[0], anchor="y3", range=[0, 1.7 * counter_max], showticklabels=False,
                     showgrid=False, ticks=""),
         yaxis3=dict(domain=COUNTER_DOMAIN[1], anchor="x3", range=[len(COUNTER_ROWS) - 0.5, -0.5],
@@ -280,8 +281,8 @@ def hbm_sram_figure(trace: dict, smem_per_block_bytes: int | None = None, device
         xaxis4=dict(domain=[0, 1], anchor="y4", range=[0, 1], visible=False, fixedrange=True),
         yaxis4=dict(domain=[0, 1], anchor="x4", range=[0, 1], visible=False, fixedrange=True),
     )
-    for row, size in enumerate(sizes):  # the buffers' sizes, static text at the bar ends
-        fig.add_annotation(text=fmt_bytes(size), x=size, y=row, xref="x2", yref="y2", xanchor="left",
+    for row, (name, size) in enumerate(zip(buffer_names, sizes)):  # each buffer's name and size at its bar's end
+        fig.add_annotation(text=f"{name}: {fmt_bytes(size)}", x=size, y=row, xref="x2", yref="y2", xanchor="left",
                            showarrow=False, font_size=TEXT_PX)
     durations = {speed: int(round(frame_ms / speed)) for speed in SPEEDS}
     fig.update_layout(updatemenus=[_play_buttons(durations, colors, y=-(CONTROLS_PX - 44) / plot_px)],
