@@ -54,24 +54,13 @@ def _global_timer_ns():
 
 
 @triton.jit
-def _exp2_packed(x, IS_FP16: tl.constexpr):
-    """2^x of a 16-bit tensor, two values per instruction (ex2.approx on packed halves; GPU only)."""
-    if IS_FP16:
-        return tl.inline_asm_elementwise("ex2.approx.f16x2 $0, $1;", "=r,r", [x], dtype=tl.float16,
-                                         is_pure=True, pack=2)
-    else:
-        return tl.inline_asm_elementwise("ex2.approx.ftz.bf16x2 $0, $1;", "=r,r", [x], dtype=tl.bfloat16,
-                                         is_pure=True, pack=2)
-
-
-@triton.jit
 def _attn_fwd_inner(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, off_b, off_h,
                     lo, hi, qk_scale, seq_len, offs_m, offs_n,
                     trace_stats, trace_out, offs_d,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
                     MASKED: tl.constexpr, CAUSAL: tl.constexpr,
                     DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, TRACE: tl.constexpr,
-                    USE_TMA: tl.constexpr, LAZY_RESCALE: tl.constexpr, EXP_HALF: tl.constexpr):
+                    USE_TMA: tl.constexpr, LAZY_RESCALE: tl.constexpr):
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         # -- load the K tile (transposed, HEAD_DIM × BLOCK_N; keys past seq_len read as zeros) into SRAM --
@@ -99,13 +88,9 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, off_b,
             grow = tl.where(m_new > m_i, m_new - m_i, 0.0)
             rescale = tl.max(grow, 0) > RESCALE_THRESHOLD
             m_new = tl.where(rescale, m_new, m_i)
+        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)
-        if EXP_HALF:  # P in the inputs' 16-bit type straight from the exponential: half the MUFU issues
-            p = _exp2_packed((qk * qk_scale - m_new[:, None]).to(q.dtype), q.dtype == tl.float16)
-            l_i = l_i * alpha + tl.sum(p.to(tl.float32), 1)
-        else:
-            p = tl.math.exp2(qk * qk_scale - m_new[:, None])
-            l_i = l_i * alpha + tl.sum(p, 1)
+        l_i = l_i * alpha + tl.sum(p, 1)
         # -- rescale the accumulator, then add P·V --
         if USE_TMA:
             v = v_src.load([off_b, off_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
@@ -147,8 +132,7 @@ def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               CAUSAL: tl.constexpr, DOT_FP32: tl.constexpr, PRECISION: tl.constexpr,
               TRACE: tl.constexpr, TRACE_SM_ON: tl.constexpr,
-              USE_TMA: tl.constexpr, LONGEST_FIRST: tl.constexpr, LAZY_RESCALE: tl.constexpr,
-              EXP_HALF: tl.constexpr):
+              USE_TMA: tl.constexpr, LONGEST_FIRST: tl.constexpr, LAZY_RESCALE: tl.constexpr):
     # Q, K, V, O: 4-D tensor descriptors (B, H, N, D) when USE_TMA (TMA copies on Hopper: rows past seq_len
     # load as zeros, stores are clipped), else plain pointers with masked loads and stores.
     n_q_blocks = tl.num_programs(0)
@@ -197,12 +181,12 @@ def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
                                     0, masked_lo, qk_scale, seq_len, offs_m, offs_n,
                                     trace_stats, trace_out, offs_d,
                                     BLOCK_M, BLOCK_N, HEAD_DIM, False, CAUSAL, DOT_FP32, PRECISION, TRACE,
-                                    USE_TMA, LAZY_RESCALE, EXP_HALF)
+                                    USE_TMA, LAZY_RESCALE)
     acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, off_b, off_h,
                                     masked_lo, masked_hi, qk_scale, seq_len, offs_m, offs_n,
                                     trace_stats, trace_out, offs_d,
                                     BLOCK_M, BLOCK_N, HEAD_DIM, True, CAUSAL, DOT_FP32, PRECISION, TRACE,
-                                    USE_TMA, LAZY_RESCALE, EXP_HALF)
+                                    USE_TMA, LAZY_RESCALE)
     # -- write O and the row log-sum-exp (natural log) once --
     row_in_range = offs_m < seq_len
     lse = (m_i + tl.math.log2(l_i)) * _LN2
@@ -230,7 +214,6 @@ class FlashConfig:
     num_warps: int
     num_stages: int
     lazy_rescale: bool = False  # FA4's lazy rescaling (see the module docstring); never in trace mode
-    exp_half: bool = False  # P from a packed 16-bit exponential (GPU only, fp16/bf16); never in trace mode
 
 
 # Chosen per (head_dim, dtype bytes, causal) on an H200 at B=2, H=16, N=8192 (head dims 64 and 128, 16-bit:
@@ -334,7 +317,6 @@ def _launch_flash(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
             TRACE=trace is not None, TRACE_SM_ON=trace_sm is not None,
             USE_TMA=use_tma, LONGEST_FIRST=longest_first,
             LAZY_RESCALE=config.lazy_rescale and trace is None,
-            EXP_HALF=config.exp_half and trace is None and not INTERPRET and not dot_fp32,
             num_warps=config.num_warps, num_stages=config.num_stages,
         )
     return o, lse

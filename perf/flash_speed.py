@@ -3,7 +3,6 @@
     python3 -m perf.flash_speed explore   # tile/path variants of ours vs tutorial 06 (fp16), cuDNN and FA2 (bf16)
     python3 -m perf.flash_speed final     # the shipped configs: full float64 sweep, then the issue's table
     python3 -m perf.flash_speed round2    # lazy rescaling and the D=64/causal leads vs the peers; picks winners
-    python3 -m perf.flash_speed round3    # P from a packed 16-bit exponential (ex2.approx f16x2/bf16x2) vs shipped
     python3 -m perf.flash_speed smoke     # CPU interpreter: both load paths against float64 at small N
 
 Peers: Triton tutorial 06's forward (its TMA path, autotuned as shipped, batch offset fixed; a copy kept
@@ -18,7 +17,6 @@ Writes a log and a JSON of every number under $OUT (or perf/logs/).
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib.util
 import itertools
@@ -483,61 +481,6 @@ def round2() -> None:
     write(results, "round2")
 
 
-def round3_variants(head_dim: int, causal: bool) -> dict[str, tuple[FlashConfig, bool, bool]]:
-    """Round 3 (issue 14): the shipped config of each class with and without the packed 16-bit exponential."""
-    shipped = config_for(head_dim, torch.float16, causal)
-    tiles = f"tma {shipped.block_m}x{shipped.block_n} w{shipped.num_warps} s{shipped.num_stages}"
-    return {tiles: (shipped, True, causal),
-            f"{tiles} exp-half": (dataclasses.replace(shipped, exp_half=True), True, causal)}
-
-
-def round3() -> None:
-    """One device call: P from ex2.approx on packed halves (f16x2 / bf16x2) against the shipped kernel and the
-    peers, each candidate checked against float64 at ragged N first (both load paths at bf16)."""
-    tutorial = load_peer("tutorial06")
-    classes = [(d, c) for d in (128, 64) for c in (False, True)]
-    tasks = []
-    for d, c in classes:
-        for variant in round3_variants(d, c).values():
-            tasks += [("ours", ("float16", d, c, variant)), ("ours", ("bfloat16", d, c, variant)),
-                      ("ours", ("bfloat16", d, c, (variant[0], False, variant[2])))]
-        if tutorial is not None:
-            n_configs = len([x for x in tutorial.configs_tma if tutorial.keep_tma(x)])
-            tasks += [("tutorial", (d, c, i)) for i in range(n_configs)]
-    warm_all(tasks)
-    results = {}
-    wrong_candidates = check_candidates(classes, round3_variants)
-    results["wrong_candidates"] = sorted(str(w) for w in wrong_candidates)
-    say("\n| head_dim, mask | variant | fp16 vs tutorial 06 | bf16 vs cuDNN | exp-half gain fp16 / bf16 |")
-    say("|---|---|---|---|---|")
-    rows = []
-    for d, c in classes:
-        fns = {}
-        for name, variant in round3_variants(d, c).items():
-            if (d, c, name) in wrong_candidates:
-                continue
-            fn = (lambda vt: lambda q, k, v: run_ours(q, k, v, c, vt))(variant)
-            fns[f"ours {name}"] = (torch.float16, fn)
-            fns[f"ours {name} bf16"] = (torch.bfloat16, fn)
-        fns.update(peers(d, c, tutorial, None))
-        tune_tutorial(d, c, tutorial)
-        wrong = check_variants(d, c, {k: v for k, v in fns.items() if not k.startswith("ours")})
-        medians = time_class(d, c, fns)
-        report(d, c, medians, wrong, results)
-        t = {name: tflops(d, c, ms) for name, ms in medians.items()}
-        base = next(iter(round3_variants(d, c)))
-        for name in round3_variants(d, c):
-            if f"ours {name}" not in t:
-                continue
-            rows.append(f"| {d}{' causal' if c else ''} | {name} | {t[f'ours {name}'] / t['tutorial06']:.3f}× | "
-                        f"{t[f'ours {name} bf16'] / t['cudnn bf16']:.3f}× | "
-                        f"{t[f'ours {name}'] / t[f'ours {base}']:.3f} / "
-                        f"{t[f'ours {name} bf16'] / t[f'ours {base} bf16']:.3f} |")
-    for row in rows:
-        say(row)
-    write(results, "round3")
-
-
 def time_other(head_dim, dtype, fns) -> dict[str, float]:
     import triton.testing
     q, k, v = random_qkv((BATCH, HEADS, SEQ_LEN, head_dim), dtype, seed=1)
@@ -616,4 +559,4 @@ if __name__ == "__main__":
     if mode == "smoke" or INTERPRET:
         smoke()
     else:
-        {"explore": explore, "final": final, "round2": round2, "round3": round3}[mode]()
+        {"explore": explore, "final": final, "round2": round2}[mode]()
