@@ -31,7 +31,7 @@ import story
 import viz
 from viz.sm_timeline import timeline_stats
 from viz.text import plotly_text
-from viz.theme import algorithm_label, fmt_bytes, fmt_ratio, fmt_tokens
+from viz.theme import algorithm_label, fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens
 
 SCENE_TITLES = {
     "headline": "FlashAttention in one picture",
@@ -133,12 +133,18 @@ def scene_compare(stage: Stage) -> None:
     naive = next((r for r in records if r["algorithm"] == "naive" and r["seq_len"] == s.seq_len), None)
     block_m, block_n = panels.tiles
     standard, flash, ratio = st.columns(3)
-    def counted(value: str | None) -> dict:  # the GPU's count under the model's number, where there is one
-        return {"delta": f"counted: {value}", "delta_color": "off", "delta_arrow": "off"} if value else {}
+    def badge(text: str | None) -> dict:  # a grey line under a card's number, where there is something to say
+        return {"delta": text, "delta_color": "off", "delta_arrow": "off"} if text else {}
 
+    def counted(value: str | None) -> dict:  # the GPU's count under the model's number, where there is one
+        return badge(value and f"counted: {value}")
+
+    # past the wall the card says why there is no count, where the count would be (the caption stays one line)
+    naive_oom = naive is not None and naive["status"] == "oom"
     standard.metric("Standard: HBM traffic (model)", fmt_bytes(panels.naive_bytes), border=True,
                     help="S written and read in fp32, P written and read: the cost model (costmodel.naive_traffic)",
-                    **counted(moved.naive_counted and fmt_bytes(moved.naive_counted)))
+                    **(badge(f"did not run: {story.OUT_OF_MEMORY}") if naive_oom else
+                       counted(moved.naive_counted and fmt_bytes(moved.naive_counted))))
     flash.metric(f"Flash ({block_m}×{block_n} tiles): HBM traffic (model)", fmt_bytes(panels.flash_bytes),
                  border=True, help="L2-aware model where the GPU is known, else the no-cache bound",
                  **counted(moved.flash_counted and fmt_bytes(moved.flash_counted)))
@@ -155,8 +161,7 @@ def scene_compare(stage: Stage) -> None:
     tiles = "its recorded tiles" if panels.tiles_known else "assumed tiles (not recorded)"
     l2 = (f"{fmt_bytes(panels.machine.l2_bytes)} L2, {panels.machine.how}" if panels.machine
           else "no L2 model: GPU unknown")
-    wall = f" Standard did not run here: {story.OUT_OF_MEMORY}." if naive and naive["status"] == "oom" else ""
-    st.caption(f"Cost model (flash: {tiles}; {l2}); counted: Nsight Compute, recorded run.{wall}")
+    st.caption(f"Cost model (flash: {tiles}; {l2}); counted: Nsight Compute, recorded run.")
 
 
 def scene_roofline(stage: Stage) -> None:
@@ -288,17 +293,9 @@ def scene_seqlen(stage: Stage) -> None:
     with throughput:
         chart(viz.tflops_figure(records, seq_len_marker=s.seq_len, theme=s.theme))
     with table:
-        st.table([{"N": row["tokens"], "flash": _milliseconds(row["flash_ms"]),
-                   "standard": _milliseconds(row["naive_ms"]),
+        st.table([{"N": row["tokens"], "flash": fmt_ms(row["flash_ms"]), "standard": fmt_ms(row["naive_ms"]),
                    "speedup": f"{row['speedup']:.2f}×" if row["speedup"] else "—", "note": row["note"]}
                   for row in viz.speedup_table(records)])
-
-
-def _milliseconds(value: float | None) -> str:
-    """Milliseconds as a table shows them: 0.123 ms, 7.23 ms, 2,412 ms (never 2.4e+03)."""
-    if value is None:
-        return "—"
-    return f"{value:,.0f} ms" if value >= 100 else f"{value:.3g} ms"
 
 
 def scene_evolution(stage: Stage) -> None:

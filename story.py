@@ -156,13 +156,14 @@ def headline(records: list[dict], seq_len: int, batch: int, heads: int, head_dim
              missing_reason: str = "not measured at this setting") -> Headline:
     """The headline's three numbers. records: flash and naive records of the current setting."""
     from viz.memory import oom_text
+    from viz.theme import fmt_ms
     from viz.timing import speedup_table
 
     shape = (seq_len, batch, heads, head_dim, dtype_bytes)
     memory = costmodel.naive_extra_bytes(*shape), costmodel.flash_extra_bytes(*shape)
     naive, flash = _at(records, "naive", seq_len), _at(records, "flash", seq_len)
     if naive is not None and naive["status"] == "oom":
-        flash_ran = f"; flash ran in {flash['time_ms']:.3g} ms" if flash and flash["status"] == "ok" else ""
+        flash_ran = f"; flash ran in {fmt_ms(flash['time_ms'])}" if flash and flash["status"] == "ok" else ""
         return Headline(*memory, OUT_OF_MEMORY, f"standard attention: {OUT_OF_MEMORY} ({oom_text(naive)}){flash_ran}")
     row = next((row for row in speedup_table(records) if row["seq_len"] == seq_len), None)
     if row is None:
@@ -170,7 +171,7 @@ def headline(records: list[dict], seq_len: int, batch: int, heads: int, head_dim
     if row["speedup"] is None:
         return Headline(*memory, "—", row["note"] or "one of the two did not run")
     return Headline(*memory, f"{row['speedup']:.1f}×",
-                    f"standard {row['naive_ms']:.3g} ms → flash {row['flash_ms']:.3g} ms")
+                    f"standard {fmt_ms(row['naive_ms'])} → flash {fmt_ms(row['flash_ms'])}")
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,7 @@ def test_roofline_figure_puts_points_where_their_records_say():
 
 from kernels.results import load_results  # noqa: E402  (torch-free)
 from viz.memory import oom_text  # noqa: E402
+from viz.theme import fmt_ms  # noqa: E402
 
 RECORDED = load_results("h200.json")
 SCENE = {key: number for number, key in enumerate(
@@ -105,6 +106,17 @@ def test_past_the_wall_every_claim_says_out_of_memory_with_the_same_bytes(head_d
         assert "n/a" not in text and "standard moves" not in text
         assert f"{story.OUT_OF_MEMORY} ({oom_text(naive)})" in text
         assert oom_text(wall) in text  # the wall's own bytes, the same words as on the memory chart
+
+
+@pytest.mark.parametrize(("head_dim", "causal"), COMBOS)
+def test_headline_times_read_as_milliseconds_at_every_length(head_dim, causal):
+    records = recorded(head_dim, causal)
+    for seq_len in sorted({r["seq_len"] for r in records}):
+        why = story.headline(records, seq_len, 2, 16, head_dim, 2).speedup_why
+        assert "e+" not in why and "e-" not in why, why  # never 2.08e+03 ms
+        flash = story._at(records, "flash", seq_len)
+        if flash is not None and flash["status"] == "ok":
+            assert fmt_ms(flash["time_ms"]) in why
 
 
 def test_takeaways_quote_the_scenes_by_their_numbers():

@@ -18,7 +18,7 @@ from viz.evolution import PUBLISHED
 import costmodel
 from costmodel import flash_extra_bytes, naive_extra_bytes, step_traffic, tile_schedule
 from viz.sm_timeline import timeline_stats
-from viz.theme import PALETTE, fmt_bytes, fmt_ratio, surface
+from viz.theme import PALETTE, fmt_bytes, fmt_ms, fmt_ratio, surface
 from viz.tiling import (
     ALPHA,
     ANIMATED_TRACES,
@@ -672,3 +672,9 @@ def test_viz_imports_no_app_or_gpu_stack() -> None:
     code = "import sys, viz; print(sorted({'streamlit', 'torch', 'triton'} & set(sys.modules)))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_fmt_ms_reads_as_milliseconds() -> None:
+    assert [fmt_ms(v) for v in (0.1234, 7.234, 99.94, 100.0, 2412.4, 2080.0)] == [
+        "0.123 ms", "7.23 ms", "99.9 ms", "100 ms", "2,412 ms", "2,080 ms"]
+    assert fmt_ms(None) == "—"

@@ -85,8 +85,11 @@ def linear_bytes_axis(top: float, max_ticks: int = 6) -> dict:
     )
 
 
-def vertical_marker(fig: go.Figure, x: float, text: str, theme: str, color: str | None = None, **where) -> None:
-    """A dashed vertical line across the plot at data x, labelled at its top. `where`: row=, col=."""
+def vertical_marker(fig: go.Figure, x: float, text: str, theme: str, color: str | None = None,
+                    at_right_end: bool = False, **where) -> None:
+    """A dashed vertical line across the plot at data x, labelled at its top: right of the line, or left of it
+    when at_right_end (x is the last value the axis shows, where a label on the right would be cut off).
+    `where`: row=, col=."""
     fig.add_shape(
         type="line",
         x0=x,
@@ -95,7 +98,8 @@ def vertical_marker(fig: go.Figure, x: float, text: str, theme: str, color: str 
         y1=1,
         yref="y domain",
         line=dict(color=color or surface(theme)["foreground"], width=3, dash="dash"),
-        label=dict(text=text, textposition="end", textangle=0, xanchor="left", font=dict(size=BASE_FONT_PX - 2)),
+        label=dict(text=text, textposition="end", textangle=0, xanchor="right" if at_right_end else "left",
+                   font=dict(size=BASE_FONT_PX - 2)),
         **where,
     )
 

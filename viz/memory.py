@@ -139,7 +139,8 @@ def memory_figure(
     if hbm_bytes:
         horizontal_marker(fig, hbm_bytes, f"device memory {fmt_bytes(hbm_bytes)}", theme)
     if seq_len_marker:
-        vertical_marker(fig, seq_len_marker, f"N = {fmt_tokens(seq_len_marker)}", theme)
+        vertical_marker(fig, seq_len_marker, f"N = {fmt_tokens(seq_len_marker)}", theme,
+                        at_right_end=seq_len_marker >= hi)
 
     title = f"Extra memory beyond Q, K, V · batch {batch} × {heads} heads, d = {head_dim}"
     if oom:  # the wall in words, under the title: a label inside the plot would cross the curves

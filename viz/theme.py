@@ -202,6 +202,13 @@ def fmt_tokens(n: int) -> str:
     return str(n)
 
 
+def fmt_ms(ms: float | None) -> str:
+    """Milliseconds as the page says them everywhere: 0.123 ms, 7.23 ms, 2,412 ms (never 2.4e+03); None: "—"."""
+    if ms is None:
+        return "—"
+    return f"{ms:,.0f} ms" if ms >= 100 else f"{ms:.3g} ms"
+
+
 def fmt_ratio(ratio: float) -> str:
     """A ratio as the page says it everywhere: "3.2×" below 10, "97×" above."""
     return f"{ratio:.1f}×" if ratio < 10 else f"{ratio:,.0f}×"

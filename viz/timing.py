@@ -105,7 +105,8 @@ def _finish(fig: go.Figure, records: list[dict], seq_len_marker: int | None, the
     seq_lens = [r["seq_len"] for r in records] + ([seq_len_marker] if seq_len_marker else [])
     fig.update_xaxes(title_text="sequence length N (tokens)", **token_axis(seq_lens or [1024, 131072]))
     if seq_len_marker:
-        vertical_marker(fig, seq_len_marker, f"N = {fmt_tokens(seq_len_marker)}", theme)
+        vertical_marker(fig, seq_len_marker, f"N = {fmt_tokens(seq_len_marker)}", theme,
+                        at_right_end=seq_len_marker >= max(seq_lens))
     fig.update_layout(height=height, legend=dict(x=0.01, y=0.99, xanchor="left", yanchor="top"))
     return fig
 
