@@ -37,6 +37,17 @@ def test_roofline_points_use_counted_bytes_and_split_the_standard_kernels():
     assert not points["SDPA flash"].counted and points["SDPA flash"].hbm_bytes == 270_000_000
 
 
+def test_roofline_y_ticks_stay_readable_when_the_points_share_one_decade():
+    # past the wall only the fast kernels are left: 300–600 TFLOPS under a 685 TFLOPS roof
+    fast = [story.RoofPoint("flash (ours)", "flash", 1.1e12, 70e6, 2.2, True).as_dict()]
+    axis = viz.roofline.roofline_figure(fast, PEAK, COPY).layout.yaxis
+    lo, hi = (10 ** v for v in axis.range)
+    assert list(axis.tickvals) == [v for v in (100, 200, 500, 1000, 2000) if lo <= v <= hi]
+    assert len(axis.tickvals) >= 3
+    wide = [*fast, story.RoofPoint("standard: softmax", "naive", 1e10, 1e10, 3.0, True).as_dict()]
+    assert viz.roofline.roofline_figure(wide, PEAK, COPY).layout.yaxis.dtick == 1  # decades are enough
+
+
 def test_verdicts_place_points_left_or_right_of_the_ridge():
     points = [story.RoofPoint("memory", "naive", 1e12, 10**10, 10.0, True),   # 100 FLOPs/byte < ridge 165
               story.RoofPoint("compute", "flash", 1e12, 10**8, 2.0, True)]    # 10,000 FLOPs/byte

@@ -24,6 +24,16 @@ def _roof(x: np.ndarray, peak_tflops: float, bandwidth_gbps: float) -> np.ndarra
     return np.array([attainable_tflops(float(v), peak_tflops, bandwidth_gbps) for v in x])
 
 
+def _log_ticks(lo: float, hi: float) -> dict:
+    """Ticks of a log axis from lo to hi: the powers of ten, and 2× and 5× them where the range spans too few
+    powers to read a value off (past the wall only the fast kernels are left, all within one decade)."""
+    if hi / lo >= 100:
+        return {"dtick": 1}
+    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    values = [m * 10.0 ** k for k in decades for m in (1, 2, 5) if lo <= m * 10.0 ** k <= hi]
+    return {"tickmode": "array", "tickvals": values, "ticktext": [f"{v:g}" for v in values]}
+
+
 def roofline_figure(points: list[dict], peak_tflops: float, bandwidth_gbps: float, l2_gbps: float | None = None,
                     theme: str = "light", height: int = 620, title: str = "Roofline") -> go.Figure:
     """points: dicts with "label", "algorithm" (its colour), "intensity" (FLOPs/byte), "tflops" (achieved),
@@ -60,8 +70,9 @@ def roofline_figure(points: list[dict], peak_tflops: float, bandwidth_gbps: floa
     tops = [p["tflops"] for p in shown] + [peak_tflops]
     fig.update_xaxes(type="log", range=[math.log10(lo), math.log10(hi)], dtick=1,
                      title_text="arithmetic intensity (FLOPs per HBM byte)")
-    fig.update_yaxes(type="log", range=[math.log10(min(tops) / 3), math.log10(peak_tflops * 2.2)], dtick=1,
-                     title_text="achieved TFLOPS")
+    y_lo, y_hi = min(tops) / 3, peak_tflops * 2.2
+    fig.update_yaxes(type="log", range=[math.log10(y_lo), math.log10(y_hi)], title_text="achieved TFLOPS",
+                     **_log_ticks(y_lo, y_hi))
     # beside the plot: inside, its nine entries reach up to the compute roof, where flash and SDPA sit; it may
     # run a line past the plot's bottom rather than scroll (a side legend's default limit is the plot's height)
     fig.update_layout(height=height, legend=dict(x=1.01, y=1, xanchor="left", yanchor="top", maxheight=height))
