@@ -305,8 +305,8 @@ def scene_evolution(stage: Stage) -> None:
         return
     records = every_algorithm_at_length(stage)
     recording_coverage(stage)
-    measured = [{"label": algorithm_label(r["algorithm"]), "tflops": r["tflops"],
-                 "algorithm": r["algorithm"]} for r in records]
+    measured = [{"label": algorithm_label(r["algorithm"]), "tflops": r["tflops"], "algorithm": r["algorithm"],
+                 "note": story.OUT_OF_MEMORY if r["status"] == "oom" else None} for r in records]
     chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.measured_text))
     with st.expander("Sources of the published numbers"):
         st.markdown("\n".join(f"- **{entry['version']}** ({entry['year']}, {entry['gpu']}): {entry['citation']}. "

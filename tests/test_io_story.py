@@ -60,3 +60,19 @@ def test_the_recordings_bytes_moved_are_the_cost_models():
         assert r["bytes_moved"] == costmodel.total_bytes(model), r
         checked += 1
     assert checked >= 36
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_past_the_wall_the_compare_card_and_the_evolution_point_say_out_of_memory(causal):
+    records = [r for r in RECORDED.records if r["head_dim"] == DEFAULTS.head_dim and r["causal"] == causal
+               and r["batch"] == DEFAULTS.batch and r["heads"] == DEFAULTS.heads]
+    wall = story.first_out_of_memory(records)
+    assert wall is not None
+    compare = open_scene("compare", costmodel.SEQ_LENS[-1], causal)
+    assert_no_exception(compare)
+    assert compare.metric[0].delta == f"did not run: {story.OUT_OF_MEMORY}"
+    assert not any("did not run" in caption.value for caption in compare.caption)  # said once, on the card
+    evolution = open_scene("evolution", costmodel.SEQ_LENS[-1], causal)
+    assert_no_exception(evolution)
+    spec = evolution.get("plotly_chart")[0].proto.spec
+    assert story.OUT_OF_MEMORY in spec and "not measured" not in spec

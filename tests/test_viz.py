@@ -595,6 +595,9 @@ def test_evolution_figure() -> None:
     assert categories[-2] == "ours<br>(Triton)" and not any("H200" in c for c in categories[-2:])
     assert "measured on this GPU" in fig.layout.title.text
     assert any("no measurement" in a.text for a in viz.evolution_figure([]).layout.annotations)
+    # a kernel past its memory wall says so where its point would be
+    wall = viz.evolution_figure([{"label": "standard", "tflops": None, "note": "out of memory"}])
+    assert any(t.text and list(t.text) == ["out of memory"] for t in wall.data)
 
 
 def test_timeline_statistics() -> None:

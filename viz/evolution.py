@@ -92,8 +92,8 @@ def evolution_figure(measured: list[dict], theme: str = "light", height: int = 6
                      measured_label: str = "measured on this GPU") -> go.Figure:
     """Published FlashAttention throughput by version and year, then the measured points passed in.
 
-    measured: dicts with "label", "tflops" (None: not measured) and optionally "algorithm" (for its
-    colour), e.g. ours and PyTorch SDPA on this GPU. One x position per entry, in order; which GPU they
+    measured: dicts with "label", "tflops" (None: no number; "note" then says why, else "not measured") and
+    optionally "algorithm" (for its colour), e.g. ours and PyTorch SDPA on this GPU. One x position per entry, in order; which GPU they
     ran on is measured_label's to say (the legend and the title), not each tick's.
     measured_label: where those come from, as plain text ("recorded on H200, 2026-11-29"; escaped here).
     """
@@ -151,7 +151,7 @@ def evolution_figure(measured: list[dict], theme: str = "light", height: int = 6
                 x=[category(m) for m in unknown],
                 y=np.zeros(len(unknown)),
                 mode="text",
-                text=["not measured"] * len(unknown),
+                text=[plotly_text(m.get("note") or "not measured") for m in unknown],
                 textposition="top center",
                 textfont=dict(color=surface(theme)["muted"]),
                 showlegend=False,
