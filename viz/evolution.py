@@ -93,8 +93,8 @@ def evolution_figure(measured: list[dict], theme: str = "light", height: int = 6
     """Published FlashAttention throughput by version and year, then the measured points passed in.
 
     measured: dicts with "label", "tflops" (None: no number; "note" then says why, else "not measured") and
-    optionally "algorithm" (for its colour), e.g. ours and PyTorch SDPA on this GPU. One x position per entry, in order; which GPU they
-    ran on is measured_label's to say (the legend and the title), not each tick's.
+    optionally "algorithm" (for its colour), e.g. ours and PyTorch SDPA on this GPU. One x position per entry,
+    in order; which GPU they ran on is measured_label's to say (the legend and the title), not each tick's.
     measured_label: where those come from, as plain text ("recorded on H200, 2026-11-29"; escaped here).
     """
     measured_label = plotly_text(measured_label)
