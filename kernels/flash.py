@@ -10,14 +10,6 @@ descriptors (TMA copies, no pointer tensors in registers, which is what lets 4 w
 fp32 accumulator); fp32, older GPUs and unaligned strides use pointer loads. The interpreter runs the
 descriptor path too. Causal launches query blocks longest-first (LONGEST_FIRST) so short ones fill the tail.
 
-Lazy rescaling (LAZY_RESCALE, FlashAttention-4's trick; `FlashConfig.lazy_rescale`): the block keeps its stale
-row max, and skips the BLOCK_M × HEAD_DIM rescale of the accumulator, until some row's max grew by more than
-RESCALE_THRESHOLD (8 in log2 units, 256×); p then stays ≤ 2^8 (finite in fp16/bf16). Exact after the final
-normalization, since l and the accumulator share the stale max. The traced launch always runs with it OFF,
-so the trace (and the app's animation) shows the textbook story: m is the true running max and
-alpha = exp(m_old − m_new) at every step. No tuned config turns it on: on the H200 (triton 3.6) the block-wide
-max it needs each tile cost more than the skipped multiply saved (BENCHMARKS.md, issue 14 round 2).
-
 A trace mode (compile-time flags, free when off) records what the kernel did: per (query block,
 key block) step the running max, sum and rescale factor of the block's rows and the block's output
 so far; and per program the SM it ran on with start and end timestamps (GPU only).
@@ -39,8 +31,6 @@ LN2 = costmodel.LN2  # the kernel keeps m in log2 units; its LSE and the trace a
 # the same constants inside kernels (a kernel may read a global only when it is a constexpr)
 _LN2: tl.constexpr = tl.constexpr(costmodel.LN2)
 _LOG2_E: tl.constexpr = tl.constexpr(costmodel.LOG2_E)
-# Lazy rescaling (FlashAttention-4): the running max moves only when it grew by more than this (log2 units, 256×).
-RESCALE_THRESHOLD = tl.constexpr(8.0)
 
 
 @triton.jit
@@ -60,7 +50,7 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, off_b,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
                     MASKED: tl.constexpr, CAUSAL: tl.constexpr,
                     DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, TRACE: tl.constexpr,
-                    USE_TMA: tl.constexpr, LAZY_RESCALE: tl.constexpr):
+                    USE_TMA: tl.constexpr):
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         # -- load the K tile (transposed, HEAD_DIM × BLOCK_N; keys past seq_len read as zeros) into SRAM --
@@ -81,13 +71,6 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, off_b,
             qk = tl.where(keep, qk, float("-inf"))
         # -- update m_i and l_i (online softmax, log2 units: one FMA per score, qk·scale − m) --
         m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-        if LAZY_RESCALE:
-            # keep the stale max (alpha = 1, no rescale) unless some row of the block grew by more than
-            # RESCALE_THRESHOLD (log2 units): then p ≤ 2^threshold, finite in fp16/bf16, and acc and l share
-            # the same max, so O = acc / l and the LSE stay exact
-            grow = tl.where(m_new > m_i, m_new - m_i, 0.0)
-            rescale = tl.max(grow, 0) > RESCALE_THRESHOLD
-            m_new = tl.where(rescale, m_new, m_i)
         p = tl.math.exp2(qk * qk_scale - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
@@ -102,11 +85,7 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, off_b,
         if DOT_FP32:
             p = p.to(tl.float32)
             v = v.to(tl.float32)
-        if LAZY_RESCALE:
-            if rescale:  # one branch for the whole block: most tiles skip the BLOCK_M × HEAD_DIM multiply
-                acc = acc * alpha[:, None]
-        else:
-            acc = acc * alpha[:, None]
+        acc = acc * alpha[:, None]
         acc = tl.dot(p, v, acc, input_precision=PRECISION)
         m_i = m_new
         if TRACE:
@@ -132,7 +111,7 @@ def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               CAUSAL: tl.constexpr, DOT_FP32: tl.constexpr, PRECISION: tl.constexpr,
               TRACE: tl.constexpr, TRACE_SM_ON: tl.constexpr,
-              USE_TMA: tl.constexpr, LONGEST_FIRST: tl.constexpr, LAZY_RESCALE: tl.constexpr):
+              USE_TMA: tl.constexpr, LONGEST_FIRST: tl.constexpr):
     # Q, K, V, O: 4-D tensor descriptors (B, H, N, D) when USE_TMA (TMA copies on Hopper: rows past seq_len
     # load as zeros, stores are clipped), else plain pointers with masked loads and stores.
     n_q_blocks = tl.num_programs(0)
@@ -181,12 +160,12 @@ def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
                                     0, masked_lo, qk_scale, seq_len, offs_m, offs_n,
                                     trace_stats, trace_out, offs_d,
                                     BLOCK_M, BLOCK_N, HEAD_DIM, False, CAUSAL, DOT_FP32, PRECISION, TRACE,
-                                    USE_TMA, LAZY_RESCALE)
+                                    USE_TMA)
     acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, off_b, off_h,
                                     masked_lo, masked_hi, qk_scale, seq_len, offs_m, offs_n,
                                     trace_stats, trace_out, offs_d,
                                     BLOCK_M, BLOCK_N, HEAD_DIM, True, CAUSAL, DOT_FP32, PRECISION, TRACE,
-                                    USE_TMA, LAZY_RESCALE)
+                                    USE_TMA)
     # -- write O and the row log-sum-exp (natural log) once --
     row_in_range = offs_m < seq_len
     lse = (m_i + tl.math.log2(l_i)) * _LN2
@@ -213,23 +192,20 @@ class FlashConfig:
     block_n: int
     num_warps: int
     num_stages: int
-    lazy_rescale: bool = False  # FA4's lazy rescaling (see the module docstring); never in trace mode
 
 
 # Chosen per (head_dim, dtype bytes, causal) on an H200 at B=2, H=16, N=8192 (head dims 64 and 128, 16-bit:
 # perf/flash_speed.py, descriptor path, fp16 + bf16 time; head dims 16, 32, 256 in bf16 and 64 in fp32:
 # perf/tune_rest.py, pointer path; each candidate checked against float64 first; figures in BENCHMARKS.md).
 # A shape class not listed (fp32 at head dims 16, 32, 128, 256) falls back to `_default_config`, checked for
-# correctness on the H200 but not tuned. No shipped config uses lazy_rescale: on the H200 (triton 3.6) it measured
-# 6–9% slower at D=128 and 1–9% at D=64, except 128×64 w4 s3 at D=64 causal (+0.2–1.2%, still behind the 64×64
-# eager tile shipped there; BENCHMARKS.md, issue 14 round 2).
+# correctness on the H200 but not tuned.
 TUNED_CONFIGS: dict[tuple[int, int, bool], FlashConfig] = {
     (16, 2, False): FlashConfig(64, 128, 4, 3),
     (16, 2, True): FlashConfig(64, 128, 4, 3),
     (32, 2, False): FlashConfig(64, 128, 4, 3),
     (32, 2, True): FlashConfig(64, 128, 4, 3),
     (64, 2, False): FlashConfig(128, 64, 4, 3),
-    (64, 2, True): FlashConfig(64, 64, 4, 2),  # the tutorial's causal tile: +3.5% over 128×64 w4 s3 (round 2)
+    (64, 2, True): FlashConfig(64, 64, 4, 2),  # the tutorial's causal tile: +3.5% over 128×64 w4 s3
     (128, 2, False): FlashConfig(128, 64, 4, 2),
     (128, 2, True): FlashConfig(128, 64, 4, 2),
     (256, 2, False): FlashConfig(128, 32, 8, 3),
@@ -316,7 +292,6 @@ def _launch_flash(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
             CAUSAL=causal, DOT_FP32=dot_fp32, PRECISION=precision,
             TRACE=trace is not None, TRACE_SM_ON=trace_sm is not None,
             USE_TMA=use_tma, LONGEST_FIRST=longest_first,
-            LAZY_RESCALE=config.lazy_rescale and trace is None,
             num_warps=config.num_warps, num_stages=config.num_stages,
         )
     return o, lse

@@ -5,6 +5,9 @@ The choice is made once, at import, before any ``@triton.jit`` decorator runs: T
 ``kernels.flash`` and ``kernels.naive`` (``kernels/__init__.py`` does that).
 
 ``FLASH_LIVE_BACKEND=interpreter`` forces the interpreter even on a GPU machine (tests, demos).
+``FLASH_LIVE_BACKEND=aot`` (ahead of time) leaves TRITON_INTERPRET unset and launches nothing: the kernels are
+real ``@triton.jit`` / Gluon functions that ``kernels.compile_check`` compiles for a GPU target (sm_90, sm_80)
+on a machine without one.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ MIN_COMPUTE_CAPABILITY = (8, 0)
 
 @dataclass(frozen=True)
 class Backend:
-    name: str    # "cuda" | "interpreter"
+    name: str    # "cuda" | "interpreter" | "aot" (compile only, no launches)
     reason: str  # one sentence a presenter can read out
 
 
@@ -32,6 +35,8 @@ def _choose_backend() -> Backend:
     forced = os.environ.get("FLASH_LIVE_BACKEND", "").strip().lower()
     if forced == "interpreter":
         return Backend("interpreter", "interpreter forced by FLASH_LIVE_BACKEND=interpreter")
+    if forced == "aot":
+        return Backend("aot", "ahead-of-time compilation only (FLASH_LIVE_BACKEND=aot): nothing is launched")
     if os.environ.get("TRITON_INTERPRET", "") == "1":
         return Backend("interpreter", "interpreter forced by TRITON_INTERPRET=1")
     if not torch.cuda.is_available():
@@ -56,11 +61,13 @@ if BACKEND.name == "interpreter":
     os.environ["TRITON_INTERPRET"] = "1"
 
 INTERPRET = BACKEND.name == "interpreter"
-DEVICE = torch.device("cpu") if INTERPRET else torch.device("cuda")
+AOT = BACKEND.name == "aot"
+DEVICE = torch.device("cuda") if BACKEND.name == "cuda" else torch.device("cpu")
 
 
 def backend() -> str:
-    """'cuda' when kernels run on the GPU, 'interpreter' when they run in Triton's CPU interpreter."""
+    """'cuda' when kernels run on the GPU, 'interpreter' when they run in Triton's CPU interpreter ('aot' when
+    they are only compiled ahead of time)."""
     return BACKEND.name
 
 
