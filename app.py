@@ -30,8 +30,9 @@ import costmodel
 import story
 import viz
 from viz.sm_timeline import timeline_stats
-from viz.text import plotly_text
-from viz.theme import algorithm_label, fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens
+from fmt import plotly_text
+from viz.theme import algorithm_label
+from fmt import fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens
 
 SCENE_TITLES = {
     "headline": "FlashAttention in one picture",

@@ -18,8 +18,9 @@ from pathlib import Path
 from app_settings import SCENES, SEQ_LENS, Settings, quoted, settings_from_query, settings_to_query
 import app_settings
 from app_stage import NO_RECORDING, UPLOAD_KEY, Stage, same_setting
-from viz.text import markdown_text
-from viz.theme import fmt_tokens, scaled_figure
+from fmt import markdown_text
+from viz.theme import scaled_figure
+from fmt import fmt_tokens
 
 # Plotly's own toolbar exports any figure for slides; twice the pixels for a sharp PNG.
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}

@@ -16,8 +16,9 @@ from app_settings import SEQ_LENS, Settings, SharedMemoryBudget, fit_tiles
 import costmodel
 import story
 import viz
-from viz.text import markdown_text
-from viz.theme import algorithm_label, fmt_tokens
+from fmt import markdown_text
+from viz.theme import algorithm_label
+from fmt import fmt_tokens
 
 ANIMATION_FRAME_MS = 250
 NO_RECORDING = "no recorded results yet"
@@ -66,7 +67,7 @@ class Stage:
 
     @property
     def gpu(self) -> str:
-        """The GPU's name as plain text (a results file's: figures escape it with viz.text.plotly_text)."""
+        """The GPU's name as plain text (a results file's: figures escape it with fmt.plotly_text)."""
         return self.facts["name"] if self.facts else "no GPU"
 
     @property
@@ -82,7 +83,7 @@ class Stage:
     @property
     def measured_text(self) -> str:
         """Where and when the numbers on screen were measured, as plain text: "measured live on X" or
-        "recorded on X, date" (a figure shows it through viz.text.plotly_text)."""
+        "recorded on X, date" (a figure shows it through fmt.plotly_text)."""
         if self.live:
             return f"measured live on {self.gpu}"
         created = str(self.recording.meta.get("created", ""))[:10] if self.recording else ""
@@ -125,7 +126,7 @@ RECORD_TEXT = ("message", "device", "counters")
 def page_record(record: dict) -> dict:
     """A record as the page shows it: its text (an error message, the device, how it was counted, kernel names)
     escaped for Streamlit's markdown once, here, so every scene and story sentence that quotes it shows it as
-    written. Figures escape again for plotly (viz.text.plotly_text): safe, if a backslash may show there."""
+    written. Figures escape again for plotly (fmt.plotly_text): safe, if a backslash may show there."""
     shown = {key: markdown_text(record[key]) for key in RECORD_TEXT if record.get(key)}
     if record.get("kernels"):
         shown["kernels"] = [{**kernel, "name": markdown_text(kernel["name"])} for kernel in record["kernels"]]

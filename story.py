@@ -156,7 +156,7 @@ def headline(records: list[dict], seq_len: int, batch: int, heads: int, head_dim
              missing_reason: str = "not measured at this setting") -> Headline:
     """The headline's three numbers. records: flash and naive records of the current setting."""
     from viz.memory import oom_text
-    from viz.theme import fmt_ms
+    from fmt import fmt_ms
     from viz.timing import speedup_table
 
     shape = (seq_len, batch, heads, head_dim, dtype_bytes)
@@ -205,7 +205,7 @@ def takeaways(records: list[dict], at_length: list[dict], panels: TrafficPanels,
     records: flash and naive over the slider's lengths; at_length: every algorithm's records at seq_len;
     gpu: the GPU's name, already safe to show as markdown; scene: scene key → its number on the page."""
     from viz.memory import oom_text
-    from viz.theme import fmt_bytes, fmt_ratio, fmt_tokens
+    from fmt import fmt_bytes, fmt_ratio, fmt_tokens
 
     e = costmodel.dtype_bytes(dtype)
     numbers = headline(records, seq_len, batch, heads, head_dim, e)

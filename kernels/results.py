@@ -9,7 +9,7 @@ timelines, and a status consistent with the times. Scenes draw what comes out of
 - A bad optional value (hardware counts, tiles, the newer device facts) is dropped to None with a note: the
   file still loads and the page falls back to the cost model, saying so.
 - Text is cleaned: control and formatting characters removed, length capped. (Showing it as text, not as
-  markdown or HTML, is the page's job: see viz/text.py.)
+  markdown or HTML, is the page's job: see fmt.py.)
 - Unknown keys are dropped, so nothing unchecked reaches a scene.
 
 It never opens a path a user typed: files are chosen from results/ by bare name, or passed as bytes (an upload).

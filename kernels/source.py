@@ -16,7 +16,7 @@ KERNEL_DIR = Path(__file__).resolve().parent
 
 # Per loop order: the kernel file and its phases in the order they run, (name, comment prefix, required).
 KERNELS: dict[str, tuple[str, tuple[tuple[str, str, bool], ...]]] = {
-    "fa2": ("flash.py", (
+    "flash": ("flash.py", (
         ("load_q", "# -- load the Q block once", True),
         ("load_k", "# -- load the K tile", True),
         ("qk", "# -- compute qk", True),
@@ -25,7 +25,7 @@ KERNELS: dict[str, tuple[str, tuple[tuple[str, str, bool], ...]]] = {
         ("pv", "# -- rescale the accumulator, then add P·V --", True),
         ("write", "# -- write O and the row log-sum-exp", True),
     )),
-    "fa1": ("flash_v1.py", (
+    "flash_v1": ("flash_v1.py", (
         ("load_kv", "# -- load the K tile and the V tile", True),
         ("load_q", "# -- load the Q block, and its O, m_i and l_i so far", True),
         ("qk", "# -- compute qk", True),
@@ -54,7 +54,7 @@ def _ends_phase(line: str, indent: int, prefixes: tuple[str, ...]) -> bool:
 
 
 def kernel_source(order: str, text: str | None = None) -> dict:
-    """The kernel of a loop order ("fa2": kernels/flash.py, "fa1": kernels/flash_v1.py) as plain data:
+    """The kernel of a loop order ("flash": kernels/flash.py, "flash_v1": kernels/flash_v1.py) as plain data:
     "path", "lines" (the file's lines) and "phases": {name: [first, last]} 1-based inclusive line numbers
     of each phase found, in the order they run. `text` replaces the file's text (tests).
     Raises ValueError naming the missing comment when a required phase comment is gone."""
@@ -90,6 +90,6 @@ def step_phases(order: str, loads, stores, phases: dict[str, list[int]]) -> list
     result = []
     for load, store in zip(loads, stores):
         moved = {"load_q": load[q][1] > load[q][0], "load_k": load[k][1] > load[k][0],
-                 "load_kv": load[k][1] > load[k][0], "write": store[o][1] > store[o][0] or order == "fa1"}
+                 "load_kv": load[k][1] > load[k][0], "write": store[o][1] > store[o][0] or order == "flash_v1"}
         result.append([name for name in phases if moved.get(name, True)])
     return result

@@ -5,7 +5,7 @@ made to show the online softmax at work: in every query block one row meets its 
 so the running max jumps and the rescale factor α = exp(m_old − m_new) matters. The same inputs go
 through the naive kernel, so the last frame can show max |O_flash − O_standard|.
 
-`trace_flash_v1` does the same with the FlashAttention-1-order kernel (kernels/flash_v1.py): its steps
+With order="flash_v1" it runs the FlashAttention-1-order kernel (kernels/flash_v1.py) instead: its steps
 come in the order the kernel ran them (K/V tile outer, Q block inner), read from the kernel's own step
 counter. Both traces say what each step loaded from and stored to HBM (`loads`, `stores`: row ranges
 of Q, K, V, O, LSE and FA1's fp32 O, m, l), the picture of the HBM ↔ SRAM view.
@@ -29,7 +29,8 @@ from kernels.naive import naive_attention
 from kernels.runtime import DEVICE, INTERPRET, backend, kernel_launch_lock
 
 TRACE_MAX_SEQ_LEN = 1024
-ORDERS = ("fa2", "fa1")  # kernels/flash.py (Q block outer), kernels/flash_v1.py (K/V tile outer)
+ORDERS = ("flash", "flash_v1")  # the kernels by algorithm name: kernels/flash.py (FA2 order: Q block outer),
+# kernels/flash_v1.py (FA1 order: K/V tile outer)
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class FlashTrace:
     out_naive: np.ndarray  # (seq_len, head_dim)
     max_abs_err: float        # max |O_flash − O_standard|
     scores: np.ndarray        # (seq_len, seq_len) float64 sm_scale·QKᵀ, NaN where the causal mask hides a key
-    order: str = "fa2"        # which kernel: "fa2" (kernels/flash.py) or "fa1" (kernels/flash_v1.py)
+    order: str = "flash"      # which kernel: "flash" (kernels/flash.py) or "flash_v1" (kernels/flash_v1.py)
     loads: np.ndarray | None = None   # (T, len(IO_TENSORS), 2) int: rows [start, end) loaded from HBM
     stores: np.ndarray | None = None  # (T, len(IO_TENSORS), 2) int: rows [start, end) stored to HBM
 
@@ -77,8 +78,8 @@ def step_io(order: str, steps: np.ndarray, seq_len: int, block_m: int, block_n: 
     """What each step of a kernel loads from and stores to HBM, as the kernels' code does it: row ranges
     [start, end) per IO_TENSORS entry, int64 (T, len(IO_TENSORS), 2); an empty range where it moves none.
 
-    fa2 (kernels/flash.py): the Q block at its first step, the K and V tiles every step, O and the LSE at
-    the Q block's last step. fa1 (kernels/flash_v1.py): the K and V tiles when the outer loop reaches
+    flash (kernels/flash.py, FA2 order): the Q block at its first step, the K and V tiles every step, O and the LSE at
+    the Q block's last step. flash_v1 (kernels/flash_v1.py, FA1 order): the K and V tiles when the outer loop reaches
     them, the Q block every step, the block's O, m, l ("state") read back at every step but its first
     and written back at every step but its last, where O and the LSE are written instead."""
     steps = np.asarray(steps, dtype=np.int64).reshape(-1, 2)
@@ -98,11 +99,11 @@ def step_io(order: str, steps: np.ndarray, seq_len: int, block_m: int, block_n: 
     loads = np.zeros((len(steps), len(IO_TENSORS), 2), dtype=np.int64)
     stores = np.zeros_like(loads)
     q, k, v, o, lse, state = range(len(IO_TENSORS))
-    if order == "fa2":
+    if order == "flash":
         loads[:, q] = np.where(first[:, None], rows, 0)
         loads[:, k] = loads[:, v] = cols
         stores[:, o] = stores[:, lse] = np.where(last[:, None], rows, 0)
-    elif order == "fa1":
+    elif order == "flash_v1":
         tile_start = np.r_[True, k_block[1:] != k_block[:-1]]
         loads[:, k] = loads[:, v] = np.where(tile_start[:, None], cols, 0)
         loads[:, q] = rows
@@ -115,8 +116,8 @@ def step_io(order: str, steps: np.ndarray, seq_len: int, block_m: int, block_n: 
 
 
 def trace_flash(seq_len: int = 256, head_dim: int = 64, block_m: int = 64, block_n: int = 64,
-                causal: bool = False, dtype: str = "float32", seed: int = 0, order: str = "fa2") -> FlashTrace:
-    """Run the flash kernel (order "fa2": kernels/flash.py; "fa1": kernels/flash_v1.py) in trace mode on
+                causal: bool = False, dtype: str = "float32", seed: int = 0, order: str = "flash") -> FlashTrace:
+    """Run the flash kernel (order "flash": kernels/flash.py; "flash_v1": kernels/flash_v1.py) in trace mode on
     one (batch, head) and return its step-by-step state, in the order the kernel ran the steps."""
     if not isinstance(seq_len, int) or not 1 <= seq_len <= TRACE_MAX_SEQ_LEN:
         raise ValueError(f"the traced animation runs at 1 ≤ seq_len ≤ {TRACE_MAX_SEQ_LEN}; got {seq_len!r}")
@@ -128,7 +129,7 @@ def trace_flash(seq_len: int = 256, head_dim: int = 64, block_m: int = 64, block
     q, k, v = late_max_inputs(seq_len, head_dim, block_m, causal, torch_dtype, seed)
     sm_scale = 1.0 / math.sqrt(head_dim)
     with kernel_launch_lock():  # one viewer's trace runs both kernels before the next viewer's starts
-        if order == "fa2":
+        if order == "flash":
             o_flash, _, trace = flash_attention_traced(q, k, v, causal, block_m, block_n, sm_scale)
         else:
             o_flash, _, trace = flash_attention_v1_traced(q, k, v, causal, block_m, block_n, sm_scale)
@@ -137,7 +138,7 @@ def trace_flash(seq_len: int = 256, head_dim: int = 64, block_m: int = 64, block
     outs = trace.out[0].cpu().double().numpy()     # (n_q, n_k, block_m, head_dim)
     visited = ~np.isnan(stats[:, :, 1, 0])          # steps the kernel ran (l is never NaN there)
     steps = np.argwhere(visited)                    # row-major: q block, then k blocks ascending
-    if order == "fa1":  # the kernel numbered its steps as it ran them
+    if order == "flash_v1":  # the kernel numbered its steps as it ran them
         ran_at = trace.order[0].cpu().numpy()[steps[:, 0], steps[:, 1]]
         steps = steps[np.argsort(ran_at, kind="stable")]
     rows_valid = (steps[:, :1] * block_m + np.arange(block_m)[None, :]) < seq_len  # (T, block_m)
@@ -162,12 +163,6 @@ def trace_flash(seq_len: int = 256, head_dim: int = 64, block_m: int = 64, block
         max_abs_err=float(np.max(np.abs(o_flash_np - o_std_np))), scores=scores,
         order=order, loads=loads, stores=stores,
     )
-
-
-def trace_flash_v1(seq_len: int = 256, head_dim: int = 64, block_m: int = 64, block_n: int = 64,
-                   causal: bool = False, dtype: str = "float32", seed: int = 0) -> FlashTrace:
-    """trace_flash of the FlashAttention-1-order kernel (kernels/flash_v1.py)."""
-    return trace_flash(seq_len, head_dim, block_m, block_n, causal, dtype, seed, order="fa1")
 
 
 @dataclass(frozen=True)

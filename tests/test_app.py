@@ -40,7 +40,7 @@ def plotly_specs(app: AppTest) -> list[dict]:
 
 def shown(markdown: str) -> str:
     """What markdown shows of escaped text: a backslash before ASCII punctuation is dropped, and the invisible
-    word joiners that keep addresses from becoming links (viz.text) are not seen."""
+    word joiners that keep addresses from becoming links (fmt) are not seen."""
     return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown).replace("\u2060", "")
 
 

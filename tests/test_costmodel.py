@@ -21,7 +21,7 @@ from costmodel import (
     tile_schedule,
     total_bytes,
 )
-from viz.theme import fmt_bytes, fmt_tokens
+from fmt import fmt_bytes, fmt_tokens
 
 TILES = (16, 32, 64, 128)
 GiB = 2**30

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from app_settings import SCENES
-from viz.text import markdown_text
+from fmt import markdown_text
 from test_app import assert_no_exception, badges, open_app, page_text, plotly_specs, shown, upload, \
     uploaded_recording
 

@@ -8,7 +8,7 @@ import story
 from app_settings import DEFAULTS
 from kernels.results import load_results
 from tests.test_app import APP, assert_no_exception, metric_values
-from viz.theme import fmt_bytes
+from fmt import fmt_bytes
 
 RECORDED = load_results("h200.json")
 SHAPE = (DEFAULTS.batch, DEFAULTS.heads, DEFAULTS.head_dim, DEFAULTS.dtype_bytes)

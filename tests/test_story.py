@@ -76,7 +76,7 @@ def test_roofline_figure_puts_points_where_their_records_say():
 
 from kernels.results import load_results  # noqa: E402  (torch-free)
 from viz.memory import oom_text  # noqa: E402
-from viz.theme import fmt_ms  # noqa: E402
+from fmt import fmt_ms# noqa: E402
 
 RECORDED = load_results("h200.json")
 SCENE = {key: number for number, key in enumerate(

@@ -18,7 +18,9 @@ from viz.evolution import PUBLISHED
 import costmodel
 from costmodel import flash_extra_bytes, naive_extra_bytes, step_traffic, tile_schedule
 from viz.sm_timeline import timeline_stats
-from viz.theme import PALETTE, fmt_bytes, fmt_ms, fmt_ratio, surface
+from viz.theme import PALETTE, surface
+import fmt
+from fmt import fmt_bytes, fmt_ms, fmt_ratio
 from viz.tiling import (
     ALPHA,
     ANIMATED_TRACES,
@@ -656,7 +658,7 @@ def all_figures(theme: str, records: list[dict]) -> dict[str, go.Figure]:
     }
 
 
-@pytest.mark.parametrize("theme", viz.THEMES)
+@pytest.mark.parametrize("theme", fmt.THEMES)
 def test_every_builder_in_every_theme(theme: str, records) -> None:
     for name, fig in all_figures(theme, records).items():
         spec = json.loads(fig.to_json())

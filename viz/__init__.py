@@ -14,18 +14,15 @@ from viz.rereads import rereads_figure
 from viz.roofline import roofline_figure
 from viz.sm_timeline import sm_timeline_figure
 from viz.source_view import kernel_source_figure
-from viz.theme import PALETTE, THEMES, fmt_bytes, fmt_tokens, style, template
+from viz.theme import PALETTE, style, template
 from viz.tiling import tiling_figure, tiling_html
 from viz.timing import speedup_table, tflops_figure, timing_figure
 
 __all__ = [
     "PALETTE",
     "PUBLISHED",
-    "THEMES",
     "compare_figure",
     "evolution_figure",
-    "fmt_bytes",
-    "fmt_tokens",
     "hbm_sram_figure",
     "hierarchy_figure",
     "kernel_source_figure",

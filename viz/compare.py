@@ -7,7 +7,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from viz.marks import bytes_axis, linear_bytes_axis
-from viz.theme import BASE_FONT_PX, PALETTE, fmt_bytes, fmt_ratio, style, surface
+from viz.theme import BASE_FONT_PX, PALETTE, style, surface
+from fmt import fmt_bytes, fmt_ratio
 
 PANEL_COLORS = {"naive": PALETTE["naive"], "flash_no_cache": PALETTE["flash"], "flash_l2": PALETTE["flash"]}
 

@@ -14,7 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.marks import note
-from viz.text import plotly_text
+from fmt import plotly_text
 from viz.theme import PALETTE, algorithm_color, style, surface
 
 A100_PEAK_TFLOPS = 312  # A100 dense fp16/bf16 tensor-core peak (NVIDIA A100 datasheet)

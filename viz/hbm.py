@@ -17,7 +17,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from costmodel import IO_TENSORS, dtype_bytes, fa1_step_traffic, n_blocks, smem_bytes, sram_buffers, step_traffic
-from viz.theme import PALETTE, fmt_bytes, fmt_tokens, style, surface
+from viz.theme import PALETTE, style, surface
+from fmt import fmt_bytes, fmt_tokens
 from viz.tiling import (MAX_TILES_PER_SIDE, ORDER_NAMES, SPEEDS, _play_buttons, _step_slider, _typed,
                         _validated)
 

@@ -8,8 +8,9 @@ from plotly.subplots import make_subplots
 
 from costmodel import SMEM_BYTES_PER_CLOCK_PER_SM, sram_bandwidth_gbps
 from viz.marks import bytes_axis, positive
-from viz.text import plotly_text
-from viz.theme import PALETTE, fmt_bytes, style, surface
+from fmt import plotly_text
+from viz.theme import PALETTE, style, surface
+from fmt import fmt_bytes
 
 NOT_MEASURED = "not measured"
 

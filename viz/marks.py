@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.theme import BASE_FONT_PX, fmt_bytes, fmt_tokens, surface
+from viz.theme import BASE_FONT_PX, surface
+from fmt import fmt_bytes, fmt_tokens
 
 MAX_TICKS = 8  # more labels than this crowd a log axis at projector font sizes
 

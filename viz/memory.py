@@ -10,7 +10,8 @@ import plotly.graph_objects as go
 from costmodel import SEQ_LENS, dtype_bytes, flash_extra_bytes, naive_extra_bytes
 
 from viz.marks import bytes_axis, bytes_curve, horizontal_marker, token_axis, vertical_marker
-from viz.theme import PALETTE, algorithm_color, algorithm_label, fmt_bytes, fmt_tokens, style, surface
+from viz.theme import PALETTE, algorithm_color, algorithm_label, style, surface
+from fmt import fmt_bytes, fmt_tokens
 
 DEFAULT_SEQ_LENS = (SEQ_LENS[0], SEQ_LENS[-1])  # the slider's span (tokens), always on the x axis
 FORMULAS = {

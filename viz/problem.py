@@ -10,7 +10,8 @@ import plotly.graph_objects as go
 from costmodel import SEQ_LENS, scores_bytes
 
 from viz.marks import bytes_axis, bytes_curve, horizontal_marker, token_axis
-from viz.theme import PALETTE, fmt_bytes, fmt_tokens, style
+from viz.theme import PALETTE, style
+from fmt import fmt_bytes, fmt_tokens
 
 DTYPES = ((4, "fp32 (4 bytes)", PALETTE["sdpa_default"]), (2, "bf16 / fp16 (2 bytes)", PALETTE["naive"]))
 

@@ -14,7 +14,8 @@ import plotly.graph_objects as go
 
 from costmodel import (IO_TENSORS, Machine, dtype_bytes, flash_kv_reads_l2, flash_traffic_no_cache,
                        flash_v1_traffic, n_blocks)
-from viz.theme import PALETTE, fmt_bytes, fmt_tokens, style, surface
+from viz.theme import PALETTE, style, surface
+from fmt import fmt_bytes, fmt_tokens
 from viz.tiling import ORDER_NAMES, _validated
 
 TEXT_PX = 24

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-THEMES = ("light", "dark")
+from fmt import THEMES  # noqa: F401 (the theme names live in the formatting leaf; viz draws them)
+
 
 PALETTE: dict[str, str] = {
     # series: one colour per algorithm, the same in every scene
@@ -176,39 +177,3 @@ def scaled_figure(fig: go.Figure, factor: float) -> go.Figure:
     if fig.frames:
         scaled._frame_objs = fig._frame_objs  # the same frames, not a copy: an animation has ~1000
     return scaled
-
-
-_BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
-
-
-def fmt_bytes(n: float, digits: int = 1) -> str:
-    """Bytes in binary units (1 KiB = 1024 B): 34359738368 → "32.0 GiB", 512 → "512 B"."""
-    if n < 0:
-        return "-" + fmt_bytes(-n, digits)
-    value, unit_index = float(n), 0
-    while value >= 1024 and unit_index < len(_BINARY_UNITS) - 1:
-        value /= 1024
-        unit_index += 1
-    if unit_index == 0:
-        return f"{int(value)} B"
-    return f"{value:.{digits}f} {_BINARY_UNITS[unit_index]}"
-
-
-def fmt_tokens(n: int) -> str:
-    """A token count in binary thousands, as sequence lengths are quoted: 131072 → "128K", 1536 → "1.5K"."""
-    for size, suffix in ((1024**2, "M"), (1024, "K")):
-        if n >= size:
-            return f"{n / size:.1f}".removesuffix(".0") + suffix
-    return str(n)
-
-
-def fmt_ms(ms: float | None) -> str:
-    """Milliseconds as the page says them everywhere: 0.123 ms, 7.23 ms, 2,412 ms (never 2.4e+03); None: "—"."""
-    if ms is None:
-        return "—"
-    return f"{ms:,.0f} ms" if ms >= 100 else f"{ms:.3g} ms"
-
-
-def fmt_ratio(ratio: float) -> str:
-    """A ratio as the page says it everywhere: "3.2×" below 10, "97×" above."""
-    return f"{ratio:.1f}×" if ratio < 10 else f"{ratio:,.0f}×"

@@ -35,7 +35,8 @@ import plotly.graph_objects as go
 from viz.marks import linear_bytes_axis
 from costmodel import (Step, dtype_bytes, fa1_schedule, fa1_step_traffic, k_tiles_per_q_block, n_blocks,
                        step_traffic, tile_schedule)
-from viz.theme import BASE_FONT_PX, PALETTE, fmt_bytes, style, surface
+from viz.theme import BASE_FONT_PX, PALETTE, style, surface
+from fmt import fmt_bytes
 
 MAX_TILES_PER_SIDE = 64  # beyond this the grid stops being readable and the figure grows too large
 SPEEDS = (0.5, 1.0, 2.0, 4.0, 8.0)  # play-button speed factors over the base frame duration

@@ -14,8 +14,9 @@ import plotly.graph_objects as go
 
 from viz.memory import oom_text
 from viz.marks import horizontal_marker, log_range, note, token_axis, vertical_marker
-from viz.text import plotly_text
-from viz.theme import ALGORITHM_LABELS, PALETTE, algorithm_color, algorithm_label, fmt_bytes, fmt_tokens, style
+from fmt import plotly_text
+from viz.theme import ALGORITHM_LABELS, PALETTE, algorithm_color, algorithm_label, style
+from fmt import fmt_bytes, fmt_tokens
 
 
 def _by_algorithm(records: list[dict]) -> dict[str, list[dict]]:
