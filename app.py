@@ -29,7 +29,6 @@ from app_stage import Stage, animation_trace, every_algorithm_at_length, hbm_tra
 import costmodel
 import story
 import viz
-from viz.sm_timeline import timeline_stats
 from fmt import plotly_text
 from viz.theme import algorithm_label
 from fmt import fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens
@@ -296,7 +295,7 @@ def scene_seqlen(stage: Stage) -> None:
     with table:
         st.table([{"N": row["tokens"], "flash": fmt_ms(row["flash_ms"]), "standard": fmt_ms(row["naive_ms"]),
                    "speedup": f"{row['speedup']:.2f}×" if row["speedup"] else "—", "note": row["note"]}
-                  for row in viz.speedup_table(records)])
+                  for row in story.speedup_table(records)])
 
 
 def scene_evolution(stage: Stage) -> None:
@@ -334,7 +333,7 @@ def scene_timeline(stage: Stage) -> None:
     st.caption(f"{'Measured now' if stage.live else 'Recorded'}: {fmt_tokens(timeline['seq_len'])} tokens, "
                f"batch {timeline['batch']}, {timeline['heads']} heads, head_dim {timeline['head_dim']}, "
                f"block_m {timeline['block_m']}{', causal' if timeline['causal'] else ''}.")
-    stats = timeline_stats(timeline)
+    stats = story.timeline_stats(timeline)
     programs, waves, busy = st.columns(3)
     programs.metric("Programs (Q blocks × heads)", f"{stats['programs']:,}", border=True)
     waves.metric(f"Waves over {timeline['sm_count']} SMs", f"{stats['waves']:.1f}", border=True)

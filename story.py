@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 import costmodel
+from fmt import fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens
 
 
 @dataclass(frozen=True)
@@ -274,3 +277,113 @@ def hierarchy_sentence(facts: dict | None) -> str:
     via_l2 = f", L2 {l2 / 1000:,.1f} TB/s (measured)" if l2 else ""
     return (f" On this GPU, shared memory can deliver {sram / 1000:,.1f} TB/s (spec){via_l2}, HBM "
             f"{copy / 1000:,.2f} TB/s (measured): {sram / copy:,.0f}× more per second on chip.")
+
+
+# -- the wall: what an out-of-memory record says --------------------------------------------------------
+
+def oom_need(record: dict) -> int | None:
+    """Bytes the algorithm needs at the record's setting (the cost model's design need), else what the failed
+    allocation asked for."""
+    if record["algorithm"] in costmodel.EXTRA_BYTES:
+        return costmodel.extra_bytes(record["algorithm"], record["seq_len"], record["batch"], record["heads"],
+                                     record["head_dim"], costmodel.dtype_bytes(record["dtype"]))
+    return record.get("needed_bytes")
+
+
+def oom_text(record: dict) -> str:
+    """"needs 192.0 GiB; a 64.0 GiB allocation failed": the model's total and what was measured. The one
+    wording of the wall: the chart, the speedup table, the headline and the takeaways all use it."""
+    parts = []
+    need = oom_need(record)
+    if need:
+        parts.append(f"needs {fmt_bytes(need)}")
+    if record.get("needed_bytes"):
+        parts.append(f"a {fmt_bytes(record['needed_bytes'])} allocation failed")
+    return "; ".join(parts)
+
+
+def wall_text(record: dict) -> str:
+    """"out of memory at N = 32K (needs 192.2 GiB; a 64.0 GiB allocation failed)"."""
+    needed = f" ({oom_text(record)})" if oom_text(record) else ""
+    return f"{OUT_OF_MEMORY} at N = {fmt_tokens(record['seq_len'])}{needed}"
+
+
+def first_wall(records: list[dict]) -> dict | None:
+    """The first out-of-memory record of these: standard's, if it has one (the memory chart's shaded wall)."""
+    oom = [r for r in records if r["status"] == "oom"]
+    naive = [r for r in oom if r["algorithm"] == "naive"]
+    return min(naive or oom, key=lambda r: r["seq_len"], default=None)
+
+
+def failure_text(record: dict) -> str:
+    """Why a record has no timing: "out of memory (needs …; a 64.0 GiB allocation failed)" or "error: …"."""
+    if record["status"] == "oom":
+        needs = oom_text(record)
+        return OUT_OF_MEMORY + (f" ({needs})" if needs else "")
+    return f"error: {record.get('message') or 'unknown'}"
+
+
+def with_failures(records: list[dict]) -> list[dict]:
+    """The records as the timing charts draw them: each failed one carries its `failure` text."""
+    return [{**r, "failure": failure_text(r)} if r["status"] != "ok" else r for r in records]
+
+
+# -- the speedup table ----------------------------------------------------------------------------------
+
+SPEEDUP_NAMES = {"flash": "flash", "naive": "standard"}
+
+
+def speedup_table(records: list[dict]) -> list[dict]:
+    """Per sequence length: flash and standard (naive) median ms, the speedup naive / flash, and a note
+    where one of them failed or ran in the interpreter. Rows sorted by seq_len, plain values."""
+    by_len: dict[int, dict[str, dict]] = {}
+    for record in sorted(records, key=lambda r: r["seq_len"]):
+        if record["algorithm"] in SPEEDUP_NAMES:
+            by_len.setdefault(record["seq_len"], {})[record["algorithm"]] = record
+    table = []
+    for seq_len, pair in sorted(by_len.items()):
+        times = {a: pair[a]["time_ms"] if a in pair and pair[a]["status"] == "ok" else None for a in SPEEDUP_NAMES}
+        notes = [f"{SPEEDUP_NAMES[a]}: {failure_text(r)}" for a, r in sorted(pair.items(), key=lambda item: item[0])
+                 if r["status"] != "ok"]
+        if any(r.get("timing_kind") == "interpreter" for r in pair.values()):
+            notes.append("CPU interpreter times, not GPU speed")
+        both = times["flash"] and times["naive"]
+        table.append({"seq_len": seq_len, "tokens": fmt_tokens(seq_len), "flash_ms": times["flash"],
+                      "naive_ms": times["naive"], "speedup": times["naive"] / times["flash"] if both else None,
+                      "note": "; ".join(notes)})
+    return table
+
+
+# -- the SM timeline --------------------------------------------------------------------------------------
+
+def timeline_stats(timeline: dict) -> dict[str, float]:
+    """programs; max_per_sm: the most programs resident on one SM at once (the occupancy the kernel reached);
+    waves: programs / (SMs × max_per_sm), the bands the picture shows; makespan_us (first start to last end,
+    µs); utilization: time SMs were busy (at least one program resident) / (SMs × makespan).
+
+    Exact integer arithmetic per SM (Python ints where a sum could pass 2⁶³): any timeline the results file
+    admits gives numbers in range."""
+    sm_id, start, end = (np.asarray(timeline[key], dtype=np.int64) for key in ("sm_id", "t_start_ns", "t_end_ns"))
+    sm_count = int(timeline["sm_count"])
+    if sm_id.size == 0:
+        return {"programs": 0, "waves": 0.0, "makespan_us": 0.0, "utilization": 0.0, "max_per_sm": 0}
+    origin = int(start.min())
+    makespan = int(end.max()) - origin
+    order = np.lexsort((start, sm_id))  # by SM, then by start
+    sm_sorted, lo, hi = sm_id[order], start[order] - origin, end[order] - origin
+    bounds = np.flatnonzero(np.diff(sm_sorted)) + 1
+    busy, max_per_sm = 0, 0
+    for group_lo, group_hi in zip(np.split(lo, bounds), np.split(hi, bounds)):
+        reached = np.concatenate(([group_lo[0]], np.maximum.accumulate(group_hi)[:-1]))  # furthest end before
+        busy += int(np.maximum(0, group_hi - np.maximum(group_lo, reached)).sum(dtype=object))
+        # programs resident at once: +1 at each start, −1 at each end (ends first at a tie), running sum
+        events = np.concatenate([group_lo, group_hi])
+        steps = np.concatenate([np.ones(group_lo.size, dtype=np.int64), -np.ones(group_lo.size, dtype=np.int64)])
+        max_per_sm = max(max_per_sm, int(np.cumsum(steps[np.lexsort((steps, events))]).max()))
+    return {
+        "max_per_sm": max_per_sm,
+        "programs": int(sm_id.size),
+        "waves": sm_id.size / (sm_count * max(max_per_sm, 1)),
+        "makespan_us": makespan / 1e3,
+        "utilization": min(busy / (sm_count * makespan), 1.0) if makespan else 0.0,
+    }
