@@ -175,7 +175,7 @@ def scene_roofline(stage: Stage) -> None:
     peak, copy = facts.get("matmul_tflops"), facts.get("copy_gbps")
     if not peak or not copy:
         st.info("The roofline needs this GPU's measured bf16 matmul rate and copy bandwidth; "
-                f"{'this recording predates them: re-record with `python -m kernels.bench`' if not stage.live else 'they were not measured'}.")
+                f"{'this recording predates them: re-record with `python -m bench`' if not stage.live else 'they were not measured'}.")
         return
     points = story.roofline_points(records)
     if not points:

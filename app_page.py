@@ -140,11 +140,11 @@ def sidebar(stage: Stage, titles: dict[str, str]) -> None:
         else:
             st.caption(f"Live needs a CUDA GPU: {stage.backend_reason}.")
         if not stage.live:
-            from kernels import results
+            from bench import results
             if len(results.list_result_files()) > 1:
                 bound(st.selectbox, "Recording", "recording", settings, options=results.list_result_files())
             st.file_uploader("Or open a results file", type="json", key=UPLOAD_KEY,
-                             help="Made by `python -m kernels.bench`; checked before use.")
+                             help="Made by `python -m bench`; checked before use.")
             if stage.upload_problem:
                 st.error(f"That file was not used: {markdown_text(stage.upload_problem)}")
         st.subheader("Attention")
@@ -278,7 +278,7 @@ def recording_coverage(stage: Stage) -> None:
 
 
 def recording_notes(stage: Stage) -> None:
-    """What the results file held that could not be used (kernels.results dropped it): the page falls back."""
+    """What the results file held that could not be used (bench.results dropped it): the page falls back."""
     notes = stage.recording.notes if stage.recording and not stage.live else ()
     if notes:
         st.info("Some values in the results file were ignored:\n\n" +

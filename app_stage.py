@@ -42,14 +42,14 @@ UPLOADS: ByteBudgetCache = ByteBudgetCache("uploaded results", UPLOAD_CACHE_BYTE
 
 @dataclass(frozen=True)
 class Recording:
-    """A results file of the bench CLI (kernels.results), as plain data. Its numbers are checked; the text of
+    """A results file of the bench CLI (bench.results), as plain data. Its numbers are checked; the text of
     its records is markdown-safe (`page_record`); facts and meta text is plain (escape it where it is shown)."""
     label: str  # file name in results/, or "uploaded file"
     facts: dict
     meta: dict
     records: list[dict]
     timelines: list[dict]
-    notes: tuple[str, ...] = ()  # values of the file that were ignored (kernels.results), as plain text
+    notes: tuple[str, ...] = ()  # values of the file that were ignored (bench.results), as plain text
 
 
 @dataclass(frozen=True)
@@ -116,8 +116,8 @@ def kernel_backend() -> tuple[str, str]:
 
 @st.cache_resource(show_spinner="Measuring this GPU's memory hierarchy…")
 def live_device_facts() -> dict:
-    from kernels import runtime
-    return runtime.device_facts(measure_bandwidth=True)
+    from bench import device
+    return device.device_facts(measure_bandwidth=True)
 
 
 RECORD_TEXT = ("message", "device", "counters")
@@ -143,14 +143,14 @@ def _as_recording(label: str, loaded) -> Recording:
 @st.cache_resource(show_spinner="Reading the recorded results…", max_entries=16)
 def load_recording(name: str, modified_ns: int) -> Recording:
     """A file from results/ (modified_ns keys the cache, so a new recording replaces the old)."""
-    from kernels import results
+    from bench import results
     return _as_recording(name, results.load_results(name))
 
 
 def parse_uploaded_recording(data: bytes) -> Recording:
-    """An uploaded results file, checked (kernels.results); shared by sessions within UPLOADS' byte budget."""
+    """An uploaded results file, checked (bench.results); shared by sessions within UPLOADS' byte budget."""
     import hashlib
-    from kernels import results
+    from bench import results
     with st.spinner("Checking the uploaded results…"):
         return UPLOADS.get(hashlib.sha256(data).digest(), lambda: _as_recording(UPLOADED, results.load_results(data)),
                            lambda _: PARSED_BYTES_PER_JSON_BYTE * len(data))
@@ -159,8 +159,8 @@ def parse_uploaded_recording(data: bytes) -> Recording:
 @st.cache_data(show_spinner=False, max_entries=4096)
 def measure_live(algorithm: str, seq_len: int, batch: int, heads: int, head_dim: int, dtype: str,
                  causal: bool) -> dict:
-    """One record from the GPU (kernels.measure serializes GPU work between sessions)."""
-    from kernels import measure
+    """One record from the GPU (bench.measure serializes GPU work between sessions)."""
+    from bench import measure
     return measure.measure(measure.Setting(algorithm, seq_len, batch, heads, head_dim, dtype, causal)).to_dict()
 
 
@@ -234,7 +234,7 @@ def live_sm_timeline(seq_len: int, batch: int, heads: int, head_dim: int, dtype:
 
 def _uploaded_recording() -> tuple[Recording | None, str]:
     """The results file in the sidebar's uploader (from the previous run), or why it cannot be used."""
-    from kernels import results
+    from bench import results
     upload = st.session_state.get(UPLOAD_KEY)
     if upload is None:
         return None, ""
@@ -246,7 +246,7 @@ def _uploaded_recording() -> tuple[Recording | None, str]:
 
 def _shipped_recording(settings: Settings) -> tuple[Recording | None, str, list[str]]:
     """The recording from results/ that the settings name, why there is none, and notes."""
-    from kernels import results
+    from bench import results
     available = results.list_result_files()
     if not available:
         return None, NO_RECORDING, []
@@ -350,7 +350,7 @@ def records_for(stage: Stage, algorithms: tuple[str, ...], seq_lens: tuple[int, 
 
 def every_algorithm_at_length(stage: Stage) -> list[dict]:
     """Every algorithm's records at the slider's length (ours, SDPA's, the FA1-order kernel, PyTorch eager)."""
-    from kernels.record import ALGORITHMS
+    from bench.record import ALGORITHMS
     return records_for(stage, ALGORITHMS, (stage.settings.seq_len,))
 
 

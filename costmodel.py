@@ -22,6 +22,7 @@ What the traffic models count (per (batch, head), times batch·heads):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,12 +80,19 @@ class Step:
     last: bool
 
 
+def check_tiles(block_m: object, block_n: object) -> None:
+    """The one rule for flash tiles, used by the kernels, the settings and the results file: each side one of
+    TILE_SIZES (a power of two from MIN_TILE, the smallest tile tl.dot takes on a GPU, to 256)."""
+    for name, block in (("block_m", block_m), ("block_n", block_n)):
+        if isinstance(block, bool) or not isinstance(block, int) or block not in TILE_SIZES:
+            raise ValueError(f"{name} must be a power of two from {TILE_SIZES[0]} to {TILE_SIZES[-1]} "
+                             f"(tl.dot needs ≥ {MIN_TILE}); got {block!r}")
+
+
 def check_tiling(seq_len: int, block_m: int, block_n: int) -> None:
     if seq_len < 1:
         raise ValueError(f"seq_len must be >= 1 token, got {seq_len}")
-    for name, block in (("block_m", block_m), ("block_n", block_n)):
-        if block < MIN_TILE or block & (block - 1):
-            raise ValueError(f"{name} must be a power of two >= {MIN_TILE}, got {block}")
+    check_tiles(block_m, block_n)
 
 
 def n_blocks(seq_len: int, block: int) -> int:
@@ -152,15 +160,6 @@ def flash_extra_bytes(seq_len: int, batch: int, heads: int, head_dim: int, dtype
 def fused_extra_bytes(seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int) -> int:
     """Device memory a fused kernel (SDPA) needs beyond Q, K, V at the least: O."""
     return batch * heads * seq_len * head_dim * dtype_bytes
-
-
-EXTRA_BYTES = {"flash": flash_extra_bytes, "naive": naive_extra_bytes, "torch_naive": naive_extra_bytes,
-               "sdpa_default": fused_extra_bytes, "sdpa_flash": fused_extra_bytes}
-
-
-def extra_bytes(algorithm: str, seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int) -> int:
-    """Device memory an algorithm needs beyond its inputs, by its design."""
-    return EXTRA_BYTES[algorithm](seq_len, batch, heads, head_dim, dtype_bytes)
 
 
 def smem_bytes(block_m: int, block_n: int, head_dim: int, dtype_bytes: int, num_stages: int = 2) -> int:
@@ -296,31 +295,6 @@ def machine_from_facts(facts: dict | None) -> Machine | None:
                    f"{facts['sm_count']} programs (one per SM) share each pass over K, V")
 
 
-def traffic(algorithm: str, seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int, causal: bool,
-            block_m: int | None = None, block_n: int | None = None, machine: Machine | None = None,
-            interpreter: bool = False) -> list[Traffic]:
-    """HBM traffic of an algorithm by kernel or phase: the model behind every byte count on the page.
-
-    flash: the L2-aware model when `machine` is given, else the no-cache bound; block_m × block_n are the
-    tiles the kernel ran (ASSUMED_FLASH_TILES when unknown)."""
-    shape = (seq_len, batch, heads, head_dim, dtype_bytes, causal)
-    if algorithm == "flash":
-        block_m, block_n = block_m or ASSUMED_FLASH_TILES[0], block_n or ASSUMED_FLASH_TILES[1]
-        if machine is None:
-            return flash_traffic_no_cache(*shape, block_m, block_n)
-        return flash_traffic_l2(*shape, block_m, block_n, machine.l2_bytes, machine.programs_in_flight)
-    if algorithm == "flash_v1":
-        block_m, block_n = block_m or ASSUMED_FLASH_V1_TILES[0], block_n or ASSUMED_FLASH_V1_TILES[1]
-        return flash_v1_traffic(*shape, block_m, block_n)
-    if algorithm == "naive":
-        return naive_traffic(*shape, interpreter=interpreter)
-    if algorithm == "torch_naive":
-        return torch_naive_traffic(*shape)
-    if algorithm in ("sdpa_default", "sdpa_flash"):
-        return fused_traffic(*shape)
-    raise ValueError(f"unknown algorithm {algorithm!r}")
-
-
 def total_bytes(parts: list[Traffic]) -> int:
     return sum(part.total for part in parts)
 
@@ -405,7 +379,6 @@ FA1_STATE_BYTES = 4  # O, m and l travel between FA1 steps in fp32
 # The HBM tensors a kernel step loads or stores, in the order of a trace's `loads` / `stores` (kernels/trace.py);
 # "state" is the FA1-order kernel's fp32 O, m and l between steps.
 IO_TENSORS = ("Q", "K", "V", "O", "LSE", "state")
-ASSUMED_FLASH_V1_TILES = (64, 64)
 
 
 def fa1_state_bytes_per_row(head_dim: int) -> int:
@@ -433,9 +406,6 @@ def flash_v1_extra_bytes(seq_len: int, batch: int, heads: int, head_dim: int, dt
     keeps in HBM between steps (bytes)."""
     return (flash_extra_bytes(seq_len, batch, heads, head_dim, dtype_bytes)
             + batch * heads * seq_len * fa1_state_bytes_per_row(head_dim))
-
-
-EXTRA_BYTES["flash_v1"] = flash_v1_extra_bytes
 
 
 def flash_v1_traffic(seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int, causal: bool,
@@ -490,3 +460,64 @@ def sram_buffers(block_m: int, block_n: int, head_dim: int, dtype_bytes: int) ->
     return {"Q block": block_m * head_dim * e, "K tile": block_n * head_dim * e, "V tile": block_n * head_dim * e,
             "S tile": block_m * block_n * FA1_STATE_BYTES, "m": block_m * FA1_STATE_BYTES,
             "l": block_m * FA1_STATE_BYTES, "O acc": block_m * head_dim * FA1_STATE_BYTES}
+
+
+# -- the algorithms: one row each ---------------------------------------------------------------------
+# Every algorithm a record can name (bench.algorithms has the same keys; viz/theme.py draws them; a test checks
+# that the three tables agree). A new kernel is one row here: its HBM traffic by kernel or phase, and the
+# device memory it needs beyond Q, K, V by its design.
+
+Shape = tuple[int, int, int, int, int, bool]  # (seq_len, batch, heads, head_dim, dtype_bytes, causal)
+
+
+@dataclass(frozen=True)
+class AlgorithmModel:
+    traffic: Callable[[Shape, tuple[int, int], Machine | None, bool], list[Traffic]]
+    # (shape, tiles, machine for the L2-aware model or None, interpreter path) -> traffic by kernel or phase
+    extra_bytes: Callable[[int, int, int, int, int], int]  # (seq_len, batch, heads, head_dim, dtype_bytes)
+    tiles: tuple[int, int] | None = None  # the tiles a record that does not say which it ran is assumed to use
+
+
+def _flash_model(shape: Shape, tiles: tuple[int, int], machine: Machine | None, interpreter: bool) -> list[Traffic]:
+    if machine is None:
+        return flash_traffic_no_cache(*shape, *tiles)
+    return flash_traffic_l2(*shape, *tiles, machine.l2_bytes, machine.programs_in_flight)
+
+
+ALGORITHM_MODELS: dict[str, AlgorithmModel] = {
+    "flash": AlgorithmModel(_flash_model, flash_extra_bytes, ASSUMED_FLASH_TILES),
+    "naive": AlgorithmModel(lambda shape, tiles, machine, interpreter: naive_traffic(*shape, interpreter=interpreter),
+                            naive_extra_bytes),
+    "sdpa_default": AlgorithmModel(lambda shape, *_: fused_traffic(*shape), fused_extra_bytes),
+    "sdpa_flash": AlgorithmModel(lambda shape, *_: fused_traffic(*shape), fused_extra_bytes),
+    "torch_naive": AlgorithmModel(lambda shape, *_: torch_naive_traffic(*shape), naive_extra_bytes),
+    "flash_v1": AlgorithmModel(lambda shape, tiles, *_: flash_v1_traffic(*shape, *tiles), flash_v1_extra_bytes,
+                               (64, 64)),
+    # the FA-3 style Gluon kernel (kernels/flash_v3.py): the same loads and stores as flash, with its own tiles
+    "flash_v3": AlgorithmModel(_flash_model, flash_extra_bytes, (128, 128)),
+}
+ALGORITHMS = tuple(ALGORITHM_MODELS)
+EXTRA_BYTES = {key: model.extra_bytes for key, model in ALGORITHM_MODELS.items()}
+
+
+def _model(algorithm: str) -> AlgorithmModel:
+    if algorithm not in ALGORITHM_MODELS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; the cost model knows {', '.join(ALGORITHMS)}")
+    return ALGORITHM_MODELS[algorithm]
+
+
+def traffic(algorithm: str, seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int, causal: bool,
+            block_m: int | None = None, block_n: int | None = None, machine: Machine | None = None,
+            interpreter: bool = False) -> list[Traffic]:
+    """HBM traffic of an algorithm by kernel or phase: the model behind every byte count on the page.
+
+    The flash kernels: the L2-aware model when `machine` is given, else the no-cache bound; block_m × block_n
+    are the tiles the kernel ran (the algorithm's assumed tiles when unknown)."""
+    model = _model(algorithm)
+    tiles = (block_m or model.tiles[0], block_n or model.tiles[1]) if model.tiles else (0, 0)
+    return model.traffic((seq_len, batch, heads, head_dim, dtype_bytes, causal), tiles, machine, interpreter)
+
+
+def extra_bytes(algorithm: str, seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int) -> int:
+    """Device memory an algorithm needs beyond its inputs, by its design."""
+    return _model(algorithm).extra_bytes(seq_len, batch, heads, head_dim, dtype_bytes)

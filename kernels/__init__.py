@@ -2,7 +2,7 @@
 
 `from kernels import flash_attention, naive_attention, backend, backend_reason` loads torch and Triton
 (seconds), with `kernels.runtime` first: it decides the path and sets TRITON_INTERPRET before any kernel
-is decorated. The plain-data modules (`kernels.record`, `kernels.results`,
+is decorated. The plain-data modules (`bench.record`, `bench.results`,
 `kernels.probe`) import without either, so reading a recording costs no torch import.
 """
 from importlib import import_module

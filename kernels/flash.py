@@ -28,9 +28,9 @@ import costmodel
 from kernels.inputs import check_attention_inputs, dot_modes
 
 LN2 = costmodel.LN2  # the kernel keeps m in log2 units; its LSE and the trace are natural logs
-# the same constants inside kernels (a kernel may read a global only when it is a constexpr)
-_LN2: tl.constexpr = tl.constexpr(costmodel.LN2)
-_LOG2_E: tl.constexpr = tl.constexpr(costmodel.LOG2_E)
+# the same constants inside kernels (a kernel may read a global only when it is a constexpr); flash_v1 uses them too
+LN2_KERNEL: tl.constexpr = tl.constexpr(costmodel.LN2)
+LOG2_E_KERNEL: tl.constexpr = tl.constexpr(costmodel.LOG2_E)
 
 
 @triton.jit
@@ -141,7 +141,7 @@ def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
         q = tl.load(q_ptrs, mask=offs_m[:, None] < seq_len, other=0.0)
     if DOT_FP32:
         q = q.to(tl.float32)
-    qk_scale = sm_scale * _LOG2_E  # exp(x) == exp2(x·log2 e)
+    qk_scale = sm_scale * LOG2_E_KERNEL  # exp(x) == exp2(x·log2 e)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
@@ -168,7 +168,7 @@ def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
                                     USE_TMA)
     # -- write O and the row log-sum-exp (natural log) once --
     row_in_range = offs_m < seq_len
-    lse = (m_i + tl.math.log2(l_i)) * _LN2
+    lse = (m_i + tl.math.log2(l_i)) * LN2_KERNEL
     tl.store(LSE + off_bh.to(tl.int64) * seq_len + offs_m, lse, mask=row_in_range)
     o = acc / l_i[:, None]
     if USE_TMA:
@@ -232,12 +232,6 @@ def config_for(head_dim: int, dtype: torch.dtype, causal: bool) -> FlashConfig:
         return _INTERPRETER_CONFIG
     dtype_bytes = torch.empty((), dtype=dtype).element_size()
     return TUNED_CONFIGS.get((head_dim, dtype_bytes, causal), _default_config(head_dim, dtype_bytes))
-
-
-def _check_tiles(block_m: int, block_n: int) -> None:
-    for name, size in (("block_m", block_m), ("block_n", block_n)):
-        if not isinstance(size, int) or size < 16 or size > 256 or size & (size - 1):
-            raise ValueError(f"{name} must be a power of two from 16 to 256 (tl.dot needs ≥ 16); got {size!r}")
 
 
 # -- wrapper --------------------------------------------------------------------------------------
@@ -309,7 +303,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     """
     q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
     config = config or config_for(q.shape[-1], q.dtype, causal)
-    _check_tiles(config.block_m, config.block_n)
+    costmodel.check_tiles(config.block_m, config.block_n)
     o, lse = _launch_flash(q, k, v, causal, sm_scale, config)
     return (o, lse) if return_lse else o
 
@@ -324,7 +318,7 @@ def flash_attention_traced(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ca
     sm (B·H, n_q_blocks, 3) int64 (SM id, start ns, end ns) when record_sm (GPU only), else None.
     """
     q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
-    _check_tiles(block_m, block_n)
+    costmodel.check_tiles(block_m, block_n)
     if record_sm and INTERPRET:
         raise ValueError("SM ids and timestamps exist only on a GPU; the interpreter path cannot record them")
     batch, heads, seq_len, head_dim = q.shape

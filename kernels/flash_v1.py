@@ -22,7 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.flash import FlashConfig, LN2, _LN2, _check_tiles
+import costmodel
+from kernels.flash import LN2, LN2_KERNEL, FlashConfig
 from kernels.inputs import check_attention_inputs, dot_modes
 
 @triton.jit(do_not_specialize=["seq_len", "heads", "n_q_blocks", "n_k_blocks"])
@@ -108,7 +109,7 @@ def _attn_fwd_fa1(Q, K, V, O, LSE, O_ACC, M, L, TRACE_STATS, TRACE_OUT, TRACE_OR
             tl.store(M + row_head + rows, m_new, mask=more)
             tl.store(L + row_head + rows, l_new, mask=more)
             tl.store(acc_head + rows[:, None] * HEAD_DIM + offs_d[None, :], o, mask=more[:, None])
-            tl.store(LSE + row_head + rows, (m_new + tl.math.log2(l_new)) * _LN2, mask=done)
+            tl.store(LSE + row_head + rows, (m_new + tl.math.log2(l_new)) * LN2_KERNEL, mask=done)
             tl.store(o_head + rows[:, None] * stride_on + offs_d[None, :] * stride_od,
                      o.to(O.dtype.element_ty), mask=done[:, None])
             if TRACE:
@@ -196,7 +197,7 @@ def flash_attention_v1(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
     """
     q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
     config = config or config_for_v1(q.shape[-1], q.dtype)
-    _check_tiles(config.block_m, config.block_n)
+    costmodel.check_tiles(config.block_m, config.block_n)
     o, lse = _launch_flash_v1(q, k, v, causal, sm_scale, config)
     return (o, lse) if return_lse else o
 
@@ -208,7 +209,7 @@ def flash_attention_v1_traced(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     with m in natural-log units, l, alpha (NaN where no step ran), out (B·H, n_q, n_k, block_m, head_dim)
     and order (B·H, n_q, n_k) int32, the step number at which the program ran (q block, k block)."""
     q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
-    _check_tiles(block_m, block_n)
+    costmodel.check_tiles(block_m, block_n)
     batch, heads, seq_len, head_dim = q.shape
     n_q, n_k = triton.cdiv(seq_len, block_m), triton.cdiv(seq_len, block_n)
     bh = batch * heads

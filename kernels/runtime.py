@@ -12,7 +12,6 @@ on a machine without one.
 from __future__ import annotations
 
 import os
-import platform
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -117,84 +116,3 @@ def interpreter_queue() -> int:
     """How many threads hold or wait for the interpreter now (0: a new launch starts at once)."""
     with _queue_guard:
         return len(_queue)
-
-
-def versions() -> dict:
-    import triton
-    return {
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "cuda": torch.version.cuda,
-        "python": platform.python_version(),
-    }
-
-
-def _nvidia_smi(field: str) -> str | None:
-    """One field of `nvidia-smi --query-gpu` for GPU 0, or None where nvidia-smi cannot tell."""
-    try:
-        import subprocess
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=10)
-        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def _max_sm_clock_mhz() -> float | None:
-    value = _nvidia_smi("clocks.max.sm")
-    try:
-        return float(value) if value else None
-    except ValueError:
-        return None
-
-
-def measure_copy_gbps(nbytes: int = 2 << 30) -> float:
-    """Device-to-device copy bandwidth in GB/s, counting bytes read plus bytes written (median of runs)."""
-    import triton.testing
-    src = torch.empty(nbytes // 2, dtype=torch.float16, device="cuda").uniform_(-1, 1)
-    dst = torch.empty_like(src)
-    ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=50, rep=300, return_mode="median")
-    del src, dst
-    torch.cuda.empty_cache()
-    return 2 * nbytes / (ms * 1e-3) / 1e9
-
-
-def measure_matmul_tflops(size: int = 8192) -> float:
-    """Dense bf16 matrix product rate through PyTorch (cuBLAS), TFLOPS, on random data: the compute roof."""
-    import triton.testing
-    a, b = (torch.randn(size, size, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-    ms = triton.testing.do_bench(lambda: a @ b, warmup=50, rep=300, return_mode="median")
-    del a, b
-    torch.cuda.empty_cache()
-    return 2 * size**3 / (ms * 1e-3) / 1e12
-
-
-def device_facts(measure_bandwidth: bool = False) -> dict:
-    """The memory hierarchy of the GPU in use (docs/data-contracts.md, "Device facts").
-
-    On the interpreter path there is no GPU: the values are None and the name says so.
-    """
-    facts = {"name": "CPU (Triton interpreter)", "sm_count": None, "smem_per_sm_bytes": None,
-             "smem_per_block_bytes": None, "l2_bytes": None, "hbm_bytes": None, "copy_gbps": None,
-             "compute_capability": None, "driver": None, "matmul_tflops": None, "l2_gbps": None,
-             "sm_clock_mhz": None, **versions()}
-    if INTERPRET:
-        return facts
-    props = torch.cuda.get_device_properties(0)
-    facts.update(
-        name=props.name,
-        sm_count=props.multi_processor_count,
-        smem_per_sm_bytes=getattr(props, "shared_memory_per_multiprocessor", None),
-        smem_per_block_bytes=getattr(props, "shared_memory_per_block_optin", None),
-        l2_bytes=getattr(props, "L2_cache_size", None),
-        hbm_bytes=props.total_memory,
-        compute_capability=f"{props.major}.{props.minor}",
-        driver=_nvidia_smi("driver_version"),
-        sm_clock_mhz=_max_sm_clock_mhz(),
-    )
-    if measure_bandwidth:  # the roofs of the roofline and the hierarchy's bandwidths, measured on this GPU
-        facts["copy_gbps"] = measure_copy_gbps()
-        from kernels.bandwidth import measure_l2_read_gbps
-        facts["l2_gbps"] = measure_l2_read_gbps()
-        facts["matmul_tflops"] = measure_matmul_tflops()
-    return facts

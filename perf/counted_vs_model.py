@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import costmodel
-from kernels.results import parse_results
+from bench.results import parse_results
 
 
 def rows(path: Path) -> list[dict]:

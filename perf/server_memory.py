@@ -33,7 +33,7 @@ def rss_mib(pid: int) -> float:
 
 def big_results_file(path: Path, programs: int, salt: int) -> None:
     """A valid results file of ~17 MB: the shipped recording plus one long SM timeline."""
-    from kernels.results import RESULTS_DIR
+    from bench.results import RESULTS_DIR
     doc = json.loads((RESULTS_DIR / "h200.json").read_text())
     timeline = dict(doc["timelines"][0])
     timeline.update(seq_len=1 << 20, block_m=16, heads=64, batch=64, sm_id=[i % 132 for i in range(programs)],

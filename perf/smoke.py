@@ -8,7 +8,7 @@ import torch, triton, triton.testing
 import kernels
 from kernels.flash import FlashConfig, flash_attention, flash_attention_traced, flash_attention_sm_timeline
 from kernels.naive import naive_attention
-from kernels.runtime import device_facts
+from bench.device import device_facts
 from torch.nn.attention import sdpa_kernel, SDPBackend
 import torch.nn.functional as F
 

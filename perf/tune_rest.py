@@ -14,7 +14,7 @@ import torch.nn.functional as F
 import triton
 
 from kernels.flash import FlashConfig, _default_config, flash_attention
-from kernels.measure import time_cuda
+from bench.measure import time_cuda
 
 B, H, N = 2, 16, 8192
 CLASSES = ((16, torch.bfloat16), (32, torch.bfloat16), (256, torch.bfloat16), (64, torch.float32),

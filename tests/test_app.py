@@ -12,8 +12,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app_settings import DEFAULTS, SCENES, settings_from_query
-from kernels import results
-from kernels.measure import Setting, _result
+from bench import results
+from bench.measure import Setting, make_record
 from costmodel import tile_schedule
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -146,12 +146,12 @@ def uploaded_recording() -> bytes:
     records = []
     for seq_len in (1024, 2048, 4096):
         flash_ms = seq_len / 1024
-        records.append(_result(Setting("flash", seq_len, 2, 16, 128), "ok", "Test GPU", "cuda", [flash_ms] * 3,
+        records.append(make_record(Setting("flash", seq_len, 2, 16, 128), "ok", "Test GPU", "cuda", [flash_ms] * 3,
                                peak=seq_len * 1000).to_dict())
         naive = Setting("naive", seq_len, 2, 16, 128)
-        records.append((_result(naive, "oom", "Test GPU", "cuda", needed=1 << 40, message="out of memory")
+        records.append((make_record(naive, "oom", "Test GPU", "cuda", needed=1 << 40, message="out of memory")
                         if seq_len == 4096 else
-                        _result(naive, "ok", "Test GPU", "cuda", [3 * flash_ms] * 3, peak=seq_len**2)).to_dict())
+                        make_record(naive, "ok", "Test GPU", "cuda", [3 * flash_ms] * 3, peak=seq_len**2)).to_dict())
     facts = {"name": "Test GPU", "sm_count": 4, "smem_per_sm_bytes": 64 << 10, "smem_per_block_bytes": 48 << 10,
              "l2_bytes": 1 << 20, "hbm_bytes": 1 << 34, "copy_gbps": 100.0, "compute_capability": "9.0",
              "driver": "test", "torch": "test", "triton": "test"}

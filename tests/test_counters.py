@@ -1,5 +1,5 @@
-"""kernels.counters: reading Nsight Compute's raw CSV into per-record counts (the format seen on the H200)."""
-from kernels.counters import MARKER, counted_fields, parse_ncu_csv
+"""bench.counters: reading Nsight Compute's raw CSV into per-record counts (the format seen on the H200)."""
+from bench.counters import MARKER, counted_fields, parse_ncu_csv
 
 HEADER = ('"ID","Process ID","Kernel Name","Grid Size","dram__bytes_read.sum","dram__bytes_write.sum",'
           '"lts__t_bytes.sum","gpu__time_duration.sum"')

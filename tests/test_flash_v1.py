@@ -136,7 +136,7 @@ def test_step_io_moves_what_the_cost_model_counts(order, causal, seq_len, block_
 
 
 def test_bench_times_fa1_only_where_one_call_is_short():
-    from kernels import measure
+    from bench import measure
     from kernels.flash_v1 import FLASH_V1_TIMED_MAX_SEQ_LEN
     assert measure.flash_tiles(measure.Setting("flash_v1", 1024, head_dim=64)) is not None
     with pytest.raises(ValueError, match="not timed"):

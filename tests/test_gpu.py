@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from kernels import flash_attention, naive_attention
-from kernels import measure as m
+from bench import measure as m
 from kernels.flash import FlashConfig, config_for, flash_attention_traced
 from kernels.flash_v1 import flash_attention_v1
-from kernels.measure import Setting, measure, model_extra_bytes
+from bench.measure import Setting, measure, model_extra_bytes
 
 pytestmark = pytest.mark.gpu
 
@@ -109,11 +109,11 @@ def test_flash_v1_matches_float64_on_the_gpu(seq_len, head_dim, causal, dtype):
 
 
 def test_counters_read_what_the_cost_model_says(tmp_path):
-    """kernels.counters on a small bench run: Nsight Compute's DRAM bytes for our two kernels, written into
+    """bench.counters on a small bench run: Nsight Compute's DRAM bytes for our two kernels, written into
     the results file, agree with the cost model where it holds (naive at 4K: S and P stream through HBM; flash:
     Q, K, V once, O and LSE once, far under the no-cache bound)."""
-    from kernels import bench, counters
-    from kernels.results import parse_results
+    from bench import cli as bench, counters
+    from bench.results import parse_results
     if counters.find_ncu() is None:
         pytest.skip("Nsight Compute (ncu) is not installed here")
     path = tmp_path / "small.json"

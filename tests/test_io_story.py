@@ -6,7 +6,7 @@ from streamlit.testing.v1 import AppTest
 import costmodel
 import story
 from app_settings import DEFAULTS
-from kernels.results import load_results
+from bench.results import load_results
 from tests.test_app import APP, assert_no_exception, metric_values
 from fmt import fmt_bytes
 

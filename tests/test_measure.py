@@ -3,8 +3,8 @@ import threading
 
 import pytest
 
-from kernels import measure as m
-from kernels.measure import Setting, attention_flops, bytes_moved, model_extra_bytes, oom_bytes
+from bench import measure as m
+from bench.measure import Setting, attention_flops, bytes_moved, model_extra_bytes, oom_bytes
 
 
 def test_flops_by_hand():

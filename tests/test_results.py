@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from kernels import results as res
-from kernels.measure import Setting, _result
+from bench import results as res
+from bench.measure import Setting, make_record
 
 FACTS = {"name": "NVIDIA H200", "sm_count": 132, "smem_per_sm_bytes": 233472, "smem_per_block_bytes": 232448,
          "l2_bytes": 62914560, "hbm_bytes": 150109880320, "copy_gbps": 4273.4, "compute_capability": "9.0",
@@ -12,13 +12,13 @@ FACTS = {"name": "NVIDIA H200", "sm_count": 132, "smem_per_sm_bytes": 233472, "s
 
 
 def good_doc():
-    ok = _result(Setting("flash", 8192, 2, 16, 128), "ok", "NVIDIA H200", "cuda", [2.0, 2.1, 2.2], peak=100)
-    oom = _result(Setting("naive", 32768, 2, 16, 128), "oom", "NVIDIA H200", "cuda", needed=1 << 37, message="oom")
+    ok = make_record(Setting("flash", 8192, 2, 16, 128), "ok", "NVIDIA H200", "cuda", [2.0, 2.1, 2.2], peak=100)
+    oom = make_record(Setting("naive", 32768, 2, 16, 128), "oom", "NVIDIA H200", "cuda", needed=1 << 37, message="oom")
     timeline = {"sm_count": 132, "seq_len": 16384, "heads": 32, "batch": 1, "head_dim": 128, "block_m": 128,
                 "causal": False, "sm_id": [0, 1], "t_start_ns": [0, 5], "t_end_ns": [10, 12], "q_block": [0, 1],
                 "bh": [0, 0]}
     return {"schema": res.SCHEMA, "schema_version": res.SCHEMA_VERSION,
-            "meta": {"created": "2026-11-29T09:00:00Z", "command": "python -m kernels.bench"},
+            "meta": {"created": "2026-11-29T09:00:00Z", "command": "python -m bench"},
             "device": dict(FACTS), "records": [ok.to_dict(), oom.to_dict()], "timelines": [timeline]}
 
 
@@ -183,7 +183,7 @@ def test_unknown_keys_are_dropped():
     doc["meta"]["ratios"] = [{"head_dim": 64, "flash_ms": 1.5, "flash_vs_sdpa_flash": None}]
     loaded = res.load_results(encode(doc))
     assert "evil" not in loaded.facts and "surprise" not in loaded.records[0]
-    assert loaded.meta == {"created": "2026-11-29T09:00:00Z", "command": "python -m kernels.bench",
+    assert loaded.meta == {"created": "2026-11-29T09:00:00Z", "command": "python -m bench",
                            "ratios": doc["meta"]["ratios"]}
 
 
@@ -195,7 +195,7 @@ def test_bad_ratios_are_dropped_with_a_note():
 
 
 def test_a_loaded_file_dumps_back_unchanged(tmp_path):
-    """kernels.counters reads a file, adds counts and writes it back through dump_results."""
+    """bench.counters reads a file, adds counts and writes it back through dump_results."""
     doc = good_doc()
     doc["meta"]["ratios"] = [{"head_dim": 64, "flash_ms": 1.5}]
     doc["device"].update(matmul_tflops=750.5, l2_gbps=11000.0, sm_clock_mhz=1980.0)

@@ -74,7 +74,7 @@ def test_roofline_figure_puts_points_where_their_records_say():
 
 # -- on the shipped recording: the page's claims agree with each other ---------------------------------
 
-from kernels.results import load_results  # noqa: E402  (torch-free)
+from bench.results import load_results  # noqa: E402  (torch-free)
 from story import oom_text  # noqa: E402
 from fmt import fmt_ms# noqa: E402
 

@@ -1,6 +1,6 @@
 """Counted HBM bytes: DRAM and L2 traffic of every recorded kernel, read from the GPU's hardware counters.
 
-    python -m kernels.counters --results results/h200.json
+    python -m bench.counters --results results/h200.json
 
 Nsight Compute (`ncu`) runs this module again in `--replay` mode as its target: that process runs each
 successful record's setting once more, between two marker launches whose grid encodes the record's
@@ -50,7 +50,7 @@ def _replay(jobs_path: Path) -> int:
     import triton
     import triton.language as tl
 
-    from kernels.measure import Setting, _inputs, _runner
+    from bench.measure import Setting, inputs, runner
 
     @triton.jit
     def _range_marker(X):  # does nothing: its grid (record index + 1, 1 or 2) marks where a record starts, ends
@@ -63,8 +63,8 @@ def _replay(jobs_path: Path) -> int:
                           job["dtype"], job["causal"])
         q = k = v = None
         try:
-            q, k, v = _inputs(setting, seed=0)
-            run = _runner(setting, q, k, v)
+            q, k, v = inputs(setting, seed=0)
+            run = runner(setting, q, k, v)
             run()  # compile and warm up outside the counted range
             torch.cuda.synchronize()
             torch.cuda.nvtx.range_push(NVTX_RANGE)
@@ -153,7 +153,7 @@ def _ncu_version(ncu: str) -> str:
 
 def count(results_path: Path, max_seq_len: int | None = None, timeout_s: float = 1800,
           keep_csv: Path | None = None) -> int:
-    from kernels.results import dump_results, parse_results
+    from bench.results import dump_results, parse_results
 
     loaded = parse_results(results_path.read_bytes(), str(results_path))
     records = [dict(r) for r in loaded.records]
@@ -173,7 +173,7 @@ def count(results_path: Path, max_seq_len: int | None = None, timeout_s: float =
             command = [ncu, "--csv", "--page", "raw", "--print-units", "base", "--metrics", ",".join(METRICS),
                        "--clock-control", "none", "--cache-control", "all", "--nvtx", "--nvtx-include",
                        f"{NVTX_RANGE}/", "--log-file", str(log_path),
-                       sys.executable, "-m", "kernels.counters", "--replay", str(jobs_path)]
+                       sys.executable, "-m", "bench.counters", "--replay", str(jobs_path)]
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
             print(done.stdout[-3000:], done.stderr[-3000:], sep="\n", file=sys.stderr)
             text = log_path.read_text() if log_path.exists() else ""
@@ -195,7 +195,7 @@ def count(results_path: Path, max_seq_len: int | None = None, timeout_s: float =
             record["counters"] = why_not or "not counted: the setting failed under the profiler"
     counted = sum(1 for job in jobs if counts.get(job["index"]))
     meta = dict(loaded.meta)
-    meta["counters_command"] = "python -m kernels.counters " + " ".join(sys.argv[1:])
+    meta["counters_command"] = "python -m bench.counters " + " ".join(sys.argv[1:])
     dump_results(results_path, loaded.facts, records, loaded.timelines, meta.pop("command"), meta.pop("created"),
                  meta)
     print(f"counted {counted} of {len(jobs)} records; wrote {results_path}")
@@ -203,9 +203,9 @@ def count(results_path: Path, max_seq_len: int | None = None, timeout_s: float =
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kernels.counters", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m bench.counters", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results", type=Path, help="a results file written by `python -m kernels.bench`")
+    parser.add_argument("--results", type=Path, help="a results file written by `python -m bench`")
     parser.add_argument("--max-seq-len", type=int, default=None, help="count only records up to this length")
     parser.add_argument("--keep-csv", type=Path, default=None, help="also save ncu's raw CSV here")
     parser.add_argument("--replay", type=Path, help=argparse.SUPPRESS)  # ncu's target process

@@ -1,14 +1,15 @@
 """The measurement record: what one measurement of one setting produced (docs/data-contracts.md).
 
 Plain data, importable without torch, so the app can read recorded files before (or without)
-loading the kernels. `kernels.measure` fills it; `kernels.results` validates files of it.
+loading the kernels. `bench.measure` fills it; `bench.results` validates files of it.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-ALGORITHMS = ("flash", "naive", "sdpa_default", "sdpa_flash", "torch_naive", "flash_v1")
-OURS = ("flash", "naive")
+
+from bench.algorithms import ALGORITHM_KEYS as ALGORITHMS
+
 STATUSES = ("ok", "oom", "error")
 
 

@@ -24,13 +24,11 @@ import torch
 
 import costmodel
 from costmodel import DTYPE_BYTES, HEAD_DIMS as SUPPORTED_HEAD_DIMS
-
-from kernels.flash import config_for, flash_attention
-from kernels.flash_v1 import FLASH_V1_TIMED_MAX_SEQ_LEN, config_for_v1, flash_attention_v1
+from bench.algorithms import ALGORITHMS, ON_INTERPRETER
+from bench.device import device_facts
+from bench.record import Record
 from kernels.inputs import DTYPES_BY_NAME
-from kernels.naive import naive_attention
-from kernels.record import ALGORITHMS, OURS, Record
-from kernels.runtime import DEVICE, INTERPRET, device_facts, kernel_launch_lock
+from kernels.runtime import DEVICE, INTERPRET, kernel_launch_lock
 
 # The interpreter costs ~10 ms per tile; beyond this the CPU path would keep a viewer waiting.
 INTERPRETER_MAX_SEQ_LEN = 512
@@ -52,7 +50,7 @@ class Setting:
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {self.algorithm!r}: choose one of {ALGORITHMS}")
+            raise ValueError(f"unknown algorithm {self.algorithm!r}: choose one of {tuple(ALGORITHMS)}")
         for name in ("seq_len", "batch", "heads"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -71,22 +69,14 @@ class Setting:
         return DTYPE_BYTES[self.dtype]
 
 
-
-
 def attention_flops(s: Setting) -> float:
     """Matmul FLOPs of the forward pass (costmodel.attention_flops)."""
     return costmodel.attention_flops(s.seq_len, s.batch, s.heads, s.head_dim, s.causal)
 
 
 def flash_tiles(s: Setting) -> tuple[int, int] | None:
-    """(block_m, block_n) our flash kernel runs this setting with; None for the other algorithms."""
-    if s.algorithm == "flash_v1":
-        config = config_for_v1(s.head_dim, DTYPES_BY_NAME[s.dtype])
-        return config.block_m, config.block_n
-    if s.algorithm != "flash":
-        return None
-    config = config_for(s.head_dim, DTYPES_BY_NAME[s.dtype], s.causal)
-    return config.block_m, config.block_n
+    """(block_m, block_n) our kernel runs this setting with; None for algorithms without tiles we choose."""
+    return ALGORITHMS[s.algorithm].tiles(s)
 
 
 def bytes_moved(s: Setting, machine: costmodel.Machine | None = None) -> int:
@@ -103,43 +93,13 @@ def model_extra_bytes(s: Setting) -> int:
     return costmodel.extra_bytes(s.algorithm, s.seq_len, s.batch, s.heads, s.head_dim, s.dtype_bytes)
 
 
-# -- the algorithms ------------------------------------------------------------------------------
-
-def torch_naive_attention(q, k, v, causal: bool, sm_scale: float):
-    """Standard attention in PyTorch eager, the same math as our naive kernels: fp32 scores and softmax,
-    P rounded to the input dtype, O = PV."""
-    batch, heads, n, d = q.shape
-    q3, k3, v3 = (t.reshape(batch * heads, n, d) for t in (q, k, v))  # (B·H, N, D)
-    s = torch.bmm(q3, k3.transpose(1, 2), out_dtype=torch.float32)  # (B·H, N, N) fp32
-    s.mul_(sm_scale)
-    if causal:
-        s.masked_fill_(torch.ones(n, n, dtype=torch.bool, device=q.device).triu_(1), float("-inf"))
-    p = torch.softmax(s, dim=-1).to(q.dtype)  # (B·H, N, N)
-    del s
-    return torch.bmm(p, v3).reshape(batch, heads, n, d)
-
-
-def _runner(s: Setting, q, k, v):
-    scale = 1.0 / math.sqrt(s.head_dim)
-    if s.algorithm == "flash":
-        return lambda: flash_attention(q, k, v, causal=s.causal)
-    if s.algorithm == "naive":
-        return lambda: naive_attention(q, k, v, causal=s.causal)
-    if s.algorithm == "flash_v1":
-        if s.seq_len > FLASH_V1_TIMED_MAX_SEQ_LEN:  # an "error" record, not minutes of GPU time
-            raise ValueError(f"the FA1-order kernel runs one program per head: past {FLASH_V1_TIMED_MAX_SEQ_LEN} "
-                             f"tokens one call takes seconds, so it is not timed there")
-        return lambda: flash_attention_v1(q, k, v, causal=s.causal)
-    if s.algorithm == "torch_naive":
-        return lambda: torch_naive_attention(q, k, v, s.causal, scale)
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    from torch.nn.functional import scaled_dot_product_attention as sdpa
-    if s.algorithm == "sdpa_flash":
-        def run_sdpa_flash():
-            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-                return sdpa(q, k, v, is_causal=s.causal)
-        return run_sdpa_flash
-    return lambda: sdpa(q, k, v, is_causal=s.causal)
+def runner(s: Setting, q, k, v):
+    """The call to time for this setting's algorithm (bench.algorithms); ValueError where it does not run."""
+    algorithm = ALGORITHMS[s.algorithm]
+    why = algorithm.unavailable(s)
+    if why:
+        raise ValueError(why)
+    return algorithm.runner(s, q, k, v)
 
 
 # -- measuring -----------------------------------------------------------------------------------
@@ -154,7 +114,7 @@ def oom_bytes(message: str) -> int | None:
     return int(float(match.group(1)) * _UNITS[match.group(2)]) if match else None
 
 
-def _result(s: Setting, status: str, device: str, timing_kind: str, times_ms: list[float] | None = None,
+def make_record(s: Setting, status: str, device: str, timing_kind: str, times_ms: list[float] | None = None,
             peak: int | None = None, needed: int | None = None, message: str = "") -> Record:
     median = p20 = p80 = tflops = gbps = None
     moved = bytes_moved(s, _machine() if timing_kind == "cuda" else None)
@@ -169,7 +129,7 @@ def _result(s: Setting, status: str, device: str, timing_kind: str, times_ms: li
     block_m, block_n = flash_tiles(s) or (None, None)
     return Record(s.algorithm, s.seq_len, s.batch, s.heads, s.head_dim, s.dtype, s.causal, status, median, p20,
                   p80, tflops, gbps, moved, peak, needed, message, device, timing_kind, block_m, block_n,
-                  counters="not counted: hardware counters are read by `python -m kernels.counters`")
+                  counters="not counted: hardware counters are read by `python -m bench.counters`")
 
 
 @functools.cache
@@ -178,7 +138,8 @@ def _machine() -> costmodel.Machine | None:
     return costmodel.machine_from_facts(device_facts())
 
 
-def _inputs(s: Setting, seed: int):
+def inputs(s: Setting, seed: int):
+    """Random q, k, v of the setting's shape and dtype (never zeros), from `seed`, on the active device."""
     gen = torch.Generator(device=DEVICE).manual_seed(seed)
     shape = (s.batch, s.heads, s.seq_len, s.head_dim)
     dtype = DTYPES_BY_NAME[s.dtype]
@@ -211,8 +172,8 @@ def _measure_cuda(s: Setting, seed: int, warmup_ms: float, rep_ms: float) -> Rec
     device = torch.cuda.get_device_name(0)
     q = k = v = None
     try:
-        q, k, v = _inputs(s, seed)
-        fn = _runner(s, q, k, v)
+        q, k, v = inputs(s, seed)
+        fn = runner(s, q, k, v)
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
@@ -220,15 +181,15 @@ def _measure_cuda(s: Setting, seed: int, warmup_ms: float, rep_ms: float) -> Rec
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated() - base
         if not torch.isfinite(out).all():
-            return _result(s, "error", device, "cuda", message="output has NaN or Inf")
+            return make_record(s, "error", device, "cuda", message="output has NaN or Inf")
         del out
         times = time_cuda(fn, warmup_ms, rep_ms)
-        return _result(s, "ok", device, "cuda", times, peak=peak)
+        return make_record(s, "ok", device, "cuda", times, peak=peak)
     except torch.OutOfMemoryError as exc:
         message = str(exc).split("\n")[0]
-        return _result(s, "oom", device, "cuda", needed=oom_bytes(message) or model_extra_bytes(s), message=message)
+        return make_record(s, "oom", device, "cuda", needed=oom_bytes(message) or model_extra_bytes(s), message=message)
     except Exception as exc:  # a failing kernel is a result to show, not a crash of the app
-        return _result(s, "error", device, "cuda", message=f"{type(exc).__name__}: {exc}"[:500])
+        return make_record(s, "error", device, "cuda", message=f"{type(exc).__name__}: {exc}"[:500])
     finally:
         del q, k, v
         gc.collect()
@@ -236,18 +197,18 @@ def _measure_cuda(s: Setting, seed: int, warmup_ms: float, rep_ms: float) -> Rec
 
 
 def _measure_interpreter(s: Setting, seed: int) -> Record:
-    if s.algorithm not in OURS:
-        raise ValueError(f"{s.algorithm} is PyTorch's CUDA kernel: it needs a GPU (interpreter path is active)")
+    if s.algorithm not in ON_INTERPRETER:
+        raise ValueError(f"{s.algorithm} runs on a CUDA GPU only (the interpreter path is active)")
     if s.seq_len > INTERPRETER_MAX_SEQ_LEN:
         raise ValueError(f"seq_len {s.seq_len} is too large for the CPU interpreter "
                          f"(at most {INTERPRETER_MAX_SEQ_LEN}); the recorded H200 results cover larger N")
-    q, k, v = _inputs(s, seed)
-    fn = _runner(s, q, k, v)
+    q, k, v = inputs(s, seed)
+    fn = runner(s, q, k, v)
     with kernel_launch_lock():  # time the run, not the wait for other sessions' interpreter runs
         start = time.perf_counter()
         fn()
         elapsed_ms = (time.perf_counter() - start) * 1e3
-    return _result(s, "ok", "CPU (Triton interpreter)", "interpreter", [elapsed_ms])
+    return make_record(s, "ok", "CPU (Triton interpreter)", "interpreter", [elapsed_ms])
 
 
 def measure(setting: Setting, seed: int = 0, warmup_ms: float = 50.0, rep_ms: float = 300.0) -> Record:

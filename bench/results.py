@@ -1,4 +1,4 @@
-"""Recorded benchmark files: written by `python -m kernels.bench`, read (and validated) by the app.
+"""Recorded benchmark files: written by `python -m bench`, read (and validated) by the app.
 
 A results file is JSON with a versioned schema (docs/data-contracts.md). This module is the one place its
 numbers are checked: types, signs, finiteness and plausible bounds for records, device facts and SM
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from costmodel import DTYPE_BYTES
-from kernels.record import ALGORITHMS, OPTIONAL_RECORD_FIELDS, RECORD_FIELDS, STATUSES
+from bench.record import ALGORITHMS, OPTIONAL_RECORD_FIELDS, RECORD_FIELDS, STATUSES
 
 SCHEMA = "flash-live-results"
 SCHEMA_VERSION = 1
@@ -93,7 +93,7 @@ RECORD_SCHEMA: dict[str, _Field] = {
     "tflops": _float(MAX_TFLOPS, unit="TFLOPS"), "gbps": _float(MAX_GBPS, unit="GB/s"),
     "bytes_moved": _int(0, MAX_BYTES, unit="bytes"), "peak_extra_bytes": _BYTES, "needed_bytes": _BYTES,
     "message": _text(500), "device": _text(), "timing_kind": _text(choices=TIMING_KINDS),
-    # optional (kernels.record.OPTIONAL_RECORD_FIELDS): a bad value is dropped with a note
+    # optional (bench.record.OPTIONAL_RECORD_FIELDS): a bad value is dropped with a note
     "block_m": _int(1, 1024, nullable=True), "block_n": _int(1, 1024, nullable=True),
     "dram_read_bytes": _BYTES, "dram_write_bytes": _BYTES, "l2_bytes": _BYTES, "counters": _text(600),
     "kernels": _Field(list, nullable=True),
@@ -117,8 +117,8 @@ FACT_SCHEMA: dict[str, _Field] = {
 REQUIRED_FACTS = ("name", "sm_count", "smem_per_sm_bytes", "smem_per_block_bytes", "l2_bytes", "hbm_bytes",
                   "copy_gbps", "compute_capability", "driver", "torch", "triton")
 META_SCHEMA: dict[str, _Field] = {"created": _text(40), "command": _text(1000),
-                                  "counters_command": _text(1000, nullable=True),  # kernels.counters
-                                  "ratios": _Field(list, nullable=True)}            # kernels.bench: printed ratios
+                                  "counters_command": _text(1000, nullable=True),  # bench.counters
+                                  "ratios": _Field(list, nullable=True)}            # bench: printed ratios
 MAX_RATIO_ROWS = 1000
 TIMELINE_SCHEMA: dict[str, _Field] = {
     "sm_count": _int(1, 10_000), "seq_len": _int(1, 1 << 24), "heads": _int(1, 1 << 12),
@@ -259,7 +259,7 @@ def parse_results(raw: bytes, name: str = "results") -> RecordedResults:
         raise ResultsError(f"{name} is not a FlashAttention-live results file (no \"schema\": \"{SCHEMA}\")")
     if doc.get("schema_version") != SCHEMA_VERSION:
         raise ResultsError(f"{name} has schema version {_short(doc.get('schema_version'))}; this app reads "
-                           f"version {SCHEMA_VERSION}: re-run `python -m kernels.bench`")
+                           f"version {SCHEMA_VERSION}: re-run `python -m bench`")
     if not _depth_within(doc, MAX_DEPTH):
         raise ResultsError(f"{name} is nested deeper than a results file ({MAX_DEPTH} levels)")
     notes = _Notes(name)

@@ -1,7 +1,7 @@
-"""`python -m kernels.bench`: sweep sequence lengths, print a table, write a versioned results file.
+"""`python -m bench`: sweep sequence lengths, print a table, write a versioned results file.
 
 Example (what produced results/h200.json; see BENCHMARKS.md):
-    python -m kernels.bench --batch 2 --heads 16 --head-dims 64,128 --causal both --timeline \
+    python -m bench --batch 2 --heads 16 --head-dims 64,128 --causal both --timeline \
         --out results/h200.json
 """
 from __future__ import annotations
@@ -16,12 +16,13 @@ import torch
 
 from costmodel import SEQ_LENS
 
+from bench.algorithms import ALGORITHM_KEYS as ALGORITHMS, FLASH_V1_TIMED_MAX_SEQ_LEN, OURS
+from bench.device import device_facts
+from bench.measure import Setting, measure, model_extra_bytes, time_cuda
+from bench.results import dump_results
 from kernels.flash import FlashConfig, flash_attention
-from kernels.flash_v1 import FLASH_V1_TIMED_MAX_SEQ_LEN
 from kernels.inputs import DTYPES_BY_NAME, SUPPORTED_HEAD_DIMS
-from kernels.measure import ALGORITHMS, OURS, Setting, measure, model_extra_bytes, time_cuda
-from kernels.results import dump_results
-from kernels.runtime import INTERPRET, device_facts
+from kernels.runtime import INTERPRET
 
 RATIO_SEQ_LEN = 8192
 TUNE_CANDIDATES = tuple(FlashConfig(*c) for c in (
@@ -50,7 +51,7 @@ def _choice_list(choices):
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m kernels.bench", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seq-lens", type=_int_list, default=list(SEQ_LENS),
                    help="comma-separated sequence lengths (default: powers of two 1K..256K)")
@@ -136,7 +137,7 @@ def tune(head_dims: list[int], dtypes: list[str], causals: list[bool], batch: in
 def main(argv=None) -> int:
     args = parse_args(argv)
     if INTERPRET:
-        print("no CUDA GPU: the bench measures GPU kernels; on the interpreter use small N via kernels.measure",
+        print("no CUDA GPU: the bench measures GPU kernels; on the interpreter use small N via bench.measure",
               file=sys.stderr)
         return 2
     causals = {"both": [False, True], "true": [True], "false": [False]}[args.causal]
@@ -172,7 +173,7 @@ def main(argv=None) -> int:
     ratios = ratio_table(records)
     print_ratios(ratios)
     if args.out:
-        command = "python -m kernels.bench " + " ".join(argv if argv is not None else sys.argv[1:])
+        command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
         created = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         dump_results(args.out, facts, records, timelines, command, created, {"ratios": ratios})
         print(f"wrote {args.out}")

@@ -1,0 +1,46 @@
+"""The differences between the two Triton versions our Gluon kernel meets, in one place.
+
+The H200 runs triton 3.6; requirements.txt pins 3.7.1. Both have what kernels/flash_fa3.py uses (TMA copies,
+mbarriers, async wgmma, warp_specialize) under the same names, except:
+
+- the partition-wide barrier (bar.sync over the calling partition's warps) is `gl.thread_barrier()` in 3.6 and
+  `gl.barrier()` in 3.7 (3.7 removed the old name);
+- `gl.warp_specialize(partitions, worker_num_warps, worker_num_regs)`: 3.6 requires `worker_num_regs`, 3.7 makes it
+  optional. We always pass it, so the one call works on both;
+- `mbarrier.allocate_mbarrier` exists only in 3.7: we allocate barriers with `gl.allocate_shared_memory(gl.int64,
+  [n, 1], mbarrier.MBarrierLayout())`, which both have;
+- the host-side `TensorDescriptor` (triton.experimental.gluon.nvidia.hopper) gained a `round_f32_to_tf32` field in
+  3.7; we build it with keywords both accept.
+
+Importing this module never raises: on a Triton without Gluon (or one too old), `GLUON_IMPORT_ERROR` says why and
+the names below are None. Gluon does not run in Triton's CPU interpreter; that is kernels.flash_fa3's concern.
+"""
+from __future__ import annotations
+
+GLUON_IMPORT_ERROR: str | None = None
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+except Exception as exc:  # an old Triton, a broken install: the FA-3 kernel reports it instead of failing import
+    gluon = gl = fence_async_shared = mbarrier = tma = warpgroup_mma = warpgroup_mma_wait = None
+    TensorDescriptor = None
+    GLUON_IMPORT_ERROR = f"{type(exc).__name__}: {exc}"
+
+# bar.sync over the warps of the calling partition (3.7: gl.barrier; 3.6: gl.thread_barrier)
+partition_barrier = None
+if gl is not None:
+    partition_barrier = getattr(gl, "barrier", None) or getattr(gl, "thread_barrier", None)
+    if partition_barrier is None:
+        GLUON_IMPORT_ERROR = "this Triton's Gluon has neither gl.barrier nor gl.thread_barrier"
+
+
+def make_descriptor(t, block_shape: list[int]):
+    """A host TMA descriptor over all of `t` (its shape and strides) with one `block_shape` box per copy, laid out
+    in shared memory with the widest swizzle the box allows (what wgmma reads without bank conflicts)."""
+    dtype = gl.bfloat16 if str(t.dtype) == "torch.bfloat16" else gl.float16
+    layout = gl.NVMMASharedLayout.get_default_for(block_shape, dtype)
+    return TensorDescriptor(base=t, shape=list(t.shape), strides=list(t.stride()), block_shape=list(block_shape),
+                            layout=layout)
