@@ -1,9 +1,14 @@
-"""Our two attention kernels, on a CUDA GPU or in Triton's CPU interpreter.
+"""Our attention kernels, on a CUDA GPU or in Triton's CPU interpreter, and what they need to run and be shown.
+
+- `flash` (FlashAttention-2 order, the teaching kernel the animation traces), `flash_v1` (FlashAttention-1's
+  loop order), `flash_v3` (FA-3 style, Gluon, Hopper only), `naive` (three kernels: S = QKᵀ, softmax, O = PV);
+- `runtime` (which path runs them, the interpreter's launch lock), `inputs` (argument checks), `trace` (what a
+  kernel did, step by step and on the SMs), `source` (the kernels' own source, cut into phases), `reference`
+  (the one float64 reference), `probe` (is there a CUDA device at all, asked without torch).
 
 `from kernels import flash_attention, naive_attention, backend, backend_reason` loads torch and Triton
 (seconds), with `kernels.runtime` first: it decides the path and sets TRITON_INTERPRET before any kernel
-is decorated. The plain-data modules (`bench.record`, `bench.results`,
-`kernels.probe`) import without either, so reading a recording costs no torch import.
+is decorated. `kernels.probe` and `kernels.source` import without either. Measurement lives in `bench/`.
 """
 from importlib import import_module
 
