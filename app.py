@@ -2,15 +2,14 @@
 
     streamlit run app.py
 
-Every number on the page comes from the two Triton kernels in kernels/ (flash and naive): measured
-live on the GPU in front of the audience or, without a GPU that Triton can drive, read from a
-recording of those kernels (results/) while the tiling animation runs the same kernel source in
-Triton's CPU interpreter. This file decides what to show; kernels/ computes and viz/ draws.
+Every number on the page comes from the Triton kernels in kernels/ (flash, its FA1-order twin, the FA-3 style
+Gluon kernel, naive): measured live on the GPU in front of the audience or, without a GPU that Triton can drive,
+read from a recording of those kernels (results/) while the tiling animation runs the same kernel source in
+Triton's CPU interpreter. This file decides what to show: `main()`, the scenes in the order of the talk (SCENES,
+at the end), one function per scene. page/ is the machinery around them, story.py the numbers they quote,
+viz/ the figures.
 
 Keys for a presenter's clicker: Page Down / Page Up move between scenes, ← / → step the animation.
-
-The machinery lives beside this file: app_page (the URL as state, the frame, widgets, style and script)
-and app_stage (the data source, cached loaders, records and the numbers scenes share).
 """
 from __future__ import annotations
 
@@ -19,56 +18,22 @@ from dataclasses import replace
 
 import streamlit as st
 
-from app_page import SCENE_BODY_PX, bound, chart, move_step, no_numbers, page_style_and_script, read_url, \
-    recording_coverage, recording_notes, scene_navigation, seq_len_slider, show_notes, sidebar, source_badges, \
-    tile_controls, write_url
-from app_settings import SCENES, TRACE_SEQ_LENS
-import app_settings
-from app_stage import Stage, animation_trace, every_algorithm_at_length, hbm_traffic, headline_numbers, \
-    live_sm_timeline, ours_over_lengths, prepare_stage, tiling_animation
-import costmodel
+import page
+from page import Stage, bound, chart, no_numbers, recording_coverage, seq_len_slider
+from page.settings import TRACE_SEQ_LENS, MAX_SEED
 import story
 import viz
-from fmt import plotly_text
+from fmt import fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens, plotly_text
 from viz.theme import algorithm_label
-from fmt import fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens
 
-SCENE_TITLES = {
-    "headline": "FlashAttention in one picture",
-    "hierarchy": "The GPU memory hierarchy",
-    "problem": "The problem: N × N scores",
-    "compare": "Standard vs flash, side by side",
-    "roofline": "Memory-bound or compute-bound: the roofline",
-    "tiling": "The tiling, step by step",
-    "seqlen": "Sequence length",
-    "evolution": "FlashAttention 1 → 4",
-    "timeline": "Work on the SMs",
-    "takeaways": "Takeaways",
-}
 HEADLINE_CHART_PX = 500  # under the headline's numbers, legend included, on a 1080-pixel-high screen
 COMPARE_CHART_PX = 530  # fits SCENE_BODY_PX under the numbers and the caption
 ROOFLINE_CHART_PX = 540  # fits SCENE_BODY_PX under the slider and the caption
+PICTURE_HEIGHT_PX = page.SCENE_BODY_PX - 210  # the scene body less its row of controls and the caption row
 
 
 def main() -> None:
-    st.set_page_config(page_title="FlashAttention, live", page_icon="⚡", layout="wide",
-                       initial_sidebar_state="collapsed")
-    page_style_and_script()
-    settings, notes = read_url()
-    badges, navigation = st.columns([3, 2], vertical_alignment="center")
-    with navigation:  # the frame is on screen before the first view has loaded the kernels
-        scene_navigation(settings.scene)
-    st.header(f"{SCENES.index(settings.scene) + 1}. {SCENE_TITLES[settings.scene]}", anchor=False)
-    notes_slot = st.container()
-    stage, stage_notes = prepare_stage(settings, st.context.theme.type)
-    write_url(stage.link_settings)  # the address bar shows the settings in use, ready to bookmark
-    with badges:
-        source_badges(stage)
-    with notes_slot:
-        show_notes(notes + stage_notes)
-        recording_notes(stage)
-    sidebar(stage, SCENE_TITLES)
-    SCENE_FUNCTIONS[stage.settings.scene](stage)
+    page.present(SCENES)
 
 
 # -- scenes ---------------------------------------------------------------------------------------
@@ -85,8 +50,8 @@ def scene_headline(stage: Stage) -> None:
     st.markdown("Attention builds an **N × N** matrix of scores. FlashAttention computes the same result "
                 "tile by tile in on-chip memory and never writes that matrix out.")
     seq_len_slider(s)
-    records = ours_over_lengths(stage)
-    numbers = headline_numbers(stage, records)
+    records = stage.ours_over_lengths()
+    numbers = stage.headline_numbers(records)
     standard, flash, faster = st.columns(3)
     standard.metric(f"Standard attention: extra memory at {fmt_tokens(s.seq_len)}", fmt_bytes(numbers.naive_bytes),
                     help="S (fp32) + P + O for every batch and head: grows as N²", border=True)
@@ -111,15 +76,12 @@ def scene_hierarchy(stage: Stage) -> None:
 def scene_problem(stage: Stage) -> None:
     s = stage.settings
     seq_len_slider(s)
-    eight_k_fp32 = costmodel.scores_bytes(8192, dtype_bytes=4)
-    eight_k_bf16 = costmodel.scores_bytes(8192, dtype_bytes=2)
+    scores = story.scores_memory(s.seq_len, s.heads, s.head_dim, s.dtype_bytes)
     st.markdown(
-        f"One head's scores at N = {fmt_tokens(s.seq_len)} in {s.dtype}: "
-        f"**{fmt_bytes(costmodel.scores_bytes(s.seq_len, dtype_bytes=s.dtype_bytes))}**; all {s.heads} heads: "
-        f"**{fmt_bytes(costmodel.scores_bytes(s.seq_len, heads=s.heads, dtype_bytes=s.dtype_bytes))}**. "
-        f"The often-quoted \"8K = 256 MB per head\" holds for fp32 scores ({fmt_bytes(eight_k_fp32)}); "
-        f"in bf16 it is {fmt_bytes(eight_k_bf16)}. Flash's extra memory is not constant either: it grows as "
-        f"O(N), {fmt_bytes(costmodel.flash_extra_bytes(s.seq_len, 1, 1, s.head_dim, s.dtype_bytes))} per head here.")
+        f"One head's scores at N = {fmt_tokens(s.seq_len)} in {s.dtype}: **{fmt_bytes(scores.per_head)}**; all "
+        f"{s.heads} heads: **{fmt_bytes(scores.all_heads)}**. The often-quoted \"8K = 256 MB per head\" holds for "
+        f"fp32 scores ({fmt_bytes(scores.eight_k_fp32)}); in bf16 it is {fmt_bytes(scores.eight_k_bf16)}. Flash's "
+        f"extra memory is not constant either: it grows as O(N), {fmt_bytes(scores.flash_per_head)} per head here.")
     hbm_bytes = stage.facts.get("hbm_bytes") if stage.facts else None
     chart(viz.scores_memory_figure(s.seq_len, s.heads, s.dtype_bytes, hbm_bytes=hbm_bytes, theme=s.theme))
 
@@ -127,8 +89,8 @@ def scene_problem(stage: Stage) -> None:
 def scene_compare(stage: Stage) -> None:
     s = stage.settings
     seq_len_slider(s)
-    records = ours_over_lengths(stage)
-    panels = hbm_traffic(stage, records)
+    records = stage.ours_over_lengths()
+    panels = stage.hbm_traffic(records)
     moved = story.hbm_bytes(panels, records, s.seq_len)
     naive = next((r for r in records if r["algorithm"] == "naive" and r["seq_len"] == s.seq_len), None)
     block_m, block_n = panels.tiles
@@ -169,7 +131,7 @@ def scene_roofline(stage: Stage) -> None:
     seq_len_slider(s)
     if no_numbers(stage):
         return
-    records = every_algorithm_at_length(stage)
+    records = stage.every_algorithm_at_length()
     recording_coverage(stage)
     facts = stage.facts or {}
     peak, copy = facts.get("matmul_tflops"), facts.get("copy_gbps")
@@ -181,8 +143,7 @@ def scene_roofline(stage: Stage) -> None:
     if not points:
         st.info(f"No kernel ran at {fmt_tokens(s.seq_len)} tokens for this setting.")
         return
-    ridge = costmodel.ridge_point(peak, copy)
-    st.markdown(f"Left of the ridge ({ridge:,.0f} FLOPs per HBM byte) a kernel waits on memory; right of it, on "
+    st.markdown(f"Left of the ridge ({story.ridge(facts):,.0f} FLOPs per HBM byte) a kernel waits on memory; right of it, on "
                 f"arithmetic. The standard kernels stream the N×N scores through HBM and sit on the bandwidth "
                 f"roof; flash keeps them on chip, does thousands of FLOPs per byte, and meets the compute roof: "
                 f"that is where its speedup comes from.")
@@ -196,84 +157,47 @@ def scene_roofline(stage: Stage) -> None:
                "Roofs: the measured copy bandwidth and bf16 matmul rate of this GPU, not datasheet peaks.")
 
 
-PICTURE_VIEWS = {"tiles": "Tiles", "hbm": "HBM ↔ SRAM", "source": "Source", "rereads": "Re-reads"}
-LOOP_ORDERS = {"fa2": "FA2 order", "fa1": "FA1 order"}  # kernels/flash.py, kernels/flash_v1.py
-PICTURE_HEIGHT_PX = SCENE_BODY_PX - 210  # the scene body less its row of controls and the caption row (design px)
-
-
-def picture_facts(stage: Stage) -> dict:
-    """What the tiling scene's views quote of the GPU: its shared memory per block and L2, and whose they are."""
-    facts = stage.facts or {}
-    label = "" if not facts else facts.get("name", "GPU") if stage.live or stage.on_gpu else \
-        f"{facts.get('name', 'GPU')} (recorded)"
-    return dict(smem_per_block=facts.get("smem_per_block_bytes"), device_label=plotly_text(label),  # a file's text
-                l2_bytes=facts.get("l2_bytes"), sm_count=facts.get("sm_count"))
-
-
-def traced_tiles(s, order: str) -> tuple[object, list[str]]:
-    """The settings the kernel of this loop order can trace: the asked ones, or the largest square tiles
-    below them that run, with a note saying why (a GPU without the shared memory for the asked tiles)."""
-    try:
-        animation_trace(s, order)
-        return s, []
-    except ValueError:
-        raise  # settings every kernel refuses, said in their words
-    except Exception as why:  # the kernel could not be compiled or launched for these tiles
-        failure = f"{type(why).__name__}: {str(why)[:160]}"
-    for size in (128, 64, 32, 16):
-        if size >= max(s.block_m, s.block_n):
-            continue
-        smaller = replace(s, block_m=size, block_n=size)
-        try:
-            animation_trace(smaller, order)
-        except Exception:
-            continue
-        return smaller, [f"The {LOOP_ORDERS[order]} kernel could not run {s.block_m}×{s.block_n} tiles here "
-                         f"({failure}); showing {size}×{size}."]
-    raise ValueError(f"the {LOOP_ORDERS[order]} kernel could not run at any tile size here ({failure})")
-
-
 def scene_tiling(stage: Stage) -> None:
     s = stage.settings
     # one row of controls, so the figure gets the height: what the audience reads (the view, the loop order,
     # causal, the step) in the row, the animation's size and inputs in a popover that names them
     with st.container(horizontal=True, vertical_alignment="center"):
-        view = st.segmented_control("View", tuple(PICTURE_VIEWS), format_func=PICTURE_VIEWS.get, default="tiles",
-                                    required=True, key="picture_view", label_visibility="collapsed") or "tiles"
-        order = st.segmented_control("Loop order", tuple(LOOP_ORDERS), format_func=LOOP_ORDERS.get, default="fa2",
-                                     required=True, key="picture_order", label_visibility="collapsed") or "fa2"
+        bound(st.segmented_control, "View", "view", s, options=tuple(page.VIEWS), required=True,
+              format_func=lambda key: page.VIEWS[key].label, label_visibility="collapsed")
+        bound(st.segmented_control, "Loop order", "order", s, options=tuple(page.LOOP_ORDERS), required=True,
+              format_func=lambda key: page.LOOP_ORDERS[key].label, label_visibility="collapsed")
         bound(st.toggle, "Causal", "causal", s)
         with st.popover(f"N {s.trace_len} · {s.block_m}×{s.block_n} · seed {s.seed}"):
             bound(st.select_slider, "Animation length N (tokens)", "trace_len", s, options=TRACE_SEQ_LENS)
-            tile_controls(s)
-            bound(st.number_input, "Random inputs: seed", "seed", s, min_value=0, max_value=app_settings.MAX_SEED)
+            page.tile_controls(s)
+            bound(st.number_input, "Random inputs: seed", "seed", s, min_value=0, max_value=MAX_SEED)
         back, forward = st.empty(), st.empty()
     where = stage.kernels_run
     try:
-        with st.spinner(f"Running the {'FA1-order' if order == 'fa1' else 'flash'} and naive kernels {where}…"):
-            s, notes = traced_tiles(s, order)
-            trace = animation_trace(s, order)
+        with st.spinner(f"Running the {page.LOOP_ORDERS[s.order].kernel} and naive kernels {where}…"):
+            request, notes = page.traced_tiles(page.TraceRequest.of(s))
+            trace = page.kernel_trace(request)
             num_steps = len(trace["steps"])
             step = min(s.step, num_steps - 1)
-            fig = tiling_animation(s.trace_len, s.head_dim, s.block_m, s.block_n, s.causal, s.dtype, s.seed,
-                                   s.theme, step, order, view, PICTURE_HEIGHT_PX, talk_seq_len=s.seq_len,
-                                   **picture_facts(stage))
+            fig = page.picture(page.PictureRequest(
+                request, s.view, s.theme, PICTURE_HEIGHT_PX, step,
+                page.PictureDevice.of(stage.facts, recorded=not (stage.live or stage.on_gpu)), s.seq_len))
     except ValueError as why:  # settings the kernel or the animation refuse, said in their words
         st.error(f"No animation for these settings: {why}")
         return
     for note in notes:
         st.warning(note)
-    back.button("◀ Step", shortcut="Left", disabled=step == 0, on_click=move_step, args=(-1, num_steps))
-    forward.button("Step ▶", shortcut="Right", disabled=step == num_steps - 1, on_click=move_step,
+    back.button("◀ Step", shortcut="Left", disabled=step == 0, on_click=page.move_step, args=(-1, num_steps))
+    forward.button("Step ▶", shortcut="Right", disabled=step == num_steps - 1, on_click=page.move_step,
                    args=(1, num_steps))
     chart(fig)
     caption, download = st.columns([5, 1], vertical_alignment="center")
-    caption.caption(f"{num_steps} steps of {s.block_m}×{s.block_n} tiles over one head, head_dim {s.head_dim}, "
-                    f"{s.dtype}{', causal' if s.causal else ''}, computed {where} by the {LOOP_ORDERS[order]} "
-                    f"kernel. Same inputs through the naive kernel: max |O_flash − O_standard| = "
-                    f"{trace['max_abs_err']:.2e}.")
+    caption.caption(f"{num_steps} steps of {request.block_m}×{request.block_n} tiles over one head, head_dim "
+                    f"{s.head_dim}, {s.dtype}{', causal' if s.causal else ''}, computed {where} by the "
+                    f"{page.LOOP_ORDERS[s.order].label} kernel. Same inputs through the naive kernel: "
+                    f"max |O_flash − O_standard| = {trace['max_abs_err']:.2e}.")
     download.download_button("Download HTML", data=functools.partial(viz.tiling_html, fig),
-                             file_name=f"flash-{view}-{order}-{s.trace_len}-{s.block_m}x{s.block_n}"
+                             file_name=f"flash-{s.view}-{s.order}-{s.trace_len}-{request.block_m}x{request.block_n}"
                                        f"{'-causal' if s.causal else ''}.html",
                              mime="text/html", on_click="ignore", width="stretch")
 
@@ -283,7 +207,7 @@ def scene_seqlen(stage: Stage) -> None:
     seq_len_slider(s)
     if no_numbers(stage):
         return
-    records = ours_over_lengths(stage)
+    records = stage.ours_over_lengths()
     recording_coverage(stage)
     memory, time, throughput, table = st.tabs(["Memory", "Time", "Throughput", "Speedup table"])
     with memory:
@@ -303,10 +227,9 @@ def scene_evolution(stage: Stage) -> None:
     seq_len_slider(s)
     if no_numbers(stage):
         return
-    records = every_algorithm_at_length(stage)
+    records = stage.every_algorithm_at_length()
     recording_coverage(stage)
-    measured = [{"label": algorithm_label(r["algorithm"]), "tflops": r["tflops"], "algorithm": r["algorithm"],
-                 "note": story.OUT_OF_MEMORY if r["status"] == "oom" else None} for r in records]
+    measured = [{**point, "label": algorithm_label(point["algorithm"])} for point in story.evolution_points(records)]
     chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.measured_text))
     with st.expander("Sources of the published numbers"):
         st.markdown("\n".join(f"- **{entry['version']}** ({entry['year']}, {entry['gpu']}): {entry['citation']}. "
@@ -318,7 +241,7 @@ def scene_timeline(stage: Stage) -> None:
     if stage.live:
         try:
             with st.spinner(f"Timing every program of the flash kernel on {stage.gpu_name}…"):
-                timeline = live_sm_timeline(s.seq_len, s.batch, s.heads, s.head_dim, s.dtype, s.causal)
+                timeline = page.live_sm_timeline(s.seq_len, s.batch, s.heads, s.head_dim, s.dtype, s.causal)
         except (ValueError, RuntimeError) as why:  # RuntimeError: torch's out-of-memory at a huge setting
             st.error(f"No SM timeline for these settings: {why}")
             return
@@ -343,27 +266,36 @@ def scene_timeline(stage: Stage) -> None:
 
 def scene_takeaways(stage: Stage) -> None:
     s = stage.settings
-    records = ours_over_lengths(stage)
-    at_length = every_algorithm_at_length(stage)
+    records = stage.ours_over_lengths()
+    at_length = stage.every_algorithm_at_length()
     error = None
     try:
         with st.spinner(f"Running both kernels on the same inputs {stage.kernels_run}…"):
-            error = animation_trace(s)["max_abs_err"]
+            flash = replace(page.TraceRequest.of(s), order="flash")  # the teaching kernel, whatever the view's order
+            error = page.kernel_trace(page.traced_tiles(flash)[0])["max_abs_err"]
     except ValueError as why:
         st.error(f"No exactness check for these settings: {why}")
-    points = story.takeaways(records, at_length, hbm_traffic(stage, records), stage.facts, stage.gpu_name,
+    points = story.takeaways(records, at_length, stage.hbm_traffic(records), stage.facts, stage.gpu_name,
                              s.seq_len, s.batch, s.heads, s.head_dim, s.dtype,
-                             {scene: SCENES.index(scene) + 1 for scene in SCENES}, error, s.trace_len)
+                             {scene.key: number for number, scene in enumerate(SCENES, start=1)}, error, s.trace_len)
     st.markdown("\n".join(f"{number}. {point}" for number, point in enumerate(points, start=1)))
 
 
-SCENE_FUNCTIONS = {
-    "headline": scene_headline, "hierarchy": scene_hierarchy, "problem": scene_problem, "compare": scene_compare,
-    "roofline": scene_roofline, "tiling": scene_tiling, "seqlen": scene_seqlen, "evolution": scene_evolution, "timeline": scene_timeline,
-    "takeaways": scene_takeaways,
-}
-assert set(SCENE_FUNCTIONS) == set(SCENES), "every scene needs a function"
+# -- the talk, in order -------------------------------------------------------------------------------
 
+SCENES = (
+    page.Scene("headline", "FlashAttention in one picture", scene_headline),
+    page.Scene("hierarchy", "The GPU memory hierarchy", scene_hierarchy),
+    page.Scene("problem", "The problem: N × N scores", scene_problem),
+    page.Scene("compare", "Standard vs flash, side by side", scene_compare),
+    page.Scene("roofline", "Memory-bound or compute-bound: the roofline", scene_roofline),
+    page.Scene("tiling", "The tiling, step by step", scene_tiling),
+    page.Scene("seqlen", "Sequence length", scene_seqlen),
+    page.Scene("evolution", "FlashAttention 1 → 4", scene_evolution),
+    page.Scene("timeline", "Work on the SMs", scene_timeline),
+    page.Scene("takeaways", "Takeaways", scene_takeaways),
+)
+SCENE_KEYS = tuple(scene.key for scene in SCENES)
 
 
 if __name__ == "__main__":

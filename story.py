@@ -158,10 +158,6 @@ class Headline:
 def headline(records: list[dict], seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int,
              missing_reason: str = "not measured at this setting") -> Headline:
     """The headline's three numbers. records: flash and naive records of the current setting."""
-    from viz.memory import oom_text
-    from fmt import fmt_ms
-    from viz.timing import speedup_table
-
     shape = (seq_len, batch, heads, head_dim, dtype_bytes)
     memory = costmodel.naive_extra_bytes(*shape), costmodel.flash_extra_bytes(*shape)
     naive, flash = _at(records, "naive", seq_len), _at(records, "flash", seq_len)
@@ -207,9 +203,6 @@ def takeaways(records: list[dict], at_length: list[dict], panels: TrafficPanels,
 
     records: flash and naive over the slider's lengths; at_length: every algorithm's records at seq_len;
     gpu: the GPU's name, already safe to show as markdown; scene: scene key → its number on the page."""
-    from viz.memory import oom_text
-    from fmt import fmt_bytes, fmt_ratio, fmt_tokens
-
     e = costmodel.dtype_bytes(dtype)
     numbers = headline(records, seq_len, batch, heads, head_dim, e)
     at = f"at {fmt_tokens(seq_len)} tokens (batch {batch} × {heads} heads, head_dim {head_dim}, {dtype})"
@@ -387,3 +380,39 @@ def timeline_stats(timeline: dict) -> dict[str, float]:
         "makespan_us": makespan / 1e3,
         "utilization": min(busy / (sm_count * makespan), 1.0) if makespan else 0.0,
     }
+
+
+# -- the N×N problem -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ScoresMemory:
+    """The problem scene's numbers: the scores of one head and of all heads at N, the often-quoted 8K figure in
+    fp32 and bf16, and flash's extra memory per head (it grows as O(N))."""
+    per_head: int
+    all_heads: int
+    eight_k_fp32: int
+    eight_k_bf16: int
+    flash_per_head: int
+
+
+def scores_memory(seq_len: int, heads: int, head_dim: int, dtype_bytes: int) -> ScoresMemory:
+    return ScoresMemory(costmodel.scores_bytes(seq_len, dtype_bytes=dtype_bytes),
+                        costmodel.scores_bytes(seq_len, heads=heads, dtype_bytes=dtype_bytes),
+                        costmodel.scores_bytes(8192, dtype_bytes=4), costmodel.scores_bytes(8192, dtype_bytes=2),
+                        costmodel.flash_extra_bytes(seq_len, 1, 1, head_dim, dtype_bytes))
+
+
+# -- the evolution scene ---------------------------------------------------------------------------------
+
+def evolution_points(records: list[dict]) -> list[dict]:
+    """This GPU's measured kernels as the evolution chart draws them: algorithm, TFLOPS (None past the wall or
+    on a failure) and a note saying why there is no number."""
+    return [{"algorithm": r["algorithm"], "tflops": r["tflops"],
+             "note": OUT_OF_MEMORY if r["status"] == "oom" else None} for r in records]
+
+
+def ridge(facts: dict | None) -> float | None:
+    """The roofline's ridge: FLOPs per HBM byte where the bandwidth roof meets the compute roof (both measured)."""
+    facts = facts or {}
+    peak, copy = facts.get("matmul_tflops"), facts.get("copy_gbps")
+    return costmodel.ridge_point(peak, copy) if peak and copy else None

@@ -48,7 +48,6 @@ def find_ncu() -> str | None:
 def _replay(jobs_path: Path) -> int:
     import torch
     import triton
-    import triton.language as tl
 
     from bench.measure import Setting, inputs, runner
 

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-
-from bench.algorithms import ALGORITHM_KEYS as ALGORITHMS
-
 STATUSES = ("ok", "oom", "error")
 
 

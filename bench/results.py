@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from costmodel import DTYPE_BYTES
-from bench.record import ALGORITHMS, OPTIONAL_RECORD_FIELDS, RECORD_FIELDS, STATUSES
+from bench.algorithms import ALGORITHM_KEYS as ALGORITHMS
+from bench.record import OPTIONAL_RECORD_FIELDS, RECORD_FIELDS, STATUSES
 
 SCHEMA = "flash-live-results"
 SCHEMA_VERSION = 1

@@ -129,10 +129,6 @@ def _attn_fwd_fa1(Q, K, V, O, LSE, O_ACC, M, L, TRACE_STATS, TRACE_OUT, TRACE_OR
 
 # -- configs --------------------------------------------------------------------------------------
 
-# One program per head walks all (N / BLOCK_N)·(N / BLOCK_M) steps in turn: at 16K tokens that is 65536
-# steps, a fraction of a second on an H200; at 256K, a minute. The bench times it up to here.
-FLASH_V1_TIMED_MAX_SEQ_LEN = 16384
-
 # The interpreter costs about 10 ms per tile whatever its size, so it gets large tiles.
 _INTERPRETER_CONFIG = FlashConfig(block_m=64, block_n=64, num_warps=4, num_stages=1)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from PIL import Image
 from playwright.sync_api import sync_playwright
 
-from app_settings import SCENES
+from app import SCENE_KEYS as SCENES
 from perf.tiling_fps import CHROMIUM, CHROMIUM_ARGS, PROJECTOR, ROOT, app_server
 
 OUT = ROOT / "docs" / "gallery"

@@ -5,54 +5,14 @@ the GPU). The interpreter costs ~10 ms per tile, so every animation here is tiny
 tiles).
 """
 import json
-import re
-from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
-from app_settings import DEFAULTS, SCENES, settings_from_query
-from bench import results
-from bench.measure import Setting, make_record
+from app import SCENE_KEYS as SCENES
 from costmodel import tile_schedule
-
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
-SMALL_ANIMATION = {"trace_len": "64", "block_m": "16", "block_n": "32"}
-
-
-def open_app(**params: str) -> AppTest:
-    app = AppTest.from_file(APP, default_timeout=120)
-    app.query_params.update({"source": "recorded", **params})
-    return app.run()
-
-
-def assert_no_exception(app: AppTest) -> None:
-    assert not app.exception, [exception.value for exception in app.exception]
-
-
-def metric_values(app: AppTest) -> list[str]:
-    return [metric.value for metric in app.metric]
-
-
-def plotly_specs(app: AppTest) -> list[dict]:
-    return [json.loads(chart.proto.spec) for chart in app.get("plotly_chart")]
-
-
-def shown(markdown: str) -> str:
-    """What markdown shows of escaped text: a backslash before ASCII punctuation is dropped, and the invisible
-    word joiners that keep addresses from becoming links (fmt) are not seen."""
-    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown).replace("\u2060", "")
-
-
-def badges(app: AppTest) -> str:
-    """Text of the data-source badges (st.badge renders as a markdown badge directive)."""
-    return shown(" ".join(element.value for element in app.markdown if "-badge[" in element.value))
-
-
-def page_text(app: AppTest) -> str:
-    return shown(" ".join(str(element.value) for kind in ("markdown", "caption", "info", "warning", "error")
-                          for element in app.get(kind)))
-
+from page.settings import resolve, settings_from_query
+from tests.support_app import SMALL_ANIMATION, assert_no_exception, badges, metric_values, open_app, page_text, \
+    plotly_specs, upload, uploaded_recording
 
 @pytest.mark.parametrize("scene", SCENES)
 def test_every_scene_runs_on_the_cpu_path(scene):
@@ -130,7 +90,7 @@ def test_hostile_links_fall_back_with_a_warning(hostile):
     app = open_app(**hostile)
     assert_no_exception(app)
     assert app.warning, "what was ignored is said on the page"
-    expected, _ = settings_from_query(hostile)
+    expected, _ = resolve(settings_from_query(hostile)[0], "scene", SCENES)
     assert app.query_params["seq_len"] == str(expected.seq_len)  # the address bar shows what is used
     assert app.query_params["scene"] == expected.scene
 
@@ -138,31 +98,6 @@ def test_hostile_links_fall_back_with_a_warning(hostile):
 def test_a_hostile_value_is_quoted_not_rendered():
     app = open_app(theme="[click](javascript:alert(1))")
     assert "`[click](javascript:alert(1))`" in app.warning[0].value  # inside a code span: shown, not a link
-
-
-def uploaded_recording() -> bytes:
-    """A small results file as a GPU would write it (times made up for the test: naive 3× slower, and out
-    of memory at 4K), so the recorded path is tested whatever results/ holds."""
-    records = []
-    for seq_len in (1024, 2048, 4096):
-        flash_ms = seq_len / 1024
-        records.append(make_record(Setting("flash", seq_len, 2, 16, 128), "ok", "Test GPU", "cuda", [flash_ms] * 3,
-                               peak=seq_len * 1000).to_dict())
-        naive = Setting("naive", seq_len, 2, 16, 128)
-        records.append((make_record(naive, "oom", "Test GPU", "cuda", needed=1 << 40, message="out of memory")
-                        if seq_len == 4096 else
-                        make_record(naive, "ok", "Test GPU", "cuda", [3 * flash_ms] * 3, peak=seq_len**2)).to_dict())
-    facts = {"name": "Test GPU", "sm_count": 4, "smem_per_sm_bytes": 64 << 10, "smem_per_block_bytes": 48 << 10,
-             "l2_bytes": 1 << 20, "hbm_bytes": 1 << 34, "copy_gbps": 100.0, "compute_capability": "9.0",
-             "driver": "test", "torch": "test", "triton": "test"}
-    return json.dumps({"schema": results.SCHEMA, "schema_version": results.SCHEMA_VERSION,
-                       "meta": {"created": "2026-01-02T03:04:05Z", "command": "test"}, "device": facts,
-                       "records": records, "timelines": []}).encode()
-
-
-def upload(app: AppTest, data: bytes) -> AppTest:
-    app.sidebar.get("file_uploader")[0].upload("results.json", data, "application/json")
-    return app.run()
 
 
 @pytest.mark.parametrize("seq_len, speedup", [("1024", "3.0×"), ("2048", "3.0×"), ("4096", "out of memory")])
@@ -201,4 +136,4 @@ def test_a_plain_link_opens_the_headline_without_warnings():
     app = open_app()
     assert_no_exception(app)
     assert not app.warning
-    assert app.query_params["scene"] == DEFAULTS.scene
+    assert app.query_params["scene"] == SCENES[0]

@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from app_settings import SCENES  # noqa: E402
+from app import SCENE_KEYS as SCENES  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 APP = str(Path(__file__).resolve().parents[1] / "app.py")

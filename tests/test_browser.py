@@ -19,60 +19,23 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-from app_settings import SCENES
-from browser_support import ARTIFACTS, launched_chromium, require_browser, running_app
+from app import SCENE_KEYS as SCENES
+from tests.browser_support import ARTIFACTS, require_browser
 
 require_browser()  # skips without chromium or Playwright; fails instead in CI (FLASH_LIVE_REQUIRE_BROWSER=1)
-import playwright.sync_api as sync_api  # noqa: E402
-expect = sync_api.expect
+from tests.browser_pages import PLOTLY_SLIDER_VALUE, STEP_MS, animation_caption, animation_step, \
+    caption_step_count, chart, control, expect, first_chart_ms, ms_from_key_to_text, open_app, open_sidebar, \
+    paper_colour, press, query, settle, snap, wait_for_query  # noqa: E402
 
-PROJECTOR = {"width": 1920, "height": 1080}
 # A fresh server imports torch and Triton and reads the recording on its first run: allow for it.
 FIRST_RUN_MS = 120_000
-STEP_MS = 45_000  # a rerun that may run the interpreter (a new animation setting) on a slow CI core
 # The animation at 32×32 tiles has 64 steps: enough frames to time, cheap in the interpreter.
 LONG_ANIMATION = {"scene": "tiling", "trace_len": "256", "block_m": "32", "block_n": "32"}
 FRAMES_TO_TIME = 20  # the animation's first frames, timed apart from the rest
-# expect() waits 5 s by default; a rerun that runs the interpreter on a busy CI core takes longer
-expect.set_options(timeout=STEP_MS)
-
 SEQ_LEN_SLIDER = "Sequence length N (tokens)"
 NOTE_HEADER = "Some settings in the link could not be used"
 DARK = "rgb(14, 17, 23)"  # viz.theme's dark background (#0E1117), the same as Streamlit's dark page
 LIGHT = "rgb(255, 255, 255)"
-# The play controls' readout of the current frame ("step 7"), as opposed to the slider's tick labels.
-PLOTLY_SLIDER_VALUE = ".js-plotly-plot .slider-group > .slider-label"
-
-
-# -- the server and the browser -------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def server():
-    """`streamlit run app.py` on a free local port (browser_support.running_app); its base URL."""
-    with running_app() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with launched_chromium(sync_api) as chromium:
-        yield chromium
-
-
-@pytest.fixture
-def page(browser):
-    """A fresh tab (a new Streamlit session) at projector size; fails on an uncaught page error or an error
-    in the console (plotly's pause rejection included: the page script handles it)."""
-    context = browser.new_context(viewport=PROJECTOR)
-    tab = context.new_page()
-    tab.set_default_timeout(STEP_MS)
-    errors = []
-    tab.on("pageerror", lambda error: errors.append(f"uncaught: {error.message}"))
-    tab.on("console", lambda message: message.type == "error" and errors.append(f"console: {message.text}"))
-    yield tab
-    context.close()
-    assert not errors, f"errors in the page: {errors}"
-
 
 @pytest.fixture(scope="module")
 def timings(request):
@@ -88,117 +51,6 @@ def timings(request):
     with plugins.get_plugin("capturemanager").global_and_fixture_disabled():  # shown even under -q
         plugins.get_plugin("terminalreporter").write_line(
             "\nbrowser timings (goals: first view < 3000 ms, slider move < 300 ms, >= 20 fps):\n" + "\n".join(lines))
-
-
-# -- helpers --------------------------------------------------------------------------------------
-
-def app_url(server: str, **params: str) -> str:
-    return f"{server}/?{urllib.parse.urlencode(params)}" if params else f"{server}/"
-
-
-def query(page) -> dict[str, str]:
-    """The address bar's query parameters (the app writes every setting there)."""
-    return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(page.url).query))
-
-
-def wait_for_query(page, **expected: str) -> None:
-    """Wait until the URL carries these values (Streamlit rewrites it with history.replaceState)."""
-    page.wait_for_function(
-        "expected => { const params = new URLSearchParams(location.search);"
-        " return Object.entries(expected).every(([key, value]) => params.get(key) === value); }",
-        arg=expected)
-
-
-def settle(page, timeout_ms: int = STEP_MS) -> None:
-    """Wait for the script run to finish, then check that it raised nothing.
-
-    Call it only after waiting for something the run produces: right after an input, the previous
-    run's idle state is still showing.
-    """
-    page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for(
-        state="attached", timeout=timeout_ms)
-    expect(page.locator('[data-testid="stException"]')).to_have_count(0)
-
-
-def open_app(page, server: str, **params: str) -> None:
-    """Open a scene that has a chart, with these query parameters; wait until the run is done and drawn."""
-    page.goto(app_url(server, **params))
-    chart(page).wait_for()
-    settle(page)
-
-
-def first_chart_ms(page, server: str, timeout_ms: int, **params: str) -> float:
-    """Open the app; ms from the start of navigation to the first plotly chart on screen."""
-    page.goto(app_url(server, **params))
-    elapsed = page.wait_for_function(
-        "() => document.querySelector('.js-plotly-plot') && performance.now()", polling="raf", timeout=timeout_ms)
-    settle(page, timeout_ms)
-    return round(elapsed.json_value())
-
-
-def snap(page, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
-
-
-def open_sidebar(page):
-    """The app starts with the sidebar collapsed (presentation layout); open it to reach the controls."""
-    sidebar = page.get_by_test_id("stSidebar")
-    if sidebar.get_attribute("data-collapsed") != "false":
-        page.get_by_test_id("stExpandSidebarButton").click()
-        expect(sidebar).to_have_attribute("data-collapsed", "false")
-    return sidebar
-
-
-def control(page, role: str, name: str):
-    """A widget by its role and label, wherever the app puts it: beside the scene, else in the sidebar."""
-    beside_the_scene = page.get_by_test_id("stMain").get_by_role(role, name=name, exact=True)
-    if beside_the_scene.count():
-        return beside_the_scene
-    return open_sidebar(page).get_by_role(role, name=name, exact=True)
-
-
-def press(widget) -> None:
-    """Click a switch or radio the way a person does: on its label (the input itself is visually hidden)."""
-    widget.locator("xpath=ancestor::label[1]").click()
-
-
-def chart(page):
-    """The first plotly chart; its text is every label drawn in its SVG."""
-    return page.locator(".js-plotly-plot").first
-
-
-def paper_colour(page) -> str:
-    """The background colour the first figure paints (plotly sets it on the chart's main SVG)."""
-    return page.locator(".js-plotly-plot svg.main-svg").first.evaluate("svg => getComputedStyle(svg).backgroundColor")
-
-
-def caption_step_count(page) -> int:
-    caption = page.get_by_text(re.compile(r"^\d+ steps of \d+×\d+ tiles"))
-    return int(re.match(r"\d+", caption.inner_text())[0])
-
-
-def animation_caption(page):
-    """The animation's caption over the tile grid, as the audience reads it: 'step 3/64 · Q block …'."""
-    return chart(page).locator(".scatterlayer text").filter(has_text=re.compile(r"step \d+/\d+ ·"))
-
-
-def animation_step(page) -> tuple[int, int]:
-    """(step, steps) from the animation's caption."""
-    step, steps = re.search(r"step (\d+)/(\d+)", animation_caption(page).text_content()).groups()
-    return int(step), int(steps)
-
-
-def ms_from_key_to_text(page, key: str, target: str, text: str) -> float:
-    """Press a key; ms (measured in the page) until the element at `target` shows `text`."""
-    page.evaluate("() => document.addEventListener('keydown', () => { window.__keydownAt = performance.now(); },"
-                  " {once: true, capture: true})")
-    page.keyboard.press(key)
-    elapsed = page.wait_for_function(
-        "([target, text]) => { const el = document.querySelector(target);"
-        " return el && el.textContent.includes(text) && performance.now() - window.__keydownAt; }",
-        arg=[target, text], polling="raf")
-    return round(elapsed.json_value())
 
 
 # -- scenarios ------------------------------------------------------------------------------------

@@ -1,44 +1,21 @@
 """The tiling scene's loop orders in a real browser: each order's HBM ↔ SRAM animation plays (0.5×) and
-pauses where it stands, the paused step going into the link (fixtures and helpers: tests/test_browser.py)."""
+pauses where it stands, the paused step going into the link (fixtures: tests/conftest.py; helpers: tests/browser_pages.py)."""
 import re
 
 import pytest
 
-from tests.test_browser import (PLOTLY_SLIDER_VALUE, animation_caption, browser, chart, expect, open_app,  # noqa: F401
-                                page, query, server, settle, snap)
+from tests.browser_support import require_browser
+
+require_browser()  # skips without chromium or Playwright; fails instead in CI (FLASH_LIVE_REQUIRE_BROWSER=1)
+from tests.browser_pages import ORDERS, PLOTLY_SLIDER_VALUE, animation_caption, chart, choose, expect, open_app, \
+    query, settle, snap  # noqa: E402
 
 pytestmark = pytest.mark.browser
 PICTURE = {"scene": "tiling", "trace_len": "128", "block_m": "16", "block_n": "32", "causal": "true"}
 STEPS = 20  # 8 Q blocks of 16 rows, 4 K/V tiles of 32 keys, causal
 
 
-# what each view's chart alone draws, to wait on: a choice's button flips before its run starts, and the
-# previous run's chart stays on the page, marked stale, until the new run replaces it
-VIEW_MARKS = {"Tiles": "key index: scores S", "HBM ↔ SRAM": "HBM: row", "Source": "read when this page was built",
-              "Re-reads": "K/V tile loads over the whole run"}
-ORDERS = ("FA1 order", "FA2 order")
-FRESH_CHART = '[data-testid="stElementContainer"]:not([data-stale="true"]) .js-plotly-plot'
-
-
-def segment(page, label: str):
-    return page.locator('[data-testid="stButtonGroup"] button').filter(has_text=label)
-
-
-def choose(page, label: str) -> None:
-    """Pick a view or a loop order of the tiling scene; return once its run is drawn and done."""
-    button = segment(page, label)
-    if button.get_attribute("aria-checked") != "true":
-        button.click()
-        if label in ORDERS:  # every view but the re-reads heatmap names the order in its caption
-            expect(page.locator(FRESH_CHART).first).to_contain_text(f"· {label}")
-        else:
-            expect(page.locator(FRESH_CHART).filter(has_text=VIEW_MARKS[label])).to_have_count(1)
-    settle(page)
-    expect(page.locator('[data-testid="stElementContainer"][data-stale="true"]')).to_have_count(0)
-    expect(button).to_have_attribute("aria-checked", "true")
-
-
-@pytest.mark.parametrize("order", ["FA1 order", "FA2 order"])
+@pytest.mark.parametrize("order", ORDERS)
 def test_each_order_plays_and_pauses(page, server, order):
     open_app(page, server, **PICTURE)
     choose(page, order)

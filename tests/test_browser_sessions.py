@@ -10,12 +10,11 @@ import re
 
 import pytest
 
-from browser_support import require_browser
+from tests.browser_support import require_browser
 
 require_browser()  # skips without chromium or Playwright; fails instead in CI (FLASH_LIVE_REQUIRE_BROWSER=1)
-from test_app import uploaded_recording  # noqa: E402
-from test_browser import STEP_MS, app_url, browser, chart, expect, open_sidebar, query, server, settle, \
-    snap  # noqa: E402, F401 (fixtures)
+from tests.browser_pages import STEP_MS, app_url, chart, expect, open_sidebar, query, settle, snap  # noqa: E402
+from tests.support_app import uploaded_recording  # noqa: E402
 
 pytestmark = pytest.mark.browser
 PROJECTOR = {"width": 1920, "height": 1080}

@@ -11,7 +11,7 @@ from kernels.flash import FlashConfig
 from kernels.flash_v1 import flash_attention_v1
 from costmodel import IO_TENSORS
 from kernels.trace import late_max_inputs, step_io, trace_flash
-from tests.test_kernels import TOLERANCE, poisoned_allocations, random_qkv, reference, rel_error  # noqa: F401 (a fixture)
+from tests.support_kernels import TOLERANCE, random_qkv, reference, rel_error
 
 # (batch, heads, seq_len, head_dim) and tiles: ragged N, every head dim, tiles of both shapes
 CASES = [((2, 2, 1, 16), (16, 16)), ((1, 3, 17, 32), (16, 32)), ((2, 1, 100, 64), (32, 16)),
@@ -137,10 +137,10 @@ def test_step_io_moves_what_the_cost_model_counts(order, causal, seq_len, block_
 
 def test_bench_times_fa1_only_where_one_call_is_short():
     from bench import measure
-    from kernels.flash_v1 import FLASH_V1_TIMED_MAX_SEQ_LEN
+    from bench.algorithms import FLASH_V1_TIMED_MAX_SEQ_LEN
     assert measure.flash_tiles(measure.Setting("flash_v1", 1024, head_dim=64)) is not None
     with pytest.raises(ValueError, match="not timed"):
-        measure._runner(measure.Setting("flash_v1", 2 * FLASH_V1_TIMED_MAX_SEQ_LEN), None, None, None)
+        measure.runner(measure.Setting("flash_v1", 2 * FLASH_V1_TIMED_MAX_SEQ_LEN), None, None, None)
     s = measure.Setting("flash_v1", 256, heads=2, head_dim=64, dtype="float32")
     assert measure.bytes_moved(s) == costmodel.total_bytes(
         costmodel.flash_v1_traffic(256, 1, 2, 64, 4, False, *measure.flash_tiles(s)))

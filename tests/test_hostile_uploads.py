@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from app_settings import SCENES
+from app import SCENE_KEYS as SCENES
 from fmt import markdown_text
-from test_app import assert_no_exception, badges, open_app, page_text, plotly_specs, shown, upload, \
+from tests.support_app import assert_no_exception, badges, open_app, plotly_specs, shown, upload, \
     uploaded_recording
 
 MARKUP = "[click me](https://evil.example) <b>bold</b> <a href='https://evil.example'>x</a>"

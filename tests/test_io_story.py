@@ -5,9 +5,9 @@ from streamlit.testing.v1 import AppTest
 
 import costmodel
 import story
-from app_settings import DEFAULTS
+from page.settings import DEFAULTS
 from bench.results import load_results
-from tests.test_app import APP, assert_no_exception, metric_values
+from tests.support_app import APP, assert_no_exception, metric_values
 from fmt import fmt_bytes
 
 RECORDED = load_results("h200.json")

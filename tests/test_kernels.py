@@ -8,48 +8,11 @@ import kernels
 from kernels import flash_attention, naive_attention
 from kernels.flash import FlashConfig
 from kernels.runtime import DEVICE
+from tests.support_kernels import TOLERANCE, random_qkv, reference, rel_error
 
-TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
 # (batch, heads, seq_len, head_dim): every head dim, seq_lens that are not multiples of the tile
 SHAPES = [(2, 2, 1, 16), (1, 3, 17, 32), (2, 2, 100, 64), (1, 2, 257, 128), (1, 1, 70, 256)]
 KERNELS = {"flash": flash_attention, "naive": naive_attention}
-
-
-def random_qkv(shape, dtype, seed):
-    gen = torch.Generator().manual_seed(seed)
-    return tuple(torch.randn(shape, generator=gen).to(dtype).to(DEVICE) for _ in range(3))
-
-
-def reference(q, k, v, causal, sm_scale):
-    """Plain attention in float64 on the (already rounded) inputs."""
-    q, k, v = (t.detach().cpu().double() for t in (q, k, v))
-    scores = q @ k.transpose(-1, -2) * sm_scale
-    if causal:
-        n = scores.shape[-1]
-        scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
-    return torch.softmax(scores, -1) @ v, torch.logsumexp(scores, -1)
-
-
-def rel_error(out, ref):
-    return ((out.detach().cpu().double() - ref).norm() / ref.norm()).item()
-
-
-@pytest.fixture
-def poisoned_allocations(monkeypatch):
-    """Every torch.empty/empty_like during the test starts as NaN, so an output element the kernel never
-    wrote fails the comparison; each allocation's (shape, dtype) is logged."""
-    log = []
-    real_empty, real_empty_like = torch.empty, torch.empty_like
-
-    def poison(t):
-        log.append((tuple(t.shape), t.dtype))
-        if t.is_floating_point():
-            t.fill_(float("nan"))
-        return t
-
-    monkeypatch.setattr(torch, "empty", lambda *a, **kw: poison(real_empty(*a, **kw)))
-    monkeypatch.setattr(torch, "empty_like", lambda *a, **kw: poison(real_empty_like(*a, **kw)))
-    return log
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])

@@ -4,18 +4,34 @@ from dataclasses import fields, replace
 import pytest
 from hypothesis import given, settings as hypothesis_settings, strategies as st
 
-import app_settings
-from app_settings import (DEFAULTS, QUERY_KEYS, SharedMemoryBudget, Settings, fit_tiles, settings_from_query,
-                          settings_to_query)
+import costmodel
+import page.settings as page_settings
+from app import SCENE_KEYS
+from page.pictures import LOOP_ORDERS, VIEWS, SharedMemoryBudget, fit_tiles
+from page.settings import QUERY_KEYS, Settings, resolve, settings_to_query
+from page.settings import settings_from_query as parse_only
 
+TABLES = {"scene": SCENE_KEYS, "view": tuple(VIEWS), "order": tuple(LOOP_ORDERS)}  # the tables that own those keys
+
+
+def settings_from_query(params):
+    """The link as the page reads it: parsed, then scene, view and order resolved against their tables."""
+    settings, notes = parse_only(params)
+    for field, keys in TABLES.items():
+        settings, more = resolve(settings, field, keys)
+        notes += more
+    return settings, notes
+
+
+DEFAULTS = settings_from_query({})[0]  # noqa: F811 (the defaults as the page shows them: the first scene, view, order)
 ALLOWED = {
-    "scene": app_settings.SCENES, "seq_len": app_settings.SEQ_LENS, "head_dim": app_settings.HEAD_DIMS,
-    "dtype": tuple(app_settings.DTYPE_BYTES), "causal": (False, True), "block_m": app_settings.TILE_SIZES,
-    "block_n": app_settings.TILE_SIZES, "trace_len": app_settings.TRACE_SEQ_LENS,
-    "source": app_settings.SOURCES, "theme": app_settings.THEME_CHOICES, "model": app_settings.MODELS,
+    **TABLES, "seq_len": page_settings.SEQ_LENS, "head_dim": page_settings.HEAD_DIMS,
+    "dtype": tuple(page_settings.DTYPE_BYTES), "causal": (False, True), "block_m": page_settings.TILE_SIZES,
+    "block_n": page_settings.TILE_SIZES, "trace_len": page_settings.TRACE_SEQ_LENS,
+    "source": page_settings.SOURCES, "theme": page_settings.THEME_CHOICES, "model": page_settings.MODELS,
 }
-RANGES = {"batch": (1, app_settings.MAX_BATCH), "heads": (1, app_settings.MAX_HEADS),
-          "step": (0, app_settings.MAX_STEP), "seed": (0, app_settings.MAX_SEED)}
+RANGES = {"batch": (1, page_settings.MAX_BATCH), "heads": (1, page_settings.MAX_HEADS),
+          "step": (0, page_settings.MAX_STEP), "seed": (0, page_settings.MAX_SEED)}
 
 
 def assert_valid(settings: Settings) -> None:
@@ -24,15 +40,15 @@ def assert_valid(settings: Settings) -> None:
     for key, (low, high) in RANGES.items():
         value = getattr(settings, key)
         assert type(value) is int and low <= value <= high, key
-    assert app_settings._RECORDING_NAME.fullmatch(settings.recording)
+    assert page_settings._RECORDING_NAME.fullmatch(settings.recording)
 
 
 valid_settings = st.builds(
     Settings,
     **{key: st.sampled_from(allowed) for key, allowed in ALLOWED.items()},
     **{key: st.integers(low, high) for key, (low, high) in RANGES.items()},
-    recording=st.from_regex(app_settings._RECORDING_NAME, fullmatch=True).filter(lambda name: ".." not in name),
-).map(lambda settings: app_settings.with_model(settings)[0])  # a preset fixes heads and head_dim
+    recording=st.from_regex(page_settings._RECORDING_NAME, fullmatch=True).filter(lambda name: ".." not in name),
+).map(lambda settings: page_settings.with_model(settings)[0])  # a preset fixes heads and head_dim
 junk_text = st.one_of(
     st.text(max_size=120),
     st.sampled_from(["", " ", "-1", "1e9", "nan", "inf", "0x40", "99999999999999999999", "８１９２", "8_192",
@@ -70,7 +86,7 @@ def test_round_trip_through_the_query_is_identity(settings):
 @given(valid_settings, st.sampled_from(QUERY_KEYS), junk_text)
 def test_one_bad_value_is_noted_and_the_others_are_kept(settings, key, raw):
     if key in ("heads", "head_dim"):  # with a model preset the model sets them (tested below)
-        settings = replace(settings, model=app_settings.CUSTOM_MODEL)
+        settings = replace(settings, model=page_settings.CUSTOM_MODEL)
     params = settings_to_query(settings) | {key: raw}
     alone, alone_notes = settings_from_query({key: raw})
     result, notes = settings_from_query(params)
@@ -140,8 +156,7 @@ def test_empty_value_list_means_not_given():
 
 
 # 128 KiB per block and the cost model the kernels use (a Q tile plus two stages of K and V tiles).
-SMALL_GPU = SharedMemoryBudget(limit_bytes=128 * 1024, gpu_name="a small GPU",
-                               need_bytes=lambda m, n, d, b: m * d * b + 2 * 2 * n * d * b)
+SMALL_GPU = SharedMemoryBudget(limit_bytes=128 * 1024, gpu_name="a small GPU")
 
 
 def test_tiles_that_fit_are_kept():
@@ -160,8 +175,8 @@ def test_tiles_too_big_for_shared_memory_shrink_with_a_note():
 @given(valid_settings)
 def test_fitted_tiles_always_fit_or_are_the_smallest(settings):
     fitted, notes = fit_tiles(settings, SMALL_GPU)
-    need = SMALL_GPU.need_bytes(fitted.block_m, fitted.block_n, fitted.head_dim, fitted.dtype_bytes)
-    assert need <= SMALL_GPU.limit_bytes or fitted.block_m == app_settings.TILE_SIZES[0]
+    need = costmodel.smem_bytes(fitted.block_m, fitted.block_n, fitted.head_dim, fitted.dtype_bytes)
+    assert need <= SMALL_GPU.limit_bytes or fitted.block_m == page_settings.TILE_SIZES[0]
     assert (fitted == settings) == (notes == [])
 
 
@@ -173,12 +188,13 @@ def test_every_setting_has_a_query_key():
 def test_sizes_agree_with_what_the_kernels_accept():
     inputs = pytest.importorskip("kernels.inputs")
     flash = pytest.importorskip("kernels.flash")
-    assert app_settings.HEAD_DIMS == tuple(inputs.SUPPORTED_HEAD_DIMS)
-    for size in app_settings.TILE_SIZES:
-        flash._check_tiles(size, size)
-    for size in (8, 48, 512):
+    assert page_settings.HEAD_DIMS == tuple(inputs.SUPPORTED_HEAD_DIMS)
+    for size in page_settings.TILE_SIZES:
+        costmodel.check_tiles(size, size)
+    for size in (8, 48, 512, None, True, 64.0):
         with pytest.raises(ValueError):
-            flash._check_tiles(size, size)
+            costmodel.check_tiles(size, size)
+    assert flash.costmodel.check_tiles is costmodel.check_tiles  # the kernels check tiles by the same rule
 
 
 @pytest.mark.parametrize("model, heads, head_dim", [("gpt2-small", 12, 64), ("llama3-8b", 32, 128),
@@ -186,7 +202,7 @@ def test_sizes_agree_with_what_the_kernels_accept():
 def test_a_model_preset_sets_heads_and_head_dim(model, heads, head_dim):
     settings, notes = settings_from_query({"model": model})
     assert (settings.model, settings.heads, settings.head_dim) == (model, heads, head_dim) and not notes
-    assert app_settings.model_of(heads, head_dim) == model
+    assert page_settings.model_of(heads, head_dim) == model
     assert settings_from_query(settings_to_query(settings)) == (settings, [])
 
 
@@ -198,11 +214,11 @@ def test_a_link_whose_heads_disagree_with_its_model_keeps_the_model_and_says_so(
 
 def test_an_unknown_model_is_a_note_and_the_custom_shape():
     settings, notes = settings_from_query({"model": "gpt-5", "heads": "8"})
-    assert (settings.model, settings.heads) == (app_settings.CUSTOM_MODEL, 8)
+    assert (settings.model, settings.heads) == (page_settings.CUSTOM_MODEL, 8)
     assert len(notes) == 1 and notes[0].startswith("model: `gpt-5`")
 
 
 def test_grouped_kv_presets_say_so():
-    for preset in app_settings.MODEL_PRESETS.values():
+    for preset in page_settings.MODEL_PRESETS.values():
         assert preset.kv_heads <= preset.heads and preset.heads % preset.kv_heads == 0
         assert "config.json" in preset.source

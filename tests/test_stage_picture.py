@@ -1,11 +1,11 @@
 """Every view of the tiling scene, in either loop order, fits the screen and reads from the back of the room:
-the stage's checks (tests/test_stage.py) on the views behind the scene's view and order controls."""
+the stage's checks (tests/browser_pages.py) on the views behind the scene's view and order controls."""
 import pytest
 
-pytest.importorskip("tests.test_stage", reason="the stage checks (tests/test_stage.py) are not here yet")
-from tests.test_stage import (MEASURE, SIZES, TEXT_SHARE, expect, outside, overlaps, server, show,  # noqa: E402, F401
-                              tabs)
-from tests.test_browser_picture import choose  # noqa: E402
+from tests.browser_support import require_browser
+
+require_browser()  # skips without chromium or Playwright; fails instead in CI (FLASH_LIVE_REQUIRE_BROWSER=1)
+from tests.browser_pages import MEASURE, SIZES, TEXT_SHARE, choose, outside, overlaps, show  # noqa: E402
 
 pytestmark = pytest.mark.browser
 VIEWS = ("HBM ↔ SRAM", "Source", "Re-reads")  # "Tiles": tests/test_stage.py measures the default view

@@ -5,7 +5,9 @@ A URL is typed by hand, pasted into chats and edited by curious people, so it is
 `settings_from_query` never raises; it keeps every value it can use and turns every one it cannot
 into a short note that the app shows (values are quoted safely: notes are rendered as markdown).
 
-No Streamlit, torch or triton import, so it is fast to import and to test.
+No Streamlit, torch or triton import, so it is fast to import and to test. Which scenes exist is the talk's
+business (app.py's table), and which views and loop orders the tiling scene has is its own: a link's scene,
+view and order are checked against those tables by `resolve`.
 """
 from __future__ import annotations
 
@@ -16,8 +18,6 @@ from dataclasses import dataclass, fields, replace
 from costmodel import DTYPE_BYTES, HEAD_DIMS, SEQ_LENS, TILE_SIZES, TRACE_SEQ_LENS
 from fmt import THEMES
 
-SCENES = ("headline", "hierarchy", "problem", "compare", "roofline", "tiling", "seqlen", "evolution", "timeline",
-          "takeaways")
 SOURCES = ("live", "recorded")
 MAX_BATCH = 64
 MAX_HEADS = 128
@@ -55,6 +55,7 @@ _DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp3
                   "float": "float32"}
 _TRUE_WORDS = ("true", "1", "yes", "on")
 _FALSE_WORDS = ("false", "0", "no", "off")
+_KEY = re.compile(r"[a-z][a-z0-9_]{0,31}|[0-9]{1,3}", re.ASCII)  # a table's key ("tiling") or a position ("6")
 _RECORDING_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\.json")  # a bare file name, never a path
 _WHOLE_NUMBER = re.compile(r"([0-9]{1,10})([kK]?)", re.ASCII)  # "8192" or "8k"; no signs, spaces, "_"
 _MAX_VALUE_CHARS = 80
@@ -63,7 +64,9 @@ _MAX_UNKNOWN_NOTES = 5
 
 @dataclass(frozen=True)
 class Settings:
-    scene: str = "headline"
+    # scene, view and order name rows of tables that others own (the talk's scenes, the picture's views and loop
+    # orders): a key or a position as typed, resolved against the table by resolve(); "" is the table's first
+    scene: str = ""
     seq_len: int = 8192
     batch: int = 2
     heads: int = 16
@@ -79,6 +82,9 @@ class Settings:
     recording: str = "h200.json"
     theme: str = "auto"
     model: str = CUSTOM_MODEL
+    view: str = ""       # the tiling scene's view (tiles, HBM ↔ SRAM, source, re-reads)
+    order: str = ""      # the tiling scene's kernel: its loop order (flash = FA2 order, flash_v1 = FA1 order)
+    tab: str = ""        # the sequence-length scene's tab (memory, time, throughput, table)
 
     @property
     def dtype_bytes(self) -> int:
@@ -87,14 +93,6 @@ class Settings:
 
 DEFAULTS = Settings()
 QUERY_KEYS = tuple(field.name for field in fields(Settings))
-
-
-@dataclass(frozen=True)
-class SharedMemoryBudget:
-    """What a GPU offers a thread block and what a tile shape costs (costmodel.smem_bytes)."""
-    limit_bytes: int
-    need_bytes: Callable[[int, int, int, int], int]  # (block_m, block_n, head_dim, dtype_bytes) -> bytes
-    gpu_name: str = "the GPU"
 
 
 class _Rejected(ValueError):
@@ -140,11 +138,25 @@ def _one_of_names(raw: str, allowed: tuple[str, ...], aliases: Mapping[str, str]
     return name
 
 
-def _scene(raw: str) -> str:
-    number = raw.strip()
-    if number.isascii() and number.isdigit() and 1 <= int(number) <= len(SCENES):
-        return SCENES[int(number) - 1]  # "?scene=5" is what a speaker types
-    return _one_of_names(raw, SCENES)
+def _key(raw: str) -> str:
+    name = raw.strip().lower()
+    if not _KEY.fullmatch(name):
+        raise _Rejected("is not a name or a number")
+    return name  # which keys exist is the table's to say that owns them: resolve()
+
+
+def resolve(settings: Settings, field: str, keys: tuple[str, ...]) -> tuple[Settings, list[str]]:
+    """The settings with `field` (scene, view, order) one of `keys`, the table that owns them (app.py's scenes,
+    the picture's views and loop orders): a number picks by position ("?scene=5" is what a speaker types), ""
+    the first; an unknown name or number falls back to the first with a note."""
+    raw = getattr(settings, field)
+    if raw in keys:
+        return settings, []
+    if raw.isdigit() and 1 <= int(raw) <= len(keys):
+        return replace(settings, **{field: keys[int(raw) - 1]}), []
+    notes = [] if raw == "" else [f"{field}: {quoted(raw)} is not one of {', '.join(keys)} (or 1 … {len(keys)}); "
+                                  f"using the default {quoted(keys[0])}"]
+    return replace(settings, **{field: keys[0]}), notes
 
 
 def _boolean(raw: str) -> bool:
@@ -163,7 +175,10 @@ def _recording(raw: str) -> str:
 
 
 _PARSERS: dict[str, Callable[[str], object]] = {
-    "scene": _scene,
+    "scene": _key,
+    "view": _key,
+    "order": _key,
+    "tab": _key,
     "seq_len": lambda raw: _one_of_numbers(raw, SEQ_LENS, "a power of two from 1K to 256K"),
     "batch": lambda raw: _whole_number(raw, 1, MAX_BATCH),
     "heads": lambda raw: _whole_number(raw, 1, MAX_HEADS),
@@ -188,8 +203,8 @@ def settings_from_query(params: Mapping[str, str | list[str]]) -> tuple[Settings
 
     `params` maps a key to its value, or to all its values when the key was repeated (as
     `{key: st.query_params.get_all(key) for key in st.query_params}` gives). A repeated key is
-    ambiguous and falls back to its default. Tiles that do not fit a GPU's shared memory are `fit_tiles`'
-    business, once the GPU is known.
+    ambiguous and falls back to its default. Tiles that do not fit a GPU's shared memory are the picture's
+    business (page.pictures.fit_tiles), once the GPU is known.
     """
     chosen: dict[str, object] = {}
     notes: list[str] = []
@@ -239,22 +254,6 @@ def model_of(heads: int, head_dim: int) -> str:
     """The preset with this shape, else "custom": a control that sets heads or head_dim keeps the link honest."""
     return next((name for name, preset in MODEL_PRESETS.items()
                  if (preset.heads, preset.head_dim) == (heads, head_dim)), CUSTOM_MODEL)
-
-
-def fit_tiles(settings: Settings, smem: SharedMemoryBudget) -> tuple[Settings, list[str]]:
-    """Keep the tile sizes if they fit in shared memory, else the largest square tile that does."""
-    def need(block_m: int, block_n: int) -> int:
-        return smem.need_bytes(block_m, block_n, settings.head_dim, settings.dtype_bytes)
-
-    asked = need(settings.block_m, settings.block_n)
-    if asked <= smem.limit_bytes:
-        return settings, []
-    fitting = [size for size in TILE_SIZES if need(size, size) <= smem.limit_bytes]
-    size = max(fitting, default=TILE_SIZES[0])
-    note = (f"block_m × block_n: {settings.block_m}×{settings.block_n} tiles at head_dim {settings.head_dim} "
-            f"{settings.dtype} need {asked / 1024:.0f} KiB of shared memory, {smem.gpu_name} has "
-            f"{smem.limit_bytes / 1024:.0f} KiB per block; using {size}×{size}")
-    return replace(settings, block_m=size, block_n=size), [note]
 
 
 def _query_value(value: object) -> str:

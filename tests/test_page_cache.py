@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from app_cache import ByteBudgetCache
+from page.cache import ByteBudgetCache
 
 
 def test_keeps_values_within_the_byte_budget_dropping_the_least_recently_used():

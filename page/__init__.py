@@ -1,0 +1,72 @@
+"""The page machinery of "FlashAttention, live": one way in for app.py.
+
+    page.present(SCENES)   # app.py's table of scenes: key, title, the function that lays it out
+
+`present` draws the frame (title, source badges, navigation, notes, sidebar), reads the link (the URL is the
+page's state), prepares the stage (where the numbers come from) and hands it to the scene's function. The scene
+functions use the widgets and loaders exported here; they get their data from the `Stage` they are passed.
+
+Rooms: `settings` (the URL as one frozen value, no Streamlit), `url` (reading and writing it, controls bound to
+it), `stage` (the data source, records, loaders), `pictures` (the tiling scene's traces, views, loop orders and
+tiles), `frame` (sidebar, badges, navigation, messages), `script` (the 1920×1080 stage, CSS, the page script),
+`cache` (a process-wide cache bounded in bytes, no Streamlit).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import streamlit as st
+
+from page.frame import no_numbers, recording_coverage, scene_navigation, seq_len_slider, show_notes, \
+    sidebar_settings, sidebar_source, source_badges, tile_controls, recording_notes
+from page.pictures import LOOP_ORDERS, VIEWS, PictureDevice, PictureRequest, TraceRequest, kernel_trace, picture, \
+    traced_tiles
+from page.script import SCENE_BODY_PX, chart, page_style_and_script
+from page.settings import Settings, resolve
+from page.stage import Stage, is_live, kernel_backend, live_sm_timeline, prepare_stage
+from page.url import asked_for, bound, hold_notes, move_step, read_url, write_url
+
+__all__ = ["LOOP_ORDERS", "SCENE_BODY_PX", "VIEWS", "PictureDevice", "PictureRequest", "Scene", "Settings", "Stage",
+           "TraceRequest", "bound", "chart", "kernel_trace", "live_sm_timeline", "move_step", "no_numbers",
+           "picture", "present", "recording_coverage", "seq_len_slider", "tile_controls", "traced_tiles"]
+
+
+@dataclass(frozen=True)
+class Scene:
+    key: str                       # in the link: ?scene=tiling (or its number, ?scene=6)
+    title: str                     # the scene's heading
+    show: Callable[[Stage], None]  # lays the scene out from the stage
+
+
+def present(scenes: Sequence[Scene]) -> None:
+    """One run of the page: the frame, the stage, then the scene the link names."""
+    st.set_page_config(page_title="FlashAttention, live", page_icon="⚡", layout="wide",
+                       initial_sidebar_state="collapsed")
+    page_style_and_script()
+    keys = tuple(scene.key for scene in scenes)
+    settings, notes = read_url()
+    resolved = []
+    for field, table in (("scene", keys), ("view", tuple(VIEWS)), ("order", tuple(LOOP_ORDERS))):
+        settings, found = resolve(settings, field, table)
+        resolved += found
+    if resolved:
+        notes = [*notes, *resolved]
+        hold_notes(notes)
+    scene = scenes[keys.index(settings.scene)]
+    badges, navigation = st.columns([3, 2], vertical_alignment="center")
+    with navigation:  # the frame is on screen before the first view has loaded the kernels
+        scene_navigation(settings.scene, keys)
+    st.header(f"{keys.index(scene.key) + 1}. {scene.title}", anchor=False)
+    notes_slot = st.container()
+    backend, reason = kernel_backend()
+    upload = sidebar_source(settings, scenes, backend == "cuda", is_live(settings), reason)
+    stage, stage_notes = prepare_stage(settings, st.context.theme.type, upload, asked_for("source", "live"))
+    write_url(stage.link_settings)  # the address bar shows the settings in use, ready to bookmark
+    with badges:
+        source_badges(stage)
+    with notes_slot:
+        show_notes(notes + stage_notes)
+        recording_notes(stage)
+    sidebar_settings(stage)
+    scene.show(stage)

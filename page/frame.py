@@ -1,0 +1,158 @@
+"""The frame around the scenes: sidebar, source badges, navigation, notes, and the widgets several scenes share.
+Every control is bound to the URL (page.url): it writes the link, and the next run reads it back.
+"""
+from __future__ import annotations
+
+import operator
+import urllib.parse
+from collections.abc import Sequence
+
+import streamlit as st
+
+from fmt import fmt_tokens, markdown_text
+from page import settings as settings_module
+from page.settings import SEQ_LENS, Settings, settings_to_query
+from page.stage import NO_RECORDING, Stage, same_setting
+from page.url import bound, change_settings
+
+UPLOADER_KEY = "uploaded_results"
+
+
+def show_notes(notes: list[str]) -> None:
+    if notes:
+        st.warning("Some settings in the link could not be used, so defaults stand in:\n\n"
+                   + "\n".join(f"- {note}" for note in notes))
+
+
+# -- the sidebar: the data source first (its uploader feeds the stage), then the talk's settings -----------
+
+def sidebar_source(settings: Settings, scenes: Sequence, on_gpu: bool, live: bool, backend_reason: str) -> bytes | None:
+    """The scene list and the data source; returns the bytes of the results file the viewer uploaded (None)."""
+    keys = tuple(scene.key for scene in scenes)
+    titles = {scene.key: scene.title for scene in scenes}
+    with st.sidebar:
+        bound(st.radio, "Scene", "scene", settings, options=keys,
+              format_func=lambda key: f"{keys.index(key) + 1}. {titles[key]}")
+        st.subheader("Data source")
+        if on_gpu:
+            bound(st.radio, "Numbers from", "source", settings, options=settings_module.SOURCES,
+                  format_func={"live": "this GPU, live", "recorded": "a recording"}.get, horizontal=True)
+        else:
+            st.caption(f"Live needs a CUDA GPU: {backend_reason}.")
+        if live:
+            return None
+        from bench import results
+        if len(results.list_result_files()) > 1:
+            bound(st.selectbox, "Recording", "recording", settings, options=results.list_result_files())
+        upload = st.file_uploader("Or open a results file", type="json", key=UPLOADER_KEY,
+                                  help="Made by `python -m bench`; checked before use.")
+        return upload.getvalue() if upload is not None else None
+
+
+def sidebar_settings(stage: Stage) -> None:
+    """What the upload said, then the attention shape and the look; each control writes the URL."""
+    settings = stage.settings
+    with st.sidebar:
+        if stage.upload_problem:
+            st.error(f"That file was not used: {markdown_text(stage.upload_problem)}")
+        st.subheader("Attention")
+        bound(st.selectbox, "Model", "model", settings, options=settings_module.MODELS,
+              format_func=lambda name: settings_module.MODEL_PRESETS[name].label
+              if name in settings_module.MODEL_PRESETS else "custom (heads, head_dim below)")
+        preset = settings_module.MODEL_PRESETS.get(settings.model)
+        if preset:
+            grouped = (f" Its {preset.heads} query heads share {preset.kv_heads} K/V heads (grouped-query "
+                       f"attention); the kernels here give every query head its own K/V head, so the app "
+                       f"shows {preset.heads} K/V heads." if preset.kv_heads != preset.heads else "")
+            st.caption(f"{preset.label}: {preset.heads} heads × head_dim {preset.head_dim}, from {preset.source}."
+                       + grouped)
+        bound(st.number_input, "Batch", "batch", settings, min_value=1, max_value=settings_module.MAX_BATCH, step=1)
+        bound(st.number_input, "Heads", "heads", settings, min_value=1, max_value=settings_module.MAX_HEADS, step=1)
+        bound(st.selectbox, "Head dimension", "head_dim", settings, options=settings_module.HEAD_DIMS)
+        bound(st.selectbox, "Data type", "dtype", settings, options=tuple(settings_module.DTYPE_BYTES))
+        if settings.scene != "tiling":  # the tiling scene shows these next to its animation instead
+            bound(st.toggle, "Causal", "causal", settings)
+            tile_controls(settings)
+        st.subheader("Look")
+        bound(st.radio, "Chart theme", "theme", stage.link_settings, options=settings_module.THEME_CHOICES,
+              horizontal=True, format_func=lambda theme: "as the page" if theme == "auto" else theme)
+        page_theme = st.context.theme.type  # Streamlit's own page theme: the URL or the viewer's system picks it
+        if page_theme and page_theme != settings.theme:
+            matching = urllib.parse.urlencode(settings_to_query(stage.link_settings)
+                                              | {"embed_options": f"{settings.theme}_theme"})
+            st.caption(f"The page is {page_theme}: [open it {settings.theme} too](?{matching}).")
+
+
+def tile_controls(settings: Settings) -> None:
+    bound(st.selectbox, "block_m (query rows per tile)", "block_m", settings, options=settings_module.TILE_SIZES)
+    bound(st.selectbox, "block_n (key columns per tile)", "block_n", settings, options=settings_module.TILE_SIZES)
+
+
+# -- the frame's top row -------------------------------------------------------------------------------------
+
+def source_badges(stage: Stage) -> None:
+    """The data source, always in view: the audience should know what they are looking at."""
+    row = st.container(horizontal=True)
+    if stage.live:
+        row.badge(f"LIVE on {markdown_text(stage.gpu, keep='[]')}", icon=":material/bolt:", color="green")
+        return
+    if stage.recording:
+        created = str(stage.recording.meta.get("created", ""))[:10] or "undated"
+        label = markdown_text(f"{stage.gpu}, {created}", keep="[]")  # st.badge escapes the brackets itself
+        row.badge(f"RECORDED on {label}", icon=":material/history:", color="blue")
+    else:
+        row.badge(NO_RECORDING.upper(), icon=":material/block:", color="gray")
+    if stage.on_gpu:
+        row.badge("animation LIVE on this GPU", icon=":material/bolt:", color="green")
+    else:
+        row.badge("INTERPRETER (CPU) for the animation", icon=":material/memory:", color="orange")
+
+
+def scene_navigation(scene: str, keys: tuple[str, ...]) -> None:
+    """Previous / next buttons; a presenter's clicker sends Page Up / Page Down."""
+    index = keys.index(scene)
+    row = st.container(horizontal=True, horizontal_alignment="right")
+    row.button("◀ Previous", shortcut="PageUp", disabled=index == 0, on_click=change_settings,
+               kwargs={"scene": keys[max(index - 1, 0)]})
+    row.button("Next ▶", shortcut="PageDown", disabled=index == len(keys) - 1, on_click=change_settings,
+               kwargs={"scene": keys[min(index + 1, len(keys) - 1)]})
+
+
+def seq_len_slider(settings: Settings) -> None:
+    bound(st.select_slider, "Sequence length N (tokens)", "seq_len", settings, options=SEQ_LENS,
+          format_func=fmt_tokens)
+
+
+# -- messages about the data ----------------------------------------------------------------------
+
+def recording_coverage(stage: Stage) -> None:
+    """When the recording has nothing for the current setting, say what it has and offer to go there."""
+    records = stage.recording.records if stage.recording else []
+    if stage.live or not records or any(same_setting(record, stage.settings) for record in records):
+        return
+    combos = sorted({(r["batch"], r["heads"], r["head_dim"], r["dtype"], bool(r["causal"])) for r in records})
+    listed = "; ".join(f"batch {b}, {h} heads, head_dim {d}, {t}{', causal' if c else ''}"
+                       for b, h, d, t, c in combos[:6])
+    st.info(f"The recording has no measurements for this setting. It covers: {listed}"
+            f"{' …' if len(combos) > 6 else ''}.")
+    s = stage.settings
+    current = (s.batch, s.heads, s.head_dim, s.dtype, s.causal)
+    batch, heads, head_dim, dtype, causal = min(combos, key=lambda combo: sum(map(operator.ne, combo, current)))
+    st.button("Show the closest recorded setting", on_click=change_settings,
+              kwargs=dict(batch=batch, heads=heads, head_dim=head_dim, dtype=dtype, causal=causal))
+
+
+def recording_notes(stage: Stage) -> None:
+    """What the results file held that could not be used (bench.results dropped it): the page falls back."""
+    notes = stage.recording.notes if stage.recording and not stage.live else ()
+    if notes:
+        st.info("Some values in the results file were ignored:\n\n" +
+                "\n".join(f"- {markdown_text(note)}" for note in notes), icon=":material/info:")
+
+
+def no_numbers(stage: Stage) -> bool:
+    """True (after saying why) when neither a GPU nor a recording can supply measurements."""
+    if stage.live or stage.recording is not None:
+        return False
+    st.warning(f"No measurements to show: {stage.recording_problem} ({stage.backend_reason}).")
+    return True

@@ -1,0 +1,310 @@
+"""Where the page's numbers come from: the data source (live GPU or a recording), the cached loaders and
+measurements, and the records the scenes ask for at the current settings.
+
+`prepare_stage` builds a `Stage` once per run from the settings and what the viewer uploaded; scenes ask it for
+records (`stage.ours_over_lengths()`, `stage.every_algorithm_at_length()`) and for the story's shared numbers.
+It draws nothing but spinners and the live progress bar.
+
+kernels/ and bench/ are imported inside the functions that use them: torch and Triton take seconds to import,
+and the page frame (title, navigation) should be on screen before they have loaded.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from dataclasses import dataclass, replace
+
+import streamlit as st
+
+import costmodel
+import story
+from fmt import fmt_tokens, markdown_text
+from page.cache import ByteBudgetCache
+from page.pictures import SharedMemoryBudget, fit_tiles
+from page.settings import SEQ_LENS, Settings
+from viz.theme import algorithm_label
+
+NO_RECORDING = "no recorded results yet"
+UPLOADED = "uploaded file"
+# Uploads: a parsed results file takes ~4× its JSON bytes (measured with tracemalloc), at most 20 MB of JSON.
+UPLOAD_CACHE_BYTES = 160 << 20
+PARSED_BYTES_PER_JSON_BYTE = 4
+UPLOADS: ByteBudgetCache = ByteBudgetCache("uploaded results", UPLOAD_CACHE_BYTES)
+RECORD_TEXT = ("message", "device", "counters")
+
+
+@dataclass(frozen=True)
+class Recording:
+    """A results file of the bench CLI (bench.results), as plain data. Its numbers are checked; the text of
+    its records is markdown-safe (`page_record`); facts and meta text is plain (escape it where it is shown)."""
+    label: str  # file name in results/, or "uploaded file"
+    facts: dict
+    meta: dict
+    records: list[dict]
+    timelines: list[dict]
+    notes: tuple[str, ...] = ()  # values of the file that were ignored (bench.results), as plain text
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stage:
+    """What every scene needs besides the settings: the data source and the GPU whose numbers show."""
+    settings: Settings
+    on_gpu: bool                  # the kernels run on a CUDA GPU here (the animation too, even when recorded)
+    live: bool                    # measuring on this machine's GPU right now
+    backend_reason: str           # why live or not, in one sentence
+    recording: Recording | None = None   # used when not live
+    recording_problem: str = ""   # why there is no recording ("" when there is one)
+    upload_problem: str = ""      # why an uploaded results file was refused ("" when none was)
+    facts: dict | None = None     # device facts of the GPU whose numbers are shown
+    theme_asked: str = "auto"     # the link's theme; settings.theme is the charts' ("auto" resolved)
+
+    @property
+    def gpu(self) -> str:
+        """The GPU's name as plain text (a results file's: figures escape it with fmt.plotly_text)."""
+        return self.facts["name"] if self.facts else "no GPU"
+
+    @property
+    def link_settings(self) -> Settings:
+        """The settings as the link keeps them (the theme as asked, not as resolved)."""
+        return replace(self.settings, theme=self.theme_asked)
+
+    @property
+    def gpu_name(self) -> str:
+        """The GPU's name, safe in Streamlit's markdown (labels, badges, captions, takeaways)."""
+        return markdown_text(self.gpu)
+
+    @property
+    def measured_text(self) -> str:
+        """Where and when the numbers on screen were measured, as plain text: "measured live on X" or
+        "recorded on X, date" (a figure shows it through fmt.plotly_text)."""
+        if self.live:
+            return f"measured live on {self.gpu}"
+        created = str(self.recording.meta.get("created", ""))[:10] if self.recording else ""
+        return f"recorded on {self.gpu}" + (f", {created}" if created else "")
+
+    @property
+    def measured(self) -> str:
+        """measured_text, safe in Streamlit's markdown."""
+        return markdown_text(self.measured_text)
+
+    @property
+    def kernels_run(self) -> str:
+        """Where the animation's kernels run, for captions."""
+        if self.live:
+            return f"on {self.gpu_name}"
+        return "on this machine's GPU" if self.on_gpu else "in Triton's CPU interpreter"
+
+    # -- records for the current settings ------------------------------------------------------------
+
+    def records_for(self, algorithms: tuple[str, ...], seq_lens: tuple[int, ...]) -> list[dict]:
+        """Records of these algorithms at these lengths for the current batch/heads/head_dim/dtype/causal.
+
+        Live: measured now (cached per setting), with a progress bar while the GPU works. Recorded: the
+        file's records for this setting (maybe none: the frame's `recording_coverage` says what the file has).
+        """
+        s = self.settings
+        if not self.live:
+            if self.recording is None:
+                return []
+            return [record for record in self.recording.records if record["algorithm"] in algorithms
+                    and record["seq_len"] in seq_lens and same_setting(record, s)]
+        return _measure_with_progress(self, [(a, n) for n in seq_lens for a in algorithms])
+
+    def every_algorithm_at_length(self) -> list[dict]:
+        """Every algorithm's records at the slider's length (ours, SDPA's, the FA1-order kernel, PyTorch eager)."""
+        return self.records_for(costmodel.ALGORITHMS, (self.settings.seq_len,))
+
+    def ours_over_lengths(self) -> list[dict]:
+        """Flash and naive records over the slider's lengths: every recorded one, or live up to the slider.
+
+        Live, the sweep stops at the slider: the audience watches it grow, and a huge setting cannot
+        hold the GPU for minutes."""
+        lengths = tuple(n for n in SEQ_LENS if n <= self.settings.seq_len) if self.live else SEQ_LENS
+        return self.records_for(("flash", "naive"), lengths)
+
+    # -- the story's numbers that several scenes quote -----------------------------------------------
+
+    def hbm_traffic(self, records: list[dict]) -> story.TrafficPanels:
+        """The cost model's HBM traffic of both algorithms at the current setting, with the flash tiles the
+        records say ran (story.traffic_panels)."""
+        s = self.settings
+        return story.traffic_panels(s.seq_len, s.batch, s.heads, s.head_dim, s.dtype_bytes, s.causal, records,
+                                    self.facts)
+
+    def headline_numbers(self, records: list[dict]) -> story.Headline:
+        s = self.settings
+        missing = self.recording_problem if not self.live and self.recording is None else "not measured at this setting"
+        return story.headline(records, s.seq_len, s.batch, s.heads, s.head_dim, s.dtype_bytes, missing)
+
+
+def same_setting(record: dict, settings: Settings) -> bool:
+    return (record["batch"], record["heads"], record["head_dim"], record["dtype"], bool(record["causal"])) == (
+        settings.batch, settings.heads, settings.head_dim, settings.dtype, settings.causal)
+
+
+# -- loaders (cached) --------------------------------------------------------------------------------------
+
+@st.cache_resource(show_spinner="Loading the kernels (torch, Triton)…")
+def kernel_backend() -> tuple[str, str]:
+    """'cuda' or 'interpreter' and why. Without a GPU the driver probe decides in milliseconds; otherwise
+    importing kernels (torch, Triton: seconds) decides, once per process."""
+    from kernels import probe
+    reason = probe.interpreter_without_torch()
+    if reason:
+        return "interpreter", reason
+    import kernels
+    return kernels.backend(), kernels.backend_reason()
+
+
+@st.cache_resource(show_spinner="Measuring this GPU's memory hierarchy…")
+def live_device_facts() -> dict:
+    from bench import device
+    return device.device_facts(measure_bandwidth=True)
+
+
+def page_record(record: dict) -> dict:
+    """A record as the page shows it: its text (an error message, the device, how it was counted, kernel names)
+    escaped for Streamlit's markdown once, here, so every scene and story sentence that quotes it shows it as
+    written. Figures escape again for plotly (fmt.plotly_text): safe, if a backslash may show there."""
+    shown = {key: markdown_text(record[key]) for key in RECORD_TEXT if record.get(key)}
+    if record.get("kernels"):
+        shown["kernels"] = [{**kernel, "name": markdown_text(kernel["name"])} for kernel in record["kernels"]]
+    return {**record, **shown}
+
+
+def _as_recording(label: str, loaded) -> Recording:
+    return Recording(label, dict(loaded.facts), dict(loaded.meta), [page_record(r) for r in loaded.records],
+                     list(loaded.timelines), loaded.notes)
+
+
+# Recordings are read-only and shared by every session: cache_resource hands out the same object
+# instead of unpickling a copy on every rerun (a slider move must stay well under 300 ms).
+@st.cache_resource(show_spinner="Reading the recorded results…", max_entries=16)
+def load_recording(name: str, modified_ns: int) -> Recording:
+    """A file from results/ (modified_ns keys the cache, so a new recording replaces the old)."""
+    from bench import results
+    return _as_recording(name, results.load_results(name))
+
+
+def parse_uploaded_recording(data: bytes) -> Recording:
+    """An uploaded results file, checked (bench.results); shared by sessions within UPLOADS' byte budget."""
+    from bench import results
+    with st.spinner("Checking the uploaded results…"):
+        return UPLOADS.get(hashlib.sha256(data).digest(), lambda: _as_recording(UPLOADED, results.load_results(data)),
+                           lambda _: PARSED_BYTES_PER_JSON_BYTE * len(data))
+
+
+@st.cache_data(show_spinner=False, max_entries=4096)
+def measure_live(algorithm: str, seq_len: int, batch: int, heads: int, head_dim: int, dtype: str,
+                 causal: bool) -> dict:
+    """One record from the GPU (bench.measure serializes GPU work between sessions)."""
+    from bench import measure
+    return measure.measure(measure.Setting(algorithm, seq_len, batch, heads, head_dim, dtype, causal)).to_dict()
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def live_sm_timeline(seq_len: int, batch: int, heads: int, head_dim: int, dtype: str, causal: bool) -> dict:
+    from kernels import trace
+    return trace.sm_timeline(seq_len=seq_len, batch=batch, heads=heads, head_dim=head_dim, dtype=dtype,
+                             causal=causal).to_dict()
+
+
+def _measure_with_progress(stage: Stage, jobs: list[tuple[str, int]]) -> list[dict]:
+    s = stage.settings
+    progress = st.progress(0.0)
+    measured = []
+    for done, (algorithm, seq_len) in enumerate(jobs):
+        progress.progress(done / len(jobs), text=f"Measuring {algorithm_label(algorithm)} at "
+                          f"{fmt_tokens(seq_len)} tokens on {stage.gpu_name}…")
+        try:
+            measured.append(page_record(measure_live(algorithm, seq_len, s.batch, s.heads, s.head_dim, s.dtype,
+                                                     s.causal)))
+        except (TimeoutError, ValueError) as why:  # GPU busy with other viewers, or a setting it refuses
+            st.warning(f"Stopped measuring at {fmt_tokens(seq_len)} tokens: {why}")
+            break
+    progress.empty()
+    return measured
+
+
+# -- the data source ---------------------------------------------------------------------------------------
+
+def _uploaded_recording(upload: bytes | None) -> tuple[Recording | None, str]:
+    """The results file the viewer uploaded (bytes, from the frame's uploader), or why it cannot be used."""
+    from bench import results
+    if upload is None:
+        return None, ""
+    try:
+        return parse_uploaded_recording(upload), ""
+    except results.ResultsError as why:
+        return None, str(why)
+
+
+def _shipped_recording(settings: Settings) -> tuple[Recording | None, str, list[str]]:
+    """The recording from results/ that the settings name, why there is none, and notes."""
+    from bench import results
+    available = results.list_result_files()
+    if not available:
+        return None, NO_RECORDING, []
+    notes = []
+    name = settings.recording
+    if name not in available:
+        notes.append(f"recording: `{name}` is not in results/ (there: {', '.join(available)}); "
+                     f"using `{available[0]}`")
+        name = available[0]
+    try:
+        modified_ns = os.stat(os.path.join(results.RESULTS_DIR, name)).st_mtime_ns
+        return load_recording(name, modified_ns), "", notes
+    except (results.ResultsError, OSError) as why:
+        return None, f"results/{name} could not be read: {markdown_text(why)}", notes
+
+
+def is_live(settings: Settings) -> bool:
+    """Whether these settings measure on this machine's GPU (asked for, and a GPU Triton can drive is here)."""
+    return settings.source == "live" and kernel_backend()[0] == "cuda"
+
+
+def prepare_stage(settings: Settings, page_theme: str | None = None, upload: bytes | None = None,
+                  asked_live: bool = False) -> tuple[Stage, list[str]]:
+    """Choose the data source (live only on a GPU Triton can drive; else the uploaded file, else the shipped
+    recording), check the tiles against its GPU, and resolve the charts' theme ("auto": the page's, light when
+    unknown). asked_live: the link itself asked for source=live (a note says when it cannot be).
+
+    Never raises: the sidebar, with its uploader (the way out of a bad file), is drawn from the stage, so a
+    failure here becomes a stage without numbers that says why."""
+    try:
+        return _prepare_stage(settings, page_theme, upload, asked_live)
+    except Exception as exc:  # noqa: BLE001 - a bug or a broken machine must not take the page frame down
+        logging.getLogger(__name__).exception("preparing the data failed")
+        problem = f"the data could not be prepared ({type(exc).__name__})"
+        theme = settings.theme if settings.theme != "auto" else page_theme or "light"
+        return Stage(settings=replace(settings, source="recorded", theme=theme), on_gpu=False, live=False,
+                     backend_reason=problem, recording_problem=problem, theme_asked=settings.theme), []
+
+
+def _prepare_stage(settings: Settings, page_theme: str | None, upload: bytes | None,
+                   asked_live: bool) -> tuple[Stage, list[str]]:
+    backend, reason = kernel_backend()
+    live = is_live(settings)
+    theme_asked = settings.theme
+    settings = replace(settings, theme=settings.theme if settings.theme != "auto" else page_theme or "light")
+    recording, problem, notes, upload_problem = None, "", [], ""
+    if settings.source == "live" and not live:
+        if asked_live:  # asked for in the link, not just the default
+            notes.append(f"source: `live` needs a CUDA GPU ({markdown_text(reason)}); showing the recording instead")
+        settings = replace(settings, source="recorded")  # the link says what is shown
+    if not live:
+        recording, upload_problem = _uploaded_recording(upload)
+        if recording is None:
+            recording, problem, shipped_notes = _shipped_recording(settings)
+            notes += shipped_notes
+            if recording:
+                settings = replace(settings, recording=recording.label)
+    facts = live_device_facts() if live else (recording.facts if recording else None)
+    budget = SharedMemoryBudget.of(facts, markdown_text(facts["name"]) if facts else "")
+    if budget:
+        settings, tile_notes = fit_tiles(settings, budget)
+        notes += tile_notes
+    return Stage(settings=settings, on_gpu=backend == "cuda", live=live, backend_reason=reason, recording=recording,
+                 recording_problem=problem, upload_problem=upload_problem, facts=facts,
+                 theme_asked=theme_asked), notes
