@@ -30,10 +30,11 @@ HEADLINE_CHART_PX = 500  # under the headline's numbers, legend included, on a 1
 COMPARE_CHART_PX = 530  # fits SCENE_BODY_PX under the numbers and the caption
 ROOFLINE_CHART_PX = 540  # fits SCENE_BODY_PX under the slider and the caption
 PICTURE_HEIGHT_PX = page.SCENE_BODY_PX - 210  # the scene body less its row of controls and the caption row
+SEQLEN_TABS = {"memory": "Memory", "time": "Time", "throughput": "Throughput", "table": "Speedup table"}
 
 
 def main() -> None:
-    page.present(SCENES)
+    page.present(SCENES, choices={"tab": tuple(SEQLEN_TABS)})
 
 
 # -- scenes ---------------------------------------------------------------------------------------
@@ -209,14 +210,16 @@ def scene_seqlen(stage: Stage) -> None:
         return
     records = stage.ours_over_lengths()
     recording_coverage(stage)
-    memory, time, throughput, table = st.tabs(["Memory", "Time", "Throughput", "Speedup table"])
-    with memory:
+    # one view at a time, chosen like the tiling scene's (and kept in the link): one chart to draw, not four
+    bound(st.segmented_control, "Show", "tab", s, options=tuple(SEQLEN_TABS), required=True,
+          format_func=SEQLEN_TABS.get, label_visibility="collapsed")
+    if s.tab == "memory":
         memory_chart(stage, records)
-    with time:
+    elif s.tab == "time":
         chart(viz.timing_figure(records, seq_len_marker=s.seq_len, theme=s.theme))
-    with throughput:
+    elif s.tab == "throughput":
         chart(viz.tflops_figure(records, seq_len_marker=s.seq_len, theme=s.theme))
-    with table:
+    else:
         st.table([{"N": row["tokens"], "flash": fmt_ms(row["flash_ms"]), "standard": fmt_ms(row["naive_ms"]),
                    "speedup": f"{row['speedup']:.2f}×" if row["speedup"] else "—", "note": row["note"]}
                   for row in story.speedup_table(records)])

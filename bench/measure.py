@@ -198,7 +198,7 @@ def _measure_cuda(s: Setting, seed: int, warmup_ms: float, rep_ms: float) -> Rec
 
 def _measure_interpreter(s: Setting, seed: int) -> Record:
     if s.algorithm not in ON_INTERPRETER:
-        raise ValueError(f"{s.algorithm} runs on a CUDA GPU only (the interpreter path is active)")
+        raise ValueError(f"{s.algorithm} needs a GPU: it runs on CUDA only (the interpreter path is active)")
     if s.seq_len > INTERPRETER_MAX_SEQ_LEN:
         raise ValueError(f"seq_len {s.seq_len} is too large for the CPU interpreter "
                          f"(at most {INTERPRETER_MAX_SEQ_LEN}); the recorded H200 results cover larger N")

@@ -39,15 +39,19 @@ class Scene:
     show: Callable[[Stage], None]  # lays the scene out from the stage
 
 
-def present(scenes: Sequence[Scene]) -> None:
-    """One run of the page: the frame, the stage, then the scene the link names."""
+def present(scenes: Sequence[Scene], choices: dict[str, tuple[str, ...]] | None = None) -> None:
+    """One run of the page: the frame, the stage, then the scene the link names.
+
+    choices: the scenes' own tables of link keys (e.g. {"tab": (...)}), resolved like the scene, the tiling
+    view and the loop order (page.settings.resolve): a bad value falls back to the first with a note."""
     st.set_page_config(page_title="FlashAttention, live", page_icon="⚡", layout="wide",
                        initial_sidebar_state="collapsed")
     page_style_and_script()
     keys = tuple(scene.key for scene in scenes)
     settings, notes = read_url()
     resolved = []
-    for field, table in (("scene", keys), ("view", tuple(VIEWS)), ("order", tuple(LOOP_ORDERS))):
+    tables = {"scene": keys, "view": tuple(VIEWS), "order": tuple(LOOP_ORDERS), **(choices or {})}
+    for field, table in tables.items():
         settings, found = resolve(settings, field, table)
         resolved += found
     if resolved:

@@ -55,7 +55,8 @@ _DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp3
                   "float": "float32"}
 _TRUE_WORDS = ("true", "1", "yes", "on")
 _FALSE_WORDS = ("false", "0", "no", "off")
-_KEY = re.compile(r"[a-z][a-z0-9_]{0,31}|[0-9]{1,3}", re.ASCII)  # a table's key ("tiling") or a position ("6")
+# a table's key ("tiling"), a position ("6"), or nothing (the table's first)
+_KEY = re.compile(r"[a-z][a-z0-9_]{0,31}|[0-9]{1,3}|", re.ASCII)
 _RECORDING_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\.json")  # a bare file name, never a path
 _WHOLE_NUMBER = re.compile(r"([0-9]{1,10})([kK]?)", re.ASCII)  # "8192" or "8k"; no signs, spaces, "_"
 _MAX_VALUE_CHARS = 80

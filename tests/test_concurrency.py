@@ -78,7 +78,7 @@ def test_flash_and_naive_on_many_threads_match_float64():
 def test_traces_on_many_threads_are_each_correct():
     """What two viewers opening /?scene=tiling&seed=300 and &seed=301 at once do, with four viewers."""
     settings = [dict(seq_len=64 + 16 * (i % 3), head_dim=16, block_m=32, block_n=16, causal=i % 2 == 0,
-                     dtype="float32", seed=300 + i, order=("fa2", "fa1")[i // 2]) for i in range(4)]
+                     dtype="float32", seed=300 + i, order=("flash", "flash_v1")[i // 2]) for i in range(4)]
     traces = _run_together(lambda i: trace_flash(**settings[i]), threads=len(settings))
     for s, trace in zip(settings, traces):
         q, k, v = late_max_inputs(s["seq_len"], s["head_dim"], s["block_m"], s["causal"], torch.float32, s["seed"])

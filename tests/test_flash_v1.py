@@ -89,11 +89,11 @@ def replay_fa1(q, k, v, block_m, block_n, causal, sm_scale):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("seq_len,block_m,block_n", [(100, 32, 16), (64, 16, 32), (50, 16, 16)])
 def test_fa1_trace_matches_numpy_replay(seq_len, block_m, block_n, causal):
-    trace = trace_flash(seq_len, 16, block_m, block_n, causal=causal, dtype="float32", seed=4, order="fa1")
+    trace = trace_flash(seq_len, 16, block_m, block_n, causal=causal, dtype="float32", seed=4, order="flash_v1")
     inputs = late_max_inputs(seq_len, 16, block_m, causal, torch.float32, 4)
     q, k, v = (t[0, 0].cpu().double().numpy() for t in inputs)
     steps, m, l, a, out = replay_fa1(q, k, v, block_m, block_n, causal, trace.sm_scale)
-    assert trace.order == "fa1"
+    assert trace.order == "flash_v1"
     assert trace.steps.tolist() == steps.tolist()
     schedule = costmodel.fa1_schedule(seq_len, block_m, block_n, causal)
     assert trace.steps.tolist() == [[s.q_block, s.k_block] for s in schedule]
@@ -113,11 +113,11 @@ def io_bytes(ranges: np.ndarray, head_dim: int, dtype_bytes: int) -> np.ndarray:
     return ((ranges[..., 1] - ranges[..., 0]) * widths).sum(axis=1)
 
 
-@pytest.mark.parametrize("order", ["fa2", "fa1"])
+@pytest.mark.parametrize("order", ["flash", "flash_v1"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seq_len,block_m,block_n,dtype_bytes", [(20, 16, 16, 2), (100, 32, 16, 4), (257, 16, 64, 2)])
 def test_step_io_moves_what_the_cost_model_counts(order, causal, seq_len, block_m, block_n, dtype_bytes):
-    if order == "fa2":
+    if order == "flash":
         steps = [(s.q_block, s.k_block) for s in costmodel.tile_schedule(seq_len, block_m, block_n, causal)]
         model = costmodel.step_traffic(seq_len, 8, block_m, block_n, causal, dtype_bytes)
         read, written = model["flash_read"], model["flash_written"]

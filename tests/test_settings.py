@@ -7,11 +7,13 @@ from hypothesis import given, settings as hypothesis_settings, strategies as st
 import costmodel
 import page.settings as page_settings
 from app import SCENE_KEYS
+from app import SEQLEN_TABS as SEQLEN_TAB_NAMES
 from page.pictures import LOOP_ORDERS, VIEWS, SharedMemoryBudget, fit_tiles
 from page.settings import QUERY_KEYS, Settings, resolve, settings_to_query
 from page.settings import settings_from_query as parse_only
 
-TABLES = {"scene": SCENE_KEYS, "view": tuple(VIEWS), "order": tuple(LOOP_ORDERS)}  # the tables that own those keys
+# the tables that own those keys
+TABLES = {"scene": SCENE_KEYS, "view": tuple(VIEWS), "order": tuple(LOOP_ORDERS), "tab": tuple(SEQLEN_TAB_NAMES)}
 
 
 def settings_from_query(params):
