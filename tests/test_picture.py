@@ -15,10 +15,10 @@ from costmodel import IO_TENSORS
 from kernels import source
 from kernels.trace import trace_flash
 from viz import hbm, rereads, source_view, tiling
-from viz.tiling import ORDER_SCHEDULES
+from viz.animation import LOOP_ORDERS
 
-CASES = [(100, 32, 16, False, "fa2"), (100, 32, 16, True, "fa1"), (64, 16, 32, True, "fa2"),
-         (70, 16, 16, False, "fa1"), (130, 32, 32, True, "fa1")]
+CASES = [(100, 32, 16, False, "flash"), (100, 32, 16, True, "flash_v1"), (64, 16, 32, True, "flash"),
+         (70, 16, 16, False, "flash_v1"), (130, 32, 32, True, "flash_v1")]
 
 
 @pytest.fixture(scope="module", params=CASES, ids=lambda c: "-".join(map(str, c)))
@@ -50,7 +50,7 @@ def replay_io(order: str, seq_len: int, block_m: int, block_n: int, causal: bool
     cols = {k: set(range(k * block_n, min((k + 1) * block_n, seq_len))) for k in range(n_k)}
     tiles_of = {q: [k for k in range(n_k) if visible(q, k)] for q in range(n_q)}
     steps = []
-    if order == "fa2":  # program per Q block: Q once, K and V per tile, O and LSE at the end
+    if order == "flash":  # program per Q block: Q once, K and V per tile, O and LSE at the end
         for q in range(n_q):
             for k in tiles_of[q]:
                 first, last = k == tiles_of[q][0], k == tiles_of[q][-1]
@@ -79,7 +79,7 @@ def test_hbm_frames_replay_the_kernels_io(traced) -> None:
     order = traced["order"]
     expected = replay_io(order, seq_len, block_m, block_n, causal)
     assert len(fig.frames) == len(expected) == len(traced["steps"])
-    columns = [name for name in IO_TENSORS if order == "fa1" or name != "state"]
+    columns = [name for name in IO_TENSORS if order == "flash_v1" or name != "state"]
     element = costmodel.dtype_bytes(traced["dtype"])
     row_bytes = {"Q": 16 * element, "K": 16 * element, "V": 16 * element, "O": 16 * element, "LSE": 4,
                  "state": (16 + 2) * 4}
@@ -132,8 +132,8 @@ def test_hbm_shared_memory_says_fits_or_not_or_unknown(traced) -> None:
 
 def test_tiles_view_plays_either_order(traced) -> None:
     fig = tiling.tiling_figure(traced)
-    schedule = ORDER_SCHEDULES[traced["order"]](traced["seq_len"], traced["block_m"], traced["block_n"],
-                                                traced["causal"])
+    schedule = LOOP_ORDERS[traced["order"]].schedule(traced["seq_len"], traced["block_m"], traced["block_n"],
+                                                     traced["causal"])
     assert len(fig.frames) == len(schedule)
     for t, step in enumerate(schedule):  # the tile in SRAM is the step's, at the step's K/V tile
         bars = frame_trace(fig, t, tiling.TILES)
@@ -146,7 +146,7 @@ def test_tiles_view_plays_either_order(traced) -> None:
 
 # -- the kernel source ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("order", ["fa2", "fa1"])
+@pytest.mark.parametrize("order", ["flash", "flash_v1"])
 def test_every_phase_comment_is_in_the_kernel(order) -> None:
     kernel = source.kernel_source(order)
     _, phases = source.KERNELS[order]
@@ -166,7 +166,7 @@ def test_every_phase_comment_is_in_the_kernel(order) -> None:
 def test_a_missing_phase_comment_is_an_error() -> None:
     text = (source.KERNEL_DIR / "flash.py").read_text().replace("# -- compute qk", "# compute the scores")
     with pytest.raises(ValueError, match="# -- compute qk"):
-        source.kernel_source("fa2", text)
+        source.kernel_source("flash", text)
     with pytest.raises(ValueError, match="order"):
         source.kernel_source("fa3")
 
@@ -175,11 +175,11 @@ def test_every_step_maps_to_source_lines_that_exist(traced) -> None:
     order = traced["order"]
     kernel = source.kernel_source(order)
     per_step = source.step_phases(order, traced["loads"], traced["stores"], kernel["phases"])
-    schedule = ORDER_SCHEDULES[order](traced["seq_len"], traced["block_m"], traced["block_n"], traced["causal"])
+    schedule = LOOP_ORDERS[order].schedule(traced["seq_len"], traced["block_m"], traced["block_n"], traced["causal"])
     tile_start = [t == 0 or schedule[t - 1].k_block != s.k_block for t, s in enumerate(schedule)]
     for t, (step, names) in enumerate(zip(schedule, per_step)):
         assert {"qk", "softmax", "pv"} <= set(names)
-        if order == "fa2":
+        if order == "flash":
             assert ("load_q" in names) == step.first and ("write" in names) == step.last and "load_k" in names
         else:
             assert ("load_kv" in names) == tile_start[t] and {"load_q", "write"} <= set(names)
@@ -200,7 +200,7 @@ def test_every_step_maps_to_source_lines_that_exist(traced) -> None:
 
 
 def test_source_listing_fits_and_says_what_it_leaves_out() -> None:
-    kernel = source.kernel_source("fa2")
+    kernel = source.kernel_source("flash")
     rows = source_view.listing(kernel, 30)
     assert len(rows) == 30
     assert all(len(row["text"]) <= source_view.MAX_CHARS for row in rows)
@@ -212,7 +212,7 @@ def test_source_listing_fits_and_says_what_it_leaves_out() -> None:
 
 
 def test_source_of_the_other_order_is_refused(traced) -> None:
-    other = "fa1" if traced["order"] == "fa2" else "fa2"
+    other = "flash_v1" if traced["order"] == "flash" else "flash"
     kernel = source.kernel_source(other)
     with pytest.raises(ValueError, match="source is of"):
         source_view.kernel_source_figure(traced, kernel, [[]] * len(traced["steps"]))
@@ -222,10 +222,10 @@ def test_source_of_the_other_order_is_refused(traced) -> None:
 
 def test_rereads_count_each_tile_load(traced) -> None:
     counts, nth = rereads.kv_loads(traced)
-    schedule = ORDER_SCHEDULES[traced["order"]](traced["seq_len"], traced["block_m"], traced["block_n"],
-                                                traced["causal"])
+    schedule = LOOP_ORDERS[traced["order"]].schedule(traced["seq_len"], traced["block_m"], traced["block_n"],
+                                                     traced["causal"])
     visitors = np.bincount([s.k_block for s in schedule], minlength=counts.shape[1])
-    if traced["order"] == "fa2":  # once per Q block that needs the tile
+    if traced["order"] == "flash":  # once per Q block that needs the tile
         assert counts.sum(axis=0).tolist() == visitors.tolist()
         assert nth.max(axis=0).tolist() == visitors.tolist()
     else:  # once

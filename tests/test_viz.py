@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
+import pathlib
 import re
 import subprocess
 import sys
@@ -17,8 +19,8 @@ from viz import sm_timeline
 from viz.evolution import PUBLISHED
 import costmodel
 from costmodel import flash_extra_bytes, naive_extra_bytes, step_traffic, tile_schedule
-from viz.sm_timeline import timeline_stats
-from viz.theme import PALETTE, surface
+from viz.animation import LOOP_ORDERS, MAX_SLIDER_STEPS
+from viz.theme import ALGORITHMS, PALETTE, SMALLEST_TEXT_PX, algorithm_color, algorithm_label, surface
 import fmt
 from fmt import fmt_bytes, fmt_ms, fmt_ratio
 from viz.tiling import (
@@ -31,7 +33,6 @@ from viz.tiling import (
     LANE_GAP,
     MAX_OUT_DIMS,
     MAX_OUT_ROWS,
-    MAX_SLIDER_STEPS,
     OUT_FINAL,
     OUT_HIDDEN,
     OUT_ROWS,
@@ -145,8 +146,15 @@ def record(algorithm: str, seq_len: int, status: str = "ok", time_ms: float | No
     return {**base, **extra}
 
 
+OOM_NEED = naive_extra_bytes(65536, 1, 8, 64, 2)  # what standard needs at 64K: S + P + O
+OOM_FAILURE = f"out of memory (needs {fmt_bytes(OOM_NEED)}; a {fmt_bytes(8 * 65536 * 65536 * 2)} allocation failed)"
+WALL = {"seq_len": 65536, "text": f"out of memory at N = 64K (needs {fmt_bytes(OOM_NEED)}; …)"}
+
+
 @pytest.fixture(scope="module")
 def records() -> list[dict]:
+    """Flash and standard over four lengths, standard out of memory at the last, as the page hands them to the
+    charts: the failed record with what it needs and its failure in words (the story's to say)."""
     rows = []
     for seq_len in (1024, 4096, 16384, 65536):
         flash_peak = flash_extra_bytes(seq_len, 1, 8, 64, 2)
@@ -155,7 +163,8 @@ def records() -> list[dict]:
             naive_peak = naive_extra_bytes(seq_len, 1, 8, 64, 2)
             rows.append(record("naive", seq_len, time_ms=seq_len**2 * 4e-9, peak_extra_bytes=naive_peak))
         else:
-            rows.append(record("naive", seq_len, "oom", needed_bytes=8 * seq_len * seq_len * 2))  # P failed
+            rows.append(record("naive", seq_len, "oom", needed_bytes=8 * seq_len * seq_len * 2,  # P failed
+                               need_bytes=OOM_NEED, failure=OOM_FAILURE))
     return rows
 
 
@@ -423,16 +432,16 @@ def test_tiling_size_at_the_largest_setting() -> None:
     assert len(fig.to_json()) < 5_000_000  # bytes of JSON for 1024 frames
 
 
-def test_tiling_html_takes_the_figure_background() -> None:
+def test_standalone_html_takes_the_figure_background() -> None:
     for theme in ("light", "dark"):
         fig = viz.tiling_figure(make_trace(64, 16, 16, False), theme=theme)
-        html = viz.tiling_html(fig)
+        html = viz.standalone_html(fig)
         assert f"body {{ background: {surface(theme)['background']};" in html
     assert surface("dark")["background"] != surface("light")["background"]
 
 
-def test_tiling_html_plays_offline() -> None:
-    html = viz.tiling_html(viz.tiling_figure(make_trace(64, 16, 16, True)))
+def test_standalone_html_plays_offline() -> None:
+    html = viz.standalone_html(viz.tiling_figure(make_trace(64, 16, 16, True)))
     assert html.lstrip().lower().startswith("<html")
     assert '<script src="https://cdn.plot.ly' not in html and "Plotly.newPlot" in html
     assert len(html) > 1_000_000  # plotly.js itself is inlined
@@ -446,17 +455,18 @@ def shape_labels(fig: go.Figure) -> list[str]:
 
 
 def test_memory_figure(records) -> None:
-    fig = viz.memory_figure(records, 1, 8, 64, 2, seq_len_marker=4096, hbm_bytes=141 * GiB)
+    fig = viz.memory_figure(records, 1, 8, 64, 2, seq_len_marker=4096, hbm_bytes=141 * GiB, wall=WALL)
     by_name = {trace.name: trace for trace in fig.data}
     naive_curve = next(t for name, t in by_name.items() if name.startswith("standard") and "formula" in name)
     np.testing.assert_allclose(naive_curve.y, [naive_extra_bytes(int(n), 1, 8, 64, 2) for n in naive_curve.x])
     flash_points = next(t for name, t in by_name.items() if name.startswith("flash") and "measured" in name)
     assert list(flash_points.x) == [1024, 4096, 16384, 65536]
-    needed, failed = fmt_bytes(naive_extra_bytes(65536, 1, 8, 64, 2)), fmt_bytes(8 * 65536 * 65536 * 2)
-    # ✕ on the formula (S + P + O at that N); the wall's words under the title, not across the curves
-    assert f"out of memory at N = 64K (needs {needed}; a {failed} allocation failed)" in fig.layout.title.text
+    # ✕ at what the record needs (here the formula, S + P + O at that N), its failure on hover; the wall's words
+    # under the title, not across the curves
+    assert WALL["text"] in fig.layout.title.text
     oom = by_name["out of memory (what it needs)"]
     assert list(oom.x) == [65536] and list(oom.y) == [naive_extra_bytes(65536, 1, 8, 64, 2)]
+    assert list(oom.text) == [f"standard (ours, 3 Triton kernels) {OOM_FAILURE}"]
     wall = next(shape for shape in fig.layout.shapes if shape.type == "rect")
     assert wall.x0 == 65536
     assert "device memory 141.0 GiB" in shape_labels(fig) and "N = 4K" in shape_labels(fig)
@@ -475,6 +485,24 @@ def test_memory_figure_without_records() -> None:
     assert not fig.layout.shapes
 
 
+def test_memory_figure_draws_no_wall_it_is_not_given(records) -> None:
+    fig = viz.memory_figure(records, 1, 8, 64, 2)
+    assert not [shape for shape in fig.layout.shapes if shape.type == "rect"]
+    assert "<br>" not in fig.layout.title.text
+    assert list(next(t for t in fig.data if t.name == "out of memory (what it needs)").x) == [65536]
+    unknown = [{**r, "need_bytes": None} if r["status"] == "oom" else r for r in records]  # nothing to place it at
+    assert not list(next(t for t in viz.memory_figure(unknown, 1, 8, 64, 2).data if t.mode == "markers"
+                          and t.name.startswith("out of memory")).x)
+
+
+def test_failed_records_without_their_words_are_refused(records) -> None:
+    bare = [{key: value for key, value in r.items() if key not in ("need_bytes", "failure")} for r in records]
+    with pytest.raises(ValueError, match="need_bytes"):
+        viz.memory_figure(bare, 1, 8, 64, 2)
+    with pytest.raises(ValueError, match="failure"):
+        viz.timing_figure(bare)
+
+
 def test_timing_figure(records) -> None:
     fig = viz.timing_figure(records, seq_len_marker=16384)
     lines = {t.name: t for t in fig.data if t.mode == "lines+markers"}
@@ -483,7 +511,7 @@ def test_timing_figure(records) -> None:
     assert np.isnan(naive.y[-1]) and not np.isnan(naive.y[:-1]).any()  # a gap at the OOM point
     failed = [t for t in fig.data if t.mode == "markers+text"]
     assert len(failed) == 1 and list(failed[0].x) == [65536] and list(failed[0].text) == ["OOM"]
-    assert "out of memory" in failed[0].hovertext[0]
+    assert list(failed[0].hovertext) == [OOM_FAILURE]
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
     assert "GPU time" in fig.layout.title.text
 
@@ -494,21 +522,12 @@ def test_interpreter_times_are_never_gpu_speed(records) -> None:
     tflops = viz.tflops_figure(cpu)
     assert not [t for t in tflops.data if t.mode == "lines+markers"]
     assert any("GPU timings" in a.text for a in tflops.layout.annotations)
-    assert all("interpreter" in row["note"] for row in viz.speedup_table(cpu))
 
 
 def test_tflops_figure(records) -> None:
     fig = viz.tflops_figure(records)
     flash = next(t for t in fig.data if t.name == "flash (ours, Triton)")
     np.testing.assert_allclose(flash.y, [r["tflops"] for r in records if r["algorithm"] == "flash"])
-
-
-def test_speedup_table(records) -> None:
-    table = viz.speedup_table(records)
-    assert [row["seq_len"] for row in table] == [1024, 4096, 16384, 65536]
-    assert table[0]["speedup"] == pytest.approx(4.0) and table[0]["note"] == ""
-    assert table[-1]["speedup"] is None and table[-1]["naive_ms"] is None
-    assert "out of memory" in table[-1]["note"] and table[-1]["flash_ms"] == pytest.approx(65536**2 * 1e-9)
 
 
 def test_hierarchy_figure() -> None:
@@ -589,7 +608,7 @@ def test_evolution_figure() -> None:
     ]
     fig = viz.evolution_figure(measured)
     ours = next(t for t in fig.data if t.name == "measured on this GPU")
-    assert list(ours.y) == [500.0] and ours.marker.color[0] == PALETTE["flash"]
+    assert list(ours.y) == [500.0] and ours.marker.color[0] == algorithm_color("flash")
     assert any(t.text and "not measured" in t.text for t in fig.data)
     categories = list(fig.layout.xaxis.categoryarray)
     assert categories[0].startswith("FA1 (2022)") and categories[-1] == "PyTorch<br>SDPA"
@@ -602,24 +621,18 @@ def test_evolution_figure() -> None:
     assert any(t.text and list(t.text) == ["out of memory"] for t in wall.data)
 
 
-def test_timeline_statistics() -> None:
-    # SM 0 runs [0, 10) and [5, 15) ns (overlapping: busy 15), then [15, 20); SM 1 runs [0, 6): busy 6.
-    timeline = {
-        "sm_count": 2,
-        "sm_id": [0, 0, 0, 1],
-        "t_start_ns": [0, 5, 15, 0],
-        "t_end_ns": [10, 15, 20, 6],
-        "q_block": [0, 1, 2, 3],
-        "causal": True,
-    }
-    stats = timeline_stats(timeline)
-    # at most 2 programs at once on SM 0 ([5, 10)); the one starting at 15 as another ends does not overlap it
-    assert stats == {"programs": 4, "waves": 2.0, "makespan_us": 0.02, "utilization": (20 + 6) / (2 * 20),
-                     "max_per_sm": 2}
-    fig = viz.sm_timeline_figure(timeline)
+def test_timeline_figure_draws_the_programs_and_says_the_statistics_it_is_given() -> None:
+    # SM 0 runs [0, 10), [5, 15) and [15, 20) ns, SM 1 [0, 6); the statistics are the story's to count
+    timeline = {"sm_count": 2, "sm_id": [0, 0, 0, 1], "t_start_ns": [0, 5, 15, 0], "t_end_ns": [10, 15, 20, 6],
+                "q_block": [0, 1, 2, 3], "causal": True}
+    stats = {"programs": 4, "waves": 1.0, "makespan_us": 0.02, "utilization": 0.65, "max_per_sm": 2}
+    fig = viz.sm_timeline_figure(timeline, stats)
     assert len(fig.data) == 1 and fig.data[0].type == "bar"
     assert list(fig.data[0].marker.color) == [0, 1, 2, 3]  # causal: coloured by Q block
+    assert list(fig.data[0].base) == pytest.approx([0.0, 0.005, 0.015, 0.0])  # µs from the first start
+    assert list(fig.data[0].x) == pytest.approx([0.01, 0.01, 0.005, 0.006])
     assert "SM utilization 65%" in fig.layout.title.text and "4 programs on 2 SMs" in fig.layout.title.text
+    assert "≈1.0 waves" in fig.layout.title.text and fig.layout.xaxis.range == (0, 0.02)
 
 
 def test_timeline_draws_whole_sms_under_the_cap(monkeypatch) -> None:
@@ -627,7 +640,8 @@ def test_timeline_draws_whole_sms_under_the_cap(monkeypatch) -> None:
     start = np.tile(np.arange(10) * 100, 10)
     timeline = {"sm_count": 10, "sm_id": sm_id, "t_start_ns": start, "t_end_ns": start + 90, "q_block": sm_id}
     monkeypatch.setattr(sm_timeline, "MAX_PROGRAMS_DRAWN", 35)
-    fig = viz.sm_timeline_figure(timeline)
+    stats = {"programs": 100, "waves": 10.0, "makespan_us": 0.99, "utilization": 0.9, "max_per_sm": 1}
+    fig = viz.sm_timeline_figure(timeline, stats)
     drawn = np.asarray(fig.data[0].y)
     assert len(drawn) == 30 and set(drawn) == {0, 1, 2}
     assert "100 programs" in fig.layout.title.text and "30 of 100" in fig.layout.title.text
@@ -635,11 +649,15 @@ def test_timeline_draws_whole_sms_under_the_cap(monkeypatch) -> None:
 
 def test_empty_timeline() -> None:
     empty = {"sm_count": 132, "sm_id": [], "t_start_ns": [], "t_end_ns": [], "q_block": []}
-    fig = viz.sm_timeline_figure(empty)
+    fig = viz.sm_timeline_figure(empty, {"programs": 0, "waves": 0.0, "makespan_us": 0.0, "utilization": 0.0,
+                                         "max_per_sm": 0})
     assert not fig.data and any("no programs" in a.text for a in fig.layout.annotations)
 
 
 # -- every builder: both themes, valid JSON, projector fonts -----------------------------------
+
+
+TIMELINE_STATS = {"programs": 5, "waves": 1.25, "makespan_us": 0.09, "utilization": 230 / 360, "max_per_sm": 1}
 
 
 def all_figures(theme: str, records: list[dict]) -> dict[str, go.Figure]:
@@ -654,7 +672,7 @@ def all_figures(theme: str, records: list[dict]) -> dict[str, go.Figure]:
         "problem": viz.scores_memory_figure(4096, 8, 2, theme=theme),
         "compare": viz.compare_figure(compare_panels(1024, True), theme=theme),
         "evolution": viz.evolution_figure([], theme=theme),
-        "sm_timeline": viz.sm_timeline_figure(timeline, theme=theme),
+        "sm_timeline": viz.sm_timeline_figure(timeline, TIMELINE_STATS, theme=theme),
     }
 
 
@@ -666,6 +684,74 @@ def test_every_builder_in_every_theme(theme: str, records) -> None:
         assert template["paper_bgcolor"] == surface(theme)["background"], name
         assert template["font"]["size"] >= 18, name
         assert len(fig.to_json()) < 1_000_000, name
+
+
+FONT_KEYS = ("font", "textfont", "tickfont", "insidetextfont", "outsidetextfont", "grouptitlefont")
+
+
+def font_sizes(node, parent: str = "") -> list[float]:
+    """Every font size set in a figure's JSON, its template's included."""
+    sizes = []
+    if isinstance(node, list):
+        return [size for item in node for size in font_sizes(item, parent)]
+    if isinstance(node, dict):
+        if parent in FONT_KEYS and isinstance(node.get("size"), (int, float)):
+            sizes.append(node["size"])
+        sizes += [size for key, value in node.items() for size in font_sizes(value, key)]
+    return sizes
+
+
+def test_no_text_below_the_smallest_size(records) -> None:
+    for name, fig in all_figures("light", records).items():
+        sizes = font_sizes(json.loads(fig.to_json()))
+        assert sizes and min(sizes) >= SMALLEST_TEXT_PX, (name, sorted(set(sizes)))
+
+
+def relative_luminance(color: str) -> float:
+    channels = np.array([int(color[i:i + 2], 16) for i in (1, 3, 5)]) / 255
+    linear = np.where(channels <= 0.04045, channels / 12.92, ((channels + 0.055) / 1.055) ** 2.4)
+    return float(linear @ [0.2126, 0.7152, 0.0722])
+
+
+def contrast(a: str, b: str) -> float:
+    light, dark = sorted((relative_luminance(a), relative_luminance(b)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def test_one_look_per_algorithm() -> None:
+    assert set(ALGORITHMS) == {"flash", "naive", "sdpa_default", "sdpa_flash", "torch_naive", "flash_v1", "flash_v3"}
+    colors = [look.color for look in ALGORITHMS.values()]
+    labels = [look.label for look in ALGORITHMS.values()]
+    assert len(set(colors)) == len(colors) and len(set(labels)) == len(labels)
+    assert PALETTE["published"] not in colors  # grey stays the papers' (and any unknown algorithm's)
+    assert not set(PALETTE) & set(ALGORITHMS)  # the palette holds what is not an algorithm
+    for key in ("flash_v1", "flash_v3"):  # the colours picked for this house: 3:1 on both backgrounds
+        for theme in fmt.THEMES:
+            assert contrast(ALGORITHMS[key].color, surface(theme)["background"]) >= 3, (key, theme)
+    assert algorithm_label("flash_v3") == "flash, FA-3 style (ours, Gluon)"
+    assert algorithm_color("nope") == PALETTE["published"] and algorithm_label("nope") == "nope"
+
+
+def test_loop_orders_are_the_algorithms_with_an_order_name() -> None:
+    assert set(LOOP_ORDERS) == {key for key, look in ALGORITHMS.items() if look.order_label} == {"flash", "flash_v1"}
+    assert [ALGORITHMS[key].order_label for key in LOOP_ORDERS] == ["FA2 order", "FA1 order"]
+
+
+VIZ = pathlib.Path(viz.__file__).parent
+MAX_FUNCTION_LINES = 80
+
+
+def test_viz_modules_keep_the_house_rules() -> None:
+    """No viz module takes another's private name, and no function runs over MAX_FUNCTION_LINES lines."""
+    for path in sorted(VIZ.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in ("viz", "fmt"):
+                private = [alias.name for alias in node.names if alias.name.startswith("_")]
+                assert not private, f"{path.name} takes {private} from {node.module}"
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                assert lines <= MAX_FUNCTION_LINES, f"{path.name}: {node.name} is {lines} lines"
 
 
 def test_unknown_theme_is_rejected() -> None:

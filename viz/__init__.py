@@ -1,9 +1,12 @@
 """Pure figure builders for "FlashAttention, live": plain data in, plotly.graph_objects.Figure out.
 
-No Streamlit, torch or triton here; the numbers come from kernels/ via app.py (shapes in
-docs/data-contracts.md), and every formula from the cost model (costmodel.py).
+No Streamlit, torch or triton here, and no numbers of the story's: viz draws what it is given. The records
+and traces come from kernels/ via the page (shapes in docs/data-contracts.md), the numbers and words the
+scenes quote from story.py, formatting from fmt.py, every formula from the cost model (costmodel.py).
+One look per algorithm (viz.theme.ALGORITHMS); the animated views share viz.animation.
 """
 
+from viz.animation import standalone_html
 from viz.compare import compare_figure
 from viz.evolution import PUBLISHED, evolution_figure
 from viz.hbm import hbm_sram_figure
@@ -14,13 +17,16 @@ from viz.rereads import rereads_figure
 from viz.roofline import roofline_figure
 from viz.sm_timeline import sm_timeline_figure
 from viz.source_view import kernel_source_figure
-from viz.theme import PALETTE, style, template
-from viz.tiling import tiling_figure, tiling_html
-from viz.timing import speedup_table, tflops_figure, timing_figure
+from viz.theme import ALGORITHMS, PALETTE, algorithm_color, algorithm_label, style, template
+from viz.tiling import tiling_figure
+from viz.timing import tflops_figure, timing_figure
 
 __all__ = [
+    "ALGORITHMS",
     "PALETTE",
     "PUBLISHED",
+    "algorithm_color",
+    "algorithm_label",
     "compare_figure",
     "evolution_figure",
     "hbm_sram_figure",
@@ -31,11 +37,10 @@ __all__ = [
     "roofline_figure",
     "scores_memory_figure",
     "sm_timeline_figure",
-    "speedup_table",
+    "standalone_html",
     "style",
     "template",
     "tflops_figure",
     "tiling_figure",
-    "tiling_html",
     "timing_figure",
 ]

@@ -7,10 +7,11 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from viz.marks import bytes_axis, linear_bytes_axis
-from viz.theme import BASE_FONT_PX, PALETTE, style, surface
+from viz.theme import BASE_FONT_PX, algorithm_color, style, surface
 from fmt import fmt_bytes, fmt_ratio
 
-PANEL_COLORS = {"naive": PALETTE["naive"], "flash_no_cache": PALETTE["flash"], "flash_l2": PALETTE["flash"]}
+# each panel in the colour of the algorithm it models
+PANEL_ALGORITHMS = {"naive": "naive", "flash_no_cache": "flash", "flash_l2": "flash"}
 
 
 def _two_lines(label: str, width: int = 14) -> str:
@@ -46,7 +47,7 @@ def compare_figure(panels: list[dict], theme: str = "light", log_y: bool = False
     for col, panel in enumerate(panels, start=1):
         parts = panel["parts"]
         steps = [_two_lines(part.name) for part in parts]
-        color = PANEL_COLORS.get(panel["key"], PALETTE["published"])
+        color = algorithm_color(PANEL_ALGORITHMS.get(panel["key"], panel["key"]))
         for kind, pattern in (("reads", ""), ("writes", "/")):
             fig.add_trace(
                 go.Bar(

@@ -88,25 +88,18 @@ PUBLISHED: list[dict] = [
 ]
 
 
-def evolution_figure(measured: list[dict], theme: str = "light", height: int = 600,
-                     measured_label: str = "measured on this GPU") -> go.Figure:
-    """Published FlashAttention throughput by version and year, then the measured points passed in.
+def _category(entry: dict) -> str:
+    """An entry's x position: a published one's version, year, GPU and dtype; a measured one's label."""
+    # short lines side by side: nine upright labels fit a 1920-px-wide chart at 24 px
+    if "short" in entry:
+        return f"{entry['short']} ({entry['year']})<br>{entry['gpu']}<br>{entry['dtype']}"
+    # measured: the legend and the title say on which GPU; lines of at most 11 characters leave a gap
+    # between neighbouring labels ("PyTorch SDPA" twice side by side read as one line at 14)
+    return "<br>".join(plotly_text(line) for line in textwrap.wrap(entry["label"], 11))
 
-    measured: dicts with "label", "tflops" (None: no number; "note" then says why, else "not measured") and
-    optionally "algorithm" (for its colour), e.g. ours and PyTorch SDPA on this GPU. One x position per entry,
-    in order; which GPU they ran on is measured_label's to say (the legend and the title), not each tick's.
-    measured_label: where those come from, as plain text ("recorded on H200, 2026-11-29"; escaped here).
-    """
-    measured_label = plotly_text(measured_label)
-    def category(entry: dict) -> str:
-        # short lines side by side: nine upright labels fit a 1920-px-wide chart at 24 px
-        if "short" in entry:
-            return f"{entry['short']} ({entry['year']})<br>{entry['gpu']}<br>{entry['dtype']}"
-        # measured: the legend and the title say on which GPU; lines of at most 11 characters leave a gap
-        # between neighbouring labels ("PyTorch SDPA" twice side by side read as one line at 14)
-        return "<br>".join(plotly_text(line) for line in textwrap.wrap(entry["label"], 11))
 
-    fig = go.Figure()
+def _add_published(fig: go.Figure) -> None:
+    """The papers' numbers: filled where the abstract gives them, hollow where derived from a % of peak."""
     for kind, symbol, name in (
         ("published", "circle", "published (paper abstract)"),
         ("derived", "circle-open", "derived from a paper's % of peak"),
@@ -114,7 +107,7 @@ def evolution_figure(measured: list[dict], theme: str = "light", height: int = 6
         entries = [entry for entry in PUBLISHED if entry["tflops_kind"] == kind]
         fig.add_trace(
             go.Scatter(
-                x=[category(e) for e in entries],
+                x=[_category(e) for e in entries],
                 y=np.array([e["tflops"] for e in entries], dtype=np.float64),
                 mode="markers+text",
                 name=name,
@@ -125,12 +118,14 @@ def evolution_figure(measured: list[dict], theme: str = "light", height: int = 6
                 hovertemplate="%{x}: %{y:,.0f} TFLOPS<br>%{customdata}<extra></extra>",
             )
         )
-    known = [m for m in measured if m.get("tflops") is not None]
-    unknown = [m for m in measured if m.get("tflops") is None]
+
+
+def _add_measured(fig: go.Figure, known: list[dict], unknown: list[dict], measured_label: str, theme: str) -> None:
+    """The measured points in their algorithms' colours; where a number is missing, its note in its place."""
     if known:
         fig.add_trace(
             go.Scatter(
-                x=[category(m) for m in known],
+                x=[_category(m) for m in known],
                 y=np.array([m["tflops"] for m in known], dtype=np.float64),
                 mode="markers+text",
                 name=measured_label,
@@ -148,7 +143,7 @@ def evolution_figure(measured: list[dict], theme: str = "light", height: int = 6
     if unknown:
         fig.add_trace(
             go.Scatter(
-                x=[category(m) for m in unknown],
+                x=[_category(m) for m in unknown],
                 y=np.zeros(len(unknown)),
                 mode="text",
                 text=[plotly_text(m.get("note") or "not measured") for m in unknown],
@@ -158,12 +153,29 @@ def evolution_figure(measured: list[dict], theme: str = "light", height: int = 6
                 hoverinfo="skip",
             )
         )
+
+
+def evolution_figure(measured: list[dict], theme: str = "light", height: int = 600,
+                     measured_label: str = "measured on this GPU") -> go.Figure:
+    """Published FlashAttention throughput by version and year, then the measured points passed in.
+
+    measured: dicts with "label", "tflops" (None: no number; "note" then says why, else "not measured") and
+    optionally "algorithm" (for its colour), e.g. ours and PyTorch SDPA on this GPU. One x position per entry,
+    in order; which GPU they ran on is measured_label's to say (the legend and the title), not each tick's.
+    measured_label: where those come from, as plain text ("recorded on H200, 2026-11-29"; escaped here).
+    """
+    measured_label = plotly_text(measured_label)
+    known = [m for m in measured if m.get("tflops") is not None]
+    fig = go.Figure()
+    _add_published(fig)
+    _add_measured(fig, known, [m for m in measured if m.get("tflops") is None], measured_label, theme)
     top = max([e["tflops"] for e in PUBLISHED] + [m["tflops"] for m in known])
     style(fig, theme, title=f"FlashAttention 1 → 4, and ours {measured_label}"
                             "<br><sup>published numbers are other GPUs</sup>")
     fig.update_yaxes(title_text="TFLOPS", range=[0, top * 1.3])
     # chronological, then the measurements, whatever order the traces were added in
-    fig.update_xaxes(type="category", categoryorder="array", categoryarray=[category(e) for e in PUBLISHED + measured])
+    fig.update_xaxes(type="category", categoryorder="array",
+                     categoryarray=[_category(e) for e in PUBLISHED + measured])
     fig.update_xaxes(tickangle=0)
     # the legend in a row above the plot, where no point can sit under it
     fig.update_layout(height=height, legend=dict(orientation="h", x=0, y=1.0, xanchor="left", yanchor="bottom"),

@@ -7,10 +7,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from costmodel import SMEM_BYTES_PER_CLOCK_PER_SM, sram_bandwidth_gbps
+from fmt import fmt_bytes, plotly_text
 from viz.marks import bytes_axis, positive
-from fmt import plotly_text
-from viz.theme import PALETTE, style, surface
-from fmt import fmt_bytes
+from viz.theme import PALETTE, SMALLEST_TEXT_PX, style, surface
 
 NOT_MEASURED = "not measured"
 
@@ -95,6 +94,7 @@ def hierarchy_figure(facts: dict, theme: str = "light", height: int = 520) -> go
     name = plotly_text(facts.get("name") or "this GPU")  # a results file's text: shown, never drawn as HTML
     subtitle = "↑ smaller, faster, on chip · ↓ larger, slower · SRAM bandwidth: spec; L2, HBM: measured"
     style(fig, theme, title=f"{name}: memory hierarchy<br><sup>{subtitle}</sup>")
+    fig.update_annotations(font_size=SMALLEST_TEXT_PX)  # the subplot titles (plotly's default is 16 px)
     fig.update_yaxes(categoryorder="array", categoryarray=categories[::-1])  # SRAM on top
     fig.update_layout(height=height, bargap=0.35, margin=dict(t=150))  # the subplot titles under the subtitle
     return fig

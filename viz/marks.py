@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.theme import BASE_FONT_PX, surface
+from viz.theme import BASE_FONT_PX, SMALLEST_TEXT_PX, surface
 from fmt import fmt_bytes, fmt_tokens
 
 MAX_TICKS = 8  # more labels than this crowd a log axis at projector font sizes
@@ -100,7 +100,7 @@ def vertical_marker(fig: go.Figure, x: float, text: str, theme: str, color: str 
         yref="y domain",
         line=dict(color=color or surface(theme)["foreground"], width=3, dash="dash"),
         label=dict(text=text, textposition="end", textangle=0, xanchor="right" if at_right_end else "left",
-                   font=dict(size=BASE_FONT_PX - 2)),
+                   font=dict(size=SMALLEST_TEXT_PX)),
         **where,
     )
 
@@ -115,7 +115,7 @@ def horizontal_marker(fig: go.Figure, y: float, text: str, theme: str, color: st
         y0=y,
         y1=y,
         line=dict(color=color or surface(theme)["muted"], width=3, dash="dot"),
-        label=dict(text=text, textposition="start", yanchor="bottom", font=dict(size=BASE_FONT_PX - 2)),
+        label=dict(text=text, textposition="start", yanchor="bottom", font=dict(size=SMALLEST_TEXT_PX)),
         **where,
     )
 

@@ -1,5 +1,6 @@
 """Extra device memory versus sequence length: the quadratic wall of standard attention, the linear
-line of flash. Formula curves from the cost model, measured peaks and out-of-memory results from records.
+line of flash. Formula curves from the cost model, measured peaks and out-of-memory results from records;
+what an out-of-memory record needs and the wall's words come from the story (story.py), as given.
 """
 
 from __future__ import annotations
@@ -7,11 +8,10 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from costmodel import SEQ_LENS, dtype_bytes, flash_extra_bytes, naive_extra_bytes
-
+from costmodel import SEQ_LENS, flash_extra_bytes, naive_extra_bytes
+from fmt import fmt_bytes, fmt_tokens, plotly_text
 from viz.marks import bytes_axis, bytes_curve, horizontal_marker, token_axis, vertical_marker
 from viz.theme import PALETTE, algorithm_color, algorithm_label, style, surface
-from fmt import fmt_bytes, fmt_tokens
 
 DEFAULT_SEQ_LENS = (SEQ_LENS[0], SEQ_LENS[-1])  # the slider's span (tokens), always on the x axis
 FORMULAS = {
@@ -20,45 +20,12 @@ FORMULAS = {
 }
 
 
-def oom_need(record: dict) -> int | None:
-    """Bytes the algorithm needs at the record's setting (its formula), else what the failed allocation asked."""
-    if record["algorithm"] in FORMULAS:
-        formula = FORMULAS[record["algorithm"]][0]
-        return formula(record["seq_len"], record["batch"], record["heads"], record["head_dim"],
-                       dtype_bytes(record["dtype"]))
-    return record.get("needed_bytes")
-
-
-def oom_text(record: dict) -> str:
-    """"needs 192.0 GiB; a 64.0 GiB allocation failed": the model's total and what was measured. The one
-    wording of the wall: the chart, the speedup table, the headline and the takeaways all use it."""
-    parts = []
-    need = oom_need(record)
-    if need:
-        parts.append(f"needs {fmt_bytes(need)}")
-    if record.get("needed_bytes"):
-        parts.append(f"a {fmt_bytes(record['needed_bytes'])} allocation failed")
-    return "; ".join(parts)
-
-
-def _first_wall(oom_records: list[dict]) -> dict:
-    """The first out-of-memory record: standard's, if it has one."""
-    naive = [r for r in oom_records if r["algorithm"] == "naive"]
-    return min(naive or oom_records, key=lambda r: r["seq_len"])
-
-
-def wall_text(record: dict) -> str:
-    """"out of memory at N = 32K (needs 192.2 GiB; a 64.0 GiB allocation failed)"."""
-    needed = f" ({oom_text(record)})" if oom_text(record) else ""
-    return f"out of memory at N = {fmt_tokens(record['seq_len'])}{needed}"
-
-
-def _oom_wall(fig: go.Figure, first: dict, x_max: float) -> None:
-    """Shade everything right of the first out-of-memory sequence length; its words are in the legend (a label
-    inside the plot would cross the curves)."""
+def _oom_wall(fig: go.Figure, seq_len: int, x_max: float) -> None:
+    """Shade everything right of the first out-of-memory sequence length; its words are under the title (a
+    label inside the plot would cross the curves)."""
     fig.add_shape(
         type="rect",
-        x0=first["seq_len"],
+        x0=seq_len,
         x1=x_max,
         y0=0,
         y1=1,
@@ -70,35 +37,13 @@ def _oom_wall(fig: go.Figure, first: dict, x_max: float) -> None:
     )
 
 
-def memory_figure(
-    records: list[dict],
-    batch: int,
-    heads: int,
-    head_dim: int,
-    dtype_bytes: int,
-    seq_len_marker: int | None = None,
-    theme: str = "light",
-    hbm_bytes: int | None = None,
-    height: int = 620,
-) -> go.Figure:
-    """Log-log extra device memory (bytes) vs sequence length (tokens) for standard and flash attention.
-
-    records: measurement records (docs/data-contracts.md); "ok" records of "naive"/"flash" with a
-    peak_extra_bytes become measured markers, "oom" records an ✕ at the bytes the algorithm needs there
-    (its formula; the failed allocation's size, which the record holds, goes in the label) and a shaded wall.
-    batch, heads, head_dim, dtype_bytes: the setting the formula curves are drawn for.
-    hbm_bytes: device memory, drawn as a horizontal line. seq_len_marker: the slider's N, a vertical line.
-    """
-    # The default span is always included: a lone marker (no records) must not collapse the curves to a point.
-    seq_lens = [r["seq_len"] for r in records] + ([seq_len_marker] if seq_len_marker else []) + list(DEFAULT_SEQ_LENS)
-    lo, hi = min(seq_lens), max(seq_lens)
-    curve_x = np.unique(np.geomspace(lo, hi, 64).round().astype(np.int64))
-    fig = go.Figure()
-    edge = surface(theme)["background"]  # a ring in the background colour separates overlapping markers
-    plotted: list[float] = [hbm_bytes] if hbm_bytes else []
-
+def _add_formulas_and_peaks(fig: go.Figure, records: list[dict], curve_x: np.ndarray, setting: tuple[int, ...],
+                            edge: str) -> list[float]:
+    """Per algorithm of FORMULAS: its formula curve over curve_x at the setting (batch, heads, head_dim,
+    dtype_bytes), and its measured peaks; returns the bytes plotted."""
+    plotted: list[float] = []
     for algorithm, (formula, parts) in FORMULAS.items():
-        curve = [formula(int(n), batch, heads, head_dim, dtype_bytes) for n in curve_x]
+        curve = [formula(int(n), *setting) for n in curve_x]
         plotted += curve
         name = f"{algorithm_label(algorithm)}: {parts} (formula)"
         fig.add_trace(bytes_curve(curve_x, curve, name, dict(color=algorithm_color(algorithm), width=3, dash="dot")))
@@ -120,23 +65,66 @@ def memory_figure(
                     hovertemplate="N = %{x}: %{text}<extra>measured</extra>",
                 )
             )
+    return plotted
 
+
+def _add_oom_markers(fig: go.Figure, oom: list[dict]) -> list[float]:
+    """An ✕ at what each out-of-memory record needs (its `need_bytes`; none where None), its `failure` text on
+    hover; returns the bytes plotted."""
+    for record in oom:
+        if "need_bytes" not in record or "failure" not in record:
+            raise ValueError(f"the out-of-memory {record['algorithm']} record at N = {record['seq_len']} needs its "
+                             "'need_bytes' (story.oom_need) and 'failure' (story.failure_text) to be drawn")
+    with_need = [r for r in oom if r["need_bytes"]]
+    fig.add_trace(
+        go.Scatter(
+            x=np.array([r["seq_len"] for r in with_need]),
+            y=np.array([r["need_bytes"] for r in with_need], dtype=np.float64),
+            mode="markers",
+            name="out of memory (what it needs)",
+            marker=dict(symbol="x", size=20, color=PALETTE["oom"], line=dict(width=2)),
+            text=[plotly_text(f"{algorithm_label(r['algorithm'])} {r['failure']}") for r in with_need],
+            hovertemplate="N = %{x}: %{text}<extra></extra>",
+        )
+    )
+    return [r["need_bytes"] for r in with_need]
+
+
+def memory_figure(
+    records: list[dict],
+    batch: int,
+    heads: int,
+    head_dim: int,
+    dtype_bytes: int,
+    seq_len_marker: int | None = None,
+    theme: str = "light",
+    hbm_bytes: int | None = None,
+    height: int = 620,
+    wall: dict | None = None,
+) -> go.Figure:
+    """Log-log extra device memory (bytes) vs sequence length (tokens) for standard and flash attention.
+
+    records: measurement records (docs/data-contracts.md); "ok" records of "naive"/"flash" with a
+    peak_extra_bytes become measured markers; "oom" records an ✕ at their `need_bytes` (the bytes the algorithm
+    needs there, story.oom_need; None: no ✕) with their `failure` text (story.failure_text) on hover.
+    batch, heads, head_dim, dtype_bytes: the setting the formula curves are drawn for.
+    hbm_bytes: device memory, drawn as a horizontal line. seq_len_marker: the slider's N, a vertical line.
+    wall: {"seq_len": the first out-of-memory N, "text": its words (story.wall_text)}: shaded from seq_len on,
+    its text under the title; None: no wall.
+    """
+    # The default span is always included: a lone marker (no records) must not collapse the curves to a point.
+    seq_lens = [r["seq_len"] for r in records] + ([seq_len_marker] if seq_len_marker else []) + list(DEFAULT_SEQ_LENS)
+    lo, hi = min(seq_lens), max(seq_lens)
+    curve_x = np.unique(np.geomspace(lo, hi, 64).round().astype(np.int64))
+    fig = go.Figure()
+    edge = surface(theme)["background"]  # a ring in the background colour separates overlapping markers
+    plotted: list[float] = [hbm_bytes] if hbm_bytes else []
+    plotted += _add_formulas_and_peaks(fig, records, curve_x, (batch, heads, head_dim, dtype_bytes), edge)
     oom = [r for r in records if r["status"] == "oom"]
     if oom:
-        with_need = [r for r in oom if oom_need(r)]
-        plotted += [oom_need(r) for r in with_need]
-        fig.add_trace(
-            go.Scatter(
-                x=np.array([r["seq_len"] for r in with_need]),
-                y=np.array([oom_need(r) for r in with_need], dtype=np.float64),
-                mode="markers",
-                name="out of memory (what it needs)",
-                marker=dict(symbol="x", size=20, color=PALETTE["oom"], line=dict(width=2)),
-                text=[f"{algorithm_label(r['algorithm'])} out of memory: {oom_text(r)}" for r in with_need],
-                hovertemplate="N = %{x}: %{text}<extra></extra>",
-            )
-        )
-        _oom_wall(fig, _first_wall(oom), x_max=hi * 2)
+        plotted += _add_oom_markers(fig, oom)
+    if wall:
+        _oom_wall(fig, wall["seq_len"], x_max=hi * 2)
     if hbm_bytes:
         horizontal_marker(fig, hbm_bytes, f"device memory {fmt_bytes(hbm_bytes)}", theme)
     if seq_len_marker:
@@ -144,13 +132,13 @@ def memory_figure(
                         at_right_end=seq_len_marker >= hi)
 
     title = f"Extra memory beyond Q, K, V · batch {batch} × {heads} heads, d = {head_dim}"
-    if oom:  # the wall in words, under the title: a label inside the plot would cross the curves
-        title += f"<br><sup>{wall_text(_first_wall(oom))}</sup>"
+    if wall:  # the wall in words, under the title: a label inside the plot would cross the curves
+        title += f"<br><sup>{plotly_text(wall['text'])}</sup>"
     style(fig, theme, title=title)
     fig.update_xaxes(title_text="sequence length N (tokens)", **token_axis([lo, hi]))
     fig.update_yaxes(title_text="extra memory", **bytes_axis(plotted))
     # the legend at the figure's foot, under the axis title at any height: two rows of entries
     # a second title line (the wall) needs room above the "N = …" marker's label
-    fig.update_layout(height=height, margin_b=150, margin_t=150 if oom else 110,
+    fig.update_layout(height=height, margin_b=150, margin_t=150 if wall else 110,
                       legend=dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom"))
     return fig

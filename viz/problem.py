@@ -10,10 +10,10 @@ import plotly.graph_objects as go
 from costmodel import SEQ_LENS, scores_bytes
 
 from viz.marks import bytes_axis, bytes_curve, horizontal_marker, token_axis
-from viz.theme import PALETTE, style
+from viz.theme import PALETTE, REDDISH_PURPLE, VERMILLION, style
 from fmt import fmt_bytes, fmt_tokens
 
-DTYPES = ((4, "fp32 (4 bytes)", PALETTE["sdpa_default"]), (2, "bf16 / fp16 (2 bytes)", PALETTE["naive"]))
+DTYPES = ((4, "fp32 (4 bytes)", REDDISH_PURPLE), (2, "bf16 / fp16 (2 bytes)", VERMILLION))
 
 
 def scores_memory_figure(
@@ -41,7 +41,7 @@ def scores_memory_figure(
             x=[seq_len],
             y=[float(current)],
             mode="markers+text",
-            marker=dict(size=22, color=PALETTE["highlight"], line=dict(width=2, color=PALETTE["naive"])),
+            marker=dict(size=22, color=PALETTE["highlight"], line=dict(width=2, color=VERMILLION)),
             text=[f"{fmt_tokens(seq_len)} tokens · {head_text} · {dtype_bytes} B → <b>{fmt_bytes(current)}</b>"],
             textposition="top left",
             name="this setting",

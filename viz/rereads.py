@@ -12,13 +12,11 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from costmodel import (IO_TENSORS, Machine, dtype_bytes, flash_kv_reads_l2, flash_traffic_no_cache,
-                       flash_v1_traffic, n_blocks)
-from viz.theme import PALETTE, style, surface
+from costmodel import IO_TENSORS, Machine, dtype_bytes, flash_kv_reads_l2, n_blocks
 from fmt import fmt_bytes, fmt_tokens
-from viz.tiling import ORDER_NAMES, _validated
+from viz.animation import LOOP_ORDERS, order_label, validated
+from viz.theme import PALETTE, SMALLEST_TEXT_PX, style, surface
 
-TEXT_PX = 24
 HEIGHT_PX = 700
 MAX_CELL_LABELS = 16  # per side: beyond this, the counts are on hover only
 
@@ -27,7 +25,7 @@ def kv_loads(trace: dict) -> tuple[np.ndarray, np.ndarray]:
     """From the trace's `loads`: (loads, nth), both (n_q_blocks, n_k_tiles) int. loads: how many times the
     step of each (Q block, K/V tile) loaded the K tile; nth: how many times that tile had come from HBM by
     that step (0 where the step did not run)."""
-    arrays = _validated(trace)
+    arrays = validated(trace)
     block_n = int(trace["block_n"])
     loads = np.asarray(trace["loads"], dtype=np.int64)
     k = IO_TENSORS.index("K")
@@ -44,19 +42,16 @@ def kv_loads(trace: dict) -> tuple[np.ndarray, np.ndarray]:
 
 def kv_bytes(order: str, seq_len: int, head_dim: int, element_bytes: int, causal: bool, block_m: int,
              block_n: int) -> int:
-    """K and V bytes one head's kernel loads with no cache, by the cost model."""
-    if order == "fa1":
-        parts = flash_v1_traffic(seq_len, 1, 1, head_dim, element_bytes, causal, block_m, block_n)
-        return next(p.reads for p in parts if p.name.startswith("load K, V"))
-    parts = flash_traffic_no_cache(seq_len, 1, 1, head_dim, element_bytes, causal, block_m, block_n)
-    return next(p.reads for p in parts if p.name.startswith("read K, V"))
+    """K and V bytes one head's kernel of a loop order loads with no cache, by the cost model."""
+    parts = LOOP_ORDERS[order].traffic(seq_len, 1, 1, head_dim, element_bytes, causal, block_m, block_n)
+    return next(p.reads for p in parts if "K, V" in p.name)
 
 
 def _l2_line(seq_len: int, head_dim: int, element_bytes: int, causal: bool, block_m: int, block_n: int,
              machine: Machine | None, device_label: str) -> str:
-    no_cache = kv_bytes("fa2", seq_len, head_dim, element_bytes, causal, block_m, block_n)
+    no_cache = kv_bytes("flash", seq_len, head_dim, element_bytes, causal, block_m, block_n)
     once = 2 * seq_len * head_dim * element_bytes
-    head = (f"<b>N = {fmt_tokens(seq_len)}</b>, FA2 order, K and V of one head:<br>"
+    head = (f"<b>N = {fmt_tokens(seq_len)}</b>, {order_label('flash')}, K and V of one head:<br>"
             f"  no cache {fmt_bytes(no_cache)} (K, V once: {fmt_bytes(once)})")
     if machine is None:
         return f"{head}<br>  what L2 catches needs the GPU's L2 size (unknown here)"
@@ -72,7 +67,7 @@ def rereads_figure(trace: dict, machine: Machine | None = None, device_label: st
                    talk_seq_len: int | None = None, theme: str = "light", height: int = HEIGHT_PX) -> go.Figure:
     """A heatmap of K/V tile loads per (Q block, K/V tile) of the traced run, a bar of loads per tile, and
     the cost model's word on re-reads with and without L2 (at the traced N and at `talk_seq_len`)."""
-    arrays = _validated(trace)
+    arrays = validated(trace)
     order = arrays["order"]
     seq_len, head_dim = int(trace["seq_len"]), int(trace["head_dim"])
     block_m, block_n, causal = int(trace["block_m"]), int(trace["block_n"]), bool(trace["causal"])
@@ -85,20 +80,20 @@ def rereads_figure(trace: dict, machine: Machine | None = None, device_label: st
     show_text = max(num_q, num_k) <= MAX_CELL_LABELS
     fig.add_trace(go.Heatmap(
         z=np.where(nth > 0, nth, np.nan), x=np.arange(num_k), y=np.arange(num_q), zmin=0,
-        zmax=max(1, int(nth.max())), colorscale=[[0, PALETTE["done"]], [1, PALETTE["flash"]]], showscale=False,
+        zmax=max(1, int(nth.max())), colorscale=[[0, PALETTE["done"]], [1, PALETTE["read"]]], showscale=False,
         xgap=2, ygap=2, text=np.where(nth > 0, nth.astype(str), "") if show_text else None,
-        texttemplate="%{text}" if show_text else None, textfont=dict(size=TEXT_PX),
+        texttemplate="%{text}" if show_text else None, textfont=dict(size=SMALLEST_TEXT_PX),
         hovertemplate="Q block %{y} used K/V tile %{x}: its load number %{z} from HBM<extra></extra>"))
-    fig.add_trace(go.Bar(x=np.arange(num_k), y=per_tile, xaxis="x2", yaxis="y2", marker_color=PALETTE["flash"],
-                         text=per_tile, textposition="outside", textfont=dict(size=TEXT_PX), cliponaxis=False,
+    fig.add_trace(go.Bar(x=np.arange(num_k), y=per_tile, xaxis="x2", yaxis="y2", marker_color=PALETTE["read"],
+                         text=per_tile, textposition="outside", textfont=dict(size=SMALLEST_TEXT_PX), cliponaxis=False,
                          hovertemplate="K/V tile %{x}: loaded %{y} time(s)<extra></extra>", showlegend=False))
     total_loads = int(per_tile.sum())
     traced = kv_bytes(order, seq_len, head_dim, element_bytes, causal, block_m, block_n)
-    other = "fa1" if order == "fa2" else "fa2"
+    other = next(name for name in LOOP_ORDERS if name != order)
     other_bytes = kv_bytes(other, seq_len, head_dim, element_bytes, causal, block_m, block_n)
     notes = [
-        f"<b>{ORDER_NAMES[order]}</b>: {total_loads} K/V tile loads for {num_k} tiles,",
-        f"{fmt_bytes(traced)} of K, V from HBM (no cache; {ORDER_NAMES[other]}: {fmt_bytes(other_bytes)})",
+        f"<b>{order_label(order)}</b>: {total_loads} K/V tile loads for {num_k} tiles,",
+        f"{fmt_bytes(traced)} of K, V from HBM (no cache; {order_label(other)}: {fmt_bytes(other_bytes)})",
         "a cell: which load of its tile that Q block used",
         "FA2 re-reads each tile once per Q block that needs it:",
         "the N²d²/M term of the IO bound (M: SRAM size)",
@@ -109,19 +104,20 @@ def rereads_figure(trace: dict, machine: Machine | None = None, device_label: st
         notes.append(_l2_line(talk_seq_len, head_dim, element_bytes, causal, block_m, block_n, machine,
                               device_label))
     fig.add_annotation(text="<br>".join(notes), x=0.5, y=1.0, xref="paper", yref="paper", xanchor="left",
-                       yanchor="top", align="left", showarrow=False, font_size=TEXT_PX)
+                       yanchor="top", align="left", showarrow=False, font_size=SMALLEST_TEXT_PX)
     style(fig, theme)
     fig.update_layout(
-        height=height, margin=dict(t=60, b=80, l=90, r=20), showlegend=False, font_size=TEXT_PX,
+        height=height, margin=dict(t=60, b=80, l=90, r=20), showlegend=False, font_size=SMALLEST_TEXT_PX,
         title=dict(text=f"K/V tile loads over the whole run (N = {fmt_tokens(seq_len)}, "
-                        f"{block_m}×{block_n} tiles{', causal' if causal else ''})", font_size=TEXT_PX + 2),
+                        f"{block_m}×{block_n} tiles{', causal' if causal else ''})", font_size=SMALLEST_TEXT_PX + 2),
         xaxis=dict(domain=[0, 0.44], anchor="y", title_text="K/V tile", range=[-0.5, num_k - 0.5], dtick=1,
-                   showgrid=False, tickfont_size=TEXT_PX, title_font_size=TEXT_PX),
+                   showgrid=False, tickfont_size=SMALLEST_TEXT_PX, title_font_size=SMALLEST_TEXT_PX),
         yaxis=dict(domain=[0, 0.68], anchor="x", title_text="Q block", range=[num_q - 0.5, -0.5], dtick=1,
-                   showgrid=False, tickfont_size=TEXT_PX, title_font_size=TEXT_PX),
+                   showgrid=False, tickfont_size=SMALLEST_TEXT_PX, title_font_size=SMALLEST_TEXT_PX),
         xaxis2=dict(domain=[0, 0.44], anchor="y2", matches="x", showticklabels=False, showgrid=False),
         yaxis2=dict(domain=[0.76, 0.98], anchor="x2", range=[0, 1.35 * max(1, int(per_tile.max()))],
-                    title_text="loads", showgrid=False, tickfont_size=TEXT_PX, title_font_size=TEXT_PX),
+                    title_text="loads", showgrid=False, tickfont_size=SMALLEST_TEXT_PX,
+                    title_font_size=SMALLEST_TEXT_PX),
         paper_bgcolor=colors["background"],
     )
     return fig

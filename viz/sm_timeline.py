@@ -21,36 +21,6 @@ def _program_times(timeline: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(np.asarray(timeline[key], dtype=np.int64) for key in ("sm_id", "t_start_ns", "t_end_ns"))
 
 
-def timeline_stats(timeline: dict) -> dict[str, float]:
-    """programs, waves (≈ programs / SMs), makespan_us (first start to last end, µs), utilization:
-    time SMs were busy (at least one program resident) / (SMs × makespan), and max_per_sm: the most
-    programs resident on one SM at once (the occupancy the kernel reached)."""
-    sm_id, start, end = _program_times(timeline)
-    sm_count = int(timeline["sm_count"])
-    if sm_id.size == 0:
-        return {"programs": 0, "waves": 0.0, "makespan_us": 0.0, "utilization": 0.0, "max_per_sm": 0}
-    origin = start.min()
-    makespan = int(end.max() - origin)
-    # Lay the SMs end to end on one time line (each shifted by a whole makespan) so the union of
-    # busy intervals per SM becomes one sweep over intervals sorted by start.
-    shift = sm_id * (makespan + 1)
-    order = np.argsort(start - origin + shift, kind="stable")
-    lo, hi = (start - origin + shift)[order], (end - origin + shift)[order]
-    reached = np.concatenate(([lo[0]], np.maximum.accumulate(hi)[:-1]))  # furthest end before each interval
-    busy = int(np.maximum(0, hi - np.maximum(lo, reached)).sum())
-    # programs resident at once on one SM: +1 at each start, −1 at each end (ends first at a tie), running sum
-    events = np.concatenate([start - origin + shift, end - origin + shift])
-    steps = np.concatenate([np.ones(sm_id.size, dtype=np.int64), -np.ones(sm_id.size, dtype=np.int64)])
-    order = np.lexsort((steps, events))
-    return {
-        "max_per_sm": int(np.cumsum(steps[order]).max()),
-        "programs": int(sm_id.size),
-        "waves": sm_id.size / sm_count,
-        "makespan_us": makespan / 1e3,
-        "utilization": busy / (sm_count * makespan) if makespan else 0.0,
-    }
-
-
 def _shown_programs(sm_id: np.ndarray, max_programs: int) -> np.ndarray:
     """Indices of the programs to draw: every program of the lowest-numbered SMs that fit in
     max_programs, so each drawn SM row is complete rather than thinned at random."""
@@ -63,22 +33,24 @@ def _shown_programs(sm_id: np.ndarray, max_programs: int) -> np.ndarray:
 
 def sm_timeline_figure(
     timeline: dict,
+    stats: dict,
     theme: str = "light",
     height: int = 640,
 ) -> go.Figure:
     """Programs on SMs over time: y = SM id, x = time (µs), one bar per program (a single Bar trace).
 
     timeline: the SM-timeline dict of docs/data-contracts.md. Bars are coloured by Q block when causal (to
-    show the imbalance), else by wave (rank of the program's start / SMs). Statistics in the title count every
-    program, even when only MAX_PROGRAMS_DRAWN are drawn.
+    show the imbalance), else by wave (rank of the program's start / SMs).
+    stats: the timeline's statistics as the story counts them (story.timeline_stats: "programs", "waves",
+    "makespan_us", "utilization"), said in the title; they count every program, even when only
+    MAX_PROGRAMS_DRAWN are drawn.
     """
     color_by = "q_block" if timeline.get("causal") else "wave"
     sm_id, start, end = _program_times(timeline)
     sm_count = int(timeline["sm_count"])
-    stats = timeline_stats(timeline)
     fig = go.Figure()
     title = "Programs on SMs over time"
-    if stats["programs"]:
+    if sm_id.size:
         origin = start.min()
         waves = np.empty(sm_id.size, dtype=np.int64)
         waves[np.argsort(start, kind="stable")] = np.arange(sm_id.size) // sm_count

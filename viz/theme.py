@@ -1,57 +1,69 @@
 """One palette and one plotly template for every figure: projector-friendly and colour-blind safe.
 
 Colours come from the Okabe–Ito palette (Okabe & Ito, "Color Universal Design", 2008), which stays
-distinguishable under the common colour-vision deficiencies. The series colours were picked so that
-each keeps at least 3:1 contrast against both the light (white) and the dark (Streamlit's #0E1117)
-background; orange and sky blue are used only for large filled areas (tiles, bands), never for text.
+distinguishable under the common colour-vision deficiencies. The algorithms' colours (ALGORITHMS, one
+entry per algorithm: colour, legend name, loop order) keep at least 3:1 contrast against both the light
+(white) and the dark (Streamlit's #0E1117) background, but for PyTorch eager's orange (2.3:1 on white);
+orange and sky blue are otherwise used only for large filled areas (tiles, bands), never for text.
+PALETTE holds the colours of everything else: tile states, failures, memory levels.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import plotly.colors
 import plotly.graph_objects as go
 
 from fmt import THEMES  # noqa: F401 (the theme names live in the formatting leaf; viz draws them)
 
 
-PALETTE: dict[str, str] = {
-    # series: one colour per algorithm, the same in every scene
-    "flash": "#0072B2",  # blue
-    "naive": "#D55E00",  # vermillion: standard attention
-    "sdpa_default": "#CC79A7",  # reddish purple
-    "sdpa_flash": "#009E73",  # bluish green
-    "torch_naive": "#E69F00",  # orange
-    "flash_v1": "#8C6BB1",  # medium purple: flash in FlashAttention-1's loop order (>= 3:1 on both backgrounds)
-    "published": "#7F7F7F",  # neutral grey: numbers from papers, not from this GPU
-    # tile states in the tiling animation
-    "highlight": "#E69F00",  # the tile in SRAM right now
-    "done": "#56B4E9",  # sky blue
-    "pending": "#BBBBBB",
-    "skipped": "#555555",  # removed by the causal mask, never computed
-    # failures
-    "oom": "#D55E00",
-    "error": "#CC79A7",
-    # memory levels
-    "sram": "#009E73",
-    "l2": "#E69F00",
-    "hbm": "#0072B2",
+# The Okabe–Ito colours this house uses, and two of the same family: a medium purple and an indigo (each
+# >= 3:1 against both backgrounds, where Okabe–Ito's own remaining sky blue, yellow and black are not).
+BLUE, VERMILLION, REDDISH_PURPLE, BLUISH_GREEN = "#0072B2", "#D55E00", "#CC79A7", "#009E73"
+ORANGE, SKY_BLUE, MEDIUM_PURPLE, INDIGO = "#E69F00", "#56B4E9", "#8C6BB1", "#4050E8"
+GREY, LIGHT_GREY, DARK_GREY = "#7F7F7F", "#BBBBBB", "#555555"
+
+
+@dataclass(frozen=True)
+class Look:
+    """How an algorithm looks in every scene: its colour, its legend name and, for the kernels the tiling views
+    animate, the short name of its loop order."""
+    color: str
+    label: str
+    order_label: str | None = None
+
+
+# One entry per record "algorithm" (docs/data-contracts.md), in legend order.
+ALGORITHMS: dict[str, Look] = {
+    "flash": Look(BLUE, "flash (ours, Triton)", "FA2 order"),  # kernels/flash.py
+    "naive": Look(VERMILLION, "standard (ours, 3 Triton kernels)"),
+    "sdpa_default": Look(REDDISH_PURPLE, "PyTorch SDPA (default)"),
+    "sdpa_flash": Look(BLUISH_GREEN, "PyTorch SDPA (flash backend)"),
+    "torch_naive": Look(ORANGE, "PyTorch eager (matmul, softmax, matmul)"),
+    "flash_v1": Look(MEDIUM_PURPLE, "flash, FA1 loop order (ours, Triton)", "FA1 order"),  # kernels/flash_v1.py
+    # indigo: 5.9:1 on white, 3.2:1 on #0E1117; ΔE76 >= 38 from every colour above under simulated deutan and
+    # protan vision (>= 49 with full colour vision); nearest under tritan vision: flash's blue
+    "flash_v3": Look(INDIGO, "flash, FA-3 style (ours, Gluon)"),
 }
 
-# Which palette entry and legend name each record "algorithm" (docs/data-contracts.md) gets.
-ALGORITHM_COLORS: dict[str, str] = {
-    "flash": PALETTE["flash"],
-    "naive": PALETTE["naive"],
-    "sdpa_default": PALETTE["sdpa_default"],
-    "sdpa_flash": PALETTE["sdpa_flash"],
-    "torch_naive": PALETTE["torch_naive"],
-    "flash_v1": PALETTE["flash_v1"],
-}
-ALGORITHM_LABELS: dict[str, str] = {
-    "flash": "flash (ours, Triton)",
-    "naive": "standard (ours, 3 Triton kernels)",
-    "sdpa_default": "PyTorch SDPA (default)",
-    "sdpa_flash": "PyTorch SDPA (flash backend)",
-    "torch_naive": "PyTorch eager (matmul, softmax, matmul)",
-    "flash_v1": "flash, FA1 loop order (ours, Triton)",
+# Colours of what is not an algorithm.
+PALETTE: dict[str, str] = {
+    "published": GREY,  # numbers from papers, not from this GPU; also any algorithm not in ALGORITHMS
+    # tile states in the tiling animation
+    "highlight": ORANGE,  # the tile in SRAM right now
+    "done": SKY_BLUE,
+    "pending": LIGHT_GREY,
+    "skipped": DARK_GREY,  # removed by the causal mask, never computed
+    # failures
+    "oom": VERMILLION,
+    "error": REDDISH_PURPLE,
+    # memory levels, and bytes moving between them
+    "sram": BLUISH_GREEN,
+    "l2": ORANGE,
+    "hbm": BLUE,
+    "read": BLUE,  # read from HBM
+    "write": VERMILLION,  # written to HBM
 }
 
 # Background / foreground per theme; the dark background matches Streamlit's dark theme.
@@ -62,8 +74,8 @@ _SURFACES: dict[str, dict[str, str]] = {
 }
 
 # Figures are built for a 1920×1080 screen ("design px") and scaled to the window by the page
-# (scaled_figure). The smallest text anyone in the room has to read is 24 design px, 1/45 of the height;
-# every figure font is BASE_FONT_PX - 2 or more.
+# (scaled_figure). The smallest text anyone in the room has to read is 24 design px, 1/45 of the height:
+# every figure's smallest text is SMALLEST_TEXT_PX, the one text size below the base font.
 SMALLEST_TEXT_PX = 24
 BASE_FONT_PX = SMALLEST_TEXT_PX + 2
 FONT_FAMILY = "Source Sans Pro, Arial, sans-serif"
@@ -78,12 +90,20 @@ def surface(theme: str) -> dict[str, str]:
 
 def algorithm_color(algorithm: str) -> str:
     """Colour of a record's algorithm; unknown names get the foreground-neutral grey."""
-    return ALGORITHM_COLORS.get(algorithm, PALETTE["published"])
+    look = ALGORITHMS.get(algorithm)
+    return look.color if look else PALETTE["published"]
 
 
 def algorithm_label(algorithm: str) -> str:
     """Legend name of a record's algorithm; unknown names are shown as they are."""
-    return ALGORITHM_LABELS.get(algorithm, algorithm)
+    look = ALGORITHMS.get(algorithm)
+    return look.label if look else algorithm
+
+
+def translucent(color: str, alpha: float) -> str:
+    """A hex colour as rgba() with opacity `alpha`."""
+    red, green, blue = plotly.colors.hex_to_rgb(color)
+    return f"rgba({red}, {green}, {blue}, {alpha})"
 
 
 def template(theme: str = "light") -> go.layout.Template:
@@ -96,7 +116,7 @@ def template(theme: str = "light") -> go.layout.Template:
         tickcolor=colors["foreground"],
         showline=True,
         ticks="outside",
-        tickfont=dict(size=BASE_FONT_PX - 2),
+        tickfont=dict(size=SMALLEST_TEXT_PX),
         title=dict(font=dict(size=BASE_FONT_PX)),
         automargin=True,
     )
@@ -106,18 +126,18 @@ def template(theme: str = "light") -> go.layout.Template:
         title=dict(font=dict(size=BASE_FONT_PX + 10), x=0.01, xanchor="left"),
         paper_bgcolor=colors["background"],
         plot_bgcolor=colors["background"],
-        colorway=[PALETTE[name] for name in ("flash", "naive", "sdpa_flash", "sdpa_default", "torch_naive")],
+        colorway=[ALGORITHMS[name].color for name in ("flash", "naive", "sdpa_flash", "sdpa_default", "torch_naive")],
         xaxis=axis,
         yaxis=axis,
-        legend=dict(font=dict(size=BASE_FONT_PX - 2), bgcolor="rgba(0,0,0,0)"),
-        hoverlabel=dict(font=dict(size=BASE_FONT_PX - 2, family=FONT_FAMILY)),
+        legend=dict(font=dict(size=SMALLEST_TEXT_PX), bgcolor="rgba(0,0,0,0)"),
+        hoverlabel=dict(font=dict(size=SMALLEST_TEXT_PX, family=FONT_FAMILY)),
         margin=dict(l=80, r=40, t=90, b=70),
     )
     return go.layout.Template(
         layout=layout,
         data=dict(
             scatter=[go.Scatter(line=dict(width=4), marker=dict(size=12))],
-            bar=[go.Bar(textfont=dict(size=BASE_FONT_PX - 2))],
+            bar=[go.Bar(textfont=dict(size=SMALLEST_TEXT_PX))],
         ),
     )
 

@@ -7,11 +7,10 @@ the current Q block's rows, (c) a sample of the block's output rows as they accu
 what they will be once the block is done, and (d) HBM bytes moved so far by flash versus standard
 attention doing the same tiles; a caption above says the step.
 
-Built to play at 20–30 frames per second even where the browser draws without a GPU. Plotly can
-update a frame two ways: `redraw: True` re-renders the whole figure (~300 ms here, software-rendered),
-`redraw: False` updates only scatter and bar traces in place. Even then every frame re-reads the whole
-figure's defaults (each axis costs about a millisecond) and restyles every marker it touches one by
-one (a coloured marker costs ~0.2 ms in Streamlit's plotly.js). So frames never redraw, and:
+Built to play at 20–30 frames per second even where the browser draws without a GPU (viz/animation.py:
+frames never redraw). Even then every frame re-reads the whole figure's defaults (each axis costs about a
+millisecond) and restyles every marker it touches one by one (a coloured marker costs ~0.2 ms in
+Streamlit's plotly.js). So:
 - what never changes is drawn once and never listed in a frame: pending and skipped tiles (shapes),
   tile borders, the causal diagonal, the legend (an annotation), the axes (fixed ranges);
 - done tiles are one bar per Q block growing along the keys, plus one bar for the tile in SRAM;
@@ -20,26 +19,26 @@ one (a coloured marker costs ~0.2 ms in Streamlit's plotly.js). So frames never 
 - the output rows are curves over the head dims (one SVG path, not a marker per value), each on its
   own baseline, with the block's final rows in grey behind them;
 - the step caption is a text trace (a layout title only updates on a redraw), as are the byte labels
-  (bar labels are measured in the page every frame);
-- the slider stops at MAX_SLIDER_STEPS steps at most.
+  (bar labels are measured in the page every frame).
+
+The figure is built in three parts: the numbers of every step (TilingData, from the trace and the cost
+model), the static layers each panel draws once, and the layout (axes, titles, controls).
 """
 
 from __future__ import annotations
 
-import base64
+from dataclasses import dataclass
 
 import numpy as np
-import plotly.colors
 import plotly.graph_objects as go
 
-from viz.marks import linear_bytes_axis
-from costmodel import (Step, dtype_bytes, fa1_schedule, fa1_step_traffic, k_tiles_per_q_block, n_blocks,
-                       step_traffic, tile_schedule)
-from viz.theme import BASE_FONT_PX, PALETTE, style, surface
+from costmodel import Step, dtype_bytes, k_tiles_per_q_block, n_blocks, step_traffic
 from fmt import fmt_bytes
+from viz.animation import check_start_step, check_tiles, controls, frames, order_label, step_bytes, typed, validated
+from viz.marks import linear_bytes_axis
+from viz.theme import (BASE_FONT_PX, BLUE, BLUISH_GREEN, PALETTE, SMALLEST_TEXT_PX, algorithm_color, style, surface,
+                        translucent)
 
-MAX_TILES_PER_SIDE = 64  # beyond this the grid stops being readable and the figure grows too large
-SPEEDS = (0.5, 1.0, 2.0, 4.0, 8.0)  # play-button speed factors over the base frame duration
 MAX_OUT_ROWS = 8  # output curves: rows of the Q block shown
 MAX_OUT_DIMS = 32  # head dims along each curve
 OUT_SWING = 0.45  # an output curve's reach from its baseline at the largest |O| shown, in row pitches
@@ -52,7 +51,6 @@ STAT_TITLES = {
     "row_sum": "running sum l",
     "alpha": "rescale α = exp(m_old − m_new)",
 }
-MAX_SLIDER_STEPS = 64  # plotly re-reads every slider step in every frame, ~15 µs each
 CAPTION_PX = 130  # the top margin: the tile legend's line, then two caption lines over a blank one
 CONTROLS_PX = 180  # the bottom margin: the x axes' tick labels and titles, then the play buttons and the slider
 AXIS_TITLES_PX = 96  # the x axes' tick labels and titles take this much under the plot area; the controls go below
@@ -72,30 +70,11 @@ STATE_COLORS = {
     "done": PALETTE["done"],
     "current": PALETTE["highlight"],
 }
-# The kernels' loop orders (kernels/trace.py ORDERS): their step order and names on screen.
-ORDER_SCHEDULES = {"fa2": tile_schedule, "fa1": fa1_schedule}
-ORDER_NAMES = {"fa2": "FA2 order", "fa1": "FA1 order"}
-REQUIRED_KEYS = (
-    "seq_len", "head_dim", "block_m", "block_n", "causal", "dtype",
-    "steps", "row_max", "row_sum", "alpha", "out_rows", "max_abs_err",
-)  # fmt: skip
 
 # trace order in the figure (later traces draw on top within a trace type: heatmaps, then bars, then
 # scatters); frames update exactly ANIMATED_TRACES
 (TILES, TILE_BORDERS, BANDS, ROW_MAX, ROW_SUM, ALPHA, OUT_FINAL, OUT_ROWS, HBM_BYTES, HBM_LABELS, CAPTION) = range(11)
 ANIMATED_TRACES = [TILES, BANDS, ROW_MAX, ROW_SUM, ALPHA, OUT_FINAL, OUT_ROWS, HBM_BYTES, HBM_LABELS, CAPTION]
-
-
-def _typed(values: np.ndarray) -> dict[str, str]:
-    """A NumPy array as plotly's base64 typed-array spec: the JSON plotly.py writes for the array anyway,
-    but handed over already encoded, plotly.py skips its per-array checks, half the build of 1024 frames."""
-    values = np.ascontiguousarray(values)
-    return {"dtype": values.dtype.str.lstrip("<>|="), "bdata": base64.b64encode(values.tobytes()).decode("ascii")}
-
-
-def _translucent(color: str, alpha: float = 0.35) -> str:
-    red, green, blue = plotly.colors.hex_to_rgb(color)
-    return f"rgba({red}, {green}, {blue}, {alpha})"
 
 
 def _output_sample(block_m: int, head_dim: int) -> tuple[np.ndarray, np.ndarray]:
@@ -179,7 +158,7 @@ def _tile_edges(seq_len: int, block: int) -> np.ndarray:
 def _tile_bars(steps: np.ndarray, num_q: int, block_m: int, block_n: int, seq_len: int) -> dict[str, np.ndarray]:
     """The done tiles and the tile in SRAM before each step as horizontal bars, int32 (T, num_q + 1) each:
     bar i < num_q is Q block i's done tiles, one run from key 0 (a Q block visits its K/V tiles from the
-    first one up, the order _validated checks); the last bar is the tile in SRAM. A bar is block_m
+    first one up, the order animation.validated checks); the last bar is the tile in SRAM. A bar is block_m
     tokens thick around its centre y, runs from key `base` for `x` keys; bars past seq_len are clipped.
     """
     num_steps = len(steps)
@@ -225,46 +204,14 @@ def _grid_lines(x_edges: np.ndarray, y_edges: np.ndarray) -> dict[str, list[floa
     return {"x": x, "y": y}
 
 
-def _validated(trace: dict) -> dict:
-    """The trace's arrays as NumPy float32, after checking them against the documented tile order."""
-    missing = [key for key in REQUIRED_KEYS if key not in trace]
-    if missing:
-        raise ValueError(f"flash trace is missing {missing} (see docs/data-contracts.md)")
-    steps = np.asarray(trace["steps"], dtype=np.int64).reshape(-1, 2)
-    order = trace.get("order", "fa2")
-    if order not in ORDER_SCHEDULES:
-        raise ValueError(f"trace order must be one of {tuple(ORDER_SCHEDULES)}, got {order!r}")
-    schedule = ORDER_SCHEDULES[order](trace["seq_len"], trace["block_m"], trace["block_n"], trace["causal"])
-    expected = np.array([(step.q_block, step.k_block) for step in schedule], dtype=np.int64)
-    if steps.shape != expected.shape or not np.array_equal(steps, expected):
-        raise ValueError(
-            f"trace steps ({len(steps)}) differ from the documented tile order ({len(expected)} steps, "
-            f"costmodel.{ORDER_SCHEDULES[order].__name__}): the animation's byte counts would not match the kernel"
-        )
-    arrays = {key: np.asarray(trace[key], dtype=np.float32) for key in ("row_max", "row_sum", "alpha", "out_rows")}
-    for key, values in arrays.items():
-        if values.shape[:2] != (len(steps), trace["block_m"]):
-            expected_shape = f"({len(steps)}, {trace['block_m']}, …)"
-            raise ValueError(f"trace[{key!r}] has shape {values.shape}, expected {expected_shape}")
-    return {"steps": steps, "schedule": schedule, "order": order, **arrays}
-
-
-def flash_step_bytes(order: str, seq_len: int, head_dim: int, block_m: int, block_n: int, causal: bool,
-                     dtype_bytes: int) -> np.ndarray:
-    """Cumulative HBM bytes (read + written) after each step of a loop order's kernel, by the cost model."""
-    if order == "fa1":
-        return fa1_step_traffic(seq_len, head_dim, block_m, block_n, causal, dtype_bytes)["flash_v1_bytes"]
-    return step_traffic(seq_len, head_dim, block_m, block_n, causal, dtype_bytes)["flash_bytes"]
-
-
-def _step_title(t: int, num_steps: int, step: Step, alpha: np.ndarray, order: str = "fa2") -> str:
+def _step_title(t: int, num_steps: int, step: Step, alpha: np.ndarray, order: str) -> str:
     valid = alpha[np.isfinite(alpha)]
     if step.first:
         alpha_text = "α = 0 (first tile: nothing to rescale)"
     else:
         alpha_text = f"α ∈ [{valid.min():.3f}, {valid.max():.3f}]" if valid.size else "α n/a"
     mask_text = " (masked)" if step.masked else ""
-    return (f"step {t + 1}/{num_steps} · {ORDER_NAMES[order]} · Q block {step.q_block} · K/V tile {step.k_block}"
+    return (f"step {t + 1}/{num_steps} · {order_label(order)} · Q block {step.q_block} · K/V tile {step.k_block}"
             f"{mask_text}<br>{alpha_text}")
 
 
@@ -297,236 +244,225 @@ def _panel_domains() -> dict[str, tuple[list[float], list[float]]]:
     }
 
 
+@dataclass(frozen=True)
+class TilingData:
+    """The numbers of every step the tiling figure shows, from the trace and the cost model."""
+    seq_len: int
+    head_dim: int
+    block_m: int
+    block_n: int
+    causal: bool
+    order: str
+    schedule: list[Step]
+    alpha: np.ndarray  # (T, block_m)
+    flash_bytes: np.ndarray  # (T,) cumulative, the traced kernel's order
+    naive_bytes: np.ndarray  # (T,) cumulative, standard attention at the same tiles
+    tile_bars: dict[str, np.ndarray]  # _tile_bars
+    lanes: dict[str, dict]  # _stat_lanes
+    out_rows: np.ndarray  # the Q block rows the output panel shows
+    out_dims: np.ndarray  # and their head dims
+    out_curves: np.ndarray  # (T, …) int16, _output_curves
+    out_final: np.ndarray  # (T, …) each step's Q block's curves once it is done
+    max_abs_err: float  # max |O_flash − O_standard| of the traced run
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.schedule)
+
+    @property
+    def num_q(self) -> int:
+        return n_blocks(self.seq_len, self.block_m)
+
+    def frame(self, t: int) -> list[dict]:
+        """Only what changes from step to step, in ANIMATED_TRACES order."""
+        moved = [int(self.flash_bytes[t]), int(self.naive_bytes[t])]
+        caption = _step_title(t, self.num_steps, self.schedule[t], self.alpha[t], self.order)
+        if t == self.num_steps - 1:
+            caption += f" · done: max |O_flash − O_standard| = {self.max_abs_err:.2e}"
+        return [
+            dict(type="bar", **{key: typed(values[t]) for key, values in self.tile_bars.items()}),
+            dict(type="scatter", **_band_outlines(self.schedule[t], self.seq_len, self.block_m, self.block_n)),
+            dict(type="scatter", y=typed(self.lanes["row_max"]["curves"][t])),
+            dict(type="scatter", y=typed(self.lanes["row_sum"]["curves"][t])),
+            dict(type="scatter", y=typed(self.lanes["alpha"]["curves"][t])),
+            dict(type="scatter", y=typed(self.out_final[t])),
+            dict(type="scatter", y=typed(self.out_curves[t])),
+            dict(type="bar", y=moved),
+            dict(type="scatter", y=moved, text=[fmt_bytes(b) for b in moved]),
+            dict(type="scatter", text=[caption + "<br> "]),
+        ]
+
+
+def tiling_data(trace: dict) -> TilingData:
+    """A FlashTrace dict (docs/data-contracts.md) checked (animation.validated) and turned into what the
+    tiling figure draws."""
+    seq_len, head_dim = int(trace["seq_len"]), int(trace["head_dim"])
+    block_m, block_n, causal = int(trace["block_m"]), int(trace["block_n"]), bool(trace["causal"])
+    check_tiles(seq_len, block_m, block_n)
+    arrays = validated(trace)
+    schedule, element_bytes = arrays["schedule"], dtype_bytes(trace["dtype"])
+    out_rows, out_dims = _output_sample(block_m, head_dim)
+    out_curves = _output_curves(arrays["out_rows"][:, out_rows][:, :, out_dims])  # (T, rows shown, dims shown)
+    block_done = {step.q_block: t for t, step in enumerate(schedule)}  # each Q block's last step
+    shape = (seq_len, head_dim, block_m, block_n, causal, element_bytes)
+    return TilingData(
+        seq_len=seq_len, head_dim=head_dim, block_m=block_m, block_n=block_n, causal=causal,
+        order=arrays["order"], schedule=schedule, alpha=arrays["alpha"],
+        flash_bytes=step_bytes(arrays["order"], *shape), naive_bytes=step_traffic(*shape)["naive_bytes"],
+        tile_bars=_tile_bars(arrays["steps"], n_blocks(seq_len, block_m), block_m, block_n, seq_len),
+        lanes=_stat_lanes(arrays), out_rows=out_rows, out_dims=out_dims, out_curves=out_curves,
+        out_final=out_curves[[block_done[step.q_block] for step in schedule]],
+        max_abs_err=float(trace["max_abs_err"]),
+    )
+
+
+def _hidden(trace: go.Scatter | go.Bar) -> go.Scatter | go.Bar:
+    return trace.update(hoverinfo="skip", showlegend=False)
+
+
+def _add_tile_grid(fig: go.Figure, data: TilingData, start: dict[int, dict], colors: dict[str, str]) -> None:
+    """(a) The tile grid: pending and skipped tiles never change (shapes under the traces); done tiles and
+    the tile in SRAM are bars over them, then the tile borders and the current bands."""
+    seq_len, num_q = data.seq_len, data.num_q
+    x_edges, y_edges = _tile_edges(seq_len, data.block_n), _tile_edges(seq_len, data.block_m)
+    tile_colors = [STATE_COLORS["done"]] * num_q + [STATE_COLORS["current"]]
+    fig.add_trace(_hidden(go.Bar(**start[TILES], width=data.block_m, orientation="h",
+                                 marker=dict(color=tile_colors, line_width=0))))
+    grid_gap = 2 if max(len(x_edges), len(y_edges)) - 1 <= 32 else 1  # tile borders, in pixels
+    fig.add_trace(_hidden(go.Scatter(**_grid_lines(x_edges, y_edges), mode="lines",
+                                     line=dict(color=colors["background"], width=grid_gap))))
+    fig.add_trace(_hidden(go.Scatter(**start[BANDS], mode="lines", line=dict(color=colors["foreground"], width=4))))
+    visited = np.minimum(k_tiles_per_q_block(seq_len, data.block_m, data.block_n, data.causal) * data.block_n,
+                         seq_len)
+    for name, (left, right) in (("pending", (0, visited)), ("skipped", (visited, seq_len))):
+        fig.add_shape(type="path", path=_row_runs(left, right, y_edges), fillcolor=STATE_COLORS[name],
+                      line_width=0, layer="below")
+    if data.causal:
+        fig.add_shape(type="line", x0=0, y0=0, x1=seq_len, y1=seq_len,
+                      line=dict(color=colors["foreground"], width=2, dash="dot"))
+
+
+def _add_statistics(fig: go.Figure, data: TilingData, start: dict[int, dict]) -> None:
+    """(b) The running statistics of the Q block's rows, one lane each on one pair of axes (x2, y2); the
+    values are in the figure as lane heights, their units on each lane's tick labels."""
+    row_index = np.arange(data.block_m)
+    for index, color in ((ROW_MAX, BLUE), (ROW_SUM, BLUISH_GREEN)):
+        fig.add_trace(_hidden(go.Scatter(**start[index], x=row_index, xaxis="x2", yaxis="y2", mode="lines",
+                                         line=dict(color=color, width=3))))
+    # α as one stepped area, not a bar per row: one SVG element to update instead of block_m
+    fig.add_trace(_hidden(go.Scatter(**start[ALPHA], x=row_index, xaxis="x2", yaxis="y2", mode="lines",
+                                     line=dict(color=PALETTE["highlight"], shape="hvh", width=3), fill="tozeroy",
+                                     fillcolor=translucent(PALETTE["highlight"], 0.35))))
+
+
+def _add_output(fig: go.Figure, data: TilingData, start: dict[int, dict]) -> None:
+    """(c) The output rows as curves over the head dims, the block's final rows in grey behind them."""
+    curve_x = typed(np.tile(np.append(data.out_dims, np.nan), len(data.out_rows)).astype(np.float32))
+    for index, color, width in ((OUT_FINAL, PALETTE["pending"], 5), (OUT_ROWS, algorithm_color("flash"), 2)):
+        fig.add_trace(_hidden(go.Scatter(**start[index], x=curve_x, xaxis="x3", yaxis="y3", mode="lines",
+                                         line=dict(color=color, width=width))))
+
+
+def _add_bytes_and_caption(fig: go.Figure, data: TilingData, start: dict[int, dict], colors: dict[str, str]) -> None:
+    """(d) HBM traffic so far, its labels a text trace (bar labels are measured in the page every frame); then
+    the caption: a text trace standing on the tile grid's top left corner, in the top margin; its last line is
+    blank, to clear the panel titles (a point outside the axis ranges would not be drawn, and an axis pair of
+    its own costs more time every frame than the whole caption)."""
+    bytes_x = ["flash" if data.order == "flash" else "flash (FA1)", "standard"]
+    fig.add_trace(go.Bar(**start[HBM_BYTES], x=bytes_x, xaxis="x4", yaxis="y4", showlegend=False,
+                         marker_color=[algorithm_color(data.order), algorithm_color("naive")],
+                         hovertemplate="%{x}: %{y:,} bytes<extra></extra>"))
+    fig.add_trace(_hidden(go.Scatter(**start[HBM_LABELS], x=bytes_x, xaxis="x4", yaxis="y4", mode="text",
+                                     textposition="top center", cliponaxis=False,
+                                     textfont=dict(size=SMALLEST_TEXT_PX, color=colors["foreground"]))))
+    fig.add_trace(_hidden(go.Scatter(**start[CAPTION], x=[0], y=[0], mode="text", textposition="top right",
+                                     textfont=dict(size=BASE_FONT_PX + 2, color=colors["foreground"]),
+                                     cliponaxis=False)))
+
+
+def _tiling_axes(data: TilingData, domains: dict[str, tuple[list[float], list[float]]]) -> dict:
+    """The four panels' axes, at fixed ranges: frames never rescale an axis, so the eye only follows what
+    changes."""
+    seq_len, lanes, num_rows = data.seq_len, data.lanes, len(data.out_rows)
+    lanes_top = lanes[STAT_LANES[-1]]["bottom"] + 1
+    out_baselines = num_rows - 1 - np.arange(num_rows)
+    labelled = np.arange(num_rows)[::-2]  # every other row labelled, the last one among them
+    top_bytes = 1.3 * max(data.naive_bytes[-1], data.flash_bytes[-1])
+    return dict(
+        xaxis=dict(domain=domains["grid"][0], anchor="y", range=[0, seq_len],
+                   title_text="key index: scores S, tile by tile",
+                   showgrid=False, constrain="domain", constraintoward="left"),  # the tiles have borders
+        yaxis=dict(domain=domains["grid"][1], anchor="x", range=[seq_len, 0], title_text="query index",
+                   scaleanchor="x", showgrid=False, constrain="domain", constraintoward="top"),
+        xaxis2=dict(domain=domains["stats"][0], anchor="y2", range=[-0.5, data.block_m - 0.5],
+                    title_text="row r in the Q block"),
+        yaxis2=dict(domain=domains["stats"][1], anchor="x2", range=[-0.04, lanes_top + 0.04], zeroline=False,
+                    tickvals=np.concatenate([lane["positions"] for lane in lanes.values()]),
+                    ticktext=[f"{tick:g}" for lane in lanes.values() for tick in lane["ticks"]]),
+        xaxis3=dict(domain=domains["out"][0], anchor="y3", range=[-0.5, len(data.out_dims) - 0.5],
+                    title_text=_output_title(data.out_rows, data.block_m, data.out_dims, data.head_dim)[1],
+                    title_standoff=4),
+        yaxis3=dict(domain=domains["out"][1], anchor="x3", title_text="row r", zeroline=False,
+                    range=[(-0.5 - OUT_SWING / 2) * OUT_UNITS, (num_rows - 0.5 + OUT_SWING / 2) * OUT_UNITS],
+                    tickvals=out_baselines[labelled] * OUT_UNITS,
+                    ticktext=[str(row) for row in data.out_rows[labelled]]),  # each row's baseline is its zero
+        xaxis4=dict(domain=domains["bytes"][0], anchor="y4", range=[-0.5, 1.5]),
+        yaxis4=dict(domain=domains["bytes"][1], anchor="x4", **linear_bytes_axis(top_bytes, max_ticks=2)),
+    )  # fmt: skip
+
+
+def _add_titles(fig: go.Figure, data: TilingData, domains: dict[str, tuple[list[float], list[float]]],
+                plot_px: int) -> None:
+    """The right column's panel titles, each statistic lane's title, and the tile legend."""
+    out_title = _output_title(data.out_rows, data.block_m, data.out_dims, data.head_dim)[0]
+    for panel, text in (("out", out_title), ("bytes", "HBM bytes so far")):
+        (x0, x1), (_, y1) = domains[panel]  # the right column's titles end at its right edge: never cut off there
+        anchor = "right" if panel == "out" else "center"
+        fig.add_annotation(text=text, x=x1 if anchor == "right" else (x0 + x1) / 2, y=y1, xref="paper", yref="paper",
+                           xanchor=anchor, align=anchor, yanchor="bottom", showarrow=False,
+                           font_size=SMALLEST_TEXT_PX)
+    (x0, x1), _ = domains["stats"]
+    for name, lane in data.lanes.items():  # each lane's title over its top edge, in the panel's y units
+        fig.add_annotation(text=STAT_TITLES[name], x=(x0 + x1) / 2, y=lane["bottom"] + 1, xref="paper", yref="y2",
+                           xanchor="center", yanchor="bottom", showarrow=False, font_size=SMALLEST_TEXT_PX)
+    # the tile legend on the top margin's first line, at its right end
+    fig.add_annotation(text=_tile_legend(data.causal), xref="paper", yref="paper", x=1,
+                       y=1 + (CAPTION_PX - 6) / plot_px, xanchor="right", yanchor="top", showarrow=False,
+                       align="right", font_size=SMALLEST_TEXT_PX)
+
+
 def tiling_figure(
     trace: dict, theme: str = "light", frame_ms: int = 250, start_step: int = 0, height: int = DEFAULT_HEIGHT_PX
 ) -> go.Figure:
     """The tile-by-tile animation of one (batch, head) of the flash forward pass.
 
     trace: a FlashTrace dict (docs/data-contracts.md); its steps must follow its order's schedule
-    (costmodel.tile_schedule for "fa2", the default; costmodel.fa1_schedule for "fa1").
-    frame_ms: duration of one step at 1× speed, in milliseconds. start_step: the step shown before play.
-    Returns a figure with exactly one frame per step, named "0".."T-1", fixed axis ranges, play/pause
-    buttons at 0.5×–8× speed and a slider over the steps.
+    (animation.LOOP_ORDERS: costmodel.tile_schedule for "flash", the default; costmodel.fa1_schedule for
+    "flash_v1"). frame_ms: duration of one step at 1× speed, in milliseconds. start_step: the step shown
+    before play. Returns a figure with exactly one frame per step, named "0".."T-1", fixed axis ranges,
+    play/pause buttons at 0.5×–8× speed and a slider over the steps.
     """
-    seq_len, head_dim = int(trace["seq_len"]), int(trace["head_dim"])
-    block_m, block_n, causal = int(trace["block_m"]), int(trace["block_n"]), bool(trace["causal"])
-    num_q, num_k = n_blocks(seq_len, block_m), n_blocks(seq_len, block_n)
-    if max(num_q, num_k) > MAX_TILES_PER_SIDE:
-        raise ValueError(
-            f"{num_q}×{num_k} tiles is too many to animate (at most {MAX_TILES_PER_SIDE} per side): "
-            "use a smaller seq_len or larger tiles"
-        )
-    arrays = _validated(trace)
-    steps, schedule = arrays["steps"], arrays["schedule"]
-    num_steps = len(steps)
-    if not 0 <= start_step < num_steps:
-        raise ValueError(f"start_step must be in [0, {num_steps}), got {start_step}")
-    flash_bytes = flash_step_bytes(arrays["order"], seq_len, head_dim, block_m, block_n, causal,
-                                   dtype_bytes(trace["dtype"]))
-    traffic = step_traffic(seq_len, head_dim, block_m, block_n, causal, dtype_bytes(trace["dtype"]))
-    tile_bars = _tile_bars(steps, num_q, block_m, block_n, seq_len)
-    lanes = _stat_lanes(arrays)
-    out_rows, out_dims = _output_sample(block_m, head_dim)
-    out_title, out_axis_title = _output_title(out_rows, block_m, out_dims, head_dim)
-    out_values = arrays["out_rows"][:, out_rows][:, :, out_dims]  # (T, rows shown, dims shown)
-    out_curves = _output_curves(out_values)
-    block_done = {step.q_block: t for t, step in enumerate(schedule)}  # each Q block's last step
-    out_final = out_curves[[block_done[step.q_block] for step in schedule]]
+    data = tiling_data(trace)
+    check_start_step(start_step, data.num_steps)
+    start = dict(zip(ANIMATED_TRACES, data.frame(start_step)))
     colors = surface(theme)
-
-    def frame_data(t: int) -> list[dict]:
-        """Only what changes from step to step, in ANIMATED_TRACES order."""
-        moved = [int(flash_bytes[t]), int(traffic["naive_bytes"][t])]
-        caption = _step_title(t, num_steps, schedule[t], arrays["alpha"][t], arrays["order"])
-        if t == num_steps - 1:
-            caption += f" · done: max |O_flash − O_standard| = {float(trace['max_abs_err']):.2e}"
-        return [
-            dict(type="bar", **{key: _typed(values[t]) for key, values in tile_bars.items()}),
-            dict(type="scatter", **_band_outlines(schedule[t], seq_len, block_m, block_n)),
-            dict(type="scatter", y=_typed(lanes["row_max"]["curves"][t])),
-            dict(type="scatter", y=_typed(lanes["row_sum"]["curves"][t])),
-            dict(type="scatter", y=_typed(lanes["alpha"]["curves"][t])),
-            dict(type="scatter", y=_typed(out_final[t])),
-            dict(type="scatter", y=_typed(out_curves[t])),
-            dict(type="bar", y=moved),
-            dict(type="scatter", y=moved, text=[fmt_bytes(b) for b in moved]),
-            dict(type="scatter", text=[caption + "<br> "]),
-        ]
-
-    start = dict(zip(ANIMATED_TRACES, frame_data(start_step)))
     domains = _panel_domains()
     plot_px = height - CAPTION_PX - CONTROLS_PX
     fig = go.Figure()
-
-    # (a) the tile grid: pending and skipped tiles never change (shapes under the traces); done tiles and
-    # the tile in SRAM are bars over them, then the tile borders and the current bands
-    x_edges, y_edges = _tile_edges(seq_len, block_n), _tile_edges(seq_len, block_m)
-    tile_colors = [STATE_COLORS["done"]] * num_q + [STATE_COLORS["current"]]
-    fig.add_trace(go.Bar(**start[TILES], width=block_m, orientation="h", marker=dict(color=tile_colors, line_width=0),
-                         hoverinfo="skip", showlegend=False))
-    grid_gap = 2 if max(num_q, num_k) <= 32 else 1  # tile borders, in pixels
-    fig.add_trace(go.Scatter(**_grid_lines(x_edges, y_edges), mode="lines", hoverinfo="skip", showlegend=False,
-                             line=dict(color=colors["background"], width=grid_gap)))
-    fig.add_trace(go.Scatter(**start[BANDS], mode="lines", line=dict(color=colors["foreground"], width=4),
-                             hoverinfo="skip", showlegend=False))
-    visited_extents = np.minimum(k_tiles_per_q_block(seq_len, block_m, block_n, causal) * block_n, seq_len)
-    for name, (left, right) in (("pending", (0, visited_extents)), ("skipped", (visited_extents, seq_len))):
-        fig.add_shape(type="path", path=_row_runs(left, right, y_edges), fillcolor=STATE_COLORS[name],
-                      line_width=0, layer="below")
-    if causal:
-        fig.add_shape(type="line", x0=0, y0=0, x1=seq_len, y1=seq_len,
-                      line=dict(color=colors["foreground"], width=2, dash="dot"))
-
-    # (b) the running statistics of the Q block's rows, one lane each on one pair of axes (x2, y2);
-    # the values are in the figure as lane heights, their units on each lane's tick labels
-    row_index = np.arange(block_m)
-    for index, color in ((ROW_MAX, PALETTE["flash"]), (ROW_SUM, PALETTE["sdpa_flash"])):
-        fig.add_trace(go.Scatter(**start[index], x=row_index, xaxis="x2", yaxis="y2", mode="lines",
-                                 line=dict(color=color, width=3), hoverinfo="skip", showlegend=False))
-    # α as one stepped area, not a bar per row: one SVG element to update instead of block_m
-    fig.add_trace(go.Scatter(**start[ALPHA], x=row_index, xaxis="x2", yaxis="y2", mode="lines",
-                             line=dict(color=PALETTE["highlight"], shape="hvh", width=3), fill="tozeroy",
-                             fillcolor=_translucent(PALETTE["highlight"]), hoverinfo="skip", showlegend=False))
-
-    # (c) the output rows as curves over the head dims, the block's final rows in grey behind them
-    curve_x = np.tile(np.append(out_dims, np.nan), len(out_rows)).astype(np.float32)
-    fig.add_trace(go.Scatter(**start[OUT_FINAL], x=_typed(curve_x), xaxis="x3", yaxis="y3", mode="lines",
-                             line=dict(color=PALETTE["pending"], width=5), hoverinfo="skip", showlegend=False))
-    fig.add_trace(go.Scatter(**start[OUT_ROWS], x=_typed(curve_x), xaxis="x3", yaxis="y3", mode="lines",
-                             line=dict(color=PALETTE["flash"], width=2), hoverinfo="skip", showlegend=False))
-
-    # (d) HBM traffic so far; the labels are a text trace: bar labels are measured in the page every frame
-    bytes_x = ["flash" if arrays["order"] == "fa2" else "flash (FA1)", "standard"]
-    fig.add_trace(go.Bar(**start[HBM_BYTES], x=bytes_x, xaxis="x4", yaxis="y4", showlegend=False,
-                         marker_color=[PALETTE["flash" if arrays["order"] == "fa2" else "flash_v1"],
-                                       PALETTE["naive"]],
-                         hovertemplate="%{x}: %{y:,} bytes<extra></extra>"))
-    fig.add_trace(go.Scatter(**start[HBM_LABELS], x=bytes_x, xaxis="x4", yaxis="y4", mode="text",
-                             textposition="top center", cliponaxis=False, hoverinfo="skip", showlegend=False,
-                             textfont=dict(size=BASE_FONT_PX - 2, color=colors["foreground"])))
-
-    # the caption: a text trace standing on the tile grid's top left corner, in the top margin; its last
-    # line is blank, to clear the panel titles (a point outside the axis ranges would not be drawn, and
-    # an axis pair of its own costs more time every frame than the whole caption)
-    fig.add_trace(go.Scatter(**start[CAPTION], x=[0], y=[0], mode="text", textposition="top right",
-                             textfont=dict(size=BASE_FONT_PX + 2, color=colors["foreground"]), cliponaxis=False,
-                             hoverinfo="skip", showlegend=False))
-
-    # Fixed ranges: frames never rescale an axis, so the eye only follows what changes.
-    lanes_top = lanes[STAT_LANES[-1]]["bottom"] + 1
-    out_baselines = len(out_rows) - 1 - np.arange(len(out_rows))
-    labelled = np.arange(len(out_rows))[::-2]  # every other row labelled, the last one among them
-    fig.update_layout(
-        xaxis=dict(domain=domains["grid"][0], anchor="y", range=[0, seq_len],
-                   title_text="key index: scores S, tile by tile",
-                   showgrid=False, constrain="domain", constraintoward="left"),  # the tiles have borders
-        yaxis=dict(domain=domains["grid"][1], anchor="x", range=[seq_len, 0], title_text="query index",
-                   scaleanchor="x", showgrid=False, constrain="domain", constraintoward="top"),
-        xaxis2=dict(domain=domains["stats"][0], anchor="y2", range=[-0.5, block_m - 0.5],
-                    title_text="row r in the Q block"),
-        yaxis2=dict(domain=domains["stats"][1], anchor="x2", range=[-0.04, lanes_top + 0.04], zeroline=False,
-                    tickvals=np.concatenate([lane["positions"] for lane in lanes.values()]),
-                    ticktext=[f"{tick:g}" for lane in lanes.values() for tick in lane["ticks"]]),
-        xaxis3=dict(domain=domains["out"][0], anchor="y3", range=[-0.5, len(out_dims) - 0.5],
-                    title_text=out_axis_title, title_standoff=4),
-        yaxis3=dict(domain=domains["out"][1], anchor="x3", title_text="row r", zeroline=False,
-                    range=[(-0.5 - OUT_SWING / 2) * OUT_UNITS, (len(out_rows) - 0.5 + OUT_SWING / 2) * OUT_UNITS],
-                    tickvals=out_baselines[labelled] * OUT_UNITS,
-                    ticktext=[str(row) for row in out_rows[labelled]]),  # each row's baseline is its zero: a grid line
-        xaxis4=dict(domain=domains["bytes"][0], anchor="y4", range=[-0.5, 1.5]),
-        yaxis4=dict(domain=domains["bytes"][1], anchor="x4",
-                    **linear_bytes_axis(1.3 * max(traffic["naive_bytes"][-1], flash_bytes[-1]), max_ticks=2)),
-    )  # fmt: skip
-    titles = {"out": out_title, "bytes": "HBM bytes so far"}
-    for panel, text in titles.items():  # the right column's titles end at its right edge: never cut off there
-        (x0, x1), (_, y1) = domains[panel]
-        anchor = "right" if panel == "out" else "center"
-        fig.add_annotation(text=text, x=x1 if anchor == "right" else (x0 + x1) / 2, y=y1, xref="paper", yref="paper",
-                           xanchor=anchor, align=anchor, yanchor="bottom", showarrow=False, font_size=BASE_FONT_PX - 2)
-    (x0, x1), (y0, y1) = domains["stats"]
-    for name, lane in lanes.items():  # each lane's title over its top edge, in the panel's y units
-        fig.add_annotation(text=STAT_TITLES[name], x=(x0 + x1) / 2, y=lane["bottom"] + 1, xref="paper", yref="y2",
-                           xanchor="center", yanchor="bottom", showarrow=False, font_size=BASE_FONT_PX - 2)
-    # the tile legend on the top margin's first line, at its right end
-    fig.add_annotation(text=_tile_legend(causal), xref="paper", yref="paper", x=1, y=1 + (CAPTION_PX - 6) / plot_px,
-                       xanchor="right", yanchor="top", showarrow=False, align="right", font_size=BASE_FONT_PX - 2)
-
-    fig.frames = [dict(name=str(t), data=frame_data(t), traces=ANIMATED_TRACES) for t in range(num_steps)]
+    _add_tile_grid(fig, data, start, colors)
+    _add_statistics(fig, data, start)
+    _add_output(fig, data, start)
+    _add_bytes_and_caption(fig, data, start, colors)
+    fig.update_layout(**_tiling_axes(data, domains))
+    _add_titles(fig, data, domains, plot_px)
+    fig.frames = frames(data.frame, data.num_steps, ANIMATED_TRACES)
     style(fig, theme)
-    durations = {speed: int(round(frame_ms / speed)) for speed in SPEEDS}
     fig.update_layout(
         height=height,
         margin=dict(t=CAPTION_PX, b=CONTROLS_PX),
         showlegend=False,
         barmode="overlay",  # the tile in SRAM sits on its row's done bar, not beside it
-        updatemenus=[_play_buttons(durations, colors, y=-(AXIS_TITLES_PX + 10) / plot_px)],
-        sliders=[_step_slider(num_steps, start_step, colors, y=-AXIS_TITLES_PX / plot_px)],
+        **controls(frame_ms, data.num_steps, start_step, colors, buttons_y=-(AXIS_TITLES_PX + 10) / plot_px,
+                   slider_y=-AXIS_TITLES_PX / plot_px),
     )
     return fig
-
-
-def _animate_args(duration_ms: int) -> dict:
-    # no redraw: plotly updates the animated scatter and bar traces in place; transition 0: the pace
-    # is set by the frame duration alone
-    return {
-        "frame": {"duration": duration_ms, "redraw": False},
-        "transition": {"duration": 0},
-        "mode": "immediate",
-    }
-
-
-def _play_buttons(durations: dict[float, int], colors: dict[str, str], y: float) -> dict:
-    play = [
-        dict(label=f"▶ {speed:g}×", method="animate", args=[None, {**_animate_args(ms), "fromcurrent": True}])
-        for speed, ms in durations.items()
-    ]
-    pause = dict(label="❚❚ pause", method="animate", args=[[None], _animate_args(0)])
-    return dict(
-        type="buttons",
-        direction="left",
-        buttons=[*play, pause],
-        x=0,
-        y=y,
-        xanchor="left",
-        yanchor="top",
-        pad=dict(t=10, r=10),
-        showactive=False,  # plotly's active highlight is near-white and would hide light text
-        bgcolor=colors["grid"],
-        bordercolor=colors["foreground"],
-        font=dict(size=BASE_FONT_PX - 2, color=colors["foreground"]),
-    )
-
-
-def _slider_positions(num_steps: int, start_step: int) -> list[int]:
-    """The steps the slider stops at: all of them up to MAX_SLIDER_STEPS, else every k-th; always the
-    first, the last and the start step (the app's step buttons reach the others)."""
-    stride = -(-num_steps // MAX_SLIDER_STEPS)
-    return sorted({*range(0, num_steps, stride), start_step, num_steps - 1})
-
-
-def _step_slider(num_steps: int, start_step: int, colors: dict[str, str], y: float) -> dict:
-    # one label per step is unreadable past a few dozen steps: hide the tick labels and let the
-    # current-value readout say the step
-    positions = _slider_positions(num_steps, start_step)
-    tick_color = colors["foreground"] if len(positions) <= 24 else "rgba(0,0,0,0)"
-    return dict(
-        active=positions.index(start_step),
-        steps=[dict(method="animate", label=str(t + 1), args=[[str(t)], _animate_args(0)]) for t in positions],
-        x=0.42,
-        len=0.58,
-        y=y,
-        xanchor="left",
-        yanchor="top",
-        pad=dict(t=10),
-        currentvalue=dict(prefix="step ", font=dict(size=BASE_FONT_PX, color=colors["foreground"])),
-        font=dict(color=tick_color),
-        transition=dict(duration=0),
-    )
-
-
-def tiling_html(fig: go.Figure) -> str:
-    """A standalone HTML page of the animation (plotly.js inlined): plays offline, no server needed. The page
-    takes the figure's background, so a dark figure fills a dark screen."""
-    page = fig.to_html(include_plotlyjs=True, full_html=True, auto_play=False)
-    background = fig.layout.paper_bgcolor or fig.layout.template.layout.paper_bgcolor or "white"  # the theme's
-    return page.replace("<head>", f"<head><style>body {{ background: {background}; margin: 0; }}</style>", 1)

@@ -1,7 +1,8 @@
 """Time and throughput versus sequence length, one line per algorithm, from measurement records.
 
 Records should share one setting (batch, heads, head_dim, dtype, causal); the app filters them.
-Failed points (out of memory, error) break the line and show as an ✕ on a "failed" row above it.
+Failed points (out of memory, error) break the line and show as an ✕ on a "failed" row above it, their
+`failure` text (story.with_failures) on hover.
 Interpreter timings are CPU wall times: labelled as such, and never turned into TFLOPS.
 """
 
@@ -12,28 +13,26 @@ from collections.abc import Callable
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.memory import oom_text
-from viz.marks import horizontal_marker, log_range, note, token_axis, vertical_marker
-from fmt import plotly_text
-from viz.theme import ALGORITHM_LABELS, PALETTE, algorithm_color, algorithm_label, style
-from fmt import fmt_bytes, fmt_tokens
+from fmt import fmt_tokens, plotly_text
+from viz.marks import log_range, note, token_axis, vertical_marker
+from viz.theme import ALGORITHMS, algorithm_color, algorithm_label, style
 
 
 def _by_algorithm(records: list[dict]) -> dict[str, list[dict]]:
-    """Records grouped per algorithm (in the palette's order), each sorted by seq_len."""
+    """Records grouped per algorithm (in ALGORITHMS' order), each sorted by seq_len."""
     groups: dict[str, list[dict]] = {}
     for record in sorted(records, key=lambda r: r["seq_len"]):
         groups.setdefault(record["algorithm"], []).append(record)
-    rank = {name: i for i, name in enumerate(ALGORITHM_LABELS)}
+    rank = {name: i for i, name in enumerate(ALGORITHMS)}
     return dict(sorted(groups.items(), key=lambda item: rank.get(item[0], len(rank))))
 
 
-def failure_text(record: dict) -> str:
-    """Why a record has no timing: "out of memory (a 64.0 GiB allocation failed)" or "error: …"."""
-    if record["status"] == "oom":
-        needs = oom_text(record)
-        return "out of memory" + (f" ({needs})" if needs else "")
-    return f"error: {record.get('message') or 'unknown'}"
+def _failure(record: dict) -> str:
+    """A failed record's `failure` text, as the story words it (story.with_failures), escaped for plotly."""
+    if "failure" not in record:
+        raise ValueError(f"the failed {record['algorithm']} record at N = {record['seq_len']} carries no 'failure' "
+                         "text: pass the records through story.with_failures")
+    return plotly_text(record["failure"])
 
 
 def _is_interpreter(record: dict) -> bool:
@@ -81,7 +80,7 @@ def _algorithm_lines(
                     showlegend=False,
                     text=["OOM" if r["status"] == "oom" else "error" for r in failed],
                     textposition="middle right",
-                    hovertext=[plotly_text(failure_text(r)) for r in failed],
+                    hovertext=[_failure(r) for r in failed],
                     hovertemplate="N = %{x}: %{hovertext}<extra></extra>",
                 )
             )
@@ -115,7 +114,10 @@ def _finish(fig: go.Figure, records: list[dict], seq_len_marker: int | None, the
 def timing_figure(
     records: list[dict], seq_len_marker: int | None = None, theme: str = "light", height: int = 620
 ) -> go.Figure:
-    """Median forward time (ms) vs sequence length (tokens), log-log, one line per algorithm present."""
+    """Median forward time (ms) vs sequence length (tokens), log-log, one line per algorithm present.
+
+    records: measurement records of one setting (docs/data-contracts.md); each failed one ("oom", "error")
+    carries its `failure` text (story.with_failures), shown on hover over its ✕."""
     fig = go.Figure()
     # failures sit on a row 2.5× above the slowest point: clear of the lines on a log axis
     plotted = _algorithm_lines(
@@ -139,7 +141,7 @@ def tflops_figure(
     """Achieved TFLOPS (4·B·H·N²·D per forward, halved when causal) vs sequence length (tokens).
 
     Only GPU ("cuda") timings: interpreter records are left out, because CPU wall time says nothing
-    about GPU throughput. (The roofs, measured, are the roofline scene's.)
+    about GPU throughput. (The roofs, measured, are the roofline scene's.) records: as timing_figure's.
     """
     gpu_records = [r for r in records if not _is_interpreter(r)]
     fig = go.Figure()
@@ -151,31 +153,3 @@ def tflops_figure(
     if not gpu_records:
         note(fig, "TFLOPS need GPU timings: these records come from the CPU interpreter", theme)
     return _finish(fig, gpu_records, seq_len_marker, theme, height)
-
-
-def speedup_table(records: list[dict]) -> list[dict]:
-    """Per sequence length: flash and standard (naive) median ms, the speedup naive / flash, and a note
-    where one of them failed or ran in the interpreter. Rows sorted by seq_len, plain values for st.table."""
-    groups = _by_algorithm([r for r in records if r["algorithm"] in ("flash", "naive")])
-    by_len: dict[int, dict[str, dict]] = {}
-    for algorithm, rows in groups.items():
-        for record in rows:
-            by_len.setdefault(record["seq_len"], {})[algorithm] = record
-    table = []
-    for seq_len, pair in sorted(by_len.items()):
-        times = {a: pair[a]["time_ms"] if a in pair and pair[a]["status"] == "ok" else None for a in ("flash", "naive")}
-        notes = [f"{algorithm_label(a)}: {failure_text(r)}" for a, r in pair.items() if r["status"] != "ok"]
-        if any(_is_interpreter(r) for r in pair.values()):
-            notes.append("CPU interpreter times, not GPU speed")
-        both = times["flash"] and times["naive"]
-        table.append(
-            {
-                "seq_len": seq_len,
-                "tokens": fmt_tokens(seq_len),
-                "flash_ms": times["flash"],
-                "naive_ms": times["naive"],
-                "speedup": times["naive"] / times["flash"] if both else None,
-                "note": "; ".join(notes),
-            }
-        )
-    return table

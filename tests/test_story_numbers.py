@@ -1,0 +1,91 @@
+"""The numbers and words the charts used to compute themselves, now the story's (story.py): the speedup table,
+the SM timeline's statistics, and what an out-of-memory record says. The charts draw them as given
+(tests/test_viz.py); these are the assertions that moved with them."""
+
+from __future__ import annotations
+
+import pytest
+
+import story
+from costmodel import flash_extra_bytes, naive_extra_bytes
+from fmt import fmt_bytes
+
+
+def measured(algorithm: str, seq_len: int, status: str = "ok", time_ms: float | None = None, **extra) -> dict:
+    """A measurement record of batch 1 × 8 heads, head_dim 64, bfloat16, as kernels measure it."""
+    return {"algorithm": algorithm, "seq_len": seq_len, "batch": 1, "heads": 8, "head_dim": 64, "dtype": "bfloat16",
+            "causal": False, "status": status, "time_ms": time_ms, "needed_bytes": None,
+            "message": "" if status == "ok" else "CUDA out of memory", "timing_kind": "cuda", **extra}
+
+
+@pytest.fixture(scope="module")
+def records() -> list[dict]:
+    """Flash and standard at 1K … 64K tokens; standard runs out of memory at 64K (its P allocation fails)."""
+    rows = []
+    for seq_len in (1024, 4096, 16384, 65536):
+        rows.append(measured("flash", seq_len, time_ms=seq_len**2 * 1e-9,
+                             peak_extra_bytes=flash_extra_bytes(seq_len, 1, 8, 64, 2)))
+        if seq_len < 65536:
+            rows.append(measured("naive", seq_len, time_ms=seq_len**2 * 4e-9,
+                                 peak_extra_bytes=naive_extra_bytes(seq_len, 1, 8, 64, 2)))
+        else:
+            rows.append(measured("naive", seq_len, "oom", needed_bytes=8 * seq_len * seq_len * 2))
+    return rows
+
+
+def test_speedup_table(records) -> None:
+    table = story.speedup_table(records)
+    assert [row["seq_len"] for row in table] == [1024, 4096, 16384, 65536]
+    assert table[0]["speedup"] == pytest.approx(4.0) and table[0]["note"] == ""
+    assert table[-1]["speedup"] is None and table[-1]["naive_ms"] is None
+    assert "out of memory" in table[-1]["note"] and table[-1]["flash_ms"] == pytest.approx(65536**2 * 1e-9)
+
+
+def test_interpreter_times_are_never_gpu_speed(records) -> None:
+    cpu = [{**r, "timing_kind": "interpreter"} for r in records]
+    assert all("interpreter" in row["note"] for row in story.speedup_table(cpu))
+
+
+def test_the_walls_words(records) -> None:
+    wall = story.first_wall(records)
+    assert (wall["algorithm"], wall["seq_len"]) == ("naive", 65536)
+    needed, failed = fmt_bytes(naive_extra_bytes(65536, 1, 8, 64, 2)), fmt_bytes(8 * 65536 * 65536 * 2)
+    # the ✕ goes on the formula (S + P + O at that N); the failed allocation is said beside it
+    assert story.oom_need(wall) == naive_extra_bytes(65536, 1, 8, 64, 2)
+    assert story.wall_text(wall) == f"out of memory at N = 64K (needs {needed}; a {failed} allocation failed)"
+    assert story.failure_text(wall) == f"out of memory (needs {needed}; a {failed} allocation failed)"
+    assert story.first_wall([r for r in records if r["status"] == "ok"]) is None
+
+
+def test_the_first_wall_is_standards_when_it_has_one(records) -> None:
+    sdpa = measured("sdpa_default", 4096, "oom")
+    assert story.first_wall([*records, sdpa])["algorithm"] == "naive"  # standard's wall, though SDPA failed first
+    assert story.first_wall([r for r in records if r["algorithm"] != "naive"] + [sdpa]) == sdpa
+
+
+def test_failed_records_carry_their_failure(records) -> None:
+    error = measured("flash", 2048, "error", message="illegal memory access")
+    drawn = story.with_failures([*records, error])
+    assert [r.get("failure") for r in drawn if r["status"] != "ok"] == [story.failure_text(records[-1]),
+                                                                        "error: illegal memory access"]
+    assert all("failure" not in r for r in drawn if r["status"] == "ok")
+    assert "out of memory" in drawn[-2]["failure"]
+
+
+def test_timeline_statistics() -> None:
+    # SM 0 runs [0, 10) and [5, 15) ns (overlapping: busy 15), then [15, 20); SM 1 runs [0, 6): busy 6.
+    timeline = {
+        "sm_count": 2,
+        "sm_id": [0, 0, 0, 1],
+        "t_start_ns": [0, 5, 15, 0],
+        "t_end_ns": [10, 15, 20, 6],
+        "q_block": [0, 1, 2, 3],
+        "causal": True,
+    }
+    stats = story.timeline_stats(timeline)
+    # at most 2 programs at once on SM 0 ([5, 10)); the one starting at 15 as another ends does not overlap it.
+    # Waves use that residency: 4 programs / (2 SMs × 2 at once) (viz's own count, 4 / 2 SMs, said 2.0).
+    assert stats == {"programs": 4, "waves": 1.0, "makespan_us": 0.02, "utilization": (20 + 6) / (2 * 20),
+                     "max_per_sm": 2}
+    empty = {"sm_count": 132, "sm_id": [], "t_start_ns": [], "t_end_ns": [], "q_block": []}
+    assert story.timeline_stats(empty)["programs"] == 0
