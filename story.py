@@ -137,7 +137,7 @@ def roofline_verdicts(points: list[RoofPoint], peak_tflops: float, bandwidth_gbp
 OUT_OF_MEMORY = "out of memory"
 
 
-def _at(records: list[dict], algorithm: str, seq_len: int) -> dict | None:
+def record_at(records: list[dict], algorithm: str, seq_len: int) -> dict | None:
     return next((r for r in records if r["algorithm"] == algorithm and r["seq_len"] == seq_len), None)
 
 
@@ -160,7 +160,7 @@ def headline(records: list[dict], seq_len: int, batch: int, heads: int, head_dim
     """The headline's three numbers. records: flash and naive records of the current setting."""
     shape = (seq_len, batch, heads, head_dim, dtype_bytes)
     memory = costmodel.naive_extra_bytes(*shape), costmodel.flash_extra_bytes(*shape)
-    naive, flash = _at(records, "naive", seq_len), _at(records, "flash", seq_len)
+    naive, flash = record_at(records, "naive", seq_len), record_at(records, "flash", seq_len)
     if naive is not None and naive["status"] == "oom":
         flash_ran = f"; flash ran in {fmt_ms(flash['time_ms'])}" if flash and flash["status"] == "ok" else ""
         return Headline(*memory, OUT_OF_MEMORY, f"standard attention: {OUT_OF_MEMORY} ({oom_text(naive)}){flash_ran}")
@@ -206,7 +206,7 @@ def takeaways(records: list[dict], at_length: list[dict], panels: TrafficPanels,
     e = costmodel.dtype_bytes(dtype)
     numbers = headline(records, seq_len, batch, heads, head_dim, e)
     at = f"at {fmt_tokens(seq_len)} tokens (batch {batch} × {heads} heads, head_dim {head_dim}, {dtype})"
-    naive_here = _at(records, "naive", seq_len)
+    naive_here = record_at(records, "naive", seq_len)
     oom_here = naive_here is not None and naive_here["status"] == "oom"
     points = [f"**Memory: O(N²) → O(N).** Standard attention needs {fmt_bytes(numbers.naive_bytes)} beyond its "
               f"inputs {at}; flash needs {fmt_bytes(numbers.flash_bytes)} (scene {scene['headline']})."]
@@ -255,7 +255,7 @@ def takeaways(records: list[dict], at_length: list[dict], panels: TrafficPanels,
 
 def counted_bytes_at(records: list[dict], algorithm: str, seq_len: int) -> int | None:
     """HBM bytes the GPU's counters read for this algorithm's run at seq_len, or None (not counted, not run)."""
-    record = _at(records, algorithm, seq_len)
+    record = record_at(records, algorithm, seq_len)
     return _counted_bytes(record) if record and record["status"] == "ok" else None
 
 

@@ -30,7 +30,7 @@ class Backend:
     reason: str  # one sentence a presenter can read out
 
 
-def _choose_backend() -> Backend:
+def choose_backend() -> Backend:
     forced = os.environ.get("FLASH_LIVE_BACKEND", "").strip().lower()
     if forced == "interpreter":
         return Backend("interpreter", "interpreter forced by FLASH_LIVE_BACKEND=interpreter")
@@ -55,7 +55,7 @@ def _choose_backend() -> Backend:
     return Backend("cuda", f"CUDA GPU {name} (sm_{major}{minor}) driven by Triton")
 
 
-BACKEND = _choose_backend()
+BACKEND = choose_backend()
 if BACKEND.name == "interpreter":
     os.environ["TRITON_INTERPRET"] = "1"
 

@@ -57,7 +57,7 @@ _TRUE_WORDS = ("true", "1", "yes", "on")
 _FALSE_WORDS = ("false", "0", "no", "off")
 # a table's key ("tiling"), a position ("6"), or nothing (the table's first)
 _KEY = re.compile(r"[a-z][a-z0-9_]{0,31}|[0-9]{1,3}|", re.ASCII)
-_RECORDING_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\.json")  # a bare file name, never a path
+RECORDING_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\.json")  # a bare file name, never a path
 _WHOLE_NUMBER = re.compile(r"([0-9]{1,10})([kK]?)", re.ASCII)  # "8192" or "8k"; no signs, spaces, "_"
 _MAX_VALUE_CHARS = 80
 _MAX_UNKNOWN_NOTES = 5
@@ -170,7 +170,7 @@ def _boolean(raw: str) -> bool:
 
 
 def _recording(raw: str) -> str:
-    if not _RECORDING_NAME.fullmatch(raw) or ".." in raw:
+    if not RECORDING_NAME.fullmatch(raw) or ".." in raw:
         raise _Rejected("is not the name of a results file (like h200.json)")
     return raw
 

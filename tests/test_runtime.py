@@ -22,19 +22,19 @@ def fake_gpu(monkeypatch, capability=(9, 0), name="NVIDIA H200"):
 
 def test_forced_interpreter(clean_env):
     clean_env.setenv("FLASH_LIVE_BACKEND", "interpreter")
-    chosen = runtime._choose_backend()
+    chosen = runtime.choose_backend()
     assert chosen.name == "interpreter" and "FLASH_LIVE_BACKEND" in chosen.reason
 
 
 def test_no_gpu(clean_env):
     clean_env.setattr(torch.cuda, "is_available", lambda: False)
-    chosen = runtime._choose_backend()
+    chosen = runtime.choose_backend()
     assert chosen.name == "interpreter" and "no CUDA GPU" in chosen.reason
 
 
 def test_gpu_too_old_for_triton(clean_env):
     fake_gpu(clean_env, capability=(7, 5), name="Tesla T4")
-    chosen = runtime._choose_backend()
+    chosen = runtime.choose_backend()
     assert chosen.name == "interpreter" and "Tesla T4" in chosen.reason and "sm_75" in chosen.reason
 
 
@@ -46,7 +46,7 @@ def test_gpu_triton_cannot_drive(clean_env):
         def get_current_target(self):
             raise RuntimeError("0 active drivers")
     clean_env.setattr(triton_driver, "_active", Broken())
-    chosen = runtime._choose_backend()
+    chosen = runtime.choose_backend()
     assert chosen.name == "interpreter"
     assert "cannot drive" in chosen.reason and "0 active drivers" in chosen.reason
 
@@ -55,7 +55,7 @@ def test_gpu_triton_can_drive(clean_env):
     fake_gpu(clean_env)
     from triton.runtime import driver as triton_driver
     clean_env.setattr(triton_driver, "_active", types.SimpleNamespace(get_current_target=lambda: "cuda:90"))
-    assert runtime._choose_backend().name == "cuda"
+    assert runtime.choose_backend().name == "cuda"
 
 
 @pytest.mark.skipif(runtime.backend() != "interpreter", reason="the CPU path")

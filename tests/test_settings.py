@@ -42,14 +42,14 @@ def assert_valid(settings: Settings) -> None:
     for key, (low, high) in RANGES.items():
         value = getattr(settings, key)
         assert type(value) is int and low <= value <= high, key
-    assert page_settings._RECORDING_NAME.fullmatch(settings.recording)
+    assert page_settings.RECORDING_NAME.fullmatch(settings.recording)
 
 
 valid_settings = st.builds(
     Settings,
     **{key: st.sampled_from(allowed) for key, allowed in ALLOWED.items()},
     **{key: st.integers(low, high) for key, (low, high) in RANGES.items()},
-    recording=st.from_regex(page_settings._RECORDING_NAME, fullmatch=True).filter(lambda name: ".." not in name),
+    recording=st.from_regex(page_settings.RECORDING_NAME, fullmatch=True).filter(lambda name: ".." not in name),
 ).map(lambda settings: page_settings.with_model(settings)[0])  # a preset fixes heads and head_dim
 junk_text = st.one_of(
     st.text(max_size=120),

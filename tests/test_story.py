@@ -107,7 +107,7 @@ def test_past_the_wall_every_claim_says_out_of_memory_with_the_same_bytes(head_d
     assert wall is not None
     for seq_len in sorted({r["seq_len"] for r in records if r["seq_len"] >= wall["seq_len"]}):
         numbers = story.headline(records, seq_len, 2, 16, head_dim, 2)
-        naive = story._at(records, "naive", seq_len)
+        naive = story.record_at(records, "naive", seq_len)
         assert numbers.speedup == story.OUT_OF_MEMORY and oom_text(naive) in numbers.speedup_why
         panels = story.traffic_panels(seq_len, 2, 16, head_dim, 2, causal, records, RECORDED.facts)
         at_length = recorded(head_dim, causal, story.ROOFLINE_ALGORITHMS)
@@ -125,7 +125,7 @@ def test_headline_times_read_as_milliseconds_at_every_length(head_dim, causal):
     for seq_len in sorted({r["seq_len"] for r in records}):
         why = story.headline(records, seq_len, 2, 16, head_dim, 2).speedup_why
         assert "e+" not in why and "e-" not in why, why  # never 2.08e+03 ms
-        flash = story._at(records, "flash", seq_len)
+        flash = story.record_at(records, "flash", seq_len)
         if flash is not None and flash["status"] == "ok":
             assert fmt_ms(flash["time_ms"]) in why
 
