@@ -24,7 +24,6 @@ from page.settings import TRACE_SEQ_LENS, MAX_SEED
 import story
 import viz
 from fmt import fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens, plotly_text
-from viz.theme import algorithm_label
 
 HEADLINE_CHART_PX = 500  # under the headline's numbers, legend included, on a 1080-pixel-high screen
 COMPARE_CHART_PX = 530  # fits SCENE_BODY_PX under the numbers and the caption
@@ -42,8 +41,9 @@ def main() -> None:
 def memory_chart(stage: Stage, records: list[dict], **figure_options) -> None:
     s = stage.settings
     hbm_bytes = stage.facts.get("hbm_bytes") if stage.facts else None
-    chart(viz.memory_figure(records, s.batch, s.heads, s.head_dim, s.dtype_bytes, seq_len_marker=s.seq_len,
-                            theme=s.theme, hbm_bytes=hbm_bytes, **figure_options))
+    chart(viz.memory_figure(story.with_failures(records), s.batch, s.heads, s.head_dim, s.dtype_bytes,
+                            seq_len_marker=s.seq_len, theme=s.theme, hbm_bytes=hbm_bytes,
+                            wall=story.memory_wall(records), **figure_options))
 
 
 def scene_headline(stage: Stage) -> None:
@@ -140,7 +140,7 @@ def scene_roofline(stage: Stage) -> None:
         st.info("The roofline needs this GPU's measured bf16 matmul rate and copy bandwidth; "
                 f"{'this recording predates them: re-record with `python -m bench`' if not stage.live else 'they were not measured'}.")
         return
-    points = story.roofline_points(records)
+    points = story.roofline_points(records, viz.short_labels())
     if not points:
         st.info(f"No kernel ran at {fmt_tokens(s.seq_len)} tokens for this setting.")
         return
@@ -166,7 +166,7 @@ def scene_tiling(stage: Stage) -> None:
         bound(st.segmented_control, "View", "view", s, options=tuple(page.VIEWS), required=True,
               format_func=lambda key: page.VIEWS[key].label, label_visibility="collapsed")
         bound(st.segmented_control, "Loop order", "order", s, options=tuple(page.LOOP_ORDERS), required=True,
-              format_func=lambda key: page.LOOP_ORDERS[key].label, label_visibility="collapsed")
+              format_func=page.order_label, label_visibility="collapsed")
         bound(st.toggle, "Causal", "causal", s)
         with st.popover(f"N {s.trace_len} · {s.block_m}×{s.block_n} · seed {s.seed}"):
             bound(st.select_slider, "Animation length N (tokens)", "trace_len", s, options=TRACE_SEQ_LENS)
@@ -175,7 +175,7 @@ def scene_tiling(stage: Stage) -> None:
         back, forward = st.empty(), st.empty()
     where = stage.kernels_run
     try:
-        with st.spinner(f"Running the {page.LOOP_ORDERS[s.order].kernel} and naive kernels {where}…"):
+        with st.spinner(f"Running the {page.order_label(s.order)} kernel and the naive kernels {where}…"):
             request, notes = page.traced_tiles(page.TraceRequest.of(s))
             trace = page.kernel_trace(request)
             num_steps = len(trace["steps"])
@@ -195,9 +195,9 @@ def scene_tiling(stage: Stage) -> None:
     caption, download = st.columns([5, 1], vertical_alignment="center")
     caption.caption(f"{num_steps} steps of {request.block_m}×{request.block_n} tiles over one head, head_dim "
                     f"{s.head_dim}, {s.dtype}{', causal' if s.causal else ''}, computed {where} by the "
-                    f"{page.LOOP_ORDERS[s.order].label} kernel. Same inputs through the naive kernel: "
+                    f"{page.order_label(s.order)} kernel. Same inputs through the naive kernel: "
                     f"max |O_flash − O_standard| = {trace['max_abs_err']:.2e}.")
-    download.download_button("Download HTML", data=functools.partial(viz.tiling_html, fig),
+    download.download_button("Download HTML", data=functools.partial(viz.standalone_html, fig),
                              file_name=f"flash-{s.view}-{s.order}-{s.trace_len}-{request.block_m}x{request.block_n}"
                                        f"{'-causal' if s.causal else ''}.html",
                              mime="text/html", on_click="ignore", width="stretch")
@@ -216,9 +216,9 @@ def scene_seqlen(stage: Stage) -> None:
     if s.tab == "memory":
         memory_chart(stage, records)
     elif s.tab == "time":
-        chart(viz.timing_figure(records, seq_len_marker=s.seq_len, theme=s.theme))
+        chart(viz.timing_figure(story.with_failures(records), seq_len_marker=s.seq_len, theme=s.theme))
     elif s.tab == "throughput":
-        chart(viz.tflops_figure(records, seq_len_marker=s.seq_len, theme=s.theme))
+        chart(viz.tflops_figure(story.with_failures(records), seq_len_marker=s.seq_len, theme=s.theme))
     else:
         st.table([{"N": row["tokens"], "flash": fmt_ms(row["flash_ms"]), "standard": fmt_ms(row["naive_ms"]),
                    "speedup": f"{row['speedup']:.2f}×" if row["speedup"] else "—", "note": row["note"]}
@@ -232,7 +232,7 @@ def scene_evolution(stage: Stage) -> None:
         return
     records = stage.every_algorithm_at_length()
     recording_coverage(stage)
-    measured = [{**point, "label": algorithm_label(point["algorithm"])} for point in story.evolution_points(records)]
+    measured = [{**point, "label": viz.algorithm_label(point["algorithm"])} for point in story.evolution_points(records)]
     chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.measured_text))
     with st.expander("Sources of the published numbers"):
         st.markdown("\n".join(f"- **{entry['version']}** ({entry['year']}, {entry['gpu']}): {entry['citation']}. "
@@ -264,7 +264,7 @@ def scene_timeline(stage: Stage) -> None:
     programs.metric("Programs (Q blocks × heads)", f"{stats['programs']:,}", border=True)
     waves.metric(f"Waves over {timeline['sm_count']} SMs", f"{stats['waves']:.1f}", border=True)
     busy.metric("SMs busy", f"{stats['utilization']:.0%}", border=True)
-    chart(viz.sm_timeline_figure(timeline, theme=s.theme))
+    chart(viz.sm_timeline_figure(timeline, stats, theme=s.theme))
 
 
 def scene_takeaways(stage: Stage) -> None:

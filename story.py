@@ -60,9 +60,7 @@ def traffic_panels(seq_len: int, batch: int, heads: int, head_dim: int, dtype_by
 
 # -- the roofline --------------------------------------------------------------------------------------
 
-ROOFLINE_ALGORITHMS = ("naive", "flash", "flash_v1", "sdpa_default", "sdpa_flash")
-ROOFLINE_LABELS = {"flash": "flash (ours)", "flash_v1": "flash, FA1 order (ours)", "sdpa_default": "SDPA default",
-                   "sdpa_flash": "SDPA flash", "naive": "standard (ours)"}
+ROOFLINE_ALGORITHMS = ("naive", "flash", "flash_v1", "flash_v3", "sdpa_default", "sdpa_flash")
 NAIVE_KERNEL_LABELS = ("standard: S = QKᵀ", "standard: softmax", "standard: O = PV")
 
 
@@ -94,10 +92,11 @@ def _counted_bytes(record: dict) -> int | None:
     return record["dram_read_bytes"] + record["dram_write_bytes"]
 
 
-def roofline_points(records: list[dict]) -> list[RoofPoint]:
+def roofline_points(records: list[dict], names: dict[str, str] | None = None) -> list[RoofPoint]:
     """One point per kernel that ran at the setting: our flash, SDPA's two, and each of the standard
     attention's three kernels when their counts and times were recorded (else standard as a whole).
-    records: "ok" GPU records of one setting (same N, batch, heads, head_dim, dtype, causal)."""
+    records: "ok" GPU records of one setting (same N, batch, heads, head_dim, dtype, causal); names: each
+    algorithm's short name (viz.theme.short_labels; the algorithm's key where not given)."""
     points = []
     for record in records:
         if record["algorithm"] not in ROOFLINE_ALGORITHMS or record["status"] != "ok" or not record.get("tflops"):
@@ -115,7 +114,7 @@ def roofline_points(records: list[dict]) -> list[RoofPoint]:
         counted = _counted_bytes(record)
         flops = costmodel.attention_flops(record["seq_len"], record["batch"], record["heads"], record["head_dim"],
                                           record["causal"])
-        points.append(RoofPoint(ROOFLINE_LABELS[record["algorithm"]], record["algorithm"], flops,
+        points.append(RoofPoint((names or {}).get(record["algorithm"], record["algorithm"]), record["algorithm"], flops,
                                 counted if counted else record["bytes_moved"], record["time_ms"], bool(counted)))
     return [point for point in points if point.hbm_bytes > 0 and point.time_ms > 0]
 
@@ -317,8 +316,16 @@ def failure_text(record: dict) -> str:
 
 
 def with_failures(records: list[dict]) -> list[dict]:
-    """The records as the timing charts draw them: each failed one carries its `failure` text."""
-    return [{**r, "failure": failure_text(r)} if r["status"] != "ok" else r for r in records]
+    """The records as the memory and timing charts draw them: each failed one carries its `failure` text, each
+    out-of-memory one the bytes it needs (`need_bytes`, where its ✕ sits on the memory chart)."""
+    return [r if r["status"] == "ok" else {**r, "failure": failure_text(r), "need_bytes": oom_need(r)}
+            for r in records]
+
+
+def memory_wall(records: list[dict]) -> dict | None:
+    """The memory chart's shaded wall: where the first out-of-memory record is, and what it says."""
+    wall = first_wall(records)
+    return {"seq_len": wall["seq_len"], "text": wall_text(wall)} if wall else None
 
 
 # -- the speedup table ----------------------------------------------------------------------------------

@@ -20,15 +20,15 @@ import streamlit as st
 
 from page.frame import no_numbers, recording_coverage, scene_navigation, seq_len_slider, show_notes, \
     sidebar_settings, sidebar_source, source_badges, tile_controls, recording_notes
-from page.pictures import LOOP_ORDERS, VIEWS, PictureDevice, PictureRequest, TraceRequest, kernel_trace, picture, \
-    traced_tiles
+from page.pictures import LOOP_ORDERS, VIEWS, PictureDevice, PictureRequest, TraceRequest, kernel_trace, \
+    order_label, picture, traced_tiles
 from page.script import SCENE_BODY_PX, chart, page_style_and_script
 from page.settings import Settings, resolve
 from page.stage import Stage, is_live, kernel_backend, live_sm_timeline, prepare_stage
 from page.url import asked_for, bound, hold_notes, move_step, read_url, write_url
 
 __all__ = ["LOOP_ORDERS", "SCENE_BODY_PX", "VIEWS", "PictureDevice", "PictureRequest", "Scene", "Settings", "Stage",
-           "TraceRequest", "bound", "chart", "kernel_trace", "live_sm_timeline", "move_step", "no_numbers",
+           "TraceRequest", "bound", "chart", "kernel_trace", "live_sm_timeline", "move_step", "no_numbers", "order_label",
            "picture", "present", "recording_coverage", "seq_len_slider", "tile_controls", "traced_tiles"]
 
 

@@ -14,6 +14,7 @@ import streamlit as st
 
 import costmodel
 import viz
+import viz.animation
 from fmt import plotly_text
 from page.cache import ByteBudgetCache
 from page.settings import Settings
@@ -29,16 +30,10 @@ FIGURES: ByteBudgetCache = ByteBudgetCache("animations", ANIMATION_CACHE_BYTES /
 
 # -- the tables: loop orders and views ------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class LoopOrder:
-    label: str   # the control's words
-    kernel: str  # what runs, for spinners and captions
-
-
-LOOP_ORDERS: dict[str, LoopOrder] = {  # keyed by algorithm, as the traces are (kernels/trace.py ORDERS)
-    "flash": LoopOrder("FA2 order", "flash"),
-    "flash_v1": LoopOrder("FA1 order", "FA1-order"),
-}
+# The kernels a trace can come from, keyed by algorithm: viz's table (their schedules and bytes by the cost model,
+# their names on screen from viz.theme), the same keys as kernels/trace.py's ORDERS.
+LOOP_ORDERS = viz.animation.LOOP_ORDERS
+order_label = viz.animation.order_label
 
 
 @dataclass(frozen=True)
@@ -203,7 +198,7 @@ def fit_tiles(settings: Settings, smem: SharedMemoryBudget) -> tuple[Settings, l
 def traced_tiles(request: TraceRequest) -> tuple[TraceRequest, list[str]]:
     """The trace request the kernel can run: the asked one, or the largest square tiles below it that run,
     with a note saying why. ValueError: settings every kernel refuses, in their words."""
-    label = LOOP_ORDERS[request.order].label
+    label = order_label(request.order)
     try:
         kernel_trace(request)
         return request, []

@@ -23,7 +23,7 @@ from fmt import fmt_tokens, markdown_text
 from page.cache import ByteBudgetCache
 from page.pictures import SharedMemoryBudget, fit_tiles
 from page.settings import SEQ_LENS, Settings
-from viz.theme import algorithm_label
+from viz import algorithm_label
 
 NO_RECORDING = "no recorded results yet"
 UPLOADED = "uploaded file"

@@ -26,7 +26,7 @@ def test_every_view_of_either_order(order):
             continue
         assert len(figure["frames"]) == len(schedule)
         first = " ".join(str(trace.get("text")) for trace in figure["frames"][0]["data"])
-        order_name = pictures.LOOP_ORDERS[order].label
+        order_name = pictures.order_label(order)
         assert view == "tiles" or order_name in first
         assert order_name in page_text(app)
 

@@ -6,6 +6,7 @@ import pytest
 import costmodel
 import story
 import viz.roofline
+import viz.theme
 
 PEAK, COPY = 700.0, 4250.0  # TFLOPS, GB/s (the H200's measured roofs are of this size)
 
@@ -26,7 +27,7 @@ def test_roofline_points_use_counted_bytes_and_split_the_standard_kernels():
                record("naive", 7.2, kernels=kernels, bytes_moved=26_000_000_000),
                record("sdpa_flash", 3.1),  # no counters: the model's bytes, hollow marker
                record("torch_naive", 20.0), {**record("flash", 1.0), "status": "oom", "tflops": None}]
-    points = {p.label: p for p in story.roofline_points(records)}
+    points = {p.label: p for p in story.roofline_points(records, viz.theme.short_labels())}
     assert list(points) == ["flash (ours)", *story.NAIVE_KERNEL_LABELS, "SDPA flash"]
     flash = points["flash (ours)"]
     assert flash.counted and flash.hbm_bytes == 259_000_000

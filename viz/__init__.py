@@ -17,7 +17,7 @@ from viz.rereads import rereads_figure
 from viz.roofline import roofline_figure
 from viz.sm_timeline import sm_timeline_figure
 from viz.source_view import kernel_source_figure
-from viz.theme import ALGORITHMS, PALETTE, algorithm_color, algorithm_label, style, template
+from viz.theme import ALGORITHMS, PALETTE, algorithm_color, algorithm_label, short_labels, style, template
 from viz.tiling import tiling_figure
 from viz.timing import tflops_figure, timing_figure
 
@@ -36,6 +36,7 @@ __all__ = [
     "rereads_figure",
     "roofline_figure",
     "scores_memory_figure",
+    "short_labels",
     "sm_timeline_figure",
     "standalone_html",
     "style",

@@ -27,24 +27,26 @@ GREY, LIGHT_GREY, DARK_GREY = "#7F7F7F", "#BBBBBB", "#555555"
 
 @dataclass(frozen=True)
 class Look:
-    """How an algorithm looks in every scene: its colour, its legend name and, for the kernels the tiling views
-    animate, the short name of its loop order."""
+    """How an algorithm looks in every scene: its colour, its legend name, a short name (a point's label on the
+    roofline, a sentence of the story) and, for the kernels the tiling views animate, the name of its loop order."""
     color: str
     label: str
+    short: str
     order_label: str | None = None
 
 
 # One entry per record "algorithm" (docs/data-contracts.md), in legend order.
 ALGORITHMS: dict[str, Look] = {
-    "flash": Look(BLUE, "flash (ours, Triton)", "FA2 order"),  # kernels/flash.py
-    "naive": Look(VERMILLION, "standard (ours, 3 Triton kernels)"),
-    "sdpa_default": Look(REDDISH_PURPLE, "PyTorch SDPA (default)"),
-    "sdpa_flash": Look(BLUISH_GREEN, "PyTorch SDPA (flash backend)"),
-    "torch_naive": Look(ORANGE, "PyTorch eager (matmul, softmax, matmul)"),
-    "flash_v1": Look(MEDIUM_PURPLE, "flash, FA1 loop order (ours, Triton)", "FA1 order"),  # kernels/flash_v1.py
+    "flash": Look(BLUE, "flash (ours, Triton)", "flash (ours)", "FA2 order"),  # kernels/flash.py
+    "naive": Look(VERMILLION, "standard (ours, 3 Triton kernels)", "standard (ours)"),
+    "sdpa_default": Look(REDDISH_PURPLE, "PyTorch SDPA (default)", "SDPA default"),
+    "sdpa_flash": Look(BLUISH_GREEN, "PyTorch SDPA (flash backend)", "SDPA flash"),
+    "torch_naive": Look(ORANGE, "PyTorch eager (matmul, softmax, matmul)", "PyTorch eager"),
+    "flash_v1": Look(MEDIUM_PURPLE, "flash, FA1 loop order (ours, Triton)", "flash, FA1 order (ours)",
+                     "FA1 order"),  # kernels/flash_v1.py
     # indigo: 5.9:1 on white, 3.2:1 on #0E1117; ΔE76 >= 38 from every colour above under simulated deutan and
     # protan vision (>= 49 with full colour vision); nearest under tritan vision: flash's blue
-    "flash_v3": Look(INDIGO, "flash, FA-3 style (ours, Gluon)"),
+    "flash_v3": Look(INDIGO, "flash, FA-3 style (ours, Gluon)", "FA-3 style (ours)"),
 }
 
 # Colours of what is not an algorithm.
@@ -92,6 +94,11 @@ def algorithm_color(algorithm: str) -> str:
     """Colour of a record's algorithm; unknown names get the foreground-neutral grey."""
     look = ALGORITHMS.get(algorithm)
     return look.color if look else PALETTE["published"]
+
+
+def short_labels() -> dict[str, str]:
+    """Every algorithm's short name, for the story's sentences and the roofline's points (passed as data)."""
+    return {key: look.short for key, look in ALGORITHMS.items()}
 
 
 def algorithm_label(algorithm: str) -> str:
