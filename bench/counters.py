@@ -124,6 +124,10 @@ def _short_name(kernel: str) -> str:
     return re.sub(r"\(.*", "", kernel).strip()[:80]
 
 
+def _count(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
 def counted_fields(kernels: list[dict]) -> dict:
     """The record's optional counter fields from the kernels counted for it."""
     def total(metric: str) -> int | None:
@@ -136,9 +140,10 @@ def counted_fields(kernels: list[dict]) -> dict:
         "l2_bytes": total("lts__t_bytes.sum"),
         "kernels": [{"name": _short_name(k["name"]),
                      "time_ms": k["gpu__time_duration.sum"] / 1e6 if k["gpu__time_duration.sum"] else None,
-                     "dram_read_bytes": int(k["dram__bytes_read.sum"] or 0),
-                     "dram_write_bytes": int(k["dram__bytes_write.sum"] or 0),
-                     "l2_bytes": int(k["lts__t_bytes.sum"] or 0)} for k in kernels],
+                     # a metric ncu did not give is unknown (None), never 0 bytes
+                     "dram_read_bytes": _count(k["dram__bytes_read.sum"]),
+                     "dram_write_bytes": _count(k["dram__bytes_write.sum"]),
+                     "l2_bytes": _count(k["lts__t_bytes.sum"])} for k in kernels],
     }
 
 

@@ -23,7 +23,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from costmodel import DTYPE_BYTES
+import costmodel
+from costmodel import DTYPE_BYTES, SEQ_LENS
 from bench.algorithms import ALGORITHM_KEYS as ALGORITHMS
 from bench.record import OPTIONAL_RECORD_FIELDS, RECORD_FIELDS, STATUSES
 
@@ -278,7 +279,12 @@ def parse_results(raw: bytes, name: str = "results") -> RecordedResults:
     records = doc.get("records")
     if not isinstance(records, list) or not records:
         raise ResultsError(f"{name} has no records")
+    _check_facts(facts, f"{name}: \"device\"")
     checked = [_check_record(r, f"{name}: record {i}", notes) for i, r in enumerate(records)]
+    for i, record in enumerate(checked):
+        _check_plausible(record, facts, f"{name}: record {i}", notes)
+    checked = _one_record_per_setting(checked, name)
+    _say_what_the_slider_misses(checked, name, notes)
     timelines = doc.get("timelines", [])
     if not isinstance(timelines, list):
         raise ResultsError(f"{name}: \"timelines\" must be a list")
@@ -307,6 +313,143 @@ def _object(obj, schema: dict[str, _Field], required, where: str, notes: _Notes,
             out[key] = None
             notes.drop(key, where.split(": ", 1)[-1], value, str(why), fallback(key))
     return out
+
+
+# -- what the numbers must be, against each other and against the file's own GPU ------------------------------
+# A schema-valid value can still be absurd: a time that makes 10⁹ TFLOPS, one byte counted for a kernel that
+# must read its inputs, a GPU with 1 byte of shared memory. These checks compare fields with each other and with
+# the device facts of the same file, so what a scene draws is physically possible on that GPU.
+
+PLAUSIBLE_COMPUTE_FACTOR = 1.25   # a kernel's TFLOPS over the file's own measured matmul roof: at most this
+NO_ROOF_MAX_TFLOPS = 3000.0       # without a measured roof: more than any GPU's dense 16-bit rate today
+PLAUSIBLE_DRAM_FACTOR = 1.25      # counted DRAM bytes per second over the file's measured copy bandwidth
+PLAUSIBLE_MODEL_FACTOR = 3.0      # the cost model's bytes per second over the copy bandwidth (the model may overcount)
+MIN_COUNTED_SHARE = 0.5           # counted bytes below this share of Q, K, V read once and O written once: a bad count
+MIN_SMEM_BYTES = 16 << 10         # every CUDA GPU gives a block at least 48 KiB
+MIN_L2_BYTES = 256 << 10
+MIN_HBM_BYTES = 1 << 30
+MAX_TIMELINE_NS = 3600 * 10**9    # one launch recorded over more than an hour is not a launch
+_TOLERANCE = 0.01                 # a derived number may differ from the recorded one by 1 % (rounding)
+
+
+def _check_facts(facts: dict, where: str) -> None:
+    if not facts["name"].strip():
+        raise ResultsError(f"{where}: name is empty: the file must say which GPU measured it")
+    lows = {"smem_per_block_bytes": MIN_SMEM_BYTES, "smem_per_sm_bytes": MIN_SMEM_BYTES,
+            "l2_bytes": MIN_L2_BYTES, "hbm_bytes": MIN_HBM_BYTES}
+    for key, low in lows.items():
+        if facts.get(key) is not None and facts[key] < low:
+            raise ResultsError(f"{where}: {key} = {facts[key]} is below {low} bytes, less than any CUDA GPU has")
+    if (facts.get("smem_per_block_bytes") and facts.get("smem_per_sm_bytes")
+            and facts["smem_per_block_bytes"] > facts["smem_per_sm_bytes"]):
+        raise ResultsError(f"{where}: smem_per_block_bytes = {facts['smem_per_block_bytes']} is more than the "
+                           f"SM has (smem_per_sm_bytes = {facts['smem_per_sm_bytes']})")
+
+
+def _near(recorded: float, derived: float) -> bool:
+    return abs(recorded - derived) <= _TOLERANCE * abs(derived)
+
+
+def _check_plausible(record: dict, facts: dict, where: str, notes: _Notes) -> None:
+    """Cross-field and physical checks of one record (numbers a GPU can produce); refuses the file, naming the
+    field, when a required number is impossible; drops an optional one (tiles, counts) with a note."""
+    shape = (record["seq_len"], record["batch"], record["heads"], record["head_dim"])
+    e = DTYPE_BYTES[record["dtype"]]
+    _check_tiles_in(record, facts, where, notes, e)
+    if record["status"] != "ok":
+        return
+    seconds = record["time_ms"] * 1e-3
+    flops = costmodel.attention_flops(*shape, record["causal"])
+    if record["timing_kind"] == "cuda":
+        derived = flops / seconds / 1e12
+        if record["tflops"] is None or not _near(record["tflops"], derived):
+            raise ResultsError(f"{where}: tflops = {_short(record['tflops'])} does not match its time "
+                               f"({record['time_ms']:g} ms for {flops:.3g} FLOPs is {derived:,.1f} TFLOPS)")
+        roof = facts.get("matmul_tflops")
+        limit = PLAUSIBLE_COMPUTE_FACTOR * roof if roof else NO_ROOF_MAX_TFLOPS
+        if derived > limit:
+            raise ResultsError(f"{where}: time_ms = {record['time_ms']:g} ms makes {derived:,.0f} TFLOPS, more than "
+                               f"{facts['name']} can do ({'its measured matmul roof is ' + format(roof, ',.0f') if roof else 'no GPU does ' + format(limit, ',.0f')} TFLOPS)")
+        moved = record["bytes_moved"] / seconds / 1e9
+        if record["gbps"] is None or not _near(record["gbps"], moved):
+            raise ResultsError(f"{where}: gbps = {_short(record['gbps'])} does not match bytes_moved / time_ms "
+                               f"({moved:,.0f} GB/s)")
+        if moved > PLAUSIBLE_MODEL_FACTOR * facts["copy_gbps"]:
+            raise ResultsError(f"{where}: bytes_moved / time_ms is {moved:,.0f} GB/s, more than "
+                               f"{PLAUSIBLE_MODEL_FACTOR:g}× the GPU's copy bandwidth ({facts['copy_gbps']:,.0f} GB/s)")
+    elif record["tflops"] is not None or record["gbps"] is not None:
+        raise ResultsError(f"{where}: an interpreter time (CPU wall time) cannot give tflops or gbps")
+    _check_counts(record, facts, where, notes, seconds, e)
+
+
+def _check_tiles_in(record: dict, facts: dict, where: str, notes: _Notes, e: int) -> None:
+    """Tiles the cost model takes (costmodel.check_tiles: the same rule the kernels apply), and that fit the GPU."""
+    tiles = (record["block_m"], record["block_n"])
+    if None in tiles:  # one side alone says nothing (a side the schema dropped has its note already)
+        record["block_m"] = record["block_n"] = None
+        return
+    why = None
+    try:
+        costmodel.check_tiles(*tiles)
+    except ValueError as error:
+        why = str(error)
+    limit = facts.get("smem_per_block_bytes")
+    if why is None and limit and costmodel.smem_bytes(*tiles, record["head_dim"], e, num_stages=1) > limit:
+        why = f"need more shared memory than {facts['name']} gives a block ({limit} bytes)"
+    if why:
+        for key in ("block_m", "block_n"):
+            notes.drop(key, where.split(": ", 1)[-1], record[key], why, _counter_fallback(key))
+        record["block_m"] = record["block_n"] = None
+
+
+def _check_counts(record: dict, facts: dict, where: str, notes: _Notes, seconds: float, e: int) -> None:
+    """Counted DRAM bytes: at least about what the kernel must read and write, at most what HBM can move in
+    its time; per-kernel counts complete (every kernel's time and bytes) or not used at all."""
+    place = where.split(": ", 1)[-1]
+    counted = (record["dram_read_bytes"], record["dram_write_bytes"])
+    if None not in counted:
+        least = 4 * record["batch"] * record["heads"] * record["seq_len"] * record["head_dim"] * e
+        rate = sum(counted) / seconds / 1e9 if record["timing_kind"] == "cuda" else 0.0
+        why = (f"is less than {MIN_COUNTED_SHARE:.0%} of reading Q, K, V and writing O once ({least} bytes)"
+               if sum(counted) < MIN_COUNTED_SHARE * least else
+               f"means {rate:,.0f} GB/s from HBM, more than the GPU's copy bandwidth allows"
+               if rate > PLAUSIBLE_DRAM_FACTOR * facts["copy_gbps"] else None)
+        if why:
+            for key in ("dram_read_bytes", "dram_write_bytes"):
+                notes.drop(key, place, record[key], why, _counter_fallback(key))
+            record["dram_read_bytes"] = record["dram_write_bytes"] = None
+    kernels = record["kernels"]
+    if kernels and any(k[key] is None for k in kernels for key in ("time_ms", "dram_read_bytes", "dram_write_bytes")):
+        notes.drop("kernels", place, "a kernel without its time or bytes", "is incomplete",
+                   "the page shows the kernels as a whole")
+        record["kernels"] = None
+
+
+def _one_record_per_setting(records: list[dict], name: str) -> list[dict]:
+    """Each (algorithm, shape, dtype, mask) once: an exact repeat is dropped, a conflicting one refuses the file
+    (which of two times would a scene show?)."""
+    first: dict[tuple, tuple[int, dict]] = {}
+    kept = []
+    for i, record in enumerate(records):
+        key = tuple(record[k] for k in ("algorithm", "seq_len", "batch", "heads", "head_dim", "dtype", "causal"))
+        if key in first:
+            j, earlier = first[key]
+            if earlier != record:
+                raise ResultsError(f"{name}: records {j} and {i} measure the same setting ({key[0]}, N = {key[1]}, "
+                                   f"batch {key[2]}, {key[3]} heads, head_dim {key[4]}, {key[5]}"
+                                   f"{', causal' if key[6] else ''}) with different results")
+            continue
+        first[key] = (i, record)
+        kept.append(record)
+    return kept
+
+
+def _say_what_the_slider_misses(records: list[dict], name: str, notes: _Notes) -> None:
+    outside = [r for r in records if r["seq_len"] not in SEQ_LENS]
+    if outside and len(outside) == len(records):
+        notes.drop("seq_len", "every record", outside[0]["seq_len"],
+                   f"is off the slider's lengths ({', '.join(str(n) for n in (SEQ_LENS[0], SEQ_LENS[-1]))} and the "
+                   f"powers of two between)", "the slider's scenes have nothing to show")
 
 
 def _counter_fallback(key: str) -> str:
@@ -406,6 +549,13 @@ def _check_timeline(tl, where: str) -> dict:
         out[key] = array
     if any(end < start for start, end in zip(tl["t_start_ns"], tl["t_end_ns"])):
         raise ResultsError(f"{where}: a program ends (t_end_ns) before it starts (t_start_ns)")
+    span = max(tl["t_end_ns"]) - min(tl["t_start_ns"])
+    if span > MAX_TIMELINE_NS:
+        raise ResultsError(f"{where}: its programs span {span / 1e9:,.0f} s; one launch takes far less than an hour")
+    expected = out["batch"] * out["heads"] * q_blocks
+    if programs > expected:
+        raise ResultsError(f"{where}: {programs} programs, but batch {out['batch']} × {out['heads']} heads × "
+                           f"{q_blocks} Q blocks of {out['block_m']} make only {expected}")
     return out
 
 

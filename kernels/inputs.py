@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 from numbers import Real
 
 import torch
@@ -59,8 +60,12 @@ def check_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ca
         raise TypeError(f"causal must be True or False, got {causal!r}")
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(head_dim)
-    elif isinstance(sm_scale, bool) or not isinstance(sm_scale, Real) or not math.isfinite(sm_scale):
-        raise ValueError(f"sm_scale must be a finite real number (or None for 1/sqrt(head_dim)); got {sm_scale!r}")
+    elif (isinstance(sm_scale, bool) or not isinstance(sm_scale, Real) or not math.isfinite(sm_scale)
+          or sm_scale <= 0):
+        # a scale of 0 or below turns the masked scores' −inf into NaN (−inf · 0) or +inf in the kernels:
+        # softmax(s · x) for x ≤ 0 is not what anyone calling attention means, so it is refused, not computed
+        raise ValueError(f"sm_scale must be a positive finite number (or None for 1/sqrt(head_dim)); "
+                         f"got {sm_scale!r}")
     return (*(_kernel_ready(t, seq_len) for t in (q, k, v)), float(sm_scale))
 
 
@@ -77,3 +82,29 @@ def dot_modes(dtype: torch.dtype) -> tuple[bool, str]:
     dtype first, so the numbers match the GPU's). fp32 inputs use IEEE products, not TF32, on the GPU.
     """
     return INTERPRET, ("ieee" if dtype == torch.float32 else "tf32")
+
+
+_BINARY = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+def _binary(nbytes: int) -> str:
+    value, unit = float(nbytes), 0
+    while value >= 1024 and unit < len(_BINARY) - 1:
+        value, unit = value / 1024, unit + 1
+    return f"{value:.2f} {_BINARY[unit]}"
+
+
+def device_memory_bytes(device: torch.device) -> int:
+    """All the memory the device has: the GPU's (free or not), or this machine's RAM for the CPU interpreter."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[1]
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_fits(nbytes: int, device: torch.device, what: str) -> None:
+    """Refuse up front buffers larger than all of the device's memory, as the allocator would refuse them later
+    (torch.OutOfMemoryError, its message naming the bytes), instead of running until it does."""
+    total = device_memory_bytes(device)
+    if nbytes > total:
+        raise torch.OutOfMemoryError(f"{what} need more memory than the device has: Tried to allocate "
+                                     f"{_binary(nbytes)} ({nbytes} bytes); the device has {_binary(total)} in all")

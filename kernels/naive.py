@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from costmodel import SOFTMAX_SINGLE_PASS_MAX, SOFTMAX_SINGLE_PASS_MAX_INTERPRETER
-from kernels.inputs import check_attention_inputs, dot_modes
+from kernels.inputs import check_attention_inputs, check_fits, dot_modes
 
 
 @triton.jit
@@ -165,10 +165,12 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     returns (O, S, P) with S, P of shape (batch, heads, seq_len, seq_len). Under a causal mask the
     part of S above the diagonal is never computed or written (its memory is still allocated: its values
     are undefined), and P holds zeros there.
-    Raises torch.OutOfMemoryError when S and P do not fit on the GPU.
+    Raises torch.OutOfMemoryError when S and P do not fit on the GPU (before any launch when they are larger than
+    all of its memory).
     """
     q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
     batch, heads, seq_len, head_dim = q.shape  # (B, H, N, D)
+    check_fits(batch * heads * seq_len * seq_len * (4 + q.element_size()), q.device, "S (fp32) and P")
     s = torch.empty((batch, heads, seq_len, seq_len), dtype=torch.float32, device=q.device)  # (B, H, N, N)
     p = torch.empty((batch, heads, seq_len, seq_len), dtype=q.dtype, device=q.device)  # (B, H, N, N)
     o = torch.empty_like(q, memory_format=torch.contiguous_format)  # (B, H, N, D)

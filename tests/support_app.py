@@ -59,7 +59,7 @@ def uploaded_recording() -> bytes:
                         if seq_len == 4096 else
                         make_record(naive, "ok", "Test GPU", "cuda", [3 * flash_ms] * 3, peak=seq_len**2)).to_dict())
     facts = {"name": "Test GPU", "sm_count": 4, "smem_per_sm_bytes": 64 << 10, "smem_per_block_bytes": 48 << 10,
-             "l2_bytes": 1 << 20, "hbm_bytes": 1 << 34, "copy_gbps": 100.0, "compute_capability": "9.0",
+             "l2_bytes": 1 << 20, "hbm_bytes": 1 << 34, "copy_gbps": 4000.0, "compute_capability": "9.0",
              "driver": "test", "torch": "test", "triton": "test"}
     return json.dumps({"schema": results.SCHEMA, "schema_version": results.SCHEMA_VERSION,
                        "meta": {"created": "2026-01-02T03:04:05Z", "command": "test"}, "device": facts,

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from app import SCENE_KEYS as SCENES
+from bench.measure import Setting, make_record
 from fmt import markdown_text
 from tests.support_app import assert_no_exception, badges, open_app, plotly_specs, shown, upload, \
     uploaded_recording
@@ -75,7 +76,8 @@ def test_file_text_is_shown_as_text_not_markup():
         doc["records"].append({**doc["records"][0], "algorithm": "naive", "seq_len": 8192, "status": "error",
                                "time_ms": None, "time_ms_p20": None, "time_ms_p80": None, "tflops": None,
                                "gbps": None, "message": MARKUP})
-        doc["records"].append({**doc["records"][0], "seq_len": 8192})
+        doc["records"].append(make_record(Setting("flash", 8192, 2, 16, 128), "ok", "Test GPU", "cuda", [64.0] * 3,
+                                          peak=8192 * 1000).to_dict())  # times consistent with N = 8192
     data = recording(hostile_text)
     seen_markdown, seen_figures = [], []
     for scene in SCENES:
