@@ -1,28 +1,30 @@
-"""The tuned configs of perf/tune_rest.py, as flash_attention picks them (kernels.flash.config_for), against a
-float64 reference: head dims 16, 32, 256 in fp16 and bf16, 64 in fp32; N = 1, 17, 257, 1000, 4097; causal and not.
+"""The tuned tile configs (kernels.flash.TUNED_CONFIGS) as flash_attention picks them (kernels.flash.config_for)
+against float64: every tuned class, N = 1, 17, 257, 1000, 4097, causal and not. Run after a tuning change.
 
-    python -m perf.check_tuned   (on the GPU)
+    python -m perf.h200.check_tuned    (on the GPU)
 """
-import itertools
+from __future__ import annotations
+
 import sys
 
-import torch
+from bench.measure import Setting
+from kernels.flash import TUNED_CONFIGS, config_for
+from kernels.inputs import DTYPES_BY_NAME
+from perf.h200.checks import RAGGED, require_gpu, sweep
 
-from kernels.flash import TUNED_CONFIGS, config_for, flash_attention
-from perf.tune_rest import reference
+DTYPES_OF_SIZE = {2: ("float16", "bfloat16"), 4: ("float32",)}
 
-TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
-torch.manual_seed(0)
-bad = checks = 0
-for (d, dtype), n, causal in itertools.product(
-        [(16, torch.float16), (16, torch.bfloat16), (32, torch.float16), (32, torch.bfloat16),
-         (256, torch.float16), (256, torch.bfloat16), (64, torch.float32)], (1, 17, 257, 1000, 4097), (False, True)):
-    q, k, v = (torch.randn(2, 3, n, d, device="cuda", dtype=dtype) for _ in range(3))
-    assert config_for(d, dtype, causal) == TUNED_CONFIGS[(d, q.element_size(), causal)]
-    ref = reference(q, k, v, causal)
-    err = ((flash_attention(q, k, v, causal=causal).double() - ref).norm() / ref.norm()).item()
-    checks += 1
-    if not err < TOL[dtype]:
-        bad += 1
-        print("FAIL", d, dtype, n, causal, err)
-print(f"{checks} checks of the tuned configs against float64, {bad} failures")
+
+def main() -> int:
+    require_gpu("perf.h200.check_tuned")
+    settings = []
+    for (head_dim, dtype_bytes, causal), config in TUNED_CONFIGS.items():
+        for dtype in DTYPES_OF_SIZE[dtype_bytes]:
+            assert config_for(head_dim, DTYPES_BY_NAME[dtype], causal) == config, (head_dim, dtype, causal)
+            settings += [Setting("flash", n, batch=2, heads=3, head_dim=head_dim, dtype=dtype, causal=causal)
+                         for n in RAGGED]
+    return 1 if sweep(settings, label="tuned configs") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

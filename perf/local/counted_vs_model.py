@@ -1,6 +1,6 @@
 """Counted HBM bytes next to the cost model's, per record of a results file (no GPU needed).
 
-    python -m perf.counted_vs_model results/h200.json
+    python -m perf.local.counted_vs_model results/h200.json
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The gallery: every scene of the app at 1920×1080, with the system in light and in dark mode, as PNGs in
 docs/gallery/ (the README shows some), so a reader sees the product before installing it.
 
-    python -m perf.gallery [--out docs/gallery] [--scenes headline,tiling]
+    python -m perf.local.gallery [--out docs/gallery] [--scenes headline,tiling]
 
 Starts `streamlit run app.py` (the CPU path without a GPU: recorded numbers, the interpreter for the
 animation), opens each scene's default link in headless chromium with the system's colour scheme set,
@@ -20,7 +20,7 @@ from PIL import Image
 from playwright.sync_api import sync_playwright
 
 from app import SCENE_KEYS as SCENES
-from perf.tiling_fps import CHROMIUM, CHROMIUM_ARGS, PROJECTOR, ROOT, app_server
+from perf.local.tiling_fps import CHROMIUM, CHROMIUM_ARGS, PROJECTOR, ROOT, app_server
 
 OUT = ROOT / "docs" / "gallery"
 COLOURS = 256
@@ -65,7 +65,8 @@ def main() -> int:
                     page.wait_for_timeout(500)  # plotly's last layout pass
                     path = args.out / gallery_name(scene, scheme)
                     path.write_bytes(small_png(page.screenshot()))
-                    print(f"{path.relative_to(ROOT)}: {path.stat().st_size / 1024:.0f} KiB")
+                    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+                    print(f"{shown}: {path.stat().st_size / 1024:.0f} KiB")
                 page.context.close()
             browser.close()
     finally:

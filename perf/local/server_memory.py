@@ -1,12 +1,13 @@
-"""How much memory the app's server holds as viewers come and go (issue 15: caches bounded in bytes).
+"""How much memory the app's server holds as viewers come and go (its caches are bounded in bytes).
 
 Starts `streamlit run app.py` on the CPU path, then, one browser session after another (each closed before
 the next, as viewers leave): the headline, a default animation, uploads of large results files, and the
 worst-case animation links (512 tokens, 16×16 tiles, head_dim 256, fp32: ~30 s of interpreter each). Prints
-the server's resident memory (VmRSS) after each. The byte-bounded caches (app_stage: ANIMATION_CACHE_BYTES,
-UPLOAD_CACHE_BYTES) should make it level off instead of growing with every new link.
+the server's resident memory (VmRSS) after each. The byte-bounded caches (ANIMATION_CACHE_BYTES in
+page/pictures.py, UPLOAD_CACHE_BYTES in page/stage.py) should make it level off instead of growing with every
+new link.
 
-    python -m perf.server_memory [--worst 4] [--uploads 4]
+    python -m perf.local.server_memory [--worst 4] [--uploads 4]
 """
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ import tempfile
 import urllib.parse
 from pathlib import Path
 
-from perf.tiling_fps import PROJECTOR
-from perf.viewers_wait import app_and_browser
+from perf.local.tiling_fps import PROJECTOR
+from perf.local.viewers_wait import app_and_browser
 
 WORST = {"scene": "tiling", "trace_len": 512, "block_m": 16, "block_n": 16, "head_dim": 256, "dtype": "float32",
          "source": "recorded"}
@@ -44,7 +45,7 @@ def big_results_file(path: Path, programs: int, salt: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf.server_memory", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m perf.local.server_memory", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--worst", type=int, default=4, help="worst-case animation links, one after another")
     parser.add_argument("--uploads", type=int, default=4, help="large uploads, one after another")

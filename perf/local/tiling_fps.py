@@ -1,14 +1,14 @@
-"""Frames per second of the tiling animation in a browser, at each play speed (issue 4: >= 20 frames/s
-at the fastest one).
+"""Frames per second of the tiling animation in a browser, at each play speed (the goal: >= 20 frames/s at
+the fastest one).
 
 Two pages, at projector size in Debian's chromium through Playwright:
 - the app itself (`--app`): starts `streamlit run app.py` and opens the tiling scene, as an audience sees it;
-- the standalone page the app offers for download (viz.tiling_html), built here from a real kernel trace
+- the standalone page the app offers for download (viz.standalone_html), built here from a real kernel trace
   (kernels.trace.trace_flash: Triton's interpreter on CPU, or the GPU); also prints its build time and size.
 For each play button, slowest first: starts from step 1, clicks the button and counts plotly's
 `plotly_animatingframe` events for WINDOW_S seconds of wall time, or until the animation ends.
 
-    python -m perf.tiling_fps [--app] [--head-dim 128] [--causal] [--theme dark]
+    python -m perf.local.tiling_fps [--app] [--head-dim 128] [--causal] [--theme dark]
 
 The browser runs without a GPU (--disable-gpu), as on a CI box: a presenter's laptop draws faster.
 """
@@ -27,7 +27,9 @@ from pathlib import Path
 
 from playwright.sync_api import Page, sync_playwright
 
-ROOT = Path(__file__).resolve().parent.parent
+from viz.animation import LOOP_ORDERS
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -64,10 +66,10 @@ def build_figure(view: str, trace: dict, theme: str):
 
 
 def build_page(seq_len: int, block: int, head_dim: int, causal: bool, theme: str, folder: Path,
-               view: str = "tiles", order: str = "fa2") -> tuple[str, str]:
+               view: str = "tiles", order: str = "flash") -> tuple[str, str]:
     """The animation as a standalone page in `folder`; its URL and a line on steps, build time and size."""
     from kernels.trace import trace_flash  # imports torch and Triton: only for the standalone page
-    from viz.tiling import tiling_html
+    from viz import standalone_html
 
     trace = trace_flash(seq_len, head_dim, block, block, causal, order=order).to_dict()
     start = time.perf_counter()
@@ -75,7 +77,7 @@ def build_page(seq_len: int, block: int, head_dim: int, causal: bool, theme: str
     build_s = time.perf_counter() - start
     json_mb = len(fig.to_json()) / 1e6
     path = folder / f"{view}-{order}-{seq_len}-{block}x{block}{'-causal' if causal else ''}.html"
-    path.write_text(tiling_html(fig))
+    path.write_text(standalone_html(fig))
     summary = (f"{view} view, {order} order, N={seq_len}, {block}×{block} tiles, head_dim {head_dim}"
                f"{', causal' if causal else ''}: "
                f"{len(fig.frames)} steps, built in {build_s:.2f} s, {json_mb:.2f} MB of JSON")
@@ -152,7 +154,8 @@ def main() -> None:
     parser.add_argument("--theme", choices=("light", "dark"), default="light")
     parser.add_argument("--view", choices=("tiles", "hbm", "source"), default="tiles",
                         help="which of the tiling scene's animated views (standalone page only)")
-    parser.add_argument("--order", choices=("fa2", "fa1"), default="fa2", help="the kernel's loop order")
+    parser.add_argument("--order", choices=tuple(LOOP_ORDERS), default="flash",
+                        help="the kernel's loop order: flash (FA2 order) or flash_v1 (FA1 order)")
     args = parser.parse_args()
     server, address = app_server() if args.app else (None, "")
     try:

@@ -1,4 +1,4 @@
-"""What N viewers opening new animations at the same moment wait, on the CPU path (issue 15).
+"""What N viewers opening new animations at the same moment wait, on the CPU path.
 
 One `streamlit run app.py` (Triton's interpreter, FLASH_LIVE_BACKEND=interpreter); N browser contexts (N
 sessions) open the tiling scene at the same moment, each with its own seed, so every one needs a new kernel
@@ -7,7 +7,7 @@ the viewers queue. For each viewer: seconds from navigation to its animation's c
 told it that it was queued, and whether its animation came without an error. The server is warmed first
 (torch and Triton imported, one animation built), so the figures are the queue, not the start-up.
 
-    python -m perf.viewers_wait [--viewers 1,2,4] [--trace-len 256] [--block 64]
+    python -m perf.local.viewers_wait [--viewers 1,2,4] [--trace-len 256] [--block 64]
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from contextlib import contextmanager
 
 from playwright.sync_api import sync_playwright
 
-from perf.tiling_fps import CHROMIUM, CHROMIUM_ARGS, PROJECTOR, app_server
+from perf.local.tiling_fps import CHROMIUM, CHROMIUM_ARGS, PROJECTOR, app_server
 
 WATCH_QUEUE_NOTE = """() => {
     window.__queued = false;
@@ -75,7 +75,7 @@ def one_round(browser, server: str, viewers: int, seed0: int, trace_len: int, bl
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf.viewers_wait", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m perf.local.viewers_wait", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--viewers", default="1,2,4", help="comma-separated viewer counts (default 1,2,4)")
     parser.add_argument("--trace-len", type=int, default=256)

@@ -1,0 +1,1 @@
+"""Scripts that run on the H200 (one device call each), with their notes."""
