@@ -180,9 +180,11 @@ def scene_tiling(stage: Stage) -> None:
             trace = page.kernel_trace(request)
             num_steps = len(trace["steps"])
             step = min(s.step, num_steps - 1)
-            fig = page.picture(page.PictureRequest(
-                request, s.view, s.theme, PICTURE_HEIGHT_PX, step,
-                page.PictureDevice.of(stage.facts, recorded=not (stage.live or stage.on_gpu)), s.seq_len))
+            if step != s.step:  # a step past the end: the link says the last one, and ◀ Step goes on from there
+                page.correct_link(stage.link_settings, step=step)
+            device = page.PictureDevice.of(stage.facts, recorded=not (stage.live or stage.on_gpu))
+            fig = page.picture(page.PictureRequest.of(request, s.view, s.theme, PICTURE_HEIGHT_PX, device, s.seq_len),
+                               step)
     except ValueError as why:  # settings the kernel or the animation refuse, said in their words
         st.error(f"No animation for these settings: {why}")
         return

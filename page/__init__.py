@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from page import guard
 from page.frame import no_numbers, recording_coverage, scene_navigation, seq_len_slider, show_notes, \
     sidebar_settings, sidebar_source, source_badges, tile_controls, recording_notes
 from page.pictures import LOOP_ORDERS, VIEWS, PictureDevice, PictureRequest, TraceRequest, kernel_trace, \
@@ -25,10 +26,10 @@ from page.pictures import LOOP_ORDERS, VIEWS, PictureDevice, PictureRequest, Tra
 from page.script import SCENE_BODY_PX, chart, page_style_and_script
 from page.settings import Settings, resolve
 from page.stage import Stage, is_live, kernel_backend, live_sm_timeline, prepare_stage
-from page.url import asked_for, bound, hold_notes, move_step, read_url, write_url
+from page.url import asked_for, bound, correct_link, hold_notes, move_step, read_url, write_url
 
 __all__ = ["LOOP_ORDERS", "SCENE_BODY_PX", "VIEWS", "PictureDevice", "PictureRequest", "Scene", "Settings", "Stage",
-           "TraceRequest", "bound", "chart", "kernel_trace", "live_sm_timeline", "move_step", "no_numbers", "order_label",
+           "TraceRequest", "bound", "chart", "correct_link", "kernel_trace", "live_sm_timeline", "move_step", "no_numbers", "order_label",
            "picture", "present", "recording_coverage", "seq_len_slider", "tile_controls", "traced_tiles"]
 
 
@@ -46,8 +47,12 @@ def present(scenes: Sequence[Scene], choices: dict[str, tuple[str, ...]] | None 
     view and the loop order (page.settings.resolve): a bad value falls back to the first with a note."""
     st.set_page_config(page_title="FlashAttention, live", page_icon="⚡", layout="wide",
                        initial_sidebar_state="collapsed")
-    page_style_and_script()
+    guard.install()
+    if not guard.same_origin():
+        st.error("This page was opened from another site's page; open the app's own address instead.")
+        st.stop()
     keys = tuple(scene.key for scene in scenes)
+    page_style_and_script(keys)
     settings, notes = read_url()
     resolved = []
     tables = {"scene": keys, "view": tuple(VIEWS), "order": tuple(LOOP_ORDERS), **(choices or {})}

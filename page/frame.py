@@ -135,11 +135,19 @@ def recording_coverage(stage: Stage) -> None:
                        for b, h, d, t, c in combos[:6])
     st.info(f"The recording has no measurements for this setting. It covers: {listed}"
             f"{' …' if len(combos) > 6 else ''}.")
+    # only a setting the link can hold is offered (a file may cover head_dim 7, or batch 65536)
+    showable = [combo for combo in combos if settings_module.can_show(*combo)]
+    if not showable:
+        st.caption("None of the recording's settings can be shown here: its batch, heads or head_dim are outside "
+                   f"what the app draws (batch ≤ {settings_module.MAX_BATCH}, heads ≤ {settings_module.MAX_HEADS}, "
+                   f"head_dim in {', '.join(map(str, settings_module.HEAD_DIMS))}).")
+        return
     s = stage.settings
     current = (s.batch, s.heads, s.head_dim, s.dtype, s.causal)
-    batch, heads, head_dim, dtype, causal = min(combos, key=lambda combo: sum(map(operator.ne, combo, current)))
+    batch, heads, head_dim, dtype, causal = min(showable, key=lambda combo: sum(map(operator.ne, combo, current)))
     st.button("Show the closest recorded setting", on_click=change_settings,
-              kwargs=dict(batch=batch, heads=heads, head_dim=head_dim, dtype=dtype, causal=causal))
+              kwargs=dict(batch=batch, heads=heads, head_dim=head_dim, dtype=dtype, causal=causal,
+                          model=settings_module.model_of(heads, head_dim)))
 
 
 def recording_notes(stage: Stage) -> None:

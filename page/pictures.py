@@ -6,6 +6,7 @@ trace that a `TraceRequest` names; both are frozen values, so they are the cache
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -72,23 +73,29 @@ class PictureDevice:
 
 @dataclass(frozen=True)
 class PictureRequest:
+    """What changes a view's figure, and nothing else: the cache keeps one figure per request, and the step a
+    viewer stops at is applied to the cached figure (viz.animation.at_step), never built into it."""
     trace: TraceRequest
     view: str
     theme: str
     height: int
-    start_step: int
     device: PictureDevice
-    talk_seq_len: int
+    talk_seq_len: int = 0  # the talk's N: only the re-reads view quotes it
+
+    @classmethod
+    def of(cls, trace: TraceRequest, view: str, theme: str, height: int, device: PictureDevice,
+           talk_seq_len: int) -> PictureRequest:
+        quoted = talk_seq_len if view == "rereads" else 0  # a key holds only what the figure shows
+        return cls(trace, view, theme, height, device if view in ("hbm", "rereads") else PictureDevice(), quoted)
 
 
 def _tiles_view(trace: dict, r: PictureRequest):
-    return viz.tiling_figure(trace, theme=r.theme, frame_ms=ANIMATION_FRAME_MS, start_step=r.start_step,
-                             height=r.height)
+    return viz.tiling_figure(trace, theme=r.theme, frame_ms=ANIMATION_FRAME_MS, height=r.height)
 
 
 def _hbm_view(trace: dict, r: PictureRequest):
     return viz.hbm_sram_figure(trace, r.device.smem_per_block, plotly_text(r.device.label), theme=r.theme,
-                               frame_ms=ANIMATION_FRAME_MS, start_step=r.start_step, height=r.height)
+                               frame_ms=ANIMATION_FRAME_MS, height=r.height)
 
 
 def _source_view(trace: dict, r: PictureRequest):
@@ -96,7 +103,7 @@ def _source_view(trace: dict, r: PictureRequest):
     kernel = source.kernel_source(r.trace.order)
     phases = source.step_phases(r.trace.order, trace["loads"], trace["stores"], kernel["phases"])
     return viz.kernel_source_figure(trace, kernel, phases, theme=r.theme, frame_ms=ANIMATION_FRAME_MS,
-                                    start_step=r.start_step, height=r.height)
+                                    height=r.height)
 
 
 def _rereads_view(trace: dict, r: PictureRequest):
@@ -150,11 +157,21 @@ def kernel_trace(request: TraceRequest) -> dict:
         waiting.empty()
 
 
-def picture(request: PictureRequest):
-    """The figure of one view of a trace, kept in FIGURES (bounded in bytes) like the traces."""
+# Building a figure holds the interpreter's one Python thread for 0.1–2 s: one build at a time for the whole
+# server, so viewers who ask for new pictures at once queue behind each other instead of all slowing down
+# together, and a viewer whose picture is cached (or whose scene draws none) never waits for them.
+_BUILDS = threading.BoundedSemaphore(1)
+
+
+def picture(request: PictureRequest, step: int = 0):
+    """The figure of one view of a trace at `step`: built once per request (kept in FIGURES, bounded in bytes,
+    like the traces), then shown from the step asked for."""
     def build():
-        return VIEWS[request.view].build(kernel_trace(request.trace), request)
-    return FIGURES.get(request, build, lambda fig: FIGURE_BYTES_PER_JSON_BYTE * len(fig.to_json()))
+        trace = kernel_trace(request.trace)
+        with _BUILDS:
+            return VIEWS[request.view].build(trace, request)
+    figure = FIGURES.get(request, build, lambda fig: FIGURE_BYTES_PER_JSON_BYTE * len(fig.to_json()))
+    return viz.animation.at_step(figure, step) if VIEWS[request.view].animated else figure
 
 
 # -- the tiles a GPU can run --------------------------------------------------------------------------------

@@ -1,8 +1,12 @@
 // The page's own script (a Streamlit components-v2 component: it runs in the page, not in an iframe).
-// app_page.py mounts it once per session, in the sidebar; it stays mounted across reruns.
+// page/script.py mounts it once per session, in the sidebar; it stays mounted across reruns.
 //
 // - The window's size goes to the app (state "viewport"): the charts are built for it, the way the
-//   page's CSS sizes text from the window's height (app_page.PAGE_STYLE).
+//   page's CSS sizes text from the window's height (page/script.py PAGE_STYLE).
+// - ← / → (the animation's step) and Page Up / Page Down (the scene) are gathered here, not sent to the
+//   app one press at a time: each press moves the target, and the link is written (the app reruns) once
+//   the keys stop, or every COMMIT_EVERY_MS while one is held. A held key or a fast clicker lands where
+//   the presses add up to, and the server reruns a few times, not once per press.
 // - Space plays and pauses the tiling animation, as a clicker's "start" key expects: it presses the
 //   chart's own play (1×) and pause buttons. Keys typed into inputs and sliders are left alone.
 // - Where the animation stops (paused, ended, or moved with its slider), that step goes into the URL's
@@ -74,11 +78,77 @@ export default function (component) {
   bind();
   const binder = window.setInterval(bind, 300);  // plotly draws the chart late, and reruns redraw it
 
+  // -- ← / → and Page Up / Page Down, gathered ------------------------------------------------------
+  const QUIET_MS = 180;        // the keys have stopped: write the link
+  const COMMIT_EVERY_MS = 600; // a key held down: write the link this often, so the page follows
+  const scenes = (data && Array.isArray(data.scenes)) ? data.scenes : [];
+  const nav = window.__flashLiveNav || (window.__flashLiveNav = { step: null, scene: null, quiet: 0, since: 0 });
+  const frameCount = (chart) => {
+    const frames = chart && chart._transitionData && chart._transitionData._frames;
+    return frames ? frames.length : 0;
+  };
+  const commit = () => {
+    window.clearTimeout(nav.quiet);
+    nav.quiet = 0;
+    nav.since = 0;
+    const url = new URL(window.location.href);
+    let changed = false;
+    if (nav.scene !== null && url.searchParams.get("scene") !== nav.scene) {
+      url.searchParams.set("scene", nav.scene);
+      changed = true;
+    }
+    if (nav.step !== null && url.searchParams.get("step") !== String(nav.step)) {
+      url.searchParams.set("step", String(nav.step));
+      changed = true;
+    }
+    nav.step = null;
+    nav.scene = null;
+    if (!changed) return;
+    window.history.replaceState(window.history.state, "", url.toString());
+    window.dispatchEvent(new PopStateEvent("popstate", { state: window.history.state }));
+  };
+  const later = () => {
+    const now = performance.now();
+    if (!nav.since) nav.since = now;
+    window.clearTimeout(nav.quiet);
+    if (now - nav.since >= COMMIT_EVERY_MS) { commit(); return; }
+    nav.quiet = window.setTimeout(commit, QUIET_MS);
+  };
+  const moveStep = (by) => {
+    const chart = animated();
+    const count = frameCount(chart);
+    if (!count) return false;  // no animation on this scene: the key means nothing here
+    const from = nav.step !== null ? nav.step : Number(urlStep() || chart.__frameOnScreen || 0);
+    const to = Math.min(Math.max(from + by, 0), count - 1);
+    nav.step = to;
+    chart.__frameOnScreen = String(to);
+    chart.__playing = false;
+    return true;
+  };
+  const moveScene = (by) => {
+    if (!scenes.length) return false;
+    const current = nav.scene !== null ? nav.scene : (new URL(window.location.href).searchParams.get("scene"));
+    const index = Math.max(scenes.indexOf(current), 0);
+    nav.scene = scenes[Math.min(Math.max(index + by, 0), scenes.length - 1)];
+    nav.step = null;  // a new scene starts its animation where the link says
+    return true;
+  };
+  const NAV_KEYS = { ArrowRight: () => moveStep(1), ArrowLeft: () => moveStep(-1),
+                     PageDown: () => moveScene(1), PageUp: () => moveScene(-1) };
+  const typing = (target) => target && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName)
+    || target.getAttribute("role") === "slider");
+  const onNavKey = (event) => {
+    const move = NAV_KEYS[event.key];
+    if (!move || event.altKey || event.ctrlKey || event.metaKey || typing(event.target)) return;
+    if (!move()) return;
+    event.preventDefault();
+    event.stopImmediatePropagation();  // the buttons' own shortcuts would rerun the app once per press
+    later();
+  };
+
   const onKey = (event) => {
     if (event.code !== "Space" || event.repeat) return;
-    const target = event.target;
-    if (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName)
-        || target.getAttribute("role") === "slider") return;
+    if (typing(event.target)) return;
     const chart = animated();
     if (!chart) return;
     const buttons = [...chart.querySelectorAll(".updatemenu-button")];
@@ -98,6 +168,7 @@ export default function (component) {
     if (chart) chart.__playing = !button.textContent.includes("pause");
   };
   const onRejection = (event) => { if (event.reason === undefined) event.preventDefault(); };
+  window.addEventListener("keydown", onNavKey, true);  // before the page's own key handlers
   document.addEventListener("keydown", onKey, true);
   document.addEventListener("click", onClick, true);
   window.addEventListener("unhandledrejection", onRejection);
@@ -106,6 +177,7 @@ export default function (component) {
     if (window.__flashLivePage === cleanup) window.__flashLivePage = undefined;
     window.removeEventListener("resize", onResize);
     window.clearInterval(binder);
+    window.removeEventListener("keydown", onNavKey, true);
     document.removeEventListener("keydown", onKey, true);
     document.removeEventListener("click", onClick, true);
     window.removeEventListener("unhandledrejection", onRejection);

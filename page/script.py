@@ -50,24 +50,35 @@ _page_script = st.components.v2.component(
     "flash_live_page", js=(Path(__file__).with_name("script.js")).read_text(), isolate_styles=False)
 
 
-def page_style_and_script() -> None:
-    """The stage's CSS, and the page script (page/script.js): the window's size for the charts, Space to play
-    and pause, the animation's paused step into the link. Mounted in the sidebar: no row in the scene."""
+def page_style_and_script(scenes: tuple[str, ...] = ()) -> None:
+    """The stage's CSS, and the page script (page/script.js): the window's size for the charts; Space to play
+    and pause; the animation's paused step into the link; ← / → and Page Up / Page Down gathered in the browser,
+    so a held key or a fast clicker moves the chart at once and reruns the app once, where it landed (`scenes`:
+    the talk's scene keys in order). Mounted in the sidebar: no row in the scene."""
     # style only: Streamlit applies it without adding a row to the page. --stage-window says which window
     # the charts were built for (tests wait for it after a resize).
     size = window_size()
     built_for = f"{size['width']}x{size['height']}" if size else "design"
     st.html(PAGE_STYLE.replace("</style>", f':root {{ --stage-window: "{built_for}"; }}\n</style>'))
     with st.sidebar:
-        _page_script(key=PAGE_SCRIPT_KEY, data={"viewport": window_size()}, height=0,
+        _page_script(key=PAGE_SCRIPT_KEY, data={"viewport": size, "scenes": list(scenes)}, height=0,
                      default={"viewport": None}, on_viewport_change=lambda: None)
 
 
+MIN_WINDOW_PX, MAX_WINDOW_PX = 200, 16384  # what a browser window measures; anything else is not a window
+
+
 def window_size() -> dict | None:
-    """The browser window's inner size in CSS px, as the page script last reported it (None before)."""
+    """The browser window's inner size in CSS px, as the page script last reported it (None before, or when
+    what came back is not a window's size: the browser is not trusted to send numbers)."""
     state = st.session_state.get(PAGE_SCRIPT_KEY)
-    size = state.get("viewport") if state else None
-    return size if isinstance(size, dict) and size.get("width") and size.get("height") else None
+    size = state.get("viewport") if hasattr(state, "get") else None
+    if not isinstance(size, dict):
+        return None
+    width, height = size.get("width"), size.get("height")
+    if not all(type(v) is int and MIN_WINDOW_PX <= v <= MAX_WINDOW_PX for v in (width, height)):
+        return None
+    return {"width": width, "height": height}
 
 
 def stage_scale() -> float:
@@ -75,7 +86,7 @@ def stage_scale() -> float:
     size = window_size()
     if size is None:
         return 1.0
-    scale = min(float(size["height"]) / DESIGN_HEIGHT_PX, float(size["width"]) / DESIGN_WIDTH_PX)
+    scale = min(size["height"] / DESIGN_HEIGHT_PX, size["width"] / DESIGN_WIDTH_PX)
     return min(max(scale, 0.25), 4.0)
 
 

@@ -251,6 +251,12 @@ def with_model(settings: Settings, chosen: Mapping[str, object] | None = None) -
     return replace(settings, heads=preset.heads, head_dim=preset.head_dim), notes
 
 
+def can_show(batch: int, heads: int, head_dim: int, dtype: str, causal: bool) -> bool:
+    """Whether a link can hold this setting (the bounds its parsers keep)."""
+    return (1 <= batch <= MAX_BATCH and 1 <= heads <= MAX_HEADS and head_dim in HEAD_DIMS and dtype in DTYPE_BYTES
+            and isinstance(causal, bool))
+
+
 def model_of(heads: int, head_dim: int) -> str:
     """The preset with this shape, else "custom": a control that sets heads or head_dim keeps the link honest."""
     return next((name for name, preset in MODEL_PRESETS.items()

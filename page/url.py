@@ -75,6 +75,12 @@ def move_step(by: int, num_steps: int) -> None:
     write_url(replace(settings, step=min(max(settings.step + by, 0), num_steps - 1)))
 
 
+def correct_link(settings: Settings, **changes) -> None:
+    """A scene found that a value of the link cannot be (a step past the animation's end): the link says what is
+    shown instead, so the next step starts from there."""
+    write_url(replace(settings, **changes))
+
+
 def _adopt_control(field: str) -> None:
     change_settings(**{field: st.session_state[_control_key(field)]})
 

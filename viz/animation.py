@@ -184,6 +184,38 @@ def controls(frame_ms: int, num_steps: int, start_step: int, colors: dict[str, s
                 sliders=[step_slider(num_steps, start_step, colors, slider_y)])
 
 
+def _merge(into: dict, update: dict) -> None:
+    """What plotly does with a frame's trace: nested attributes merge (a frame that sets marker.size keeps the
+    marker's colour), everything else (arrays, text) is replaced."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def at_step(fig: go.Figure, step: int) -> go.Figure:
+    """An animation as if built at `step`: its animated traces as that step's frame draws them, its step slider
+    there; a new figure that shares `fig`'s frames (the cache keeps one figure per trace and view, not one per
+    step a viewer stops at). `fig` is not changed."""
+    if not fig.frames:
+        return fig
+    check_start_step(step, len(fig.frames))
+    data = [trace.to_plotly_json() for trace in fig.data]
+    frame = fig.frames[step]
+    for index, update in zip(frame.traces, frame.data):
+        _merge(data[index], update.to_plotly_json())
+    layout = fig.layout.to_plotly_json()
+    for slider in layout.get("sliders", ()):
+        positions = slider_positions(len(fig.frames), step)
+        slider["steps"] = [dict(method="animate", label=str(t + 1), args=[[str(t)], frame_args(0)])
+                           for t in positions]
+        slider["active"] = positions.index(step)
+    moved = go.Figure(data=data, layout=layout, skip_invalid=False)
+    moved._frame_objs = fig._frame_objs  # the same frames, not a copy
+    return moved
+
+
 def standalone_html(fig: go.Figure) -> str:
     """A standalone HTML page of an animation (plotly.js inlined): plays offline, no server needed. The page
     takes the figure's background, so a dark figure fills a dark screen."""
