@@ -195,8 +195,8 @@ class FlashConfig:
 
 
 # Chosen per (head_dim, dtype bytes, causal) on an H200 at B=2, H=16, N=8192 (head dims 64 and 128, 16-bit:
-# perf/flash_speed.py, descriptor path, fp16 + bf16 time; head dims 16, 32, 256 in bf16 and 64 in fp32:
-# perf/tune_rest.py, pointer path; each candidate checked against float64 first; figures in BENCHMARKS.md).
+# perf/h200/flash_speed.py, descriptor path, fp16 + bf16 time; head dims 16, 32, 256 in bf16 and 64 in fp32:
+# perf/h200/tune_rest.py, pointer path; each candidate checked against float64 first; figures in BENCHMARKS.md).
 # A shape class not listed (fp32 at head dims 16, 32, 128, 256) falls back to `_default_config`, checked for
 # correctness on the H200 but not tuned.
 TUNED_CONFIGS: dict[tuple[int, int, bool], FlashConfig] = {
