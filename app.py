@@ -14,6 +14,7 @@ Keys for a presenter's clicker: Page Down / Page Up move between scenes, ← / �
 from __future__ import annotations
 
 import functools
+import sys
 from dataclasses import replace
 
 import streamlit as st
@@ -25,7 +26,8 @@ import story
 import viz
 from fmt import fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens, plotly_text
 
-HEADLINE_CHART_PX = 500  # under the headline's numbers, legend included, on a 1080-pixel-high screen
+HEADLINE_CHART_PX = 720  # beside the headline's numbers, under the slider: the scene's picture, legend included
+HIERARCHY_CHART_PX = 760  # the scene body under its sentence: the hierarchy fills the screen
 COMPARE_CHART_PX = 530  # fits SCENE_BODY_PX under the numbers and the caption
 ROOFLINE_CHART_PX = 540  # fits SCENE_BODY_PX under the slider and the caption
 PICTURE_HEIGHT_PX = page.SCENE_BODY_PX - 210  # the scene body less its row of controls and the caption row
@@ -33,7 +35,8 @@ SEQLEN_TABS = {"memory": "Memory", "time": "Time", "throughput": "Throughput", "
 
 
 def main() -> None:
-    page.present(SCENES, choices={"tab": tuple(SEQLEN_TABS)})
+    # `streamlit run app.py -- --warm-up`: every slider stop of the talk's setting measured before the first view
+    page.present(SCENES, choices={"tab": tuple(SEQLEN_TABS)}, warm_up="--warm-up" in sys.argv[1:])
 
 
 # -- scenes ---------------------------------------------------------------------------------------
@@ -53,16 +56,19 @@ def scene_headline(stage: Stage) -> None:
     seq_len_slider(s)
     records = stage.ours_over_lengths()
     numbers = stage.headline_numbers(records)
-    standard, flash, faster = st.columns(3)
-    standard.metric(f"Standard attention: extra memory at {fmt_tokens(s.seq_len)}", fmt_bytes(numbers.naive_bytes),
-                    help="S (fp32) + P + O for every batch and head: grows as N²", border=True)
-    flash.metric(f"Flash: extra memory at {fmt_tokens(s.seq_len)}", fmt_bytes(numbers.flash_bytes),
-                 help="O + the log-sum-exp per row: grows as N", border=True)
-    faster.metric(f"Speedup, {stage.measured}", numbers.speedup, help=numbers.speedup_why, border=True)
-    st.caption(f"Batch {s.batch} × {s.heads} heads, head_dim {s.head_dim}, {s.dtype}"
-               f"{', causal' if s.causal else ''}. Speedup: {numbers.speedup_why}.")
     recording_coverage(stage)
-    memory_chart(stage, records, height=HEADLINE_CHART_PX)
+    # the picture is the biggest thing on screen: the three numbers stand in a column beside it
+    cards, picture = st.columns([1, 3], vertical_alignment="top")
+    with cards:
+        st.metric(f"Standard: extra memory at {fmt_tokens(s.seq_len)}", fmt_bytes(numbers.naive_bytes),
+                  help="S (fp32) + P + O for every batch and head: grows as N²", border=True)
+        st.metric(f"Flash: extra memory at {fmt_tokens(s.seq_len)}", fmt_bytes(numbers.flash_bytes),
+                  help="O + the log-sum-exp per row: grows as N", border=True)
+        st.metric("Speedup", numbers.speedup, help=numbers.speedup_why, border=True)
+        st.caption(f"Batch {s.batch} × {s.heads} heads, head_dim {s.head_dim}, {s.dtype}"
+                   f"{', causal' if s.causal else ''}. Speedup {stage.measured}: {numbers.speedup_why}.")
+    with picture:
+        memory_chart(stage, records, height=HEADLINE_CHART_PX)
 
 
 def scene_hierarchy(stage: Stage) -> None:
@@ -71,7 +77,7 @@ def scene_hierarchy(stage: Stage) -> None:
         return
     st.markdown("Flash attention keeps its working set in the small, fast on-chip SRAM and reads the large, "
                 "slow HBM as few times as it can." + story.hierarchy_sentence(stage.facts))
-    chart(viz.hierarchy_figure(stage.facts, theme=stage.settings.theme))
+    chart(viz.hierarchy_figure(stage.facts, theme=stage.settings.theme, height=HIERARCHY_CHART_PX))
 
 
 def scene_problem(stage: Stage) -> None:
@@ -190,8 +196,9 @@ def scene_tiling(stage: Stage) -> None:
         return
     for note in notes:
         st.warning(note)
-    back.button("◀ Step", shortcut="Left", disabled=step == 0, on_click=page.move_step, args=(-1, num_steps))
-    forward.button("Step ▶", shortcut="Right", disabled=step == num_steps - 1, on_click=page.move_step,
+    still = not page.VIEWS[s.view].animated  # the re-reads view is one picture of the whole run: no steps
+    back.button("◀ Step", shortcut="Left", disabled=still or step == 0, on_click=page.move_step, args=(-1, num_steps))
+    forward.button("Step ▶", shortcut="Right", disabled=still or step == num_steps - 1, on_click=page.move_step,
                    args=(1, num_steps))
     chart(fig)
     caption, download = st.columns([5, 1], vertical_alignment="center")

@@ -20,7 +20,8 @@ import streamlit as st
 
 from page import guard
 from page.frame import no_numbers, recording_coverage, scene_navigation, seq_len_slider, show_notes, \
-    sidebar_settings, sidebar_source, source_badges, tile_controls, recording_notes
+    sidebar_settings, sidebar_source, source_badges, talk_settings, tile_controls, recording_notes, \
+    warm_up_if_asked
 from page.pictures import LOOP_ORDERS, VIEWS, PictureDevice, PictureRequest, TraceRequest, kernel_trace, \
     order_label, picture, traced_tiles
 from page.script import SCENE_BODY_PX, chart, page_style_and_script
@@ -40,11 +41,12 @@ class Scene:
     show: Callable[[Stage], None]  # lays the scene out from the stage
 
 
-def present(scenes: Sequence[Scene], choices: dict[str, tuple[str, ...]] | None = None) -> None:
+def present(scenes: Sequence[Scene], choices: dict[str, tuple[str, ...]] | None = None, warm_up: bool = False) -> None:
     """One run of the page: the frame, the stage, then the scene the link names.
 
     choices: the scenes' own tables of link keys (e.g. {"tab": (...)}), resolved like the scene, the tiling
-    view and the loop order (page.settings.resolve): a bad value falls back to the first with a note."""
+    view and the loop order (page.settings.resolve): a bad value falls back to the first with a note.
+    warm_up: measure every slider stop of the setting before its first view (`streamlit run app.py -- --warm-up`)."""
     st.set_page_config(page_title="FlashAttention, live", page_icon="⚡", layout="wide",
                        initial_sidebar_state="collapsed")
     guard.install()
@@ -66,7 +68,8 @@ def present(scenes: Sequence[Scene], choices: dict[str, tuple[str, ...]] | None 
     badges, navigation = st.columns([3, 2], vertical_alignment="center")
     with navigation:  # the frame is on screen before the first view has loaded the kernels
         scene_navigation(settings.scene, keys)
-    st.header(f"{keys.index(scene.key) + 1}. {scene.title}", anchor=False)
+    title, talk = st.columns([3, 1], vertical_alignment="center")  # the talk's setting beside the scene's title
+    title.header(f"{keys.index(scene.key) + 1}. {scene.title}", anchor=False)
     notes_slot = st.container()
     backend, reason = kernel_backend()
     upload = sidebar_source(settings, scenes, backend == "cuda", is_live(settings), reason)
@@ -74,6 +77,9 @@ def present(scenes: Sequence[Scene], choices: dict[str, tuple[str, ...]] | None 
     write_url(stage.link_settings)  # the address bar shows the settings in use, ready to bookmark
     with badges:
         source_badges(stage)
+        warm_up_if_asked(stage, warm_up)
+    with talk:
+        talk_settings(stage)
     with notes_slot:
         show_notes(notes + stage_notes)
         recording_notes(stage)

@@ -12,7 +12,7 @@ import streamlit as st
 from fmt import fmt_tokens, markdown_text
 from page import settings as settings_module
 from page.settings import SEQ_LENS, Settings, settings_to_query
-from page.stage import NO_RECORDING, Stage, same_setting
+from page.stage import NO_RECORDING, Stage, same_setting, warm_up, warmed
 from page.url import bound, change_settings
 
 UPLOADER_KEY = "uploaded_results"
@@ -40,6 +40,10 @@ def sidebar_source(settings: Settings, scenes: Sequence, on_gpu: bool, live: boo
         else:
             st.caption(f"Live needs a CUDA GPU: {backend_reason}.")
         if live:
+            st.button("Warm up the talk", key="warm_up_button", on_click=_ask_for_warm_up,
+                      help="Measures every slider stop of this setting now (a progress bar shows it), so that "
+                           "every drag in the talk is served from the cache. `streamlit run app.py -- --warm-up` "
+                           "does it when the server starts.")
             return None
         from bench import results
         if len(results.list_result_files()) > 1:
@@ -49,14 +53,66 @@ def sidebar_source(settings: Settings, scenes: Sequence, on_gpu: bool, live: boo
         return upload.getvalue() if upload is not None else None
 
 
+_WARM_UP_ASKED = "warm_up_asked"
+
+
+def _ask_for_warm_up() -> None:
+    st.session_state[_WARM_UP_ASKED] = True
+
+
+def warm_up_if_asked(stage: Stage, at_start: bool) -> None:
+    """Run the warm-up when its button was pressed, or once per setting when the server was started with
+    `-- --warm-up`; say when the talk is ready."""
+    asked = st.session_state.pop(_WARM_UP_ASKED, False)
+    if (asked or at_start) and (asked or warmed(stage) is None):
+        warm_up(stage)
+    done = warmed(stage)
+    if done:
+        st.badge(f"READY: {done}", icon=":material/check_circle:", color="green")
+
+
 def sidebar_settings(stage: Stage) -> None:
-    """What the upload said, then the attention shape and the look; each control writes the URL."""
+    """What the upload said, then the charts' look; each control writes the URL. (The talk's setting is in the
+    frame's top row: `talk_settings`.)"""
     settings = stage.settings
     with st.sidebar:
         if stage.upload_problem:
             st.error(f"That file was not used: {markdown_text(stage.upload_problem)}")
-        st.subheader("Attention")
-        bound(st.selectbox, "Model", "model", settings, options=settings_module.MODELS,
+        st.subheader("Look")
+        bound(st.radio, "Chart theme", "theme", stage.link_settings, options=settings_module.THEME_CHOICES,
+              horizontal=True, format_func=lambda theme: "as the page" if theme == "auto" else theme)
+        page_theme = st.context.theme.type  # Streamlit's own page theme: the URL or the viewer's system picks it
+        if page_theme and page_theme != settings.theme:
+            matching = urllib.parse.urlencode(settings_to_query(stage.link_settings)
+                                              | {"embed_options": f"{settings.theme}_theme"})
+            st.caption(f"The page is {page_theme}: [open it {settings.theme} too](?{matching}).")
+
+
+def offered_models(stage: Stage) -> tuple[str, ...]:
+    """The model presets a presenter can pick: every one live; on a recording, those it measured (a preset
+    with no numbers would show "—" in every measured scene), and the current choice."""
+    if stage.live or stage.recording is None:
+        return settings_module.MODELS
+    shapes = {(r["heads"], r["head_dim"]) for r in stage.recording.records}
+    return tuple(name for name in settings_module.MODELS if name == settings_module.CUSTOM_MODEL
+                 or name == stage.settings.model
+                 or (settings_module.MODEL_PRESETS[name].heads, settings_module.MODEL_PRESETS[name].head_dim) in shapes)
+
+
+def setting_summary(settings: Settings) -> str:
+    preset = settings_module.MODEL_PRESETS.get(settings.model)
+    shape = preset.label if preset else f"{settings.heads} heads × d {settings.head_dim}"
+    dtype = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}[settings.dtype]
+    return f"{shape} · batch {settings.batch} · {dtype}{' · causal' if settings.causal else ''}"
+
+
+def talk_settings(stage: Stage) -> None:
+    """The attention the talk is about (model, batch, heads, head_dim, dtype, causal, tiles), in a popover of the
+    frame's top row: there for the presenter without opening the sidebar, closed for the audience."""
+    settings = stage.settings
+    with st.container(horizontal=True, horizontal_alignment="right"), \
+            st.popover(setting_summary(settings), width="content"):
+        bound(st.selectbox, "Model", "model", settings, options=offered_models(stage),
               format_func=lambda name: settings_module.MODEL_PRESETS[name].label
               if name in settings_module.MODEL_PRESETS else "custom (heads, head_dim below)")
         preset = settings_module.MODEL_PRESETS.get(settings.model)
@@ -73,14 +129,6 @@ def sidebar_settings(stage: Stage) -> None:
         if settings.scene != "tiling":  # the tiling scene shows these next to its animation instead
             bound(st.toggle, "Causal", "causal", settings)
             tile_controls(settings)
-        st.subheader("Look")
-        bound(st.radio, "Chart theme", "theme", stage.link_settings, options=settings_module.THEME_CHOICES,
-              horizontal=True, format_func=lambda theme: "as the page" if theme == "auto" else theme)
-        page_theme = st.context.theme.type  # Streamlit's own page theme: the URL or the viewer's system picks it
-        if page_theme and page_theme != settings.theme:
-            matching = urllib.parse.urlencode(settings_to_query(stage.link_settings)
-                                              | {"embed_options": f"{settings.theme}_theme"})
-            st.caption(f"The page is {page_theme}: [open it {settings.theme} too](?{matching}).")
 
 
 def tile_controls(settings: Settings) -> None:

@@ -36,6 +36,14 @@ html { font-size: min(calc(100vh / 45), calc(100vw / 80)) !important; }
 [data-testid="stMain"] [data-testid="stMetricValue"] { font-size: 2rem; }
 [data-testid="stMain"] [data-testid="stVerticalBlock"] { gap: 0.6rem; }
 [data-testid="stMain"] .stMarkdownBadge { font-size: 1rem !important; }
+/* the keys a clicker sends, in the buttons: readable, not a whisper (Streamlit draws them at 0.875em, 60%) */
+[data-testid="stMain"] kbd { font-size: 1rem !important; opacity: 0.85; }
+/* captions in the theme's own text colour: on a projector a grey caption vanishes */
+[data-testid="stCaptionContainer"] { color: inherit !important; opacity: 1 !important; }
+/* the sidebar is a drawer over the page, not a column beside it: opening it during a talk leaves every scene
+   laid out as it was (nothing reflows, no chart shrinks); it closes the same way */
+[data-testid="stSidebar"] { position: fixed !important; top: 0; left: 0; height: 100vh; z-index: 1000020;
+  box-shadow: 0 0 2rem rgba(0, 0, 0, 0.35); }
 /* Streamlit's header keeps only the sidebar's arrow (top left, over the page's left padding) */
 [data-testid="stHeader"] { background: transparent; pointer-events: none; }
 [data-testid="stHeader"] button { pointer-events: auto; }

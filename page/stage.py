@@ -227,6 +227,47 @@ def _measure_with_progress(stage: Stage, jobs: list[tuple[str, int]]) -> list[di
     return measured
 
 
+# -- the warm-up: every slider stop measured before the talk ------------------------------------------------
+# Live, the first drag to 128K takes seconds (a kernel compiles, then runs); in front of an audience every drag
+# should be served from the cache. One action measures, for the talk's setting, everything the slider's scenes
+# ask for at every stop, with a progress bar; the page then says it is ready.
+
+WARMED: dict[tuple, str] = {}  # the settings warmed in this server process → what was done, in words
+
+
+def _warm_key(s: Settings) -> tuple:
+    return (s.batch, s.heads, s.head_dim, s.dtype, s.causal)
+
+
+def warmed(stage: Stage) -> str | None:
+    """What the warm-up did for the current setting, or None when it has not run (on this server)."""
+    return WARMED.get(_warm_key(stage.settings))
+
+
+def warm_up(stage: Stage) -> str:
+    """Measure now what every slider stop of the current setting will show (every algorithm at every length,
+    the SM timeline at this setting) so that the talk's drags are served from the cache. On the CPU path there is
+    nothing to measure: the recording answers at once; the default animation's trace is run ahead instead."""
+    import time
+    from page.pictures import TraceRequest, kernel_trace
+    s = stage.settings
+    start = time.perf_counter()
+    if stage.live:
+        jobs = [(a, n) for n in SEQ_LENS for a in costmodel.ALGORITHMS]
+        done = len(_measure_with_progress(stage, jobs))
+        try:
+            live_sm_timeline(s.seq_len, s.batch, s.heads, s.head_dim, s.dtype, s.causal)
+        except (ValueError, RuntimeError):  # an out-of-memory at a huge setting is a scene's note, not a stop
+            pass
+        what = f"{done} measurements of this setting at every slider stop"
+    else:
+        what = "nothing to measure: the recording answers at once"
+    with st.spinner("Running the animation's kernels ahead…"):
+        kernel_trace(TraceRequest.of(s))
+    WARMED[_warm_key(s)] = f"{what}, and the animation's trace, in {time.perf_counter() - start:,.0f} s"
+    return WARMED[_warm_key(s)]
+
+
 # -- the data source ---------------------------------------------------------------------------------------
 
 def _uploaded_recording(upload: bytes | None) -> tuple[Recording | None, str]:

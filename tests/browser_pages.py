@@ -174,11 +174,36 @@ def open_sidebar(page):
     return sidebar
 
 
+def open_drawer(page) -> None:
+    """Open the sidebar the way a presenter does (its arrow) and wait until it is drawn over the page."""
+    sidebar = page.get_by_test_id("stSidebar")
+    if sidebar.get_attribute("data-collapsed") != "false":
+        page.get_by_test_id("stExpandSidebarButton").click()
+    expect(sidebar).to_have_attribute("data-collapsed", "false")
+    page.wait_for_function("() => { const s = document.querySelector('[data-testid=stSidebar]');"
+                           " return s && s.getBoundingClientRect().left >= -1 && s.getBoundingClientRect().width > 100; }")
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+
+
+TALK_SETTINGS = re.compile(r"· batch \d+ ·")  # the popover beside the scene's title that holds the talk's setting
+
+
 def control(page, role: str, name: str):
-    """A widget by its role and label, wherever the app puts it: beside the scene, else in the sidebar."""
+    """A widget by its role and label, wherever the app puts it: beside the scene, in the talk's setting (the
+    popover beside the title), else in the sidebar."""
     beside_the_scene = page.get_by_test_id("stMain").get_by_role(role, name=name, exact=True)
     if beside_the_scene.count():
         return beside_the_scene
+    popover = page.get_by_test_id("stPopover").filter(has_text=TALK_SETTINGS)
+    if popover.count():
+        body = page.get_by_test_id("stPopoverBody")
+        if not body.count() or not body.first.is_visible():
+            popover.get_by_role("button").first.click()
+        body.first.get_by_text("Data type").wait_for()  # the popover's last control is drawn: all of them are
+        in_talk = body.get_by_role(role, name=name, exact=True)
+        if in_talk.count():
+            return in_talk
+        page.keyboard.press("Escape")
     return open_sidebar(page).get_by_role(role, name=name, exact=True)
 
 

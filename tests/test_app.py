@@ -137,3 +137,23 @@ def test_a_plain_link_opens_the_headline_without_warnings():
     assert_no_exception(app)
     assert not app.warning
     assert app.query_params["scene"] == SCENES[0]
+
+
+def test_the_warm_up_flag_runs_ahead_and_the_page_says_it_is_ready(monkeypatch):
+    """`streamlit run app.py -- --warm-up`: before the first view, everything the talk's setting needs is run
+    (live: every slider stop measured; here, the animation's trace), and the page says it is ready."""
+    import sys
+    from page import stage as page_stage
+    monkeypatch.setattr(sys, "argv", ["app.py", "--warm-up"])
+    monkeypatch.setattr(page_stage, "WARMED", {})
+    app = open_app(scene="headline", **SMALL_ANIMATION)
+    assert_no_exception(app)
+    assert "READY:" in badges(app) and "the animation's trace" in badges(app)
+    assert len(page_stage.WARMED) == 1
+
+
+def test_without_the_flag_nothing_runs_ahead():
+    from page import stage as page_stage
+    page_stage.WARMED.clear()
+    app = open_app(scene="headline")
+    assert "READY:" not in badges(app) and not page_stage.WARMED

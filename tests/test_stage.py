@@ -24,7 +24,8 @@ from tests.browser_support import ARTIFACTS, require_browser
 
 pytestmark = pytest.mark.browser
 require_browser()  # skips without chromium or Playwright; fails instead in CI (FLASH_LIVE_REQUIRE_BROWSER=1)
-from tests.browser_pages import PLOTLY_SLIDER_VALUE, SIZES, STAGE_STEP_MS, check_stage, expect, show  # noqa: E402
+from tests.browser_pages import PLOTLY_SLIDER_VALUE, SIZES, STAGE_STEP_MS, check_stage, expect, open_drawer, \
+    show  # noqa: E402
 
 SHOTS = ARTIFACTS / "stage"
 LONG_ANIMATION = {"scene": "tiling", "trace_len": "256", "block_m": "32", "block_n": "32"}  # 64 steps
@@ -41,30 +42,47 @@ def _scene_param(scene: str):
     return pytest.param(scene, marks=marks)
 
 
+@pytest.mark.parametrize("sidebar", ["closed", "open"])
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("scene", [_scene_param(scene) for scene in SCENES])
-def test_every_scene_fits_the_screen_and_reads_from_the_back(tabs, server, scene, size):
+def test_every_scene_fits_the_screen_and_reads_from_the_back(tabs, server, scene, size, sidebar):
+    """With the sidebar open too: it is a drawer over the page, so the scene under it keeps its layout."""
     page = tabs[size]
     page.errors.clear()
     show(page, server, scene=scene)
+    if sidebar == "open":
+        open_drawer(page)
     SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{SCENES.index(scene) + 1:02d}-{scene}-{size}.png"))
-    check_stage(page, scene)
+    page.screenshot(path=str(SHOTS / f"{SCENES.index(scene) + 1:02d}-{scene}-{size}-sidebar-{sidebar}.png"))
+    check_stage(page, f"{scene}, sidebar {sidebar}")
 
 
-# the scenes with a sequence-length slider, at its last stop: past the wall, where the cards, captions and
-# markers say the most (an "N = 256K" marker label at the axis' right end, out-of-memory notes)
-LONGEST = {"seq_len": str(SEQ_LENS[-1])}
 SLIDER_SCENES = ("headline", "problem", "compare", "roofline", "seqlen", "evolution", "takeaways")
 
 
-@pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("scene", SLIDER_SCENES)
-def test_slider_scenes_fit_at_the_longest_length(tabs, server, scene, size):
+def _stops():
+    """Every stop of the slider at 1080p; the first and the last (past the wall, where the cards, captions and
+    markers say the most) at 720p too."""
+    return [pytest.param(scene, n, size, id=f"{scene}-{n}-{size}") for scene in SLIDER_SCENES for size in SIZES
+            for n in SEQ_LENS if size == "1080p" or n in (SEQ_LENS[0], SEQ_LENS[-1])]
+
+
+@pytest.mark.parametrize("scene, seq_len, size", _stops())
+def test_slider_scenes_fit_at_every_stop(tabs, server, scene, seq_len, size):
     page = tabs[size]
     page.errors.clear()
-    show(page, server, scene=scene, **LONGEST)
-    check_stage(page, f"{scene} at N = {SEQ_LENS[-1]}")
+    show(page, server, scene=scene, seq_len=str(seq_len))
+    check_stage(page, f"{scene} at N = {seq_len}")
+
+
+@pytest.mark.parametrize("model", ["gpt2-small", "llama3-8b", "llama3-70b"])
+@pytest.mark.parametrize("scene", ["headline", "compare", "seqlen", "evolution", "timeline"])
+def test_every_model_preset_fits(tabs, server, scene, model):
+    """A preset the recording has no numbers for still fits: what is missing is said in a line, not a wall."""
+    page = tabs["1080p"]
+    page.errors.clear()
+    show(page, server, scene=scene, model=model)
+    check_stage(page, f"{scene}, model {model}")
 
 
 def expect_slider_at(page, step: int) -> None:
