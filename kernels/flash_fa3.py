@@ -1,0 +1,403 @@
+"""FlashAttention forward, FlashAttention-3 style, in Gluon for Hopper (sm_90): a warp-specialized kernel.
+
+The teaching kernel (kernels/flash.py) is one program per query block whose warps all do everything in turn:
+wait for a K tile, multiply, softmax, multiply, wait again. On Hopper the tensor cores (async wgmma) and the copy
+engine (TMA) run on their own, so FA-3 (Shah et al. 2024) splits the work between warps instead:
+
+- a producer warp only issues TMA copies of the K and V tiles into a ring of shared-memory slots, each slot guarded
+  by two mbarriers ("ready": the copy landed; "empty": every consumer is done with it);
+- two consumer warpgroups (4 warps each; the count is a config) own a query block of BLOCK_M rows each and do the
+  math of the teaching kernel on it, reading every K/V tile the producer brings;
+- ping-pong: the consumers take turns at the tensor cores. A consumer waits for its turn (an mbarrier), issues its
+  wgmma, passes the turn on (arrives on the next consumer's mbarrier), then runs its softmax while the other
+  consumer's wgmma keeps the tensor cores busy. (CUDA's named barriers do this in FA-3; Gluon exposes mbarriers.)
+- softmax overlap inside a consumer: S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1} are issued together, asynchronously;
+  the consumer waits only for S_j, runs tile j's softmax while the tensor cores finish P_{j-1}·V_{j-1}, then waits
+  for that, rescales O and keeps P_j in registers for the next round.
+
+The numbers are those of the teaching kernel: the running row max m and row sum l in fp32, base-2 exponentials with
+log2(e) folded into the scale, O divided by l once at the end, and the row log-sum-exp (natural log) written beside
+O. Nothing of size N×N is allocated: the extra memory is O plus the LSE. K/V rows past seq_len load as zeros (the
+4-D TMA descriptor's bounds are per head) and their scores are masked; O rows past seq_len are clipped on store.
+
+Gluon kernels compile for a real GPU only: Triton's CPU interpreter does not run them, and only Hopper has wgmma
+(sm_90; Blackwell's sm_100 has other tensor-core instructions). `fa3_unavailable_reason()` says why it cannot run.
+The version differences between triton 3.6 and 3.7.1 sit in kernels/gluon_compat.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernels.runtime import AOT, INTERPRET, kernel_launch_lock  # first: it picks the backend before any decorator
+import torch
+import triton
+
+import costmodel
+from kernels import gluon_compat as compat
+from kernels.gluon_compat import fence_async_shared, gl, gluon, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from kernels.inputs import DTYPE_NAMES, check_attention_inputs
+
+SUPPORTED_HEAD_DIMS = (64, 128)
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
+
+if gluon is not None:
+    _jit = gluon.jit
+    _LN2 = gl.constexpr(costmodel.LN2)        # the LSE is a natural log; the kernel keeps m in log2 units
+    _LOG2_E = gl.constexpr(costmodel.LOG2_E)  # exp(x) == exp2(x·log2 e)
+else:  # no Gluon in this Triton: the functions below stay plain Python and are never launched
+    def _jit(fn=None, **_kw):
+        return fn if fn is not None else (lambda f: f)
+    _LN2 = _LOG2_E = None
+
+
+# -- kernel ----------------------------------------------------------------------------------------
+
+@_jit
+def _fa3_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem,
+                  q_ready, k_ready, k_empty, v_ready, v_empty,
+                  off_b, off_h, m0, n_kv,
+                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_CONSUMERS: gl.constexpr,
+                  KV_STAGES: gl.constexpr):
+    # -- producer: each consumer's Q block, once (rows past seq_len read as zeros) --
+    for c in gl.static_range(NUM_CONSUMERS):
+        mbarrier.expect(q_ready.index(c), q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m0 + c * BLOCK_M, 0], q_ready.index(c),
+                                        q_smem.index(c))
+    # -- producer: stream the K and V tiles through the ring; a slot is refilled once every consumer freed it --
+    for j in range(n_kv):
+        slot = j % KV_STAGES
+        refill = ((j // KV_STAGES) & 1) ^ 1  # a fresh mbarrier counts its phase before 0 as complete
+        # -- load the K tile (its copy signals k_ready when the bytes have landed) --
+        mbarrier.wait(k_empty.index(slot), refill)
+        mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(k_desc, [off_b, off_h, j * BLOCK_N, 0], k_ready.index(slot),
+                                        k_smem.index(slot))
+        # -- load the V tile --
+        mbarrier.wait(v_empty.index(slot), refill)
+        mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(v_desc, [off_b, off_h, j * BLOCK_N, 0], v_ready.index(slot),
+                                        v_smem.index(slot))
+
+
+@_jit
+def _fa3_mask(s, j, offs_m, offs_n, seq_len, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    # keys past seq_len, and under a causal mask keys after the query, score -inf
+    keys = j * BLOCK_N + offs_n
+    keep = (keys < seq_len)[None, :]
+    if CAUSAL:
+        keep = keep & (offs_m[:, None] >= keys[None, :])
+    return gl.where(keep, s, float("-inf"))
+
+
+@_jit
+def _fa3_softmax(s, m_i, l_i, qk_scale):
+    # -- update m_i and l_i (online softmax, log2 units: one FMA per score, s·scale − m) --
+    m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
+    p = gl.exp2(s * qk_scale - m_new[:, None])
+    alpha = gl.exp2(m_i - m_new)
+    l_i = l_i * alpha + gl.sum(p, 1)
+    return p, m_new, l_i, alpha
+
+
+@_jit
+def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
+                  q_ready, k_ready, k_empty, v_ready, v_empty, turn,
+                  qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
+                  HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                  NUM_CONSUMERS: gl.constexpr, KV_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                  OVERLAP: gl.constexpr):
+    # -- consumer: one warpgroup, BLOCK_M query rows; the scores and O live in wgmma accumulator registers --
+    dtype: gl.constexpr = o_desc.dtype
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)  # P from registers
+    row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
+    col_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
+    o_row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
+    NEXT: gl.constexpr = (CONSUMER + 1) % NUM_CONSUMERS
+    row0 = m0 + CONSUMER * BLOCK_M
+    offs_m = row0 + gl.arange(0, BLOCK_M, row_layout)
+    offs_n = gl.arange(0, BLOCK_N, col_layout)
+    q = q_smem.index(CONSUMER).reshape([BLOCK_M, HEAD_DIM])
+    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, row_layout)
+    l_i = gl.zeros([BLOCK_M], gl.float32, row_layout)
+    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
+    s_init = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)  # ignored: the QKᵀ wgmma runs with use_acc=False
+    mbarrier.wait(q_ready.index(CONSUMER), 0)
+
+    # -- first K tile: compute qk, softmax (no P·V yet) --
+    mbarrier.wait(k_ready.index(0), 0)
+    # -- ping-pong hand-off: wait for our turn at the tensor cores, issue, pass the turn to the next consumer --
+    mbarrier.wait(turn.index(CONSUMER), 0)
+    k_t = k_smem.index(0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
+    s_tok = warpgroup_mma(q, k_t, s_init, use_acc=False, is_async=True)
+    mbarrier.arrive(turn.index(NEXT), count=1)
+    s = warpgroup_mma_wait(0, deps=(s_tok,))
+    mbarrier.arrive(k_empty.index(0), count=1)  # K_0 read: the producer may refill its slot
+    if mask_from == 0:
+        s = _fa3_mask(s, 0, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
+    p, m_i, l_i, alpha = _fa3_softmax(s, m_i, l_i, qk_scale)
+    p_op = gl.convert_layout(p.to(dtype), p_layout)
+
+    for j in range(1, n_kv):
+        slot = j % KV_STAGES
+        prev = (j - 1) % KV_STAGES
+        # -- load the K tile (TMA landed?) and the previous V tile --
+        mbarrier.wait(k_ready.index(slot), (j // KV_STAGES) & 1)
+        mbarrier.wait(v_ready.index(prev), ((j - 1) // KV_STAGES) & 1)
+        # -- ping-pong hand-off: our turn at the tensor cores; compute qk: S_j = Q·K_jᵀ, async --
+        mbarrier.wait(turn.index(CONSUMER), j & 1)
+        k_t = k_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
+        s_tok = warpgroup_mma(q, k_t, s_init, use_acc=False, is_async=True)
+        # -- rescale the accumulator (while S_j runs), then add P·V: O += P_{j-1}·V_{j-1}, async --
+        acc = acc * gl.convert_layout(alpha, o_row_layout)[:, None]
+        o_tok = warpgroup_mma(p_op, v_smem.index(prev).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
+        mbarrier.arrive(turn.index(NEXT), count=1)  # the other consumer issues while we run the softmax
+        if OVERLAP:
+            # -- softmax overlap: wait for S_j only; P_{j-1}·V_{j-1} keeps the tensor cores busy meanwhile --
+            s = warpgroup_mma_wait(1, deps=(s_tok,))
+            mbarrier.arrive(k_empty.index(slot), count=1)
+        else:  # ping-pong only: both products done before the softmax (fewer live registers)
+            s, acc, p_op = warpgroup_mma_wait(0, deps=(s_tok, o_tok, p_op))
+            mbarrier.arrive(k_empty.index(slot), count=1)
+            mbarrier.arrive(v_empty.index(prev), count=1)
+        if j >= mask_from:
+            s = _fa3_mask(s, j, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
+        p, m_i, l_i, alpha = _fa3_softmax(s, m_i, l_i, qk_scale)
+        if OVERLAP:
+            # Never taken (seq_len ≥ 1): a branch here ends the basic block, so ptxas cannot hoist the wait below
+            # above the softmax (within one block it does, and the overlap is lost: seen in the SASS).
+            if seq_len < 0:
+                tma.store_wait(0)
+            acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
+            mbarrier.arrive(v_empty.index(prev), count=1)
+        p_op = gl.convert_layout(p.to(dtype), p_layout)  # P_j into the registers P_{j-1}·V_{j-1} just freed
+
+    # -- rescale the accumulator, then add P·V: the last tile's P·V --
+    last = (n_kv - 1) % KV_STAGES
+    mbarrier.wait(v_ready.index(last), ((n_kv - 1) // KV_STAGES) & 1)
+    mbarrier.wait(turn.index(CONSUMER), n_kv & 1)
+    acc = acc * gl.convert_layout(alpha, o_row_layout)[:, None]
+    o_tok = warpgroup_mma(p_op, v_smem.index(last).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
+    mbarrier.arrive(turn.index(NEXT), count=1)
+    acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
+    mbarrier.arrive(v_empty.index(last), count=1)
+
+    # -- write O and the row log-sum-exp (natural log) once --
+    lse = (m_i + gl.log2(l_i)) * _LN2
+    gl.store(LSE + off_bh.to(gl.int64) * seq_len + offs_m, lse, mask=offs_m < seq_len)
+    o = acc / gl.convert_layout(l_i, o_row_layout)[:, None]
+    o_smem = q_smem.index(CONSUMER)  # Q is spent (its last wgmma is done): its slot stages O for the TMA store
+    o_smem.reshape([BLOCK_M, HEAD_DIM]).store(o.to(dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(o_desc, [off_b, off_h, row0, 0], o_smem)  # rows past seq_len are clipped
+    tma.store_wait(0)
+
+
+@_jit(do_not_specialize=["seq_len", "heads"])
+def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
+             HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+             NUM_CONSUMERS: gl.constexpr, KV_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+             CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, OVERLAP: gl.constexpr):
+    # Q, K, V, O: 4-D TMA descriptors over (B, H, N, D); Q and O boxes are [1, 1, BLOCK_M, D], K and V [1, 1, BLOCK_N, D].
+    # One program per (block of NUM_CONSUMERS·BLOCK_M query rows, batch·head).
+    TILE_M: gl.constexpr = NUM_CONSUMERS * BLOCK_M
+    if CAUSAL:  # the last query blocks see the most keys: launch them first so the light ones fill the tail
+        tile = gl.num_programs(0) - 1 - gl.program_id(0)
+    else:
+        tile = gl.program_id(0)
+    off_bh = gl.program_id(1)
+    off_b = off_bh // heads
+    off_h = off_bh % heads
+    m0 = tile * TILE_M
+    # Key tiles from mask_from on need a mask: the causal diagonal (and beyond it, inside this block) or the seq_len tail.
+    if CAUSAL:
+        hi = gl.minimum(seq_len, m0 + TILE_M)
+        mask_from = m0 // BLOCK_N
+    else:
+        hi = seq_len
+        mask_from = seq_len // BLOCK_N
+    n_kv = gl.cdiv(hi, BLOCK_N)
+    qk_scale = sm_scale * _LOG2_E
+
+    dtype: gl.constexpr = q_desc.dtype
+    q_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS] + q_desc.block_type.shape, q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [KV_STAGES] + k_desc.block_type.shape, k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [KV_STAGES] + v_desc.block_type.shape, v_desc.layout)
+    q_ready = gl.allocate_shared_memory(gl.int64, [NUM_CONSUMERS, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [NUM_CONSUMERS, 1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [KV_STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [KV_STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [KV_STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [KV_STAGES, 1], mbarrier.MBarrierLayout())
+    for c in gl.static_range(NUM_CONSUMERS):
+        mbarrier.init(q_ready.index(c), count=1)
+        mbarrier.init(turn.index(c), count=1)
+    for i in gl.static_range(KV_STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=NUM_CONSUMERS)  # freed once every consumer arrived
+        mbarrier.init(v_empty.index(i), count=NUM_CONSUMERS)
+    mbarrier.arrive(turn.index(0), count=1)  # consumer 0 has the first turn at the tensor cores
+
+    # (partition arguments are written out in each tuple: a tuple built beforehand would turn the constexprs into
+    # run-time integers)
+    if NUM_CONSUMERS == 2:
+        # consumer 0 is the default partition (the kernel's num_warps=4 warps); consumer 1 and the producer are workers
+        gl.warp_specialize([
+            (_fa3_consumer, (0, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP)),
+            (_fa3_consumer, (1, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP)),
+            (_fa3_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready,
+                             v_empty, off_b, off_h, m0, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES)),
+        ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+    else:
+        gl.static_assert(NUM_CONSUMERS == 3, "the FA-3 kernel runs 2 or 3 consumer warpgroups")
+        gl.warp_specialize([
+            (_fa3_consumer, (0, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP)),
+            (_fa3_consumer, (1, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP)),
+            (_fa3_consumer, (2, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP)),
+            (_fa3_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready,
+                             v_empty, off_b, off_h, m0, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES)),
+        ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
+
+
+# -- configs ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FA3Config:
+    block_m: int        # query rows per consumer warpgroup (wgmma's M: a multiple of 64)
+    block_n: int        # keys per K/V tile
+    num_consumers: int  # consumer warpgroups per program (2: the ping-pong pair; 3 at head_dim 64, as FA-3)
+    kv_stages: int      # slots in the K/V ring
+    consumer_regs: int  # registers per thread of a consumer warpgroup (setmaxnreg)
+    producer_regs: int  # registers per thread of the producer warp
+    overlap: bool = True  # a consumer runs its softmax while its own P·V wgmma is in flight (FA-3's third idea)
+
+    @property
+    def tile_m(self) -> int:
+        """Query rows per program."""
+        return self.block_m * self.num_consumers
+
+    @property
+    def num_warps(self) -> int:
+        """Warps per program as launched: the consumers' warpgroups plus the producer's (1 warp, padded to 4)."""
+        return 4 * (self.num_consumers + 1)
+
+    @property
+    def maxnreg(self) -> int:
+        """The kernel-wide register cap: the register file (64K) shared by all warps, in steps of 8."""
+        return 65536 // (32 * self.num_warps) // 8 * 8
+
+    def smem_bytes(self, head_dim: int) -> int:
+        return 2 * head_dim * (self.num_consumers * self.block_m + 2 * self.kv_stages * self.block_n)
+
+
+# Per (head_dim, causal); fp16 and bf16 share them. Measured on the H200 (perf/h200/fa3_speed.py, FA3_NOTES.md).
+FA3_CONFIGS: dict[tuple[int, bool], FA3Config] = {
+    # head_dim 64: three consumers of 64 rows (as FA-3); at 160 registers the in-warpgroup overlap spills, so off
+    (64, False): FA3Config(64, 128, 3, 4, 160, 32, overlap=False),
+    (64, True): FA3Config(64, 128, 3, 4, 160, 32, overlap=False),
+    (128, False): FA3Config(64, 128, 2, 2, 240, 24),
+    (128, True): FA3Config(64, 128, 2, 2, 240, 24),
+}
+
+
+def fa3_config_for(head_dim: int, causal: bool) -> FA3Config:
+    return FA3_CONFIGS[(head_dim, causal)]
+
+
+# -- availability ----------------------------------------------------------------------------------
+
+def fa3_unavailable_reason(device: torch.device | str | int | None = None, dtype: torch.dtype | None = None,
+                           head_dim: int | None = None) -> str | None:
+    """None when the FA-3 style kernel can run here (and on `dtype`, `head_dim` when given); otherwise one sentence
+    a presenter can read out saying why not."""
+    if gluon is None or compat.GLUON_IMPORT_ERROR:
+        return (f"FA-3 style kernel needs Triton's Gluon, which this Triton ({triton.__version__}) lacks "
+                f"({compat.GLUON_IMPORT_ERROR})")
+    if dtype is not None and dtype not in SUPPORTED_DTYPES:
+        name = DTYPE_NAMES.get(dtype, str(dtype))
+        return f"FA-3 style kernel runs on float16 and bfloat16 inputs, not {name} (its wgmma reads 16-bit tiles)"
+    if head_dim is not None and head_dim not in SUPPORTED_HEAD_DIMS:
+        return f"FA-3 style kernel supports head_dim 64 and 128, not {head_dim}"
+    if INTERPRET:
+        return "Gluon kernels do not run in Triton's CPU interpreter: the FA-3 style kernel needs a Hopper GPU"
+    if AOT:
+        return "ahead-of-time mode (FLASH_LIVE_BACKEND=aot) compiles the FA-3 style kernel but launches nothing"
+    if not torch.cuda.is_available():
+        return "FA-3 style kernel needs a CUDA GPU (Hopper, sm_90); none is visible"
+    device = torch.device("cuda") if device is None else torch.device(device)
+    if device.type != "cuda":
+        return f"FA-3 style kernel runs on a CUDA GPU, not on {device.type}"
+    major, minor = torch.cuda.get_device_capability(device)
+    if major != 9:
+        return f"FA-3 style kernel needs Hopper (sm_90); this GPU is sm_{major}{minor}"
+    return None
+
+
+# -- wrapper ---------------------------------------------------------------------------------------
+
+def _tma_ready(t: torch.Tensor) -> torch.Tensor:
+    """TMA reads rows through a descriptor: unit last stride, 16-byte aligned base and strides, none zero."""
+    ok = (t.stride(-1) == 1 and t.data_ptr() % 16 == 0
+          and all(s > 0 and s * t.element_size() % 16 == 0 for s in t.stride()[:-1]))
+    return t if ok else t.contiguous()
+
+
+def _launch_fa3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
+                config: FA3Config) -> tuple[torch.Tensor, torch.Tensor]:
+    batch, heads, seq_len, head_dim = q.shape  # (B, H, N, D)
+    if batch * heads > 65535:  # the grid's second dimension
+        raise ValueError(f"batch × heads must be at most 65535 for the FA-3 kernel's grid; got {batch * heads}")
+    q, k, v = (_tma_ready(t) for t in (q, k, v))
+    o = torch.empty_like(q, memory_format=torch.contiguous_format)  # (B, H, N, D)
+    lse = torch.empty((batch, heads, seq_len), dtype=torch.float32, device=q.device)  # (B, H, N)
+    q_desc, o_desc = (compat.make_descriptor(t, [1, 1, config.block_m, head_dim]) for t in (q, o))
+    k_desc, v_desc = (compat.make_descriptor(t, [1, 1, config.block_n, head_dim]) for t in (k, v))
+    grid = (triton.cdiv(seq_len, config.tile_m), batch * heads)
+    with kernel_launch_lock():
+        _fa3_fwd[grid](
+            q_desc, k_desc, v_desc, o_desc, lse, sm_scale, seq_len, heads,
+            HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+            NUM_CONSUMERS=config.num_consumers, KV_STAGES=config.kv_stages, CAUSAL=causal,
+            CONSUMER_REGS=config.consumer_regs, PRODUCER_REGS=config.producer_regs, OVERLAP=config.overlap,
+            num_warps=4, maxnreg=config.maxnreg,
+        )
+    return o, lse
+
+
+def flash_attention_fa3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                        sm_scale: float | None = None, return_lse: bool = False,
+                        config: FA3Config | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Attention output O = softmax(sm_scale · Q Kᵀ [causal mask]) V on a Hopper GPU, FA-3 style.
+
+    q, k, v: (batch, heads, seq_len, head_dim), float16 or bfloat16, head_dim 64 or 128, any seq_len ≥ 1, on a
+    CUDA device of compute capability 9.x. sm_scale defaults to 1/sqrt(head_dim). Returns O (batch, heads, seq_len,
+    head_dim) in the input dtype, and with return_lse=True also the row log-sum-exp (batch, heads, seq_len), float32,
+    natural log. Forward only (no autograd). Extra device memory: O and the LSE. `config` overrides the tuned one.
+    Raises (with fa3_unavailable_reason's sentence) where the kernel cannot run.
+    """
+    q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
+    head_dim = q.shape[-1]
+    reason = fa3_unavailable_reason(q.device, q.dtype, head_dim)
+    if reason is not None:
+        if q.dtype not in SUPPORTED_DTYPES:
+            raise TypeError(reason)
+        if head_dim not in SUPPORTED_HEAD_DIMS:
+            raise ValueError(reason)
+        raise RuntimeError(reason)
+    config = config or fa3_config_for(head_dim, causal)
+    o, lse = _launch_fa3(q, k, v, causal, sm_scale, config)
+    return (o, lse) if return_lse else o

@@ -1,0 +1,316 @@
+"""The FA-3 style Gluon kernel on the H200: checked against float64, then timed beside its peers, in one call.
+
+    PYTHONUNBUFFERED=1 python3 -m perf.h200.fa3_speed [--variants] [--shapes goal|8k|quick] [--rounds 3]
+
+1. Correctness first: every FA-3 config (the shipped table, and with --variants the candidates below) on random
+   inputs against kernels.reference (float64), ragged N (1, 17, 255, 1000, 4097), its causal mode, fp16 and bf16,
+   outputs poisoned with NaN beforehand; plus a non-contiguous input per head_dim. A config that fails is not timed.
+2. Timing, side by side in one run: ours FA-3 (shipped config; at N=8K the variants too), ours FA-2
+   (kernels.flash.flash_attention), SDPA default (cuDNN on the H200; at 8K also SDPA with CUDNN_ATTENTION forced,
+   to show the default is cuDNN) and SDPA's FLASH_ATTENTION backend. triton.testing.do_bench (L2 flushed before each
+   call) gives a median per round; rounds interleave every shape and provider (order rotated per round); the table
+   gives the median over rounds, in TFLOPS = 4·B·H·N²·D / t (half that when causal) and ratios.
+3. The table last; the full JSON and a log under $OUT (or perf/logs/).
+
+A watchdog ends the process (exit 3) if nothing progresses for STALL_S seconds: a deadlocked kernel must not eat
+the lease. Kernels are compiled first in parallel worker processes (Triton's disk cache), outside the timings.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+
+import torch
+
+from kernels.runtime import backend, backend_reason  # first: picks the backend before any kernel is decorated
+from kernels.flash import config_for, flash_attention
+from kernels.flash_fa3 import FA3_CONFIGS, FA3Config, fa3_unavailable_reason, flash_attention_fa3
+from kernels.reference import reference_attention, relative_error
+
+OUT = Path(os.environ.get("OUT") or Path(__file__).parent / "logs")
+RAGGED = (1, 17, 255, 1000, 4097)
+TOLERANCE = {torch.float16: 2e-3, torch.bfloat16: 1e-2}
+LSE_TOLERANCE = 1e-4
+STALL_S = 60
+
+# (label, batch, heads, seq_len, head_dim, causal)
+GOAL_SHAPES = [(f"B{b} H{h} N{n // 1024}K D{d}{' causal' if c else ''}", b, h, n, d, c)
+               for (b, h) in ((2, 16),) for n in (8192, 16384, 32768) for d in (128, 64) for c in (False, True)]
+GOAL_SHAPES += [(f"B1 H32 N{n // 1024}K D128{' causal' if c else ''}", 1, 32, n, 128, c)
+                for n in (8192, 16384, 32768) for c in (False, True)]
+SHAPE_SETS = {"goal": GOAL_SHAPES, "8k": [s for s in GOAL_SHAPES if s[3] == 8192 and s[1] == 2],
+              "quick": [s for s in GOAL_SHAPES if s[3] == 8192 and s[1] == 2 and s[4] == 128]}
+
+
+def variants(head_dim: int, causal: bool) -> dict[str, FA3Config]:
+    """Candidates beside the shipped config of a class: tile shapes, ring depth, consumer count, register split."""
+    shipped = FA3_CONFIGS[(head_dim, causal)]
+    if head_dim == 128:
+        cands = [FA3Config(64, 128, 2, 2, 240, 24, overlap=False),  # ping-pong only, no in-warpgroup overlap
+                 FA3Config(64, 128, 2, 3, 240, 24)]                 # a third K/V slot (224 KB of the 227 KB)
+    else:
+        cands = [FA3Config(64, 128, 3, 4, 160, 32, overlap=True),   # the overlap at 160 registers (spills 16 B)
+                 FA3Config(64, 128, 2, 4, 240, 24)]                 # the ping-pong pair instead of three consumers
+    return {name(c): c for c in cands if c != shipped}
+
+
+def name(c: FA3Config) -> str:
+    return (f"fa3 {c.num_consumers}x{c.block_m}x{c.block_n} kv{c.kv_stages} r{c.consumer_regs}/{c.producer_regs}"
+            f"{'' if c.overlap else ' no-overlap'}")
+
+
+# -- log and watchdog -------------------------------------------------------------------------------
+
+LOG: list[str] = []
+_beat = [time.monotonic(), "start"]
+
+
+def say(*parts) -> None:
+    line = " ".join(str(p) for p in parts)
+    print(line, flush=True)
+    LOG.append(line)
+    _beat[0] = time.monotonic()
+    OUT.mkdir(parents=True, exist_ok=True)
+    with open(OUT / "fa3_speed.log", "a") as f:
+        f.write(line + "\n")
+
+
+def beat(what: str) -> None:
+    _beat[0], _beat[1] = time.monotonic(), what
+
+
+def _watchdog() -> None:
+    while True:
+        time.sleep(5)
+        if time.monotonic() - _beat[0] > STALL_S:
+            say(f"WATCHDOG: no progress for {STALL_S} s during {_beat[1]!r}: a hung kernel? exiting")
+            _dump()
+            os._exit(3)
+
+
+RESULTS: dict = {"checks": [], "timings": {}, "errors": []}
+
+
+def _dump() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "fa3_speed.json").write_text(json.dumps(RESULTS, indent=1, default=str))
+
+
+# -- compile first, in parallel --------------------------------------------------------------------
+
+def _compile_job(kind: str, head_dim: int, causal: bool, dtype_name: str, config: tuple | None) -> str:
+    dtype = getattr(torch, dtype_name)
+    q, k, v = (torch.randn(1, 1, 256, head_dim, device="cuda", dtype=dtype) for _ in range(3))
+    if kind == "fa3":
+        flash_attention_fa3(q, k, v, causal=causal, config=FA3Config(*config))
+    else:
+        flash_attention(q, k, v, causal=causal)
+    torch.cuda.synchronize()
+    return f"{kind} D={head_dim} {'causal' if causal else 'full'} {dtype_name} {config or ''}"
+
+
+def precompile(jobs: list[tuple]) -> None:
+    start = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 4), mp_context=get_context("spawn")) as ex:
+        futures = [ex.submit(_compile_job, *job) for job in jobs]
+        for f in as_completed(futures):
+            try:
+                beat(f"compiled {f.result()}")
+            except Exception as exc:  # the check below reports the failing config properly
+                say(f"  precompile failed: {type(exc).__name__}: {str(exc)[:300]}")
+    say(f"compiled {len(jobs)} kernels in {time.perf_counter() - start:.0f} s (parallel, Triton disk cache)")
+
+
+# -- correctness -----------------------------------------------------------------------------------
+
+def _poison(*nbytes: int) -> None:
+    """Leave NaN-filled blocks of these sizes in PyTorch's caching allocator: the kernel's O and LSE are allocated
+    next and get them, so an element the kernel never writes stays NaN and fails the check."""
+    blocks = [torch.full(((n + 3) // 4,), float("nan"), device="cuda") for n in nbytes]
+    del blocks
+
+
+def check(config: FA3Config, head_dim: int, causal: bool, label: str) -> bool:
+    ok = True
+    for dtype in (torch.bfloat16, torch.float16):
+        for n in RAGGED:
+            beat(f"check {label} {dtype} N={n}")
+            gen = torch.Generator(device="cuda").manual_seed(1000 * n + head_dim + causal)
+            q, k, v = (torch.randn(2, 3, n, head_dim, device="cuda", generator=gen).to(dtype) for _ in range(3))
+            _poison(q.numel() * 2, 2 * 3 * n * 4)
+            try:
+                o, lse = flash_attention_fa3(q, k, v, causal=causal, return_lse=True, config=config)
+                torch.cuda.synchronize()
+                ref_o, ref_lse = reference_attention(q, k, v, causal)
+                err, lse_err = relative_error(o, ref_o), relative_error(lse, ref_lse)
+                good = err < TOLERANCE[dtype] and lse_err < LSE_TOLERANCE  # NaN compares False
+            except Exception as exc:
+                err = lse_err = float("nan")
+                good = False
+                RESULTS["errors"].append(f"{label} {dtype} N={n}: {traceback.format_exc()[-1500:]}")
+                say(f"  ERROR {label} {dtype} N={n}: {type(exc).__name__}: {str(exc)[:300]}")
+            RESULTS["checks"].append({"config": label, "dtype": str(dtype), "seq_len": n, "causal": causal,
+                                      "head_dim": head_dim, "rel_err": err, "lse_rel_err": lse_err, "ok": good})
+            if not good:
+                say(f"  WRONG {label} {str(dtype)[6:]} N={n}: rel err {err:.2e}, LSE {lse_err:.2e}")
+            ok &= good
+    # a non-contiguous input: (B, N, H, D) memory viewed as (B, H, N, D)
+    q, k, v = (torch.randn(2, 700, 3, head_dim, device="cuda").bfloat16().transpose(1, 2) for _ in range(3))
+    o = flash_attention_fa3(q, k, v, causal=causal, config=config)
+    err = relative_error(o, reference_attention(q, k, v, causal)[0])
+    RESULTS["checks"].append({"config": label, "dtype": "bf16 strided", "seq_len": 700, "causal": causal,
+                              "head_dim": head_dim, "rel_err": err, "ok": err < 1e-2})
+    ok &= err < 1e-2
+    say(f"  {label:44s} D={head_dim} {'causal' if causal else 'full  '}: {'ok' if ok else 'FAILED'}")
+    return ok
+
+
+# -- timing ----------------------------------------------------------------------------------------
+
+def sdpa(backend_name: str | None):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention
+
+    def run(q, k, v, causal):
+        if backend_name is None:
+            return scaled_dot_product_attention(q, k, v, is_causal=causal)
+        with sdpa_kernel(getattr(SDPBackend, backend_name)):
+            return scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return run
+
+
+def tflops(b, h, n, d, causal, ms) -> float:
+    return 4 * b * h * n * n * d / (2 if causal else 1) / (ms * 1e-3) / 1e12
+
+
+def time_all(shapes, providers_for, rounds: int) -> dict:
+    import triton.testing
+    inputs, times = {}, {}
+    for r in range(rounds):
+        for label, b, h, n, d, c in shapes:
+            if label not in inputs:
+                gen = torch.Generator(device="cuda").manual_seed(n + d)
+                inputs[label] = tuple(torch.randn(b, h, n, d, device="cuda", generator=gen, dtype=torch.bfloat16)
+                                      for _ in range(3))
+            q, k, v = inputs[label]
+            providers = list(providers_for(d, c, n).items())
+            shift = r % len(providers)
+            for pname, fn in providers[shift:] + providers[:shift]:
+                beat(f"time {label} {pname} round {r}")
+                try:
+                    ms = triton.testing.do_bench(lambda: fn(q, k, v, c), warmup=25, rep=100, return_mode="median")
+                except Exception as exc:
+                    say(f"  {label} {pname}: {type(exc).__name__}: {str(exc)[:200]}")
+                    ms = float("nan")
+                times.setdefault(label, {}).setdefault(pname, []).append(ms)
+        say(f"round {r + 1}/{rounds} done")
+    return times
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--variants", action="store_true", help="check and time the candidate configs too")
+    parser.add_argument("--shapes", choices=sorted(SHAPE_SETS), default="goal")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--check-only", action="store_true")
+    args = parser.parse_args(argv)
+    threading.Thread(target=_watchdog, daemon=True).start()
+
+    import triton
+    versions = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda,
+                "cudnn": torch.backends.cudnn.version(), "backend": backend(), "backend_reason": backend_reason()}
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        versions.update(gpu=props.name, sm_count=props.multi_processor_count,
+                        capability=f"{props.major}.{props.minor}")
+    RESULTS["versions"] = versions
+    say(json.dumps(versions))
+    reason = fa3_unavailable_reason()
+    if reason:
+        say(f"FA-3 kernel unavailable: {reason}")
+        return 2
+
+    configs: dict[str, tuple[FA3Config, int, bool]] = {}
+    for (d, c), cfg in FA3_CONFIGS.items():
+        configs[f"shipped {name(cfg)}|{d}|{c}"] = (cfg, d, c)
+        if args.variants:
+            for vname, vcfg in variants(d, c).items():
+                configs[f"{vname}|{d}|{c}"] = (vcfg, d, c)
+    jobs = [("fa3", d, c, dt, tuple(cfg.__dict__.values())) for cfg, d, c in configs.values()
+            for dt in ("bfloat16", "float16")]
+    jobs += [("fa2", d, c, "bfloat16", None) for d in (64, 128) for c in (False, True)]
+    precompile(jobs)
+
+    say("== correctness (float64 reference, ragged N, fp16 + bf16, NaN-poisoned outputs)")
+    passed = {}
+    for key, (cfg, d, c) in configs.items():
+        passed[key] = check(cfg, d, c, key.split("|")[0])
+    _dump()
+    if args.check_only:
+        return 0 if all(passed.values()) else 1
+
+    def providers_for(d, c, n):
+        out = {}
+        shipped_key = f"shipped {name(FA3_CONFIGS[(d, c)])}|{d}|{c}"
+        if passed.get(shipped_key):
+            cfg = FA3_CONFIGS[(d, c)]
+            out["fa3"] = lambda q, k, v, causal, cfg=cfg: flash_attention_fa3(q, k, v, causal=causal, config=cfg)
+        if args.variants:
+            for vname, vcfg in variants(d, c).items():
+                if passed.get(f"{vname}|{d}|{c}"):
+                    out[vname] = lambda q, k, v, causal, cfg=vcfg: flash_attention_fa3(q, k, v, causal=causal,
+                                                                                        config=cfg)
+        out["fa2 (ours)"] = lambda q, k, v, causal: flash_attention(q, k, v, causal=causal)
+        out["sdpa default"] = sdpa(None)
+        out["sdpa flash"] = sdpa("FLASH_ATTENTION")
+        if n == 8192:
+            out["sdpa cudnn"] = sdpa("CUDNN_ATTENTION")
+        return out
+
+    shapes = SHAPE_SETS[args.shapes]
+    say(f"== timing {len(shapes)} shapes, {args.rounds} interleaved rounds (do_bench medians, bf16)")
+    times = time_all(shapes, providers_for, args.rounds)
+    table = []
+    for label, b, h, n, d, c in shapes:
+        med = {p: statistics.median(v) for p, v in times[label].items()}
+        tf = {p: tflops(b, h, n, d, c, ms) for p, ms in med.items()}
+        spread = {p: (max(v) - min(v)) / statistics.median(v) for p, v in times[label].items()}
+        RESULTS["timings"][label] = {"shape": [b, h, n, d, c], "ms_rounds": times[label], "ms": med, "tflops": tf,
+                                     "spread": spread}
+        table.append((label, tf))
+    _dump()
+
+    say("")
+    say(f"== {versions['gpu']}, torch {versions['torch']}, triton {versions['triton']}, cuDNN {versions['cudnn']}, "
+        f"{versions['date']}: TFLOPS (median of {args.rounds} rounds), bf16")
+    if args.variants:
+        say("-- FA-3 variants (TFLOPS, ÷ shipped)")
+        for label, tf in table:
+            for p, value in tf.items():
+                if p.startswith("fa3 ") and "fa3" in tf:
+                    say(f"  {label:24s} {p:44s} {value:6.1f}  {value / tf['fa3']:.3f}×")
+    say(f"{'shape':24s} {'fa3':>6s} {'fa2':>6s} {'cudnn':>6s} {'sdpaFA':>6s}  {'÷cudnn':>6s} {'÷fa2':>6s}  goal")
+    for label, tf in table:
+        fa3 = tf.get("fa3", float("nan"))
+        cudnn = tf["sdpa default"]
+        goal = 1.05 if "D128" in label else 1.0
+        verdict = "met" if fa3 / cudnn >= goal else f"<{goal:.2f}"
+        forced = f"  (forced cuDNN {tf['sdpa cudnn']:.1f})" if "sdpa cudnn" in tf else ""
+        say(f"{label:24s} {fa3:6.1f} {tf['fa2 (ours)']:6.1f} {cudnn:6.1f} {tf['sdpa flash']:6.1f}  "
+            f"{fa3 / cudnn:6.3f} {fa3 / tf['fa2 (ours)']:6.3f}  {verdict}{forced}")
+    return 0 if all(passed.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
