@@ -28,8 +28,8 @@ from fmt import fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens, plotly_text
 
 HEADLINE_CHART_PX = 720  # beside the headline's numbers, under the slider: the scene's picture, legend included
 HIERARCHY_CHART_PX = 760  # the scene body under its sentence: the hierarchy fills the screen
-COMPARE_CHART_PX = 530  # fits SCENE_BODY_PX under the numbers and the caption
-ROOFLINE_CHART_PX = 540  # fits SCENE_BODY_PX under the slider and the caption
+COMPARE_CHART_PX = 505  # fits SCENE_BODY_PX under the numbers and the caption
+ROOFLINE_CHART_PX = 515  # fits SCENE_BODY_PX under the slider and the caption
 PICTURE_HEIGHT_PX = page.SCENE_BODY_PX - 210  # the scene body less its row of controls and the caption row
 SEQLEN_TABS = {"memory": "Memory", "time": "Time", "throughput": "Throughput", "table": "Speedup table"}
 
@@ -56,7 +56,7 @@ def scene_headline(stage: Stage) -> None:
     seq_len_slider(s)
     records = stage.ours_over_lengths()
     numbers = stage.headline_numbers(records)
-    recording_coverage(stage)
+    said = recording_coverage(stage)
     # the picture is the biggest thing on screen: the three numbers stand in a column beside it
     cards, picture = st.columns([1, 3], vertical_alignment="top")
     with cards:
@@ -68,7 +68,7 @@ def scene_headline(stage: Stage) -> None:
         st.caption(f"Batch {s.batch} × {s.heads} heads, head_dim {s.head_dim}, {s.dtype}"
                    f"{', causal' if s.causal else ''}. Speedup {stage.measured}: {numbers.speedup_why}.")
     with picture:
-        memory_chart(stage, records, height=HEADLINE_CHART_PX)
+        memory_chart(stage, records, height=HEADLINE_CHART_PX - said)
 
 
 def scene_hierarchy(stage: Stage) -> None:

@@ -173,29 +173,35 @@ def seq_len_slider(settings: Settings) -> None:
 
 # -- messages about the data ----------------------------------------------------------------------
 
-def recording_coverage(stage: Stage) -> None:
-    """When the recording has nothing for the current setting, say what it has and offer to go there."""
+COVERAGE_PX = 110  # design px the coverage line takes when it shows: a scene gives its chart that much less
+
+
+def recording_coverage(stage: Stage) -> int:
+    """When the recording has nothing for the current setting, say so in one line, with what it has and a button
+    to go there; returns the design px it took (0 when it says nothing), for the scene to take off its chart."""
     records = stage.recording.records if stage.recording else []
     if stage.live or not records or any(same_setting(record, stage.settings) for record in records):
-        return
+        return 0
     combos = sorted({(r["batch"], r["heads"], r["head_dim"], r["dtype"], bool(r["causal"])) for r in records})
-    listed = "; ".join(f"batch {b}, {h} heads, head_dim {d}, {t}{', causal' if c else ''}"
-                       for b, h, d, t, c in combos[:6])
-    st.info(f"The recording has no measurements for this setting. It covers: {listed}"
-            f"{' …' if len(combos) > 6 else ''}.")
+    shapes = sorted({f"{b} × {h} heads, d {d}" for b, h, d, _, _ in combos})
+    listed = "; ".join(shapes[:3]) + (" …" if len(shapes) > 3 else "")
     # only a setting the link can hold is offered (a file may cover head_dim 7, or batch 65536)
     showable = [combo for combo in combos if settings_module.can_show(*combo)]
+    line, button = st.columns([4, 1], vertical_alignment="center")
     if not showable:
-        st.caption("None of the recording's settings can be shown here: its batch, heads or head_dim are outside "
-                   f"what the app draws (batch ≤ {settings_module.MAX_BATCH}, heads ≤ {settings_module.MAX_HEADS}, "
-                   f"head_dim in {', '.join(map(str, settings_module.HEAD_DIMS))}).")
-        return
+        line.info("The recording has no measurements for this setting, and none of the recording's settings can "
+                  f"be shown here: its batch, heads or head_dim are outside what the app draws (batch ≤ "
+                  f"{settings_module.MAX_BATCH}, heads ≤ {settings_module.MAX_HEADS}, head_dim in "
+                  f"{', '.join(map(str, settings_module.HEAD_DIMS))}).")
+        return COVERAGE_PX
+    line.info(f"The recording has no measurements for {setting_summary(stage.settings)}; it covers {listed}.")
     s = stage.settings
     current = (s.batch, s.heads, s.head_dim, s.dtype, s.causal)
     batch, heads, head_dim, dtype, causal = min(showable, key=lambda combo: sum(map(operator.ne, combo, current)))
-    st.button("Show the closest recorded setting", on_click=change_settings,
-              kwargs=dict(batch=batch, heads=heads, head_dim=head_dim, dtype=dtype, causal=causal,
-                          model=settings_module.model_of(heads, head_dim)))
+    button.button("Show the closest recorded setting", on_click=change_settings,
+                  kwargs=dict(batch=batch, heads=heads, head_dim=head_dim, dtype=dtype, causal=causal,
+                              model=settings_module.model_of(heads, head_dim)))
+    return COVERAGE_PX
 
 
 def recording_notes(stage: Stage) -> None:

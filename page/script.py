@@ -22,7 +22,7 @@ CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", 
 DESIGN_WIDTH_PX, DESIGN_HEIGHT_PX = 1920, 1080
 # Under the page frame (badges, navigation, the scene's title) a scene body has this much height, in
 # design px, for everything it shows (text, controls, charts); scenes size their charts from it.
-FRAME_PX = 150
+FRAME_PX = 170
 SCENE_BODY_PX = DESIGN_HEIGHT_PX - FRAME_PX
 # Streamlit's own sizes are in rem: one root size scales them all. Text the audience reads is at
 # least 1rem (max(1rem, 1em) lifts captions, labels, badges and table cells that Streamlit sets
@@ -44,6 +44,7 @@ html { font-size: min(calc(100vh / 45), calc(100vw / 80)) !important; }
    laid out as it was (nothing reflows, no chart shrinks); it closes the same way */
 [data-testid="stSidebar"] { position: fixed !important; top: 0; left: 0; height: 100vh; z-index: 1000020;
   box-shadow: 0 0 2rem rgba(0, 0, 0, 0.35); }
+[data-testid="stSidebarContent"] { height: 100vh; overflow-y: auto; }
 /* Streamlit's header keeps only the sidebar's arrow (top left, over the page's left padding) */
 [data-testid="stHeader"] { background: transparent; pointer-events: none; }
 [data-testid="stHeader"] button { pointer-events: auto; }

@@ -276,9 +276,21 @@ def choose(page, label: str) -> None:
     expect(button).to_have_attribute("aria-checked", "true")
 
 
+def close_drawer(page) -> None:
+    """Close the sidebar if it is open (Streamlit remembers it across page loads): the presentation layout."""
+    sidebar = page.get_by_test_id("stSidebar")
+    if sidebar.count() and sidebar.get_attribute("data-collapsed") == "false":
+        sidebar.hover()  # its collapse button shows on hover
+        page.get_by_test_id("stSidebarCollapseButton").locator("button").first.click()
+        expect(sidebar).to_have_attribute("data-collapsed", "true")
+
+
 def show(page, server: str, **params: str) -> None:
-    """Open the app at these settings; wait until the run is done and the charts are built for this window."""
+    """Open the app at these settings, sidebar closed; wait until the run is done and the charts are built for
+    this window."""
     page.goto(f"{server}/?{urllib.parse.urlencode(params)}")
+    page.locator('[data-testid="stSidebar"]').wait_for(state="attached")
+    close_drawer(page)
     size = page.viewport_size
     page.wait_for_function(
         "size => getComputedStyle(document.documentElement).getPropertyValue('--stage-window').includes(size)",
