@@ -40,6 +40,16 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
+def _shape_list(text: str) -> list[tuple[int, int]]:
+    try:
+        shapes = [tuple(int(v) for v in item.lower().split("x")) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected BATCHxHEADS, comma-separated (e.g. 1x32), got {text!r}") from None
+    if not shapes or any(len(shape) != 2 or min(shape) < 1 for shape in shapes):
+        raise argparse.ArgumentTypeError(f"expected BATCHxHEADS, comma-separated (e.g. 1x32), got {text!r}")
+    return shapes
+
+
 def _choice_list(choices):
     def parse(text: str) -> list[str]:
         values = [x.strip() for x in text.split(",") if x.strip()]
@@ -63,7 +73,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--heads", type=int, default=16)
     p.add_argument("--rep-ms", type=float, default=300.0, help="time budget of the timed repetitions per point")
-    p.add_argument("--timeline", action="store_true", help="also record SM timelines (seq_len 16K, 32 heads)")
+    p.add_argument("--timeline", action="store_true",
+                   help="also record SM timelines of the flash kernel at the bench's batch and heads, N = 8K, "
+                        "head_dim 128 (the talk's setting), causal and not")
+    p.add_argument("--shapes", type=_shape_list, default=[],
+                   help="more (batch x heads) shapes to sweep like the main one, e.g. 1x32 (Llama 3 8B's heads)")
+    p.add_argument("--fill", action="store_true",
+                   help="also time flash and the FA1-order kernel at a shape that fills the GPU (batch·heads ≥ "
+                        "2 × SMs programs for FA1), N = 4K: the loop order's cost apart from idle SMs")
     p.add_argument("--tune", action="store_true", help="time flash tile configs at seq_len 8K and print the best")
     p.add_argument("--out", type=Path, default=None, help="write a results JSON file here")
     args = p.parse_args(argv)
@@ -87,16 +104,20 @@ def print_table(records: list[dict], file=sys.stdout) -> None:
               f"{_fmt(extra, '10.1f')}", file=file)
 
 
-def ratio_table(records: list[dict], seq_len: int = RATIO_SEQ_LEN) -> list[dict]:
-    """The issue's side-by-side ratios at one seq_len, from records of the same run."""
+def ratio_table(records: list[dict], seq_len: int = RATIO_SEQ_LEN, batch: int | None = None,
+                heads: int | None = None) -> list[dict]:
+    """The side-by-side ratios at one seq_len and one (batch, heads) (the first record's when not given), from
+    records of the same run."""
+    if records and batch is None:
+        batch, heads = records[0]["batch"], records[0]["heads"]
     by_key = {(r["algorithm"], r["head_dim"], r["causal"], r["dtype"]): r for r in records
-              if r["seq_len"] == seq_len and r["status"] == "ok"}
+              if r["seq_len"] == seq_len and r["status"] == "ok" and (r["batch"], r["heads"]) == (batch, heads)}
     rows = []
     for (algo, d, causal, dtype), r in sorted(by_key.items()):
         if algo != "flash":
             continue
         row = {"head_dim": d, "causal": causal, "dtype": dtype, "flash_ms": r["time_ms"], "flash_tflops": r["tflops"]}
-        for other in ("sdpa_flash", "sdpa_default", "flash_v1"):
+        for other in ("sdpa_flash", "sdpa_default", "flash_v1", "flash_v3"):
             o = by_key.get((other, d, causal, dtype))
             row[f"flash_vs_{other}"] = o["time_ms"] / r["time_ms"] if o else None
         naive, eager = by_key.get(("naive", d, causal, dtype)), by_key.get(("torch_naive", d, causal, dtype))
@@ -134,6 +155,18 @@ def tune(head_dims: list[int], dtypes: list[str], causals: list[bool], batch: in
         torch.cuda.empty_cache()
 
 
+FILL_SEQ_LEN = 4096
+
+
+def fill_settings(head_dims: list[int], dtypes: list[str], causals: list[bool], sm_count: int) -> list[Setting]:
+    """flash and the FA1-order kernel at a shape whose batch·heads (FA1's programs, one per head) is at least
+    twice the SMs, so that no SM idles: there the two differ by their loop order alone."""
+    heads = 64
+    batch = max(1, -(-2 * sm_count // heads))
+    return [Setting(a, FILL_SEQ_LEN, batch, heads, d, dt_, c)
+            for dt_, d, c, a in itertools.product(dtypes, head_dims, causals, ("flash", "flash_v1"))]
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     if INTERPRET:
@@ -148,13 +181,15 @@ def main(argv=None) -> int:
     print(f"device: {facts['name']}, copy {facts['copy_gbps']:,.0f} GB/s, L2 reads {facts['l2_gbps']:,.0f} GB/s, "
           f"bf16 matmul {facts['matmul_tflops']:,.0f} TFLOPS, max SM clock {facts['sm_clock_mhz']} MHz",
           file=sys.stderr, flush=True)
-    settings = [Setting(a, n, args.batch, args.heads, d, dt_, c)
-                for dt_, d, c, a, n in itertools.product(args.dtypes, args.head_dims, causals, args.algorithms,
-                                                         args.seq_lens)]
+    settings = [Setting(a, n, b, h, d, dt_, c)
+                for (b, h), dt_, d, c, a, n in itertools.product([(args.batch, args.heads), *args.shapes], args.dtypes,
+                                                                 args.head_dims, causals, args.algorithms, args.seq_lens)]
+    if args.fill:
+        settings += fill_settings(args.head_dims, args.dtypes, causals, facts["sm_count"])
     records = []
     oom_at = {}
     for i, s in enumerate(settings, 1):
-        key = (s.algorithm, s.head_dim, s.causal, s.dtype)
+        key = (s.algorithm, s.batch, s.heads, s.head_dim, s.causal, s.dtype)
         if s.algorithm == "flash_v1" and s.seq_len > FLASH_V1_TIMED_MAX_SEQ_LEN:
             continue  # one program per head: past this, minutes of GPU time for a point the story does not need
         if key in oom_at and s.seq_len > oom_at[key] and s.algorithm not in OURS:
@@ -168,9 +203,10 @@ def main(argv=None) -> int:
     timelines = []
     if args.timeline:
         from kernels.trace import sm_timeline
-        timelines = [sm_timeline(causal=c).to_dict() for c in (False, True)]
+        timelines = [sm_timeline(seq_len=RATIO_SEQ_LEN, heads=args.heads, batch=args.batch, head_dim=128,
+                                 causal=c).to_dict() for c in (False, True)]
     print_table(records)
-    ratios = ratio_table(records)
+    ratios = ratio_table(records, batch=args.batch, heads=args.heads)
     print_ratios(ratios)
     if args.out:
         command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
