@@ -35,6 +35,10 @@ import triton
 import costmodel
 from kernels import gluon_compat as compat
 from kernels.gluon_compat import fence_async_shared, gl, gluon, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+try:  # Proton's in-kernel scopes, used only by the PROFILE=True build (kernels/phase_timeline.py)
+    import triton.profiler.language as pl
+except Exception:  # noqa: BLE001 - a Triton without Proton: the PROFILE build is unavailable, nothing else changes
+    pl = None
 from kernels.inputs import DTYPE_NAMES, check_attention_inputs
 
 SUPPORTED_HEAD_DIMS = (64, 128)
@@ -53,11 +57,24 @@ else:  # no Gluon in this Triton: the functions below stay plain Python and are 
 # -- kernel ----------------------------------------------------------------------------------------
 
 @_jit
+def _enter(NAME: gl.constexpr, PROFILE: gl.constexpr):
+    # Proton scope around a phase, in the PROFILE build only (kernels/phase_timeline.py); nothing otherwise
+    if PROFILE:
+        pl.enter_scope(NAME)
+
+
+@_jit
+def _exit(NAME: gl.constexpr, PROFILE: gl.constexpr):
+    if PROFILE:
+        pl.exit_scope(NAME)
+
+
+@_jit
 def _fa3_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem,
                   q_ready, k_ready, k_empty, v_ready, v_empty,
                   off_b, off_h, m0, n_kv,
                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_CONSUMERS: gl.constexpr,
-                  KV_STAGES: gl.constexpr):
+                  KV_STAGES: gl.constexpr, PROFILE: gl.constexpr):
     # -- producer: each consumer's Q block, once (rows past seq_len read as zeros) --
     for c in gl.static_range(NUM_CONSUMERS):
         mbarrier.expect(q_ready.index(c), q_desc.block_type.nbytes)
@@ -68,6 +85,7 @@ def _fa3_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem,
         slot = j % KV_STAGES
         refill = ((j // KV_STAGES) & 1) ^ 1  # a fresh mbarrier counts its phase before 0 as complete
         # -- load the K tile (its copy signals k_ready when the bytes have landed) --
+        _enter("load", PROFILE)
         mbarrier.wait(k_empty.index(slot), refill)
         mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(k_desc, [off_b, off_h, j * BLOCK_N, 0], k_ready.index(slot),
@@ -77,6 +95,7 @@ def _fa3_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem,
         mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(v_desc, [off_b, off_h, j * BLOCK_N, 0], v_ready.index(slot),
                                         v_smem.index(slot))
+        _exit("load", PROFILE)
 
 
 @_jit
@@ -105,7 +124,7 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
                   qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
                   HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                   NUM_CONSUMERS: gl.constexpr, KV_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                  OVERLAP: gl.constexpr):
+                  OVERLAP: gl.constexpr, PROFILE: gl.constexpr):
     # -- consumer: one warpgroup, BLOCK_M query rows; the scores and O live in wgmma accumulator registers --
     dtype: gl.constexpr = o_desc.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -145,10 +164,13 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
         slot = j % KV_STAGES
         prev = (j - 1) % KV_STAGES
         # -- load the K tile (TMA landed?) and the previous V tile --
+        _enter("wait", PROFILE)
         mbarrier.wait(k_ready.index(slot), (j // KV_STAGES) & 1)
         mbarrier.wait(v_ready.index(prev), ((j - 1) // KV_STAGES) & 1)
         # -- ping-pong hand-off: our turn at the tensor cores; compute qk: S_j = Q·K_jᵀ, async --
         mbarrier.wait(turn.index(CONSUMER), j & 1)
+        _exit("wait", PROFILE)
+        _enter("qk", PROFILE)  # issue QKᵀ and P·V, wait for QKᵀ
         k_t = k_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
         s_tok = warpgroup_mma(q, k_t, s_init, use_acc=False, is_async=True)
         # -- rescale the accumulator (while S_j runs), then add P·V: O += P_{j-1}·V_{j-1}, async --
@@ -163,9 +185,13 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
             s, acc, p_op = warpgroup_mma_wait(0, deps=(s_tok, o_tok, p_op))
             mbarrier.arrive(k_empty.index(slot), count=1)
             mbarrier.arrive(v_empty.index(prev), count=1)
+        _exit("qk", PROFILE)
+        _enter("softmax", PROFILE)
         if j >= mask_from:
             s = _fa3_mask(s, j, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
         p, m_i, l_i, alpha = _fa3_softmax(s, m_i, l_i, qk_scale)
+        _exit("softmax", PROFILE)
+        _enter("pv", PROFILE)  # wait for P·V (in flight since the qk phase), hand P_j over
         if OVERLAP:
             # Never taken (seq_len ≥ 1): a branch here ends the basic block, so ptxas cannot hoist the wait below
             # above the softmax (within one block it does, and the overlap is lost: seen in the SASS).
@@ -174,6 +200,7 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
             acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
             mbarrier.arrive(v_empty.index(prev), count=1)
         p_op = gl.convert_layout(p.to(dtype), p_layout)  # P_j into the registers P_{j-1}·V_{j-1} just freed
+        _exit("pv", PROFILE)
 
     # -- rescale the accumulator, then add P·V: the last tile's P·V --
     last = (n_kv - 1) % KV_STAGES
@@ -186,6 +213,7 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
     mbarrier.arrive(v_empty.index(last), count=1)
 
     # -- write O and the row log-sum-exp (natural log) once --
+    _enter("epilogue", PROFILE)
     lse = (m_i + gl.log2(l_i)) * _LN2
     gl.store(LSE + off_bh.to(gl.int64) * seq_len + offs_m, lse, mask=offs_m < seq_len)
     o = acc / gl.convert_layout(l_i, o_row_layout)[:, None]
@@ -194,13 +222,15 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
     fence_async_shared()
     tma.async_copy_shared_to_global(o_desc, [off_b, off_h, row0, 0], o_smem)  # rows past seq_len are clipped
     tma.store_wait(0)
+    _exit("epilogue", PROFILE)
 
 
 @_jit(do_not_specialize=["seq_len", "heads"])
 def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
              HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
              NUM_CONSUMERS: gl.constexpr, KV_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-             CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, OVERLAP: gl.constexpr):
+             CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, OVERLAP: gl.constexpr,
+             PROFILE: gl.constexpr):
     # Q, K, V, O: 4-D TMA descriptors over (B, H, N, D); Q and O boxes are [1, 1, BLOCK_M, D], K and V [1, 1, BLOCK_N, D].
     # One program per (block of NUM_CONSUMERS·BLOCK_M query rows, batch·head).
     TILE_M: gl.constexpr = NUM_CONSUMERS * BLOCK_M
@@ -249,27 +279,27 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
         gl.warp_specialize([
             (_fa3_consumer, (0, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
                              qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP)),
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
             (_fa3_consumer, (1, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
                              qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP)),
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
             (_fa3_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready,
-                             v_empty, off_b, off_h, m0, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES)),
+                             v_empty, off_b, off_h, m0, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, PROFILE)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
     else:
         gl.static_assert(NUM_CONSUMERS == 3, "the FA-3 kernel runs 2 or 3 consumer warpgroups")
         gl.warp_specialize([
             (_fa3_consumer, (0, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
                              qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP)),
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
             (_fa3_consumer, (1, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
                              qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP)),
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
             (_fa3_consumer, (2, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
                              qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP)),
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
             (_fa3_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready,
-                             v_empty, off_b, off_h, m0, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES)),
+                             v_empty, off_b, off_h, m0, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, PROFILE)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -357,7 +387,7 @@ def _tma_ready(t: torch.Tensor) -> torch.Tensor:
 
 
 def _launch_fa3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
-                config: FA3Config) -> tuple[torch.Tensor, torch.Tensor]:
+                config: FA3Config, profile: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     batch, heads, seq_len, head_dim = q.shape  # (B, H, N, D)
     if batch * heads > 65535:  # the grid's second dimension
         raise ValueError(f"batch × heads must be at most 65535 for the FA-3 kernel's grid; got {batch * heads}")
@@ -373,6 +403,7 @@ def _launch_fa3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
             HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
             NUM_CONSUMERS=config.num_consumers, KV_STAGES=config.kv_stages, CAUSAL=causal,
             CONSUMER_REGS=config.consumer_regs, PRODUCER_REGS=config.producer_regs, OVERLAP=config.overlap,
+            PROFILE=profile,  # Proton scopes on the phases (kernels/phase_timeline.py); off in every shipped call
             num_warps=4, maxnreg=config.maxnreg,
         )
     return o, lse

@@ -140,3 +140,28 @@ def test_config_is_a_frozen_table_entry():
     assert config.tile_m == 128 and config.num_warps == 12 and config.maxnreg == 168
     with pytest.raises(Exception):
         config.block_m = 128
+
+
+def test_phase_timeline_reads_protons_chrome_trace(tmp_path):
+    """The parser of kernels/phase_timeline.py on a trace in the layout triton 3.6's Proton writes (seen on the H200):
+    pid '<kernel> Core<SM> CTA<id>', tid 'warp <id> (line <n>)', ts/dur = cycles / 1000."""
+    import json
+    from kernels.phase_timeline import (_roles, parse_chrome_trace, phase_fractions, phase_timeline_unavailable_reason,
+                                        softmax_overlap)
+    events = [{"name": "Kernel", "ph": "X", "pid": "Kernel Call Path", "tid": "path 0", "ts": 0, "dur": 9,
+               "cat": "call_path"}]
+    for name, warp, ts, dur in [("wait", 0, 0.128, 0.2), ("qk", 0, 0.4, 0.6), ("softmax", 0, 1.0, 1.3),
+                                ("pv", 0, 2.35, 0.1), ("qk", 4, 1.0, 0.9), ("softmax", 4, 2.0, 1.2),
+                                ("load", 10, 0.1, 2.0)]:
+        events.append({"name": name, "ph": "X", "pid": "_fa3_fwd Core7 CTA3", "tid": f"warp {warp} (line 0)",
+                       "ts": ts, "dur": dur, "cat": "_fa3_fwd", "args": {"Frequency (MHz)": 1000.0}})
+    path = tmp_path / "t.chrome_trace"
+    path.write_text(json.dumps({"displayTimeUnit": "ns", "traceEvents": events}))
+    (program,) = parse_chrome_trace(path)
+    _roles(program["lanes"])
+    assert program["sm"] == 7 and program["cta"] == 3
+    assert [lane["role"] for lane in program["lanes"]] == ["consumer 0", "consumer 1", "producer"]
+    assert program["lanes"][0]["spans"][:2] == [["wait", 28, 228], ["qk", 300, 900]]
+    assert abs(sum(phase_fractions(program["lanes"][0]).values()) - 2.2 / 2.322) < 1e-3
+    assert abs(softmax_overlap(program) - 0.9 / 1.3) < 1e-9  # consumer 1's qk covers [1.0, 1.9] of [1.0, 2.3]
+    assert "no Proton scopes" in phase_timeline_unavailable_reason("fa2")

@@ -1,0 +1,267 @@
+"""Inside one program: what each warpgroup of a flash kernel does over time, measured with Proton (issue 21).
+
+`record_phase_timeline("fa3", ...)` runs one launch of the FA-3 style kernel (kernels/flash_fa3.py) built with its
+PROFILE constexpr on, under Proton's intra-kernel instrumentation (`proton.start(backend="instrumentation")`), and
+returns plain data: per program (CTA) the SM it ran on and, per sampled warp (one per warpgroup), the phases it went
+through as (phase, start, end) in Proton's clock units (cycles; the Chrome trace Proton writes divides them by 1000
+and calls them µs, i.e. it assumes 1 GHz), plus the SM clock read beside the run and the plain vs instrumented time.
+
+Phases are the kernel's phase comments: producer `load` (wait for a free ring slot, issue the K and V TMA copies);
+consumer `wait` (K/V landed? our turn at the tensor cores?), `qk` (issue QKᵀ and P·V, wait for QKᵀ), `softmax`,
+`pv` (wait for the P·V issued in `qk`, hand P over), `epilogue`. A scope is what a warp is doing (issuing, waiting,
+computing), not whether the tensor cores are busy: a wgmma issued in `qk` runs on during `softmax`.
+
+The shipped kernels are untouched: PROFILE=False compiles to the same SASS as before the scopes existed (checked),
+and the instrumented build is a separate compile (Proton's mode is part of Triton's cache key).
+
+"fa2" (kernels/flash.py, the teaching kernel) is not instrumented: Proton instruments Gluon kernels; `tl` kernels need
+`pl.enable_semantic("triton")` and scopes in their source, behind a constexpr, and Proton warns that Triton's loop
+pipelining moves such records. `phase_timeline_unavailable_reason("fa2")` says so.
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+from kernels.runtime import INTERPRET  # first: it picks the backend before any kernel is decorated
+import torch
+
+PHASES = ("load", "wait", "qk", "softmax", "pv", "epilogue")
+_PID = re.compile(r"Core\s*(\d+)\s+CTA\s*(\d+)")
+_TID = re.compile(r"warp\s+(\d+)")
+
+
+def phase_timeline_unavailable_reason(kernel: str = "fa3") -> str | None:
+    """None when `kernel` can be recorded here; otherwise one sentence saying why not."""
+    if kernel == "fa2":
+        return ("the teaching kernel (kernels/flash.py) has no Proton scopes: Triton-DSL kernels need "
+                "pl.enable_semantic('triton') and scopes behind a constexpr in their source, and Triton's pipelining "
+                "can move them")
+    if kernel != "fa3":
+        return f"unknown kernel {kernel!r}: 'fa3' (kernels/flash_fa3.py) or 'fa2' (kernels/flash.py)"
+    if INTERPRET:
+        return "Proton's intra-kernel instrumentation runs on a GPU, not in Triton's CPU interpreter"
+    from kernels.flash_fa3 import fa3_unavailable_reason, pl
+    reason = fa3_unavailable_reason()
+    if reason:
+        return reason
+    if pl is None:
+        return "this Triton has no Proton (triton.profiler.language)"
+    return None
+
+
+def _sm_clock_mhz() -> float | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10)
+        return float(out.stdout.strip().splitlines()[0])
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return None
+
+
+def parse_chrome_trace(path: Path | str, kernel_name: str | None = None) -> list[dict]:
+    """Proton's Chrome trace (instrumentation backend) as plain data: one entry per CTA, sorted by CTA id:
+    {"cta", "sm", "init_ns", "post_final_ns", "lanes": [{"warp", "spans": [[phase, start, end], ...]}]};
+    start/end in Proton's cycle units (SM clock cycles with clock32), relative to the CTA's first recorded event.
+    Triton 3.6 writes pid "<kernel> Core<SM> CTA<id>", tid "warp <id> (line <n>)", ts/dur = cycles / 1000 and args
+    {"Finalization Time (ns)", "Frequency (MHz)": 1000.0, "call_stack"}; init/post-final times (newer Protons) are
+    None there."""
+    events = json.loads(Path(path).read_text())["traceEvents"]
+    ctas: dict[int, dict] = {}
+    for e in events:
+        if e.get("ph") != "X" or "pid" not in e or "tid" not in e or e.get("cat") in ("flow", "call_path"):
+            continue
+        pid, tid = _PID.search(str(e["pid"])), _TID.search(str(e["tid"]))
+        if not pid or not tid or (kernel_name and kernel_name not in str(e["pid"])):
+            continue
+        sm, cta, warp = int(pid[1]), int(pid[2]), int(tid[1])
+        start = round(float(e["ts"]) * 1000)  # back to Proton's clock units (it wrote cycles / 1000)
+        end = start + round(float(e["dur"]) * 1000)
+        entry = ctas.setdefault(cta, {"cta": cta, "sm": sm, "lanes": {}})
+        args = e.get("args") or {}
+        entry.setdefault("init_ns", args.get("Init Time (ns)"))
+        entry.setdefault("post_final_ns", args.get("Post Final Time (ns)"))
+        entry["lanes"].setdefault(warp, []).append([e["name"], start, end])
+    out = []
+    for cta in sorted(ctas):
+        entry = ctas[cta]
+        origin = min(s[1] for spans in entry["lanes"].values() for s in spans)
+        lanes = [{"warp": warp, "spans": sorted([[n, a - origin, b - origin] for n, a, b in spans],
+                                                key=lambda s: (s[1], s[2]))}
+                 for warp, spans in sorted(entry["lanes"].items())]
+        out.append({**entry, "lanes": lanes})
+    return out
+
+
+def _roles(lanes: list[dict]) -> None:
+    """Name each sampled warp's warpgroup by what it recorded: the producer loads, consumers compute."""
+    consumer = 0
+    for lane in lanes:
+        names = {s[0] for s in lane["spans"]}
+        if "load" in names:
+            lane["role"] = "producer"
+        else:
+            lane["role"] = f"consumer {consumer}"
+            consumer += 1
+        lane["warpgroup"] = lane["warp"] // 4
+
+
+def _kernel_ms(fn, reps: int = 10) -> float:
+    """GPU time of one call (median): the GPU sleeps first while the host builds the launch (descriptors,
+    allocations), so the events bracket the kernel, not the Python around it (do_bench at this size would time the
+    host)."""
+    import statistics
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(2_000_000)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def record_phase_timeline(kernel: str = "fa3", batch: int = 1, heads: int = 4, seq_len: int = 4096,
+                          head_dim: int = 128, causal: bool = False, dtype: torch.dtype = torch.bfloat16,
+                          max_programs: int | None = 8, seed: int = 0) -> dict:
+    """Record one launch of `kernel` with Proton; return plain data (see the module docstring):
+
+    {"kernel", "shape": {...}, "config": {...}, "sm_clock_mhz", "sampled_warps", "programs": [per CTA: "cta", "sm",
+    "lanes": [{"warp", "warpgroup", "role", "spans": [[phase, start, end], ...]}]], "program_count", "timing":
+    {"plain_ms", "longest_program_cycles", "longest_program_ms_at_clock", "overhead", "instrumented_launch_ms"},
+    "proton": {"triton", "mode", "raw_sample"}, "profiled_output_identical"}. Raises RuntimeError with
+    phase_timeline_unavailable_reason's sentence where it cannot run. The default shape fills about one wave of an
+    H200 (128 programs of 128 query rows); `max_programs` keeps the first that many CTAs (None: all)."""
+    reason = phase_timeline_unavailable_reason(kernel)
+    if reason:
+        raise RuntimeError(reason)
+    import triton
+    import triton.profiler as proton
+    from kernels.flash_fa3 import _launch_fa3, fa3_config_for
+
+    config = fa3_config_for(head_dim, causal)
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    q, k, v = (torch.randn(batch, heads, seq_len, head_dim, device="cuda", generator=gen).to(dtype) for _ in range(3))
+    scale = head_dim ** -0.5
+    plain_ms = _kernel_ms(lambda: _launch_fa3(q, k, v, causal, scale, config))
+    o_plain, _ = _launch_fa3(q, k, v, causal, scale, config)
+    # one sampled warp per consumer warpgroup, and every warp of the last warpgroup (the producer's 1 warp sits there)
+    producer_group = 4 * config.num_consumers
+    sampled = ",".join(str(w) for w in [4 * i for i in range(config.num_consumers)]
+                       + list(range(producer_group, producer_group + 4)))
+    mode = proton.mode.Default(sampling_strategy="selective", sampling_options=sampled, buffer_type="global",
+                               optimizations="clock32")
+    with tempfile.TemporaryDirectory(prefix="phase-timeline-") as tmp:
+        base = str(Path(tmp) / "fa3")
+        proton.start(base, data="trace", backend="instrumentation", mode=mode)
+        try:
+            o_profiled, _ = _launch_fa3(q, k, v, causal, scale, config, profile=True)
+            torch.cuda.synchronize()
+        finally:
+            proton.finalize()
+        proton.start(base + "-timed", data="trace", backend="instrumentation", mode=mode)
+        try:  # the instrumented launch as Proton runs it (its own buffer handling included), timed like the plain one
+            instrumented_launch_ms = _kernel_ms(lambda: _launch_fa3(q, k, v, causal, scale, config, profile=True),
+                                                reps=5)
+        finally:
+            proton.finalize()
+        trace = Path(base + ".chrome_trace")
+        programs = parse_chrome_trace(trace)
+        raw = json.loads(trace.read_text())["traceEvents"]
+        raw_sample = [e for e in raw if _PID.search(str(e.get("pid", "")))][:4]
+    for program in programs:
+        _roles(program["lanes"])
+    longest = max(max(s[2] for lane in p["lanes"] for s in lane["spans"]) for p in programs)
+    clock = _sm_clock_mhz()
+    return {
+        "kernel": kernel,
+        "shape": {"batch": batch, "heads": heads, "seq_len": seq_len, "head_dim": head_dim, "causal": causal,
+                  "dtype": str(dtype).removeprefix("torch.")},
+        "config": {**config.__dict__, "tile_m": config.tile_m},
+        "sm_clock_mhz": clock,
+        "sampled_warps": [int(w) for w in sampled.split(",")],
+        "programs": programs[:max_programs] if max_programs else programs,
+        "program_count": len(programs),
+        # plain_ms: the shipped kernel's GPU time at this shape (one wave: about one program's time);
+        # longest_program_*: the longest instrumented program, first to last record (cycles, and ms at the SM clock
+        # read beside the run); overhead: the latter over the former, an estimate of what the scopes cost inside the
+        # kernel; instrumented_launch_ms: the PROFILE launch timed like the plain one while Proton runs, which is
+        # dominated by Proton's own per-launch buffer handling (tens of ms), not by the kernel
+        "timing": {"plain_ms": plain_ms, "longest_program_cycles": longest,
+                   "longest_program_ms_at_clock": longest / (clock * 1e3) if clock else None,
+                   "overhead": (longest / (clock * 1e3) / plain_ms - 1) if clock else None,
+                   "instrumented_launch_ms": instrumented_launch_ms},
+        "proton": {"triton": triton.__version__, "mode": str(mode), "raw_sample": raw_sample},
+        "profiled_output_identical": bool(torch.equal(o_plain, o_profiled)),
+    }
+
+
+def phase_fractions(lane: dict) -> dict[str, float]:
+    """Share of the lane's recorded span spent in each phase."""
+    spans = lane["spans"]
+    if not spans:
+        return {}
+    total = max(s[2] for s in spans) - min(s[1] for s in spans)
+    out: dict[str, float] = {}
+    for name, start, end in spans:
+        out[name] = out.get(name, 0.0) + (end - start) / total
+    return out
+
+
+def softmax_overlap(program: dict) -> float | None:
+    """Of the time consumer 0 spends in `softmax`, the share during which another consumer is in `qk` or `pv`
+    (its wgmmas issued or running): the ping-pong, measured. None without two consumers."""
+    consumers = [lane for lane in program["lanes"] if lane.get("role", "").startswith("consumer")]
+    if len(consumers) < 2:
+        return None
+    soft = [(a, b) for n, a, b in consumers[0]["spans"] if n == "softmax"]
+    busy = [(a, b) for lane in consumers[1:] for n, a, b in lane["spans"] if n in ("qk", "pv")]
+    total = sum(b - a for a, b in soft)
+    if not total:
+        return None
+    covered = 0
+    for a, b in soft:
+        covered += sum(max(0, min(b, d) - max(a, c)) for c, d in busy)
+    return min(1.0, covered / total)
+
+
+def main() -> int:
+    """On the H200: record the FA-3 kernel at the talk's class (D=128) and print a summary; JSON under $OUT."""
+    import os
+    out = Path(os.environ.get("OUT") or ".")
+    results = {}
+    for causal in (False, True):
+        label = f"fa3 D128 {'causal' if causal else 'full'}"
+        try:
+            data = record_phase_timeline("fa3", causal=causal)
+        except Exception as exc:  # noqa: BLE001 - print it and keep the other run
+            print(f"{label}: {type(exc).__name__}: {exc}")
+            continue
+        results[label] = data
+        t = data["timing"]
+        print(f"{label}: {data['program_count']} programs traced; plain kernel {t['plain_ms']:.4f} ms; longest "
+              f"instrumented program {t['longest_program_cycles']} cycles = "
+              f"{t['longest_program_ms_at_clock'] or float('nan'):.4f} ms (scopes' cost ≤ "
+              f"{t['overhead'] if t['overhead'] is not None else float('nan'):+.1%}); launch under Proton "
+              f"{t['instrumented_launch_ms']:.1f} ms (its host-side buffer handling); "
+              f"SM clock {data['sm_clock_mhz']} MHz; profiled O identical to plain: "
+              f"{data['profiled_output_identical']}")
+        for program in data["programs"][:2]:
+            print(f"  CTA {program['cta']} on SM {program['sm']}: softmax overlap {softmax_overlap(program)}")
+            for lane in program["lanes"]:
+                fr = ", ".join(f"{k} {v:.0%}" for k, v in sorted(phase_fractions(lane).items()))
+                print(f"    warp {lane['warp']:2d} {lane['role']:10s} {len(lane['spans']):4d} spans: {fr}")
+    print(f"fa2: {phase_timeline_unavailable_reason('fa2')}")
+    (out / "phase_timeline.json").write_text(json.dumps(results))
+    return 0 if results else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,53 @@
+"""CI compiles every shipped configuration of every kernel for real GPU targets (no GPU needed): sm_90 and sm_80 for
+the `tl` kernels, sm_90 for the Gluon FA-3 kernel, under the pinned Triton. Slow-ish (a few minutes on two cores:
+each configuration is a real Triton + ptxas compile), never skipped: it is the only test of what a GPU user's first
+launch compiles."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def check(tmp_path_factory):
+    out = tmp_path_factory.mktemp("compile-check") / "results.json"
+    env = {**os.environ, "FLASH_LIVE_BACKEND": "aot"}
+    env.pop("TRITON_INTERPRET", None)
+    run = subprocess.run([sys.executable, "-m", "kernels.compile_check", "--json", str(out)], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=1500)
+    return run, (json.loads(out.read_text()) if out.exists() else None)
+
+
+@pytest.mark.timeout(1600)
+def test_every_configuration_compiles(check):
+    run, data = check
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    assert data is not None and data["results"]
+    failed = [r for r in data["results"] if not r["ok"]]
+    assert not failed, failed
+    assert "configurations compiled" in run.stdout.splitlines()[-1]
+
+
+@pytest.mark.timeout(1600)
+def test_every_kernel_and_target_is_covered(check):
+    _, data = check
+    assert data is not None
+    from kernels import flash, flash_fa3
+    seen = {(r["kernel"].split(":")[-1], r["target"]) for r in data["results"]}
+    for kernel in ("_attn_fwd", "_attn_fwd_fa1", "_scores_kernel", "_softmax_kernel", "_pv_kernel",
+                   "_read_repeatedly"):
+        assert {(kernel, "sm_90"), (kernel, "sm_80")} <= seen, kernel
+    assert ("_fa3_fwd", "sm_90") in seen and ("_fa3_fwd", "sm_80") not in seen
+    flash_rows = [r for r in data["results"] if r["kernel"].endswith(":_attn_fwd")]
+    for head_dim, dtype_bytes, causal in flash.TUNED_CONFIGS:  # every tuned class, on both targets
+        tag = f"D={head_dim} {'bfloat16' if dtype_bytes == 2 else 'float32'} {'causal' if causal else 'full'} "
+        assert {r["target"] for r in flash_rows if r["label"].startswith(tag)} == {"sm_90", "sm_80"}, tag
+    fa3_rows = [r for r in data["results"] if r["kernel"].endswith(":_fa3_fwd")]
+    assert len(fa3_rows) == 2 * len(flash_fa3.FA3_CONFIGS)  # fp16 and bf16
+    for r in fa3_rows:  # the point of the Gluon kernel: wgmma in the SASS, and no spills
+        assert r["hgmma"] and r["hgmma"] > 0 and r["stack"] == 0 and r["local"] == 0, r
