@@ -162,6 +162,45 @@ def fused_extra_bytes(seq_len: int, batch: int, heads: int, head_dim: int, dtype
     return batch * heads * seq_len * head_dim * dtype_bytes
 
 
+def inputs_bytes(seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int) -> int:
+    """Bytes of the inputs Q, K and V for every (batch, head)."""
+    return 3 * batch * heads * seq_len * head_dim * dtype_bytes
+
+
+def standard_device_bytes(seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int) -> int:
+    """Device memory our naive kernels hold at once: the inputs Q, K, V and naive_extra_bytes (S in fp32, P, O)."""
+    return (inputs_bytes(seq_len, batch, heads, head_dim, dtype_bytes)
+            + naive_extra_bytes(seq_len, batch, heads, head_dim, dtype_bytes))
+
+
+@dataclass(frozen=True)
+class MemoryWall:
+    """Where the standard kernels stop fitting a device: the longest N whose memory fits, and the first power
+    of two past it (a slider stop), with what it needs there."""
+    hbm_bytes: int
+    fits_up_to: int  # the longest N (tokens) whose standard_device_bytes fit in hbm_bytes (0: none)
+    seq_len: int     # the first power-of-two N that does not fit
+    need_bytes: int  # standard_device_bytes at seq_len
+
+
+MAX_WALL_SEQ_LEN = 1 << 30  # the search's upper end: no device holds one head's N×N scores past this
+
+
+def standard_memory_wall(hbm_bytes: int, batch: int, heads: int, head_dim: int, dtype_bytes: int) -> MemoryWall:
+    """The memory wall of the standard kernels at this setting on a device of hbm_bytes: the one formula the
+    problem scene draws and the recorded out-of-memory records meet (at batch 2 × 16 heads, head_dim 128,
+    bf16 on the H200's 139.8 GiB: fits up to N ≈ 27.2K, out of memory from the 32K stop)."""
+    def need(n: int) -> int:
+        return standard_device_bytes(n, batch, heads, head_dim, dtype_bytes)
+
+    lo, hi = 0, MAX_WALL_SEQ_LEN  # need(lo) fits (0 tokens need nothing); need(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if need(mid) <= hbm_bytes else (lo, mid)
+    first = 1 << lo.bit_length()  # the first power of two above lo
+    return MemoryWall(int(hbm_bytes), lo, first, need(first))
+
+
 def smem_bytes(block_m: int, block_n: int, head_dim: int, dtype_bytes: int, num_stages: int = 2) -> int:
     """Shared memory a flash tile shape needs, roughly: the Q block plus `num_stages` buffered K and V tiles."""
     return block_m * head_dim * dtype_bytes + num_stages * 2 * block_n * head_dim * dtype_bytes
@@ -275,24 +314,48 @@ def torch_naive_traffic(seq_len: int, batch: int, heads: int, head_dim: int, dty
     return steps
 
 
+RESIDENCY_RECORDED = "measured on the recorded SM timeline"
+RESIDENCY_LIVE = "measured occupancy on this GPU"
+RESIDENCY_ASSUMED = "assumed: no timeline"
+
+
 @dataclass(frozen=True)
 class Machine:
     """What the L2-aware model needs of a GPU: its L2 and how many flash programs it runs at once."""
     l2_bytes: int
-    programs_in_flight: int
+    programs_in_flight: int  # SMs × programs resident on one SM at once
     how: str  # where programs_in_flight comes from, in words
+    programs_per_sm: int = 1
 
 
-def machine_from_facts(facts: dict | None) -> Machine | None:
+def machine_from_facts(facts: dict | None, programs_per_sm: int | None = None,
+                       measured: str = RESIDENCY_RECORDED) -> Machine | None:
     """The model's machine from device facts (sm_count, l2_bytes); None when they are unknown.
 
-    The programs that share one pass over a head's K and V are taken as one per SM: fitted to the H200's
-    counters (results/h200.json, head_dim 128, 256K tokens: 73.0 GB modelled, 73.9 GB counted, although
-    the SM timeline shows 2 programs per SM resident; see BENCHMARKS.md for where the fit fails)."""
+    programs_per_sm: the flash programs resident on one SM at once (the residency), as measured: on the SM
+    timeline of the recording (story.residency; `measured` then RESIDENCY_RECORDED) or as this GPU's
+    occupancy (RESIDENCY_LIVE). None: 1 per SM, assumed (RESIDENCY_ASSUMED). The programs in flight, which
+    share one pass over a head's K and V, are SMs × programs_per_sm.
+
+    How the model meets the H200's counters (results/h200.json: bf16, batch 2 × 16 heads, the kernel's own
+    tiles), model ÷ counted, at the residency the recorded timelines measure (2 per SM, head_dim 128):
+    - up to 16K (head_dim 64: 32K), one head's K/V fits the L2: 0.92–1.34 (at 1K–2K some of the writes are
+      still in L2 when the counters stop, so the model is above them);
+    - head_dim 128, causal, 32K–256K: 0.97–1.06;
+    - head_dim 128, not causal, 32K–256K: 0.70 at 32K, falling to 0.52 at 256K: the GPU reads up to twice
+      what the model says. The model's premise, that a wave's programs share each K/V tile through L2, does
+      not hold there, and the model is not fitted to hide it;
+    - head_dim 64 (no timeline of its kernel: 1 per SM assumed), 64K–256K: 2.8–3.5 causal, 0.27–1.8 not.
+    With 1 per SM assumed instead, head_dim 128 not causal meets the counters at 128K–256K (0.99): a
+    coincidence the timeline contradicts, not a reason to assume it (tests/test_story_truth.py pins these)."""
     if not facts or not facts.get("l2_bytes") or not facts.get("sm_count"):
         return None
-    return Machine(int(facts["l2_bytes"]), int(facts["sm_count"]),
-                   f"{facts['sm_count']} programs (one per SM) share each pass over K, V")
+    sm_count = int(facts["sm_count"])
+    per_sm = int(programs_per_sm) if programs_per_sm else 1
+    where = measured if programs_per_sm else RESIDENCY_ASSUMED
+    return Machine(int(facts["l2_bytes"]), sm_count * per_sm,
+                   f"{sm_count * per_sm} programs in flight share each pass over K, V: {per_sm} per SM, {where}",
+                   per_sm)
 
 
 def total_bytes(parts: list[Traffic]) -> int:
@@ -452,14 +515,29 @@ def fa1_step_traffic(seq_len: int, head_dim: int, block_m: int, block_n: int, ca
     return out
 
 
+SHARED_MEMORY, REGISTERS = "shared memory", "registers"
+
+
+def on_chip_buffers(block_m: int, block_n: int, head_dim: int, dtype_bytes: int) -> dict[str, dict[str, int]]:
+    """What one program of either order holds on chip at a step (bytes), by where it lives:
+    - shared memory (SRAM): the Q block and the K and V tiles, in the input dtype (tl.load / TMA fill them;
+      the kernel double-buffers K and V: smem_bytes);
+    - registers: the S tile, m, l and the O accumulator, in fp32 (tl.dot's results stay in the warps'
+      registers; kernels/flash.py keeps them for a whole Q block, kernels/flash_v1.py reloads m, l and O
+      from HBM every step)."""
+    e, f = dtype_bytes, FA1_STATE_BYTES
+    return {
+        SHARED_MEMORY: {"Q block": block_m * head_dim * e, "K tile": block_n * head_dim * e,
+                        "V tile": block_n * head_dim * e},
+        REGISTERS: {"S tile": block_m * block_n * f, "m": block_m * f, "l": block_m * f,
+                    "O acc": block_m * head_dim * f},
+    }
+
+
 def sram_buffers(block_m: int, block_n: int, head_dim: int, dtype_bytes: int) -> dict[str, int]:
-    """What one program of either order holds on chip at a step (bytes): the Q block, K and V tiles in the
-    input dtype, the S tile, m, l and the O accumulator in fp32 (kernels/flash.py keeps them for a whole Q
-    block; kernels/flash_v1.py reloads m, l and O from HBM every step)."""
-    e = dtype_bytes
-    return {"Q block": block_m * head_dim * e, "K tile": block_n * head_dim * e, "V tile": block_n * head_dim * e,
-            "S tile": block_m * block_n * FA1_STATE_BYTES, "m": block_m * FA1_STATE_BYTES,
-            "l": block_m * FA1_STATE_BYTES, "O acc": block_m * head_dim * FA1_STATE_BYTES}
+    """Every buffer of on_chip_buffers in one dict, shared memory's first (bytes)."""
+    return {name: size for place in on_chip_buffers(block_m, block_n, head_dim, dtype_bytes).values()
+            for name, size in place.items()}
 
 
 # -- the algorithms: one row each ---------------------------------------------------------------------
@@ -476,6 +554,15 @@ class AlgorithmModel:
     # (shape, tiles, machine for the L2-aware model or None, interpreter path) -> traffic by kernel or phase
     extra_bytes: Callable[[int, int, int, int, int], int]  # (seq_len, batch, heads, head_dim, dtype_bytes)
     tiles: tuple[int, int] | None = None  # the tiles a record that does not say which it ran is assumed to use
+    check_tiles: Callable[[object, object], None] | None = None  # the kernel's rule for tiles a record names
+
+
+def check_v3_tiles(block_m: object, block_n: object) -> None:
+    """The FA-3 style kernel's tiles: query rows per program and keys per K/V tile, each a multiple of 64 (wgmma's
+    M per consumer warpgroup) up to 256."""
+    for name, block in (("block_m", block_m), ("block_n", block_n)):
+        if isinstance(block, bool) or not isinstance(block, int) or block % 64 or not 64 <= block <= 256:
+            raise ValueError(f"{name} of the FA-3 style kernel must be a multiple of 64 from 64 to 256; got {block!r}")
 
 
 def _flash_model(shape: Shape, tiles: tuple[int, int], machine: Machine | None, interpreter: bool) -> list[Traffic]:
@@ -485,16 +572,17 @@ def _flash_model(shape: Shape, tiles: tuple[int, int], machine: Machine | None, 
 
 
 ALGORITHM_MODELS: dict[str, AlgorithmModel] = {
-    "flash": AlgorithmModel(_flash_model, flash_extra_bytes, ASSUMED_FLASH_TILES),
+    "flash": AlgorithmModel(_flash_model, flash_extra_bytes, ASSUMED_FLASH_TILES, check_tiles),
     "naive": AlgorithmModel(lambda shape, tiles, machine, interpreter: naive_traffic(*shape, interpreter=interpreter),
                             naive_extra_bytes),
     "sdpa_default": AlgorithmModel(lambda shape, *_: fused_traffic(*shape), fused_extra_bytes),
     "sdpa_flash": AlgorithmModel(lambda shape, *_: fused_traffic(*shape), fused_extra_bytes),
     "torch_naive": AlgorithmModel(lambda shape, *_: torch_naive_traffic(*shape), naive_extra_bytes),
     "flash_v1": AlgorithmModel(lambda shape, tiles, *_: flash_v1_traffic(*shape, *tiles), flash_v1_extra_bytes,
-                               (64, 64)),
+                               (64, 64), check_tiles),
     # the FA-3 style Gluon kernel (kernels/flash_v3.py): the same loads and stores as flash, with its own tiles
-    "flash_v3": AlgorithmModel(_flash_model, flash_extra_bytes, (128, 128)),
+    # (query rows per program: 2 consumer warpgroups × 64 at head_dim 128, 3 × 64 at 64; 128 keys per tile)
+    "flash_v3": AlgorithmModel(_flash_model, flash_extra_bytes, (128, 128), check_v3_tiles),
 }
 ALGORITHMS = tuple(ALGORITHM_MODELS)
 EXTRA_BYTES = {key: model.extra_bytes for key, model in ALGORITHM_MODELS.items()}
@@ -516,6 +604,14 @@ def traffic(algorithm: str, seq_len: int, batch: int, heads: int, head_dim: int,
     model = _model(algorithm)
     tiles = (block_m or model.tiles[0], block_n or model.tiles[1]) if model.tiles else (0, 0)
     return model.traffic((seq_len, batch, heads, head_dim, dtype_bytes, causal), tiles, machine, interpreter)
+
+
+def check_algorithm_tiles(algorithm: str, block_m: object, block_n: object) -> None:
+    """The tiles a record of this algorithm names, by its kernel's own rule (ValueError when they break it)."""
+    rule = _model(algorithm).check_tiles
+    if rule is None:
+        raise ValueError(f"{algorithm} has no tiles of ours to name")
+    rule(block_m, block_n)
 
 
 def extra_bytes(algorithm: str, seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int) -> int:

@@ -67,9 +67,12 @@ def _flash_v3(setting, q, k, v):
 
 
 def _flash_v3_tiles(setting):
+    """(query rows per program, keys per K/V tile): its consumer warpgroups' rows together, as the grid runs."""
     from kernels.flash_v3 import config_for_v3
+    if setting.head_dim not in (64, 128):
+        return None
     config = config_for_v3(setting.head_dim, setting.causal)
-    return config.block_m, config.block_n
+    return config.tile_m, config.block_n
 
 
 def _flash_v3_unavailable(setting):

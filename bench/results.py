@@ -383,14 +383,15 @@ def _check_plausible(record: dict, facts: dict, where: str, notes: _Notes) -> No
 
 
 def _check_tiles_in(record: dict, facts: dict, where: str, notes: _Notes, e: int) -> None:
-    """Tiles the cost model takes (costmodel.check_tiles: the same rule the kernels apply), and that fit the GPU."""
+    """Tiles the cost model takes (costmodel.check_algorithm_tiles: the rule the record's own kernel applies), and
+    that fit the GPU."""
     tiles = (record["block_m"], record["block_n"])
     if None in tiles:  # one side alone says nothing (a side the schema dropped has its note already)
         record["block_m"] = record["block_n"] = None
         return
     why = None
     try:
-        costmodel.check_tiles(*tiles)
+        costmodel.check_algorithm_tiles(record["algorithm"], *tiles)
     except ValueError as error:
         why = str(error)
     limit = facts.get("smem_per_block_bytes")

@@ -13,7 +13,7 @@ stack, shared memory from the cubin) and exits non-zero if any configuration fai
 Coupling to the kernel modules, all in `_entries()` below: kernels.flash `_launch_flash` (its `use_tma` and
 `longest_first` keywords), `TUNED_CONFIGS`, `config_for` (and `trace_sm`, as `flash_attention_sm_timeline` calls it); kernels.flash_v1
 `_launch_flash_v1`, `config_for_v1`; kernels.naive `naive_attention`, `_softmax_launch`'s seq_len classes via
-costmodel; bench.device's L2 kernel `_read_repeatedly`, `BLOCK`; kernels.flash_fa3 `_launch_fa3`, `FA3_CONFIGS`.
+costmodel; bench.device's L2 kernel `_read_repeatedly`, `BLOCK`; kernels.flash_v3 `launch_v3`, `V3_CONFIGS`.
 A launcher that changes its arguments changes what is compiled here; one that is renamed fails the check loudly.
 """
 from __future__ import annotations
@@ -177,15 +177,15 @@ def _bandwidth_entries() -> list[Entry]:
 
 
 def _fa3_entries() -> list[Entry]:
-    from kernels import flash_fa3
+    from kernels import flash_v3
     entries = []
-    for (head_dim, causal), config in sorted(flash_fa3.FA3_CONFIGS.items()):
-        for dtype in flash_fa3.SUPPORTED_DTYPES:
+    for (head_dim, causal), config in sorted(flash_v3.V3_CONFIGS.items()):
+        for dtype in flash_v3.SUPPORTED_DTYPES:
             q, k, v = _qkv(head_dim, dtype, seq_len=1000)
             label = (f"D={head_dim} {str(dtype)[6:]} {'causal' if causal else 'full'} {config.num_consumers}×"
                      f"{config.block_m}x{config.block_n} kv{config.kv_stages} regs {config.consumer_regs}/"
                      f"{config.producer_regs}{'' if config.overlap else ' no-overlap'}")
-            for fn, args, kwargs in _capture(lambda: flash_fa3._launch_fa3(q, k, v, causal, 0.125, config)):
+            for fn, args, kwargs in _capture(lambda: flash_v3.launch_v3(q, k, v, causal, 0.125, config)):
                 entries.append(Entry(_name(fn), label, "sm_90", fn, args, kwargs))  # wgmma: Hopper only
     return entries
 

@@ -21,7 +21,7 @@ O. Nothing of size N×N is allocated: the extra memory is O plus the LSE. K/V ro
 4-D TMA descriptor's bounds are per head) and their scores are masked; O rows past seq_len are clipped on store.
 
 Gluon kernels compile for a real GPU only: Triton's CPU interpreter does not run them, and only Hopper has wgmma
-(sm_90; Blackwell's sm_100 has other tensor-core instructions). `fa3_unavailable_reason()` says why it cannot run.
+(sm_90; Blackwell's sm_100 has other tensor-core instructions). `v3_unavailable_reason()` says why it cannot run.
 The version differences between triton 3.6 and 3.7.1 sit in kernels/gluon_compat.py.
 """
 from __future__ import annotations
@@ -306,7 +306,7 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
 # -- configs ---------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class FA3Config:
+class FlashV3Config:
     block_m: int        # query rows per consumer warpgroup (wgmma's M: a multiple of 64)
     block_n: int        # keys per K/V tile
     num_consumers: int  # consumer warpgroups per program (2: the ping-pong pair; 3 at head_dim 64, as FA-3)
@@ -335,22 +335,22 @@ class FA3Config:
 
 
 # Per (head_dim, causal); fp16 and bf16 share them. Measured on the H200 (perf/h200/fa3_speed.py, FA3_NOTES.md).
-FA3_CONFIGS: dict[tuple[int, bool], FA3Config] = {
+V3_CONFIGS: dict[tuple[int, bool], FlashV3Config] = {
     # head_dim 64: three consumers of 64 rows (as FA-3); at 160 registers the in-warpgroup overlap spills, so off
-    (64, False): FA3Config(64, 128, 3, 4, 160, 32, overlap=False),
-    (64, True): FA3Config(64, 128, 3, 4, 160, 32, overlap=False),
-    (128, False): FA3Config(64, 128, 2, 2, 240, 24),
-    (128, True): FA3Config(64, 128, 2, 2, 240, 24),
+    (64, False): FlashV3Config(64, 128, 3, 4, 160, 32, overlap=False),
+    (64, True): FlashV3Config(64, 128, 3, 4, 160, 32, overlap=False),
+    (128, False): FlashV3Config(64, 128, 2, 2, 240, 24),
+    (128, True): FlashV3Config(64, 128, 2, 2, 240, 24),
 }
 
 
-def fa3_config_for(head_dim: int, causal: bool) -> FA3Config:
-    return FA3_CONFIGS[(head_dim, causal)]
+def config_for_v3(head_dim: int, causal: bool) -> FlashV3Config:
+    return V3_CONFIGS[(head_dim, causal)]
 
 
 # -- availability ----------------------------------------------------------------------------------
 
-def fa3_unavailable_reason(device: torch.device | str | int | None = None, dtype: torch.dtype | None = None,
+def v3_unavailable_reason(device: torch.device | str | int | None = None, dtype: torch.dtype | None = None,
                            head_dim: int | None = None) -> str | None:
     """None when the FA-3 style kernel can run here (and on `dtype`, `head_dim` when given); otherwise one sentence
     a presenter can read out saying why not."""
@@ -386,8 +386,8 @@ def _tma_ready(t: torch.Tensor) -> torch.Tensor:
     return t if ok else t.contiguous()
 
 
-def _launch_fa3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
-                config: FA3Config, profile: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
+                config: FlashV3Config, profile: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     batch, heads, seq_len, head_dim = q.shape  # (B, H, N, D)
     if batch * heads > 65535:  # the grid's second dimension
         raise ValueError(f"batch × heads must be at most 65535 for the FA-3 kernel's grid; got {batch * heads}")
@@ -409,26 +409,26 @@ def _launch_fa3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
     return o, lse
 
 
-def flash_attention_fa3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+def flash_attention_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                         sm_scale: float | None = None, return_lse: bool = False,
-                        config: FA3Config | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                        config: FlashV3Config | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Attention output O = softmax(sm_scale · Q Kᵀ [causal mask]) V on a Hopper GPU, FA-3 style.
 
     q, k, v: (batch, heads, seq_len, head_dim), float16 or bfloat16, head_dim 64 or 128, any seq_len ≥ 1, on a
     CUDA device of compute capability 9.x. sm_scale defaults to 1/sqrt(head_dim). Returns O (batch, heads, seq_len,
     head_dim) in the input dtype, and with return_lse=True also the row log-sum-exp (batch, heads, seq_len), float32,
     natural log. Forward only (no autograd). Extra device memory: O and the LSE. `config` overrides the tuned one.
-    Raises (with fa3_unavailable_reason's sentence) where the kernel cannot run.
+    Raises (with v3_unavailable_reason's sentence) where the kernel cannot run.
     """
     q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
     head_dim = q.shape[-1]
-    reason = fa3_unavailable_reason(q.device, q.dtype, head_dim)
+    reason = v3_unavailable_reason(q.device, q.dtype, head_dim)
     if reason is not None:
         if q.dtype not in SUPPORTED_DTYPES:
             raise TypeError(reason)
         if head_dim not in SUPPORTED_HEAD_DIMS:
             raise ValueError(reason)
         raise RuntimeError(reason)
-    config = config or fa3_config_for(head_dim, causal)
-    o, lse = _launch_fa3(q, k, v, causal, sm_scale, config)
+    config = config or config_for_v3(head_dim, causal)
+    o, lse = launch_v3(q, k, v, causal, sm_scale, config)
     return (o, lse) if return_lse else o

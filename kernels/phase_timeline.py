@@ -1,6 +1,6 @@
 """Inside one program: what each warpgroup of a flash kernel does over time, measured with Proton (issue 21).
 
-`record_phase_timeline("fa3", ...)` runs one launch of the FA-3 style kernel (kernels/flash_fa3.py) built with its
+`record_phase_timeline("fa3", ...)` runs one launch of the FA-3 style kernel (kernels/flash_v3.py) built with its
 PROFILE constexpr on, under Proton's intra-kernel instrumentation (`proton.start(backend="instrumentation")`), and
 returns plain data: per program (CTA) the SM it ran on and, per sampled warp (one per warpgroup), the phases it went
 through as (phase, start, end) in Proton's clock units (cycles; the Chrome trace Proton writes divides them by 1000
@@ -41,11 +41,11 @@ def phase_timeline_unavailable_reason(kernel: str = "fa3") -> str | None:
                 "pl.enable_semantic('triton') and scopes behind a constexpr in their source, and Triton's pipelining "
                 "can move them")
     if kernel != "fa3":
-        return f"unknown kernel {kernel!r}: 'fa3' (kernels/flash_fa3.py) or 'fa2' (kernels/flash.py)"
+        return f"unknown kernel {kernel!r}: 'fa3' (kernels/flash_v3.py) or 'fa2' (kernels/flash.py)"
     if INTERPRET:
         return "Proton's intra-kernel instrumentation runs on a GPU, not in Triton's CPU interpreter"
-    from kernels.flash_fa3 import fa3_unavailable_reason, pl
-    reason = fa3_unavailable_reason()
+    from kernels.flash_v3 import v3_unavailable_reason, pl
+    reason = v3_unavailable_reason()
     if reason:
         return reason
     if pl is None:
@@ -144,14 +144,14 @@ def record_phase_timeline(kernel: str = "fa3", batch: int = 1, heads: int = 4, s
         raise RuntimeError(reason)
     import triton
     import triton.profiler as proton
-    from kernels.flash_fa3 import _launch_fa3, fa3_config_for
+    from kernels.flash_v3 import launch_v3, config_for_v3
 
-    config = fa3_config_for(head_dim, causal)
+    config = config_for_v3(head_dim, causal)
     gen = torch.Generator(device="cuda").manual_seed(seed)
     q, k, v = (torch.randn(batch, heads, seq_len, head_dim, device="cuda", generator=gen).to(dtype) for _ in range(3))
     scale = head_dim ** -0.5
-    plain_ms = _kernel_ms(lambda: _launch_fa3(q, k, v, causal, scale, config))
-    o_plain, _ = _launch_fa3(q, k, v, causal, scale, config)
+    plain_ms = _kernel_ms(lambda: launch_v3(q, k, v, causal, scale, config))
+    o_plain, _ = launch_v3(q, k, v, causal, scale, config)
     # one sampled warp per consumer warpgroup, and every warp of the last warpgroup (the producer's 1 warp sits there)
     producer_group = 4 * config.num_consumers
     sampled = ",".join(str(w) for w in [4 * i for i in range(config.num_consumers)]
@@ -162,13 +162,13 @@ def record_phase_timeline(kernel: str = "fa3", batch: int = 1, heads: int = 4, s
         base = str(Path(tmp) / "fa3")
         proton.start(base, data="trace", backend="instrumentation", mode=mode)
         try:
-            o_profiled, _ = _launch_fa3(q, k, v, causal, scale, config, profile=True)
+            o_profiled, _ = launch_v3(q, k, v, causal, scale, config, profile=True)
             torch.cuda.synchronize()
         finally:
             proton.finalize()
         proton.start(base + "-timed", data="trace", backend="instrumentation", mode=mode)
         try:  # the instrumented launch as Proton runs it (its own buffer handling included), timed like the plain one
-            instrumented_launch_ms = _kernel_ms(lambda: _launch_fa3(q, k, v, causal, scale, config, profile=True),
+            instrumented_launch_ms = _kernel_ms(lambda: launch_v3(q, k, v, causal, scale, config, profile=True),
                                                 reps=5)
         finally:
             proton.finalize()

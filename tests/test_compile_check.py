@@ -37,7 +37,7 @@ def test_every_configuration_compiles(check):
 def test_every_kernel_and_target_is_covered(check):
     _, data = check
     assert data is not None
-    from kernels import flash, flash_fa3
+    from kernels import flash, flash_v3
     seen = {(r["kernel"].split(":")[-1], r["target"]) for r in data["results"]}
     for kernel in ("_attn_fwd", "_attn_fwd_fa1", "_scores_kernel", "_softmax_kernel", "_pv_kernel",
                    "_read_repeatedly"):
@@ -48,6 +48,6 @@ def test_every_kernel_and_target_is_covered(check):
         tag = f"D={head_dim} {'bfloat16' if dtype_bytes == 2 else 'float32'} {'causal' if causal else 'full'} "
         assert {r["target"] for r in flash_rows if r["label"].startswith(tag)} == {"sm_90", "sm_80"}, tag
     fa3_rows = [r for r in data["results"] if r["kernel"].endswith(":_fa3_fwd")]
-    assert len(fa3_rows) == 2 * len(flash_fa3.FA3_CONFIGS)  # fp16 and bf16
+    assert len(fa3_rows) == 2 * len(flash_v3.V3_CONFIGS)  # fp16 and bf16
     for r in fa3_rows:  # the point of the Gluon kernel: wgmma in the SASS, and no spills
         assert r["hgmma"] and r["hgmma"] > 0 and r["stack"] == 0 and r["local"] == 0, r

@@ -1,8 +1,8 @@
-"""The FA-3 style Gluon kernel (kernels/flash_fa3.py).
+"""The FA-3 style Gluon kernel (kernels/flash_v3.py).
 
 On a Hopper GPU (gpu-marked, skipped elsewhere): float64 checks on random inputs, ragged N, causal and not, fp16 and
 bf16, head_dim 64 and 128, with every output allocation poisoned with NaN first. Everywhere (CI's interpreter
-included): the module imports, `fa3_unavailable_reason()` says why it cannot run, and a call that cannot run raises a
+included): the module imports, `v3_unavailable_reason()` says why it cannot run, and a call that cannot run raises a
 clear error instead of a compile trace.
 """
 import math
@@ -11,16 +11,16 @@ import pytest
 import torch
 
 from kernels import gluon_compat
-from kernels.flash_fa3 import (FA3_CONFIGS, SUPPORTED_HEAD_DIMS, FA3Config, fa3_config_for,
-                               fa3_unavailable_reason, flash_attention_fa3)
+from kernels.flash_v3 import (V3_CONFIGS, SUPPORTED_HEAD_DIMS, FlashV3Config, config_for_v3,
+                               v3_unavailable_reason, flash_attention_v3)
 from kernels.reference import reference_attention, relative_error
 from kernels.runtime import DEVICE, INTERPRET, backend
 
 TOLERANCE = {torch.float16: 2e-3, torch.bfloat16: 1e-2}
 RAGGED = (1, 17, 255, 1000, 4097)
 
-needs_hopper = pytest.mark.skipif(backend() == "cuda" and fa3_unavailable_reason() is not None,
-                                  reason=f"FA-3 kernel cannot run here: {fa3_unavailable_reason()}")
+needs_hopper = pytest.mark.skipif(backend() == "cuda" and v3_unavailable_reason() is not None,
+                                  reason=f"FA-3 kernel cannot run here: {v3_unavailable_reason()}")
 
 
 def random_qkv(shape, dtype, seed, device="cuda"):
@@ -38,7 +38,7 @@ def random_qkv(shape, dtype, seed, device="cuda"):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_fa3_matches_float64_reference(seq_len, head_dim, dtype, causal, poisoned_allocations):
     q, k, v = random_qkv((2, 3, seq_len, head_dim), dtype, seed=seq_len * 7 + head_dim + causal)
-    out, lse = flash_attention_fa3(q, k, v, causal=causal, return_lse=True)
+    out, lse = flash_attention_v3(q, k, v, causal=causal, return_lse=True)
     ref, ref_lse = reference_attention(q, k, v, causal)  # float64, on the GPU
     assert out.shape == q.shape and out.dtype == dtype
     assert lse.shape == q.shape[:3] and lse.dtype == torch.float32
@@ -53,7 +53,7 @@ def test_fa3_matches_float64_reference(seq_len, head_dim, dtype, causal, poisone
 def test_fa3_strided_inputs_and_custom_scale(head_dim, poisoned_allocations):
     # (B, N, H, D) memory seen as (B, H, N, D): the TMA descriptors take the strides as they are
     q, k, v = (t.transpose(1, 2) for t in random_qkv((2, 300, 3, head_dim), torch.bfloat16, seed=5))
-    out = flash_attention_fa3(q, k, v, causal=True, sm_scale=0.3)
+    out = flash_attention_v3(q, k, v, causal=True, sm_scale=0.3)
     assert relative_error(out, reference_attention(q, k, v, True, 0.3)[0]) < 1e-2
 
 
@@ -63,23 +63,23 @@ def test_fa3_strided_inputs_and_custom_scale(head_dim, poisoned_allocations):
 def test_fa3_at_8k_matches_sdpa(causal):
     q, k, v = random_qkv((1, 4, 8192, 128), torch.bfloat16, seed=8)
     ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
-    assert relative_error(flash_attention_fa3(q, k, v, causal=causal), ref) < 1e-2
+    assert relative_error(flash_attention_v3(q, k, v, causal=causal), ref) < 1e-2
 
 
 @pytest.mark.gpu
 @needs_hopper
 def test_fa3_every_config_class_runs_its_own_config():
-    for (head_dim, causal), config in FA3_CONFIGS.items():
+    for (head_dim, causal), config in V3_CONFIGS.items():
         q, k, v = random_qkv((1, 2, 3 * config.tile_m + 5, head_dim), torch.bfloat16, seed=head_dim + causal)
-        out = flash_attention_fa3(q, k, v, causal=causal, config=config)
+        out = flash_attention_v3(q, k, v, causal=causal, config=config)
         assert relative_error(out, reference_attention(q, k, v, causal)[0]) < 1e-2, (head_dim, causal)
 
 
 # -- everywhere -----------------------------------------------------------------------------------
 
 def test_configs_fit_the_hopper_sm():
-    for (head_dim, causal), config in FA3_CONFIGS.items():
-        assert fa3_config_for(head_dim, causal) is config
+    for (head_dim, causal), config in V3_CONFIGS.items():
+        assert config_for_v3(head_dim, causal) is config
         assert config.block_m % 64 == 0 and config.block_n % 16 == 0  # wgmma: M in 64s, K in 16s
         assert config.num_consumers in (2, 3)
         threads = 128
@@ -91,52 +91,52 @@ def test_configs_fit_the_hopper_sm():
 def test_module_imports_and_gluon_is_there():
     assert gluon_compat.GLUON_IMPORT_ERROR is None, gluon_compat.GLUON_IMPORT_ERROR
     assert gluon_compat.partition_barrier is not None
-    assert set(FA3_CONFIGS) == {(d, c) for d in SUPPORTED_HEAD_DIMS for c in (False, True)}
+    assert set(V3_CONFIGS) == {(d, c) for d in SUPPORTED_HEAD_DIMS for c in (False, True)}
 
 
 @pytest.mark.skipif(backend() == "cuda", reason="off the GPU path only")
 def test_unavailable_reason_says_why_off_the_gpu():
-    reason = fa3_unavailable_reason()
+    reason = v3_unavailable_reason()
     assert isinstance(reason, str) and len(reason) > 30 and "\n" not in reason
     if INTERPRET:
         assert "interpreter" in reason
 
 
 def test_unavailable_reason_names_dtype_and_head_dim():
-    assert "float32" in fa3_unavailable_reason(dtype=torch.float32)
-    assert "256" in fa3_unavailable_reason(head_dim=256)
+    assert "float32" in v3_unavailable_reason(dtype=torch.float32)
+    assert "256" in v3_unavailable_reason(head_dim=256)
 
 
 def test_a_call_that_cannot_run_raises_a_clear_error():
     q, k, v = random_qkv((1, 2, 33, 64), torch.float32, seed=1, device="cpu")
     q, k, v = (t.to(DEVICE) for t in (q, k, v))
     with pytest.raises(TypeError, match="float16 and bfloat16"):
-        flash_attention_fa3(q, k, v)
+        flash_attention_v3(q, k, v)
     q16, k16, v16 = (t[..., :32].to(torch.bfloat16) for t in (q, k, v))
     with pytest.raises(ValueError, match="head_dim 64 and 128"):
-        flash_attention_fa3(q16, k16, v16)
+        flash_attention_v3(q16, k16, v16)
 
 
 @pytest.mark.skipif(backend() == "cuda", reason="off the GPU path only")
 def test_cpu_tensors_raise_the_reason_not_a_compile_trace():
     q, k, v = random_qkv((1, 2, 33, 64), torch.bfloat16, seed=1, device="cpu")
     with pytest.raises(RuntimeError) as info:
-        flash_attention_fa3(q, k, v, causal=True)
-    assert str(info.value) == fa3_unavailable_reason()
+        flash_attention_v3(q, k, v, causal=True)
+    assert str(info.value) == v3_unavailable_reason()
 
 
 def test_inputs_are_checked_like_the_teaching_kernel():
     q, k, v = (t.to(DEVICE) for t in random_qkv((1, 2, 16, 64), torch.bfloat16, seed=2, device="cpu"))
     with pytest.raises(ValueError, match="same shape"):
-        flash_attention_fa3(q, k[:, :, :8], v)
+        flash_attention_v3(q, k[:, :, :8], v)
     with pytest.raises(TypeError, match="causal"):
-        flash_attention_fa3(q, k, v, causal="yes")
+        flash_attention_v3(q, k, v, causal="yes")
     with pytest.raises(ValueError, match="sm_scale"):
-        flash_attention_fa3(q, k, v, sm_scale=-math.inf)
+        flash_attention_v3(q, k, v, sm_scale=-math.inf)
 
 
 def test_config_is_a_frozen_table_entry():
-    config = FA3Config(64, 128, 2, 2, 240, 24)
+    config = FlashV3Config(64, 128, 2, 2, 240, 24)
     assert config.tile_m == 128 and config.num_warps == 12 and config.maxnreg == 168
     with pytest.raises(Exception):
         config.block_m = 128

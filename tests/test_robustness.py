@@ -191,7 +191,7 @@ def test_the_closest_recorded_setting_is_offered_only_when_the_link_can_hold_it(
     app = upload(open_app(scene="seqlen"), recording(change))
     assert_no_exception(app)
     assert not [b for b in app.button if b.label == "Show the closest recorded setting"]
-    assert "None of the recording's settings can be shown here" in page_text(app)
+    assert "none of the recording's settings can be shown here" in page_text(app)
 
 
 def test_records_only_off_the_slider_are_said():

@@ -34,7 +34,7 @@ import torch
 
 from kernels.runtime import backend, backend_reason  # first: picks the backend before any kernel is decorated
 from kernels.flash import config_for, flash_attention
-from kernels.flash_fa3 import FA3_CONFIGS, FA3Config, fa3_unavailable_reason, flash_attention_fa3
+from kernels.flash_v3 import V3_CONFIGS, FlashV3Config, v3_unavailable_reason, flash_attention_v3
 from kernels.reference import reference_attention, relative_error
 
 OUT = Path(os.environ.get("OUT") or Path(__file__).parent / "logs")
@@ -52,19 +52,19 @@ SHAPE_SETS = {"goal": GOAL_SHAPES, "8k": [s for s in GOAL_SHAPES if s[3] == 8192
               "quick": [s for s in GOAL_SHAPES if s[3] == 8192 and s[1] == 2 and s[4] == 128]}
 
 
-def variants(head_dim: int, causal: bool) -> dict[str, FA3Config]:
+def variants(head_dim: int, causal: bool) -> dict[str, FlashV3Config]:
     """Candidates beside the shipped config of a class: tile shapes, ring depth, consumer count, register split."""
-    shipped = FA3_CONFIGS[(head_dim, causal)]
+    shipped = V3_CONFIGS[(head_dim, causal)]
     if head_dim == 128:
-        cands = [FA3Config(64, 128, 2, 2, 240, 24, overlap=False),  # ping-pong only, no in-warpgroup overlap
-                 FA3Config(64, 128, 2, 3, 240, 24)]                 # a third K/V slot (224 KB of the 227 KB)
+        cands = [FlashV3Config(64, 128, 2, 2, 240, 24, overlap=False),  # ping-pong only, no in-warpgroup overlap
+                 FlashV3Config(64, 128, 2, 3, 240, 24)]                 # a third K/V slot (224 KB of the 227 KB)
     else:
-        cands = [FA3Config(64, 128, 3, 4, 160, 32, overlap=True),   # the overlap at 160 registers (spills 16 B)
-                 FA3Config(64, 128, 2, 4, 240, 24)]                 # the ping-pong pair instead of three consumers
+        cands = [FlashV3Config(64, 128, 3, 4, 160, 32, overlap=True),   # the overlap at 160 registers (spills 16 B)
+                 FlashV3Config(64, 128, 2, 4, 240, 24)]                 # the ping-pong pair instead of three consumers
     return {name(c): c for c in cands if c != shipped}
 
 
-def name(c: FA3Config) -> str:
+def name(c: FlashV3Config) -> str:
     return (f"fa3 {c.num_consumers}x{c.block_m}x{c.block_n} kv{c.kv_stages} r{c.consumer_regs}/{c.producer_regs}"
             f"{'' if c.overlap else ' no-overlap'}")
 
@@ -112,7 +112,7 @@ def _compile_job(kind: str, head_dim: int, causal: bool, dtype_name: str, config
     dtype = getattr(torch, dtype_name)
     q, k, v = (torch.randn(1, 1, 256, head_dim, device="cuda", dtype=dtype) for _ in range(3))
     if kind == "fa3":
-        flash_attention_fa3(q, k, v, causal=causal, config=FA3Config(*config))
+        flash_attention_v3(q, k, v, causal=causal, config=FlashV3Config(*config))
     else:
         flash_attention(q, k, v, causal=causal)
     torch.cuda.synchronize()
@@ -140,7 +140,7 @@ def _poison(*nbytes: int) -> None:
     del blocks
 
 
-def check(config: FA3Config, head_dim: int, causal: bool, label: str) -> bool:
+def check(config: FlashV3Config, head_dim: int, causal: bool, label: str) -> bool:
     ok = True
     for dtype in (torch.bfloat16, torch.float16):
         for n in RAGGED:
@@ -149,7 +149,7 @@ def check(config: FA3Config, head_dim: int, causal: bool, label: str) -> bool:
             q, k, v = (torch.randn(2, 3, n, head_dim, device="cuda", generator=gen).to(dtype) for _ in range(3))
             _poison(q.numel() * 2, 2 * 3 * n * 4)
             try:
-                o, lse = flash_attention_fa3(q, k, v, causal=causal, return_lse=True, config=config)
+                o, lse = flash_attention_v3(q, k, v, causal=causal, return_lse=True, config=config)
                 torch.cuda.synchronize()
                 ref_o, ref_lse = reference_attention(q, k, v, causal)
                 err, lse_err = relative_error(o, ref_o), relative_error(lse, ref_lse)
@@ -166,7 +166,7 @@ def check(config: FA3Config, head_dim: int, causal: bool, label: str) -> bool:
             ok &= good
     # a non-contiguous input: (B, N, H, D) memory viewed as (B, H, N, D)
     q, k, v = (torch.randn(2, 700, 3, head_dim, device="cuda").bfloat16().transpose(1, 2) for _ in range(3))
-    o = flash_attention_fa3(q, k, v, causal=causal, config=config)
+    o = flash_attention_v3(q, k, v, causal=causal, config=config)
     err = relative_error(o, reference_attention(q, k, v, causal)[0])
     RESULTS["checks"].append({"config": label, "dtype": "bf16 strided", "seq_len": 700, "causal": causal,
                               "head_dim": head_dim, "rel_err": err, "ok": err < 1e-2})
@@ -236,13 +236,13 @@ def main(argv=None) -> int:
                         capability=f"{props.major}.{props.minor}")
     RESULTS["versions"] = versions
     say(json.dumps(versions))
-    reason = fa3_unavailable_reason()
+    reason = v3_unavailable_reason()
     if reason:
         say(f"FA-3 kernel unavailable: {reason}")
         return 2
 
-    configs: dict[str, tuple[FA3Config, int, bool]] = {}
-    for (d, c), cfg in FA3_CONFIGS.items():
+    configs: dict[str, tuple[FlashV3Config, int, bool]] = {}
+    for (d, c), cfg in V3_CONFIGS.items():
         configs[f"shipped {name(cfg)}|{d}|{c}"] = (cfg, d, c)
         if args.variants:
             for vname, vcfg in variants(d, c).items():
@@ -262,14 +262,14 @@ def main(argv=None) -> int:
 
     def providers_for(d, c, n):
         out = {}
-        shipped_key = f"shipped {name(FA3_CONFIGS[(d, c)])}|{d}|{c}"
+        shipped_key = f"shipped {name(V3_CONFIGS[(d, c)])}|{d}|{c}"
         if passed.get(shipped_key):
-            cfg = FA3_CONFIGS[(d, c)]
-            out["fa3"] = lambda q, k, v, causal, cfg=cfg: flash_attention_fa3(q, k, v, causal=causal, config=cfg)
+            cfg = V3_CONFIGS[(d, c)]
+            out["fa3"] = lambda q, k, v, causal, cfg=cfg: flash_attention_v3(q, k, v, causal=causal, config=cfg)
         if args.variants:
             for vname, vcfg in variants(d, c).items():
                 if passed.get(f"{vname}|{d}|{c}"):
-                    out[vname] = lambda q, k, v, causal, cfg=vcfg: flash_attention_fa3(q, k, v, causal=causal,
+                    out[vname] = lambda q, k, v, causal, cfg=vcfg: flash_attention_v3(q, k, v, causal=causal,
                                                                                         config=cfg)
         out["fa2 (ours)"] = lambda q, k, v, causal: flash_attention(q, k, v, causal=causal)
         out["sdpa default"] = sdpa(None)
