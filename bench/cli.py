@@ -81,6 +81,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--fill", action="store_true",
                    help="also time flash and the FA1-order kernel at a shape that fills the GPU (batch·heads ≥ "
                         "2 × SMs programs for FA1), N = 4K: the loop order's cost apart from idle SMs")
+    p.add_argument("--phases", action="store_true",
+                   help="also record, with Proton, what each warpgroup of one launch does over time, for the teaching "
+                        "kernel (flash) and the FA-3 style kernel (flash_v3): batch 1 × 4 heads, N = 4K, head_dim 128")
+    p.add_argument("--phases-only", type=Path, default=None, help=argparse.SUPPRESS)  # record_phases' child
     p.add_argument("--tune", action="store_true", help="time flash tile configs at seq_len 8K and print the best")
     p.add_argument("--out", type=Path, default=None, help="write a results JSON file here")
     args = p.parse_args(argv)
@@ -156,6 +160,57 @@ def tune(head_dims: list[int], dtypes: list[str], causals: list[bool], batch: in
 
 
 FILL_SEQ_LEN = 4096
+PHASE_SHAPE = {"batch": 1, "heads": 4, "seq_len": 4096, "head_dim": 128, "causal": False}  # one wave of programs
+PHASE_PROGRAMS = 4  # programs kept of the launch (Proton records them all)
+
+
+def record_phases(timeout_s: float = 420) -> tuple[list[dict], str]:
+    """The phase recordings, made in a child process (Proton changes process-wide compiler state, and a kernel
+    that faults under instrumentation must not take the bench's measurements down with it)."""
+    import json
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="bench-phases-") as tmp:
+        path = Path(tmp) / "phases.json"
+        try:
+            run = subprocess.run([sys.executable, "-m", "bench", "--phases-only", str(path)], timeout=timeout_s,
+                                 stdout=sys.stderr, stderr=sys.stderr)
+        except subprocess.TimeoutExpired:
+            return [], f"the phase recordings took longer than {timeout_s:.0f} s"
+        if run.returncode != 0 or not path.is_file():
+            return [], f"the phase recordings' process failed (exit {run.returncode})"
+        data = json.loads(path.read_text())
+        return data["phases"], data["skipped"]
+
+
+def record_phases_here() -> tuple[list[dict], str]:
+    """kernels.phase_timeline for each kernel it knows, as the results file keeps it; and what could not be
+    recorded, in words (a kernel Proton could not instrument here is a sentence, not a lost run)."""
+    from kernels import phase_timeline
+    kept, skipped = [], []
+    for kernel in ("flash_v3", "flash"):  # the Gluon kernel first: the tl one turns Proton's Triton semantic on
+        why = phase_timeline.phase_timeline_unavailable_reason(kernel)
+        if why is None:
+            try:
+                data = phase_timeline.record_phase_timeline(kernel, max_programs=PHASE_PROGRAMS, **PHASE_SHAPE)
+            except Exception as exc:  # noqa: BLE001 - a failed recording is said, the bench goes on
+                why = f"{type(exc).__name__}: {str(exc)[:300]}"
+            else:
+                timing = data["timing"]
+                kept.append({**data["shape"], "kernel": kernel, "program_count": data["program_count"],
+                             "plain_ms": timing["plain_ms"], "instrumented_launch_ms": timing["instrumented_launch_ms"],
+                             "sm_clock_mhz": data["sm_clock_mhz"], "overhead": timing["overhead"],
+                             "profiled_output_identical": data["profiled_output_identical"],
+                             "programs": [{"cta": p["cta"], "sm": p["sm"],
+                                           "lanes": [{"warp": lane["warp"], "role": lane["role"],
+                                                      "spans": lane["spans"]} for lane in p["lanes"]]}
+                                          for p in data["programs"]]})
+                print(f"phases {kernel}: {data['program_count']} programs, plain {timing['plain_ms']:.4f} ms, "
+                      f"overhead {timing['overhead']}", file=sys.stderr, flush=True)
+        if why:
+            skipped.append(f"{kernel}: {why}")
+            print(f"phases {kernel}: not recorded: {why}", file=sys.stderr, flush=True)
+    return kept, "; ".join(skipped)
 
 
 def fill_settings(head_dims: list[int], dtypes: list[str], causals: list[bool], sm_count: int) -> list[Setting]:
@@ -169,6 +224,11 @@ def fill_settings(head_dims: list[int], dtypes: list[str], causals: list[bool], 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.phases_only:  # record_phases' child: on the interpreter it writes why nothing could be recorded
+        import json
+        phases, skipped = record_phases_here()
+        args.phases_only.write_text(json.dumps({"phases": phases, "skipped": skipped}))
+        return 0
     if INTERPRET:
         print("no CUDA GPU: the bench measures GPU kernels; on the interpreter use small N via bench.measure",
               file=sys.stderr)
@@ -205,13 +265,17 @@ def main(argv=None) -> int:
         from kernels.trace import sm_timeline
         timelines = [sm_timeline(seq_len=RATIO_SEQ_LEN, heads=args.heads, batch=args.batch, head_dim=128,
                                  causal=c).to_dict() for c in (False, True)]
+    if args.phases:
+        torch.cuda.empty_cache()  # the child gets the GPU's memory
+    phases, phases_skipped = record_phases() if args.phases else ([], "")
     print_table(records)
     ratios = ratio_table(records, batch=args.batch, heads=args.heads)
     print_ratios(ratios)
     if args.out:
         command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
         created = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        dump_results(args.out, facts, records, timelines, command, created, {"ratios": ratios})
+        extra = {"ratios": ratios, **({"phases_skipped": phases_skipped} if phases_skipped else {})}
+        dump_results(args.out, facts, records, timelines, command, created, extra, phases)
         print(f"wrote {args.out}")
     return 0
 

@@ -201,7 +201,7 @@ def count(results_path: Path, max_seq_len: int | None = None, timeout_s: float =
     meta = dict(loaded.meta)
     meta["counters_command"] = "python -m bench.counters " + " ".join(sys.argv[1:])
     dump_results(results_path, loaded.facts, records, loaded.timelines, meta.pop("command"), meta.pop("created"),
-                 meta)
+                 meta, loaded.phases)
     print(f"counted {counted} of {len(jobs)} records; wrote {results_path}")
     return 0 if counted else 1
 

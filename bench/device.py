@@ -6,9 +6,8 @@ Roofs are measured as the best of several sizes, each larger than the L2 where t
 
 - copy: device-to-device copies of 1, 2 and 4 GiB, read + write bytes / s (each 17× the H200's L2 or more).
 - matmul: dense bf16 products of 4096³, 8192³ and 16384³ through PyTorch (cuBLAS), on random data.
-- L2: a kernel that reads an L2-resident buffer over and over: a copy through PyTorch of a buffer small enough
-  to stay in L2 takes a few microseconds, so launch overhead would dominate its timing. Here each program reads
-  its slice of the buffer `repeats` times in one launch and stores one sum (so the loads cannot be dropped).
+- L2: a kernel that reads an L2-resident buffer over and over (kernels/l2_read.py): a copy through PyTorch of a
+  buffer small enough to stay in L2 takes a few microseconds, so launch overhead would dominate its timing.
 """
 from __future__ import annotations
 
@@ -17,9 +16,9 @@ import subprocess
 
 from kernels.runtime import INTERPRET  # first: it sets TRITON_INTERPRET before @triton.jit runs below
 import torch
-import triton
-import triton.language as tl
 import triton.testing
+
+from kernels.l2_read import L2_BLOCK, read_repeatedly
 
 COPY_SIZES_BYTES = (1 << 30, 2 << 30, 4 << 30)
 MATMUL_SIZES = (4096, 8192, 16384)
@@ -111,25 +110,6 @@ def device_facts(measure_bandwidth: bool = False) -> dict:
     return facts
 
 
-# -- the L2 bandwidth kernel ------------------------------------------------------------------------
-
-BLOCK = 4096
-
-
-@triton.jit
-def _read_repeatedly(X, OUT, slice_elems, repeats, BLOCK: tl.constexpr):
-    program = tl.program_id(0)
-    base = X + program.to(tl.int64) * slice_elems
-    total = tl.zeros([BLOCK], dtype=tl.float32)
-    for repeat in range(repeats):
-        for start in range(0, slice_elems, BLOCK):
-            # each pass starts one block further on, so no pass repeats the last one's addresses in order
-            # and the compiler cannot hoist the loads out of the repeat loop
-            rotated = (start + repeat * BLOCK) % slice_elems
-            total += tl.load(base + rotated + tl.arange(0, BLOCK)).to(tl.float32)
-    tl.store(OUT + program, tl.sum(total))
-
-
 def measure_l2_read_gbps(buffer_bytes: int | None = None, repeats: int = 64) -> float:
     """GB/s of reads served by L2: a buffer of a quarter of the L2, read `repeats` times by 4 programs per SM."""
     if INTERPRET:
@@ -137,9 +117,9 @@ def measure_l2_read_gbps(buffer_bytes: int | None = None, repeats: int = 64) -> 
     props = torch.cuda.get_device_properties(0)
     programs = 4 * props.multi_processor_count
     buffer_bytes = buffer_bytes or props.L2_cache_size // 4
-    slice_elems = max(BLOCK, buffer_bytes // 2 // programs // BLOCK * BLOCK)  # fp16 elements per program
+    slice_elems = max(L2_BLOCK, buffer_bytes // 2 // programs // L2_BLOCK * L2_BLOCK)  # fp16 elements per program
     x = torch.randn(programs * slice_elems, device="cuda", dtype=torch.float16)
     out = torch.empty(programs, device="cuda", dtype=torch.float32)
-    run = lambda: _read_repeatedly[(programs,)](x, out, slice_elems, repeats, BLOCK=BLOCK, num_warps=8)  # noqa: E731
+    run = lambda: read_repeatedly(x, out, slice_elems, repeats)  # noqa: E731
     ms = triton.testing.do_bench(run, warmup=25, rep=200, return_mode="median")
     return x.numel() * 2 * repeats / (ms * 1e-3) / 1e9

@@ -29,7 +29,8 @@ from bench.algorithms import ALGORITHM_KEYS as ALGORITHMS
 from bench.record import OPTIONAL_RECORD_FIELDS, RECORD_FIELDS, STATUSES
 
 SCHEMA = "flash-live-results"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2            # 2 added "phases" (what each warpgroup of one launch did, Proton); 1 still reads
+READABLE_VERSIONS = (1, 2)
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 MAX_FILE_BYTES = 20 << 20
 MAX_DEPTH = 8                 # the deepest our files go is 5 (file → records → record → kernels → kernel)
@@ -55,6 +56,7 @@ class RecordedResults:
     facts: dict
     records: list[dict]
     timelines: list[dict] = field(default_factory=list)
+    phases: list[dict] = field(default_factory=list)  # schema 2: per kernel, one launch's warpgroups over time
     notes: tuple[str, ...] = ()  # optional values that were dropped, one line each
 
 
@@ -119,6 +121,7 @@ FACT_SCHEMA: dict[str, _Field] = {
 REQUIRED_FACTS = ("name", "sm_count", "smem_per_sm_bytes", "smem_per_block_bytes", "l2_bytes", "hbm_bytes",
                   "copy_gbps", "compute_capability", "driver", "torch", "triton")
 META_SCHEMA: dict[str, _Field] = {"created": _text(40), "command": _text(1000),
+                                  "phases_skipped": _text(1000, nullable=True),  # bench --phases: what could not be
                                   "counters_command": _text(1000, nullable=True),  # bench.counters
                                   "ratios": _Field(list, nullable=True)}            # bench: printed ratios
 MAX_RATIO_ROWS = 1000
@@ -259,7 +262,7 @@ def parse_results(raw: bytes, name: str = "results") -> RecordedResults:
         raise ResultsError(f"{name} is not a results file: {str(exc)[:120]}") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise ResultsError(f"{name} is not a FlashAttention-live results file (no \"schema\": \"{SCHEMA}\")")
-    if doc.get("schema_version") != SCHEMA_VERSION:
+    if doc.get("schema_version") not in READABLE_VERSIONS:
         raise ResultsError(f"{name} has schema version {_short(doc.get('schema_version'))}; this app reads "
                            f"version {SCHEMA_VERSION}: re-run `python -m bench`")
     if not _depth_within(doc, MAX_DEPTH):
@@ -289,7 +292,11 @@ def parse_results(raw: bytes, name: str = "results") -> RecordedResults:
     if not isinstance(timelines, list):
         raise ResultsError(f"{name}: \"timelines\" must be a list")
     lines = [_check_timeline(t, f"{name}: timeline {i}") for i, t in enumerate(timelines)]
-    return RecordedResults(meta, facts, checked, lines, notes.lines())
+    phases = doc.get("phases", [])
+    if not isinstance(phases, list) or len(phases) > MAX_PHASE_RECORDINGS:
+        raise ResultsError(f"{name}: \"phases\" must be a list of at most {MAX_PHASE_RECORDINGS} recordings")
+    recorded_phases = [_check_phases(p, f"{name}: phases {i}") for i, p in enumerate(phases)]
+    return RecordedResults(meta, facts, checked, lines, recorded_phases, notes.lines())
 
 
 def _object(obj, schema: dict[str, _Field], required, where: str, notes: _Notes, fallback=None) -> dict:
@@ -560,13 +567,75 @@ def _check_timeline(tl, where: str) -> dict:
     return out
 
 
+# -- phases: one launch's warpgroups over time (bench --phases, kernels/phase_timeline.py) -----------------------
+
+PHASE_NAMES = ("load", "wait", "qk", "softmax", "pv", "epilogue")
+MAX_PHASE_RECORDINGS = 8
+MAX_PHASE_PROGRAMS = 16
+MAX_PHASE_LANES = 16
+MAX_PHASE_SPANS = 20_000     # spans of one lane: a 256K-token program has 2 048 K/V tiles × 4 phases
+MAX_PHASE_CYCLES = 10**12    # ~8 minutes at 2 GHz: far past any program
+PHASE_SCHEMA: dict[str, _Field] = {
+    "kernel": _text(choices=("flash", "flash_v3")), "batch": _int(1, 1 << 16), "heads": _int(1, 1 << 12),
+    "seq_len": _int(1, 1 << 24), "head_dim": _int(1, 1 << 12), "causal": _BOOL,
+    "dtype": _text(choices=tuple(DTYPE_BYTES)), "program_count": _int(1, MAX_PROGRAMS),
+    "plain_ms": _TIME, "instrumented_launch_ms": _TIME, "sm_clock_mhz": _float(1e5, unit="MHz"),
+    "overhead": _Field(float, -1.0, 100.0, nullable=True), "profiled_output_identical": _BOOL,
+}
+
+
+def _check_phases(rec, where: str) -> dict:
+    if not isinstance(rec, dict):
+        raise ResultsError(f"{where} is not an object")
+    missing = [key for key in (*PHASE_SCHEMA, "programs") if key not in rec]
+    if missing:
+        raise ResultsError(f"{where} is missing {', '.join(missing)}")
+    out = {}
+    for key, spec in PHASE_SCHEMA.items():
+        try:
+            out[key] = _checked(spec, rec[key])
+        except _Bad as why:
+            raise ResultsError(f"{where}: {key} = {_short(rec[key])} {why}") from None
+    programs = rec["programs"]
+    if not isinstance(programs, list) or not 1 <= len(programs) <= MAX_PHASE_PROGRAMS:
+        raise ResultsError(f"{where}: programs must be a list of 1 … {MAX_PHASE_PROGRAMS}")
+    out["programs"] = [_check_phase_program(p, f"{where}: program {i}") for i, p in enumerate(programs)]
+    return out
+
+
+def _check_phase_program(program, where: str) -> dict:
+    if not isinstance(program, dict) or not isinstance(program.get("lanes"), list):
+        raise ResultsError(f"{where} is not {{cta, sm, lanes}}")
+    for key in ("cta", "sm"):
+        if type(program.get(key)) is not int or not 0 <= program[key] < MAX_PROGRAMS:
+            raise ResultsError(f"{where}: {key} = {_short(program.get(key))} is not a program or SM index")
+    lanes = program["lanes"]
+    if not 1 <= len(lanes) <= MAX_PHASE_LANES:
+        raise ResultsError(f"{where}: {len(lanes)} lanes; a program records 1 … {MAX_PHASE_LANES}")
+    checked = []
+    for j, lane in enumerate(lanes):
+        if not isinstance(lane, dict) or type(lane.get("warp")) is not int or not 0 <= lane["warp"] < 64:
+            raise ResultsError(f"{where}: lane {j} has no warp index")
+        role = plain_text(str(lane.get("role", "")), 40)
+        spans = lane.get("spans")
+        if not isinstance(spans, list) or len(spans) > MAX_PHASE_SPANS:
+            raise ResultsError(f"{where}: lane {j}: spans must be a list of at most {MAX_PHASE_SPANS}")
+        for span in spans:
+            if (not isinstance(span, list) or len(span) != 3 or span[0] not in PHASE_NAMES
+                    or not all(type(t) is int for t in span[1:]) or not 0 <= span[1] <= span[2] <= MAX_PHASE_CYCLES):
+                raise ResultsError(f"{where}: lane {j} holds a span {_short(span)} that is not [phase, start, end] "
+                                   f"with one of {', '.join(PHASE_NAMES)} and 0 ≤ start ≤ end cycles")
+        checked.append({"warp": lane["warp"], "role": role, "spans": [list(span) for span in spans]})
+    return {"cta": program["cta"], "sm": program["sm"], "lanes": checked}
+
+
 # -- writing ------------------------------------------------------------------------------------------
 
 def dump_results(path: Path, facts: dict, records: list[dict], timelines: list[dict], command: str,
-                 created: str, extra_meta: dict | None = None) -> None:
+                 created: str, extra_meta: dict | None = None, phases: list[dict] | None = None) -> None:
     doc = {"schema": SCHEMA, "schema_version": SCHEMA_VERSION,
            "meta": {"created": created, "command": command, **(extra_meta or {})},
-           "device": facts, "records": records, "timelines": timelines}
+           "device": facts, "records": records, "timelines": timelines, "phases": phases or []}
     text = json.dumps(doc, indent=1, allow_nan=False)
     loaded = parse_results(text.encode(), str(path))  # never write a file the app would refuse or trim
     if loaded.notes:

@@ -10,10 +10,10 @@ capture to the same binder and compile that a real launch uses, with the target 
 sm_80 (the `tl` kernels; the Gluon FA-3 kernel is Hopper only). Nothing is launched. Prints a table (registers,
 stack, shared memory from the cubin) and exits non-zero if any configuration fails to compile.
 
-Coupling to the kernel modules, all in `_entries()` below: kernels.flash `_launch_flash` (its `use_tma` and
+Coupling to the kernel modules, all in `_entries()` below: kernels.flash `launch_flash` (its `use_tma` and
 `longest_first` keywords), `TUNED_CONFIGS`, `config_for` (and `trace_sm`, as `flash_attention_sm_timeline` calls it); kernels.flash_v1
 `_launch_flash_v1`, `config_for_v1`; kernels.naive `naive_attention`, `_softmax_launch`'s seq_len classes via
-costmodel; bench.device's L2 kernel `_read_repeatedly`, `BLOCK`; kernels.flash_v3 `launch_v3`, `V3_CONFIGS`.
+costmodel; kernels.l2_read `read_repeatedly`; kernels.flash_v3 `launch_v3`, `V3_CONFIGS`.
 A launcher that changes its arguments changes what is compiled here; one that is renamed fails the check loudly.
 """
 from __future__ import annotations
@@ -120,14 +120,14 @@ def _flash_entries() -> list[Entry]:
                 [("sm_90", False), ("sm_80", False)]
             for target, use_tma in paths:
                 q, k, v = _qkv(head_dim, dtype)
-                for fn, args, kwargs in _capture(lambda: flash._launch_flash(q, k, v, causal, 0.125, config,
+                for fn, args, kwargs in _capture(lambda: flash.launch_flash(q, k, v, causal, 0.125, config,
                                                                               use_tma=use_tma)):
                     entries.append(Entry(_name(fn), f"{base} {'tma' if use_tma else 'pointers'}", target,
                                          fn, args, kwargs))
             if dtype_bytes == 2:  # the app's SM timeline on the H200 (flash_attention_sm_timeline): recording on
                 q, k, v = _qkv(head_dim, dtype)
                 sm = torch.empty((2, 1, 3), dtype=torch.int64)
-                for fn, args, kwargs in _capture(lambda: flash._launch_flash(q, k, v, causal, 0.125, config,
+                for fn, args, kwargs in _capture(lambda: flash.launch_flash(q, k, v, causal, 0.125, config,
                                                                               trace_sm=sm, use_tma=True)):
                     entries.append(Entry(_name(fn), f"{base} sm-timeline", "sm_90", fn, args, kwargs))
     return entries
@@ -169,11 +169,11 @@ def _naive_entries() -> list[Entry]:
 
 
 def _bandwidth_entries() -> list[Entry]:
-    from bench import device
-    x, out = torch.empty(device.BLOCK * 4, dtype=torch.float16), torch.empty(4, dtype=torch.float32)
-    fn = device._read_repeatedly  # its launcher measures on a GPU at once; this is its launch as written there
-    args, kwargs = (x, out, device.BLOCK, 64), {"BLOCK": device.BLOCK, "num_warps": 8}
-    return [Entry(_name(fn), "L2 read", t, fn, args, kwargs) for t in TARGETS]
+    from kernels import l2_read
+    x, out = torch.empty(l2_read.L2_BLOCK * 4, dtype=torch.float16), torch.empty(4, dtype=torch.float32)
+    return [Entry(_name(fn), "L2 read", t, fn, args, kwargs)
+            for fn, args, kwargs in _capture(lambda: l2_read.read_repeatedly(x, out, l2_read.L2_BLOCK, 64))
+            for t in TARGETS]
 
 
 def _fa3_entries() -> list[Entry]:
@@ -191,7 +191,7 @@ def _fa3_entries() -> list[Entry]:
 
 
 KERNEL_SETS = {"flash": _flash_entries, "flash_v1": _flash_v1_entries, "naive": _naive_entries,
-               "bandwidth": _bandwidth_entries, "fa3": _fa3_entries}
+               "bandwidth": _bandwidth_entries, "flash_v3": _fa3_entries}
 
 
 def _name(fn: JITFunction) -> str:

@@ -27,6 +27,11 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 import costmodel
 from kernels.inputs import check_attention_inputs, dot_modes
 
+try:  # Proton's in-kernel scopes, compiled in only when PROFILE is on (kernels/phase_timeline.py)
+    import triton.profiler.language as pl
+except Exception:  # noqa: BLE001 - a Triton without Proton: the PROFILE build is unavailable, nothing else changes
+    pl = None
+
 LN2 = costmodel.LN2  # the kernel keeps m in log2 units; its LSE and the trace are natural logs
 # the same constants inside kernels (a kernel may read a global only when it is a constexpr); flash_v1 uses them too
 LN2_KERNEL: tl.constexpr = tl.constexpr(costmodel.LN2)
@@ -50,9 +55,11 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, off_b,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
                     MASKED: tl.constexpr, CAUSAL: tl.constexpr,
                     DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, TRACE: tl.constexpr,
-                    USE_TMA: tl.constexpr):
+                    USE_TMA: tl.constexpr, PROFILE: tl.constexpr):
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
+        if PROFILE:  # Proton scopes on the phases (kernels/phase_timeline.py); compiled out otherwise
+            pl.enter_scope("load")
         # -- load the K tile (transposed, HEAD_DIM × BLOCK_N; keys past seq_len read as zeros) into SRAM --
         if USE_TMA:
             k = tl.trans(k_src.load([off_b, off_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM))
@@ -62,6 +69,9 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, off_b,
             k = tl.load(k_src + start_n * stride_kn)
         if DOT_FP32:
             k = k.to(tl.float32)
+        if PROFILE:
+            pl.exit_scope("load")
+            pl.enter_scope("qk")
         # -- compute qk: raw scores of this tile (the scale is folded in below) --
         qk = tl.dot(q, k, input_precision=PRECISION)
         if MASKED:
@@ -69,11 +79,17 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, off_b,
             if CAUSAL:
                 keep = keep & (offs_m[:, None] >= (start_n + offs_n)[None, :])
             qk = tl.where(keep, qk, float("-inf"))
+        if PROFILE:
+            pl.exit_scope("qk")
+            pl.enter_scope("softmax")
         # -- update m_i and l_i (online softmax, log2 units: one FMA per score, qk·scale − m) --
         m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
         p = tl.math.exp2(qk * qk_scale - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
+        if PROFILE:
+            pl.exit_scope("softmax")
+            pl.enter_scope("pv")
         # -- rescale the accumulator, then add P·V --
         if USE_TMA:
             v = v_src.load([off_b, off_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
@@ -88,6 +104,8 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, off_b,
         acc = acc * alpha[:, None]
         acc = tl.dot(p, v, acc, input_precision=PRECISION)
         m_i = m_new
+        if PROFILE:
+            pl.exit_scope("pv")
         if TRACE:
             # -- record the step: m, l, alpha of the block's rows and its normalized output so far --
             step = start_n // BLOCK_N
@@ -110,7 +128,7 @@ def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
               stride_ob, stride_oh, stride_on, stride_od,
               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               CAUSAL: tl.constexpr, DOT_FP32: tl.constexpr, PRECISION: tl.constexpr,
-              TRACE: tl.constexpr, TRACE_SM_ON: tl.constexpr,
+              TRACE: tl.constexpr, TRACE_SM_ON: tl.constexpr, PROFILE: tl.constexpr,
               USE_TMA: tl.constexpr, LONGEST_FIRST: tl.constexpr):
     # Q, K, V, O: 4-D tensor descriptors (B, H, N, D) when USE_TMA (TMA copies on Hopper: rows past seq_len
     # load as zeros, stores are clipped), else plain pointers with masked loads and stores.
@@ -160,12 +178,14 @@ def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
                                     0, masked_lo, qk_scale, seq_len, offs_m, offs_n,
                                     trace_stats, trace_out, offs_d,
                                     BLOCK_M, BLOCK_N, HEAD_DIM, False, CAUSAL, DOT_FP32, PRECISION, TRACE,
-                                    USE_TMA)
+                                    USE_TMA, PROFILE)
     acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, off_b, off_h,
                                     masked_lo, masked_hi, qk_scale, seq_len, offs_m, offs_n,
                                     trace_stats, trace_out, offs_d,
                                     BLOCK_M, BLOCK_N, HEAD_DIM, True, CAUSAL, DOT_FP32, PRECISION, TRACE,
-                                    USE_TMA)
+                                    USE_TMA, PROFILE)
+    if PROFILE:
+        pl.enter_scope("epilogue")
     # -- write O and the row log-sum-exp (natural log) once --
     row_in_range = offs_m < seq_len
     lse = (m_i + tl.math.log2(l_i)) * LN2_KERNEL
@@ -177,6 +197,8 @@ def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
         o_ptrs = (O + off_b.to(tl.int64) * stride_ob + off_h.to(tl.int64) * stride_oh
                   + offs_m[:, None] * stride_on + offs_d[None, :] * stride_od)
         tl.store(o_ptrs, o.to(O.dtype.element_ty), mask=row_in_range[:, None])
+    if PROFILE:
+        pl.exit_scope("epilogue")
     if TRACE_SM_ON:
         record = TRACE_SM + program.to(tl.int64) * 3
         tl.store(record, _sm_id().to(tl.int64))
@@ -258,9 +280,12 @@ def _tma_capable(*tensors: torch.Tensor) -> bool:
                and all(s * t.element_size() % 16 == 0 for s in t.stride()[:-1]) for t in tensors)
 
 
-def _launch_flash(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
-                  trace: _TraceBuffers | None = None, trace_sm: torch.Tensor | None = None,
-                  use_tma: bool | None = None, longest_first: bool | None = None):
+def launch_flash(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
+                 trace: _TraceBuffers | None = None, trace_sm: torch.Tensor | None = None,
+                 use_tma: bool | None = None, longest_first: bool | None = None, profile: bool = False):
+    """The kernel's launch on checked inputs (flash_attention checks them): (O, LSE). trace / trace_sm: the trace
+    mode's buffers; use_tma, longest_first: None picks as the shipped kernel does; profile: the Proton-scoped build
+    (kernels/phase_timeline.py), a separate compile that no shipped call uses."""
     batch, heads, seq_len, head_dim = q.shape  # (B, H, N, D)
     o = torch.empty_like(q, memory_format=torch.contiguous_format)  # (B, H, N, D)
     lse = torch.empty((batch, heads, seq_len), dtype=torch.float32, device=q.device)  # (B, H, N)
@@ -285,7 +310,7 @@ def _launch_flash(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
             HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
             CAUSAL=causal, DOT_FP32=dot_fp32, PRECISION=precision,
             TRACE=trace is not None, TRACE_SM_ON=trace_sm is not None,
-            USE_TMA=use_tma, LONGEST_FIRST=longest_first,
+            USE_TMA=use_tma, LONGEST_FIRST=longest_first, PROFILE=profile,
             num_warps=config.num_warps, num_stages=config.num_stages,
         )
     return o, lse
@@ -304,7 +329,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
     config = config or config_for(q.shape[-1], q.dtype, causal)
     costmodel.check_tiles(config.block_m, config.block_n)
-    o, lse = _launch_flash(q, k, v, causal, sm_scale, config)
+    o, lse = launch_flash(q, k, v, causal, sm_scale, config)
     return (o, lse) if return_lse else o
 
 
@@ -329,7 +354,7 @@ def flash_attention_traced(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ca
     sm = torch.full((bh, n_q, 3), -1, dtype=torch.int64, device=q.device) if record_sm else None
     base = config_for(head_dim, q.dtype, causal)
     config = FlashConfig(block_m, block_n, base.num_warps, min(base.num_stages, 2))
-    o, lse = _launch_flash(q, k, v, causal, sm_scale, config, _TraceBuffers(stats, out, sm), sm)
+    o, lse = launch_flash(q, k, v, causal, sm_scale, config, _TraceBuffers(stats, out, sm), sm)
     stats[:, :, :, 0] *= LN2  # the kernel keeps m in log2 units
     return o, lse, _TraceBuffers(stats, out, sm)
 
@@ -348,5 +373,5 @@ def flash_attention_sm_timeline(q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
     batch, heads, seq_len, _ = q.shape
     sm = torch.full((batch * heads, triton.cdiv(seq_len, config.block_m), 3), -1, dtype=torch.int64,
                     device=q.device)
-    o, _ = _launch_flash(q, k, v, causal, sm_scale, config, trace_sm=sm)
+    o, _ = launch_flash(q, k, v, causal, sm_scale, config, trace_sm=sm)
     return o, sm

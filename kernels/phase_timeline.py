@@ -1,22 +1,24 @@
-"""Inside one program: what each warpgroup of a flash kernel does over time, measured with Proton (issue 21).
+"""Inside one program: what each warpgroup of a flash kernel does over time, measured with Proton.
 
-`record_phase_timeline("fa3", ...)` runs one launch of the FA-3 style kernel (kernels/flash_v3.py) built with its
-PROFILE constexpr on, under Proton's intra-kernel instrumentation (`proton.start(backend="instrumentation")`), and
+`record_phase_timeline(kernel, ...)` runs one launch of the FA-3 style kernel ("flash_v3", kernels/flash_v3.py) or of
+the teaching kernel ("flash", kernels/flash.py, FA-2 order) built with its PROFILE constexpr on, under Proton's intra-kernel instrumentation (`proton.start(backend="instrumentation")`), and
 returns plain data: per program (CTA) the SM it ran on and, per sampled warp (one per warpgroup), the phases it went
 through as (phase, start, end) in Proton's clock units (cycles; the Chrome trace Proton writes divides them by 1000
 and calls them µs, i.e. it assumes 1 GHz), plus the SM clock read beside the run and the plain vs instrumented time.
 
 Phases are the kernel's phase comments: producer `load` (wait for a free ring slot, issue the K and V TMA copies);
 consumer `wait` (K/V landed? our turn at the tensor cores?), `qk` (issue QKᵀ and P·V, wait for QKᵀ), `softmax`,
-`pv` (wait for the P·V issued in `qk`, hand P over), `epilogue`. A scope is what a warp is doing (issuing, waiting,
+`pv` (wait for the P·V issued in `qk`, hand P over), `epilogue`. The teaching kernel has one warpgroup that does it
+all in turn: `load` (the K tile: with software pipelining, the wait for a copy issued an iteration ahead), `qk`,
+`softmax`, `pv` (the V tile, the rescale and P·V), `epilogue`. A scope is what a warp is doing (issuing, waiting,
 computing), not whether the tensor cores are busy: a wgmma issued in `qk` runs on during `softmax`.
 
 The shipped kernels are untouched: PROFILE=False compiles to the same SASS as before the scopes existed (checked),
 and the instrumented build is a separate compile (Proton's mode is part of Triton's cache key).
 
-"fa2" (kernels/flash.py, the teaching kernel) is not instrumented: Proton instruments Gluon kernels; `tl` kernels need
-`pl.enable_semantic("triton")` and scopes in their source, behind a constexpr, and Proton warns that Triton's loop
-pipelining moves such records. `phase_timeline_unavailable_reason("fa2")` says so.
+The teaching kernel is a Triton-DSL (`tl`) kernel: Proton instruments those only after
+`pl.enable_semantic("triton")`, and warns that Triton's loop pipelining and instruction scheduling can move a tl
+kernel's records; its lanes are read with that caveat (the page says so).
 """
 from __future__ import annotations
 
@@ -34,21 +36,23 @@ _PID = re.compile(r"Core\s*(\d+)\s+CTA\s*(\d+)")
 _TID = re.compile(r"warp\s+(\d+)")
 
 
-def phase_timeline_unavailable_reason(kernel: str = "fa3") -> str | None:
+KERNELS = ("flash", "flash_v3")  # by algorithm name: the teaching kernel (FA-2 order) and the FA-3 style kernel
+
+
+def phase_timeline_unavailable_reason(kernel: str = "flash_v3") -> str | None:
     """None when `kernel` can be recorded here; otherwise one sentence saying why not."""
-    if kernel == "fa2":
-        return ("the teaching kernel (kernels/flash.py) has no Proton scopes: Triton-DSL kernels need "
-                "pl.enable_semantic('triton') and scopes behind a constexpr in their source, and Triton's pipelining "
-                "can move them")
-    if kernel != "fa3":
-        return f"unknown kernel {kernel!r}: 'fa3' (kernels/flash_v3.py) or 'fa2' (kernels/flash.py)"
+    if kernel not in KERNELS:
+        return f"unknown kernel {kernel!r}: one of {', '.join(KERNELS)}"
     if INTERPRET:
         return "Proton's intra-kernel instrumentation runs on a GPU, not in Triton's CPU interpreter"
-    from kernels.flash_v3 import v3_unavailable_reason, pl
-    reason = v3_unavailable_reason()
-    if reason:
-        return reason
-    if pl is None:
+    if kernel == "flash_v3":
+        from kernels.flash_v3 import v3_unavailable_reason
+        reason = v3_unavailable_reason()
+        if reason:
+            return reason
+    try:
+        import triton.profiler.language  # noqa: F401
+    except Exception:  # noqa: BLE001
         return "this Triton has no Proton (triton.profiler.language)"
     return None
 
@@ -96,12 +100,15 @@ def parse_chrome_trace(path: Path | str, kernel_name: str | None = None) -> list
     return out
 
 
-def _roles(lanes: list[dict]) -> None:
-    """Name each sampled warp's warpgroup by what it recorded: the producer loads, consumers compute."""
+def _roles(lanes: list[dict], kernel: str = "flash_v3") -> None:
+    """Name each sampled warp's warpgroup by what it recorded: in the FA-3 style kernel the producer loads and the
+    consumers compute; in the teaching kernel every warpgroup does all of it in turn."""
     consumer = 0
     for lane in lanes:
         names = {s[0] for s in lane["spans"]}
-        if "load" in names:
+        if kernel == "flash":
+            lane["role"] = f"warpgroup {lane['warp'] // 4}"
+        elif "load" in names:
             lane["role"] = "producer"
         else:
             lane["role"] = f"consumer {consumer}"
@@ -128,7 +135,28 @@ def _kernel_ms(fn, reps: int = 10) -> float:
     return statistics.median(times)
 
 
-def record_phase_timeline(kernel: str = "fa3", batch: int = 1, heads: int = 4, seq_len: int = 4096,
+def _launcher(kernel: str, head_dim: int, causal: bool, dtype: torch.dtype):
+    """(launch(q, k, v, scale, profile), config as plain data, warps to sample, the warp count per program)."""
+    if kernel == "flash":
+        from kernels.flash import config_for, launch_flash
+        config = config_for(head_dim, dtype, causal)
+
+        def launch(q, k, v, causal, scale, profile=False):
+            return launch_flash(q, k, v, causal, scale, config, profile=profile)
+        # one sampled warp per warpgroup: every warpgroup runs the whole loop
+        return launch, {**config.__dict__, "tile_m": config.block_m}, list(range(0, config.num_warps, 4))
+    from kernels.flash_v3 import config_for_v3, launch_v3
+    config = config_for_v3(head_dim, causal)
+
+    def launch(q, k, v, causal, scale, profile=False):
+        return launch_v3(q, k, v, causal, scale, config, profile=profile)
+    # one sampled warp per consumer warpgroup, and every warp of the last warpgroup (the producer's warp is there)
+    producer_group = 4 * config.num_consumers
+    return (launch, {**config.__dict__, "tile_m": config.tile_m},
+            [4 * i for i in range(config.num_consumers)] + list(range(producer_group, producer_group + 4)))
+
+
+def record_phase_timeline(kernel: str = "flash_v3", batch: int = 1, heads: int = 4, seq_len: int = 4096,
                           head_dim: int = 128, causal: bool = False, dtype: torch.dtype = torch.bfloat16,
                           max_programs: int | None = 8, seed: int = 0) -> dict:
     """Record one launch of `kernel` with Proton; return plain data (see the module docstring):
@@ -144,32 +172,30 @@ def record_phase_timeline(kernel: str = "fa3", batch: int = 1, heads: int = 4, s
         raise RuntimeError(reason)
     import triton
     import triton.profiler as proton
-    from kernels.flash_v3 import launch_v3, config_for_v3
+    import triton.profiler.language as pl
 
-    config = config_for_v3(head_dim, causal)
+    if kernel == "flash":
+        pl.enable_semantic("triton")  # Proton records tl kernels' scopes only when asked to
+    launch, config, warps = _launcher(kernel, head_dim, causal, dtype)
     gen = torch.Generator(device="cuda").manual_seed(seed)
     q, k, v = (torch.randn(batch, heads, seq_len, head_dim, device="cuda", generator=gen).to(dtype) for _ in range(3))
     scale = head_dim ** -0.5
-    plain_ms = _kernel_ms(lambda: launch_v3(q, k, v, causal, scale, config))
-    o_plain, _ = launch_v3(q, k, v, causal, scale, config)
-    # one sampled warp per consumer warpgroup, and every warp of the last warpgroup (the producer's 1 warp sits there)
-    producer_group = 4 * config.num_consumers
-    sampled = ",".join(str(w) for w in [4 * i for i in range(config.num_consumers)]
-                       + list(range(producer_group, producer_group + 4)))
+    plain_ms = _kernel_ms(lambda: launch(q, k, v, causal, scale))
+    o_plain, _ = launch(q, k, v, causal, scale)
+    sampled = ",".join(str(w) for w in warps)
     mode = proton.mode.Default(sampling_strategy="selective", sampling_options=sampled, buffer_type="global",
                                optimizations="clock32")
     with tempfile.TemporaryDirectory(prefix="phase-timeline-") as tmp:
-        base = str(Path(tmp) / "fa3")
+        base = str(Path(tmp) / kernel)
         proton.start(base, data="trace", backend="instrumentation", mode=mode)
         try:
-            o_profiled, _ = launch_v3(q, k, v, causal, scale, config, profile=True)
+            o_profiled, _ = launch(q, k, v, causal, scale, profile=True)
             torch.cuda.synchronize()
         finally:
             proton.finalize()
         proton.start(base + "-timed", data="trace", backend="instrumentation", mode=mode)
         try:  # the instrumented launch as Proton runs it (its own buffer handling included), timed like the plain one
-            instrumented_launch_ms = _kernel_ms(lambda: launch_v3(q, k, v, causal, scale, config, profile=True),
-                                                reps=5)
+            instrumented_launch_ms = _kernel_ms(lambda: launch(q, k, v, causal, scale, profile=True), reps=5)
         finally:
             proton.finalize()
         trace = Path(base + ".chrome_trace")
@@ -177,14 +203,14 @@ def record_phase_timeline(kernel: str = "fa3", batch: int = 1, heads: int = 4, s
         raw = json.loads(trace.read_text())["traceEvents"]
         raw_sample = [e for e in raw if _PID.search(str(e.get("pid", "")))][:4]
     for program in programs:
-        _roles(program["lanes"])
+        _roles(program["lanes"], kernel)
     longest = max(max(s[2] for lane in p["lanes"] for s in lane["spans"]) for p in programs)
     clock = _sm_clock_mhz()
     return {
         "kernel": kernel,
         "shape": {"batch": batch, "heads": heads, "seq_len": seq_len, "head_dim": head_dim, "causal": causal,
                   "dtype": str(dtype).removeprefix("torch.")},
-        "config": {**config.__dict__, "tile_m": config.tile_m},
+        "config": config,
         "sm_clock_mhz": clock,
         "sampled_warps": [int(w) for w in sampled.split(",")],
         "programs": programs[:max_programs] if max_programs else programs,
@@ -233,32 +259,27 @@ def softmax_overlap(program: dict) -> float | None:
 
 
 def main() -> int:
-    """On the H200: record the FA-3 kernel at the talk's class (D=128) and print a summary; JSON under $OUT."""
+    """On the H200: record both kernels at the talk's class (D=128) and print a summary; JSON under $OUT."""
     import os
     out = Path(os.environ.get("OUT") or ".")
     results = {}
-    for causal in (False, True):
-        label = f"fa3 D128 {'causal' if causal else 'full'}"
+    for kernel in ("flash_v3", "flash"):  # the Gluon kernel first: the tl one turns on Proton's Triton semantic
+        label = f"{kernel} D128 full"
         try:
-            data = record_phase_timeline("fa3", causal=causal)
+            data = record_phase_timeline(kernel)
         except Exception as exc:  # noqa: BLE001 - print it and keep the other run
             print(f"{label}: {type(exc).__name__}: {exc}")
             continue
         results[label] = data
         t = data["timing"]
         print(f"{label}: {data['program_count']} programs traced; plain kernel {t['plain_ms']:.4f} ms; longest "
-              f"instrumented program {t['longest_program_cycles']} cycles = "
-              f"{t['longest_program_ms_at_clock'] or float('nan'):.4f} ms (scopes' cost ≤ "
-              f"{t['overhead'] if t['overhead'] is not None else float('nan'):+.1%}); launch under Proton "
-              f"{t['instrumented_launch_ms']:.1f} ms (its host-side buffer handling); "
-              f"SM clock {data['sm_clock_mhz']} MHz; profiled O identical to plain: "
-              f"{data['profiled_output_identical']}")
+              f"instrumented program {t['longest_program_cycles']} cycles; launch under Proton "
+              f"{t['instrumented_launch_ms']:.1f} ms; profiled O identical: {data['profiled_output_identical']}")
         for program in data["programs"][:2]:
             print(f"  CTA {program['cta']} on SM {program['sm']}: softmax overlap {softmax_overlap(program)}")
             for lane in program["lanes"]:
                 fr = ", ".join(f"{k} {v:.0%}" for k, v in sorted(phase_fractions(lane).items()))
-                print(f"    warp {lane['warp']:2d} {lane['role']:10s} {len(lane['spans']):4d} spans: {fr}")
-    print(f"fa2: {phase_timeline_unavailable_reason('fa2')}")
+                print(f"    warp {lane['warp']:2d} {lane['role']:12s} {len(lane['spans']):4d} spans: {fr}")
     (out / "phase_timeline.json").write_text(json.dumps(results))
     return 0 if results else 1
 

@@ -3,7 +3,8 @@
 The kernels mark each phase with a comment line that starts with a fixed prefix (`# -- compute qk`, …);
 this module reads the kernel file at run time and finds those lines, so the source beside the animation
 is always the code that ran. A phase runs from its comment line down to the line before the next phase
-comment, the next comment or loop at its own depth, a trace hook (`if TRACE…`), or the end of its block.
+comment, the next comment or loop at its own depth, a trace or profiling hook (`if TRACE…`, `if PROFILE:`), or the
+end of its block.
 A missing phase comment is an error (tests/test_picture.py keeps it that way).
 """
 from __future__ import annotations
@@ -49,7 +50,7 @@ def _ends_phase(line: str, indent: int, prefixes: tuple[str, ...]) -> bool:
     text = line.strip()
     if not text:
         return False
-    return (_indent(line) < indent or text.startswith(prefixes) or text.startswith("if TRACE")
+    return (_indent(line) < indent or text.startswith(prefixes) or text.startswith(("if TRACE", "if PROFILE"))
             or (_indent(line) == indent and text.startswith(("#", "for "))))
 
 

@@ -204,7 +204,7 @@ def test_a_loaded_file_dumps_back_unchanged(tmp_path):
     res.dump_results(tmp_path / "again.json", first.facts, first.records, first.timelines, meta.pop("command"),
                      meta.pop("created"), meta)
     again = res.load_results((tmp_path / "again.json").read_bytes())
-    assert again == res.RecordedResults(first.meta, first.facts, first.records, first.timelines, ())
+    assert again == res.RecordedResults(first.meta, first.facts, first.records, first.timelines, first.phases, ())
 
 
 def test_files_without_the_optional_fields_load_with_defaults():
