@@ -5,6 +5,7 @@ so every number a scene shows comes from one function that tests can call direct
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,18 +45,51 @@ def flash_tiles(records: list[dict], seq_len: int) -> tuple[tuple[int, int], boo
     return costmodel.ASSUMED_FLASH_TILES, False
 
 
+def residency(timelines: list[dict], head_dim: int, causal: bool, block_m: int | None = None) -> int | None:
+    """Programs of the flash kernel resident on one SM at once, as an SM timeline of its kernel measured them
+    (timeline_stats' max_per_sm): from the timelines of this head_dim and mask (and Q block, when given), the
+    most any of them reached; None where no timeline is of this kernel (the model then assumes 1 per SM)."""
+    reached = [timeline_stats(t)["max_per_sm"] for t in timelines or ()
+               if t["head_dim"] == head_dim and bool(t["causal"]) == bool(causal)
+               and (block_m is None or t["block_m"] == block_m)]
+    return max(reached) if reached and max(reached) > 0 else None
+
+
 def traffic_panels(seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int, causal: bool,
-                   records: list[dict], facts: dict | None) -> TrafficPanels:
+                   records: list[dict], facts: dict | None, programs_per_sm: int | None = None,
+                   measured: str = costmodel.RESIDENCY_RECORDED) -> TrafficPanels:
     """The three traffic models at this setting: flash with the tiles its record says it ran, and L2-aware
-    on the GPU of the facts (costmodel.machine_from_facts: one program per SM shares each pass)."""
+    on the GPU of the facts with programs_per_sm resident on each SM (story.residency of the recording's
+    timelines, `measured` saying where it comes from; None: 1 per SM, assumed: costmodel.machine_from_facts)."""
     tiles, known = flash_tiles(records, seq_len)
     shape = (seq_len, batch, heads, head_dim, dtype_bytes, causal)
-    machine = costmodel.machine_from_facts(facts)
+    machine = costmodel.machine_from_facts(facts, programs_per_sm, measured)
     return TrafficPanels(
         naive=costmodel.traffic("naive", *shape),
         flash_no_cache=costmodel.traffic("flash", *shape, *tiles),
         flash_l2=costmodel.traffic("flash", *shape, *tiles, machine=machine) if machine else None,
         tiles=tiles, tiles_known=known, machine=machine)
+
+
+def tiles_text(tiles: tuple[int, int]) -> str:
+    """"128×64 tiles": the words every traffic number of flash carries."""
+    return f"{tiles[0]}×{tiles[1]} tiles"
+
+
+def compare_titles(panels: TrafficPanels) -> dict[str, str]:
+    """The compare figure's panel titles, keyed like its panels; flash's say at which tiles."""
+    at = tiles_text(panels.tiles)
+    return {"naive": "standard: 3 kernels", "flash_no_cache": f"flash, no cache (paper's bound), {at}",
+            "flash_l2": f"flash, L2-aware model, {at}"}
+
+
+def compare_caption(panels: TrafficPanels) -> str:
+    """The compare scene's caption: the tiles flash's numbers are at, the L2 model's machine, and the counts."""
+    tiles = "its recorded tiles" if panels.tiles_known else "assumed tiles: the record does not say"
+    l2 = (f"L2-aware: {fmt_bytes(panels.machine.l2_bytes)} L2, {panels.machine.how}" if panels.machine
+          else "no L2 model: GPU unknown")
+    return (f"Cost model: flash at {tiles_text(panels.tiles)} ({tiles}); {l2}. Counted: Nsight Compute, "
+            f"recorded run.")
 
 
 # -- the roofline --------------------------------------------------------------------------------------
@@ -119,16 +153,115 @@ def roofline_points(records: list[dict], names: dict[str, str] | None = None) ->
     return [point for point in points if point.hbm_bytes > 0 and point.time_ms > 0]
 
 
-def roofline_verdicts(points: list[RoofPoint], peak_tflops: float, bandwidth_gbps: float) -> list[str]:
-    """Each point in words: which roof bounds it and how close it runs to that roof."""
+def _size_range(sizes: tuple[int, ...], write: Callable[[int], str]) -> str:
+    """"1–4 GiB", "4096³–16384³": the smallest and largest of a roof's measured sizes."""
+    lo, hi = write(min(sizes)), write(max(sizes))
+    if lo == hi:
+        return lo
+    lo_number, _, lo_unit = lo.partition(" ")
+    return f"{lo_number}–{hi}" if lo_unit and lo_unit == hi.partition(" ")[2] else f"{lo}–{hi}"
+
+
+def _cube(n: int) -> str:
+    return f"{n}³"
+
+
+def _roof_sizes(facts: dict | None, copy_sizes_bytes: tuple[int, ...] | None,
+                matmul_sizes: tuple[int, ...] | None) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    facts = facts or {}
+    return (tuple(facts.get("copy_sizes_bytes") or copy_sizes_bytes or ()) or None,
+            tuple(facts.get("matmul_sizes") or matmul_sizes or ()) or None)
+
+
+def roof_names(copy_sizes_bytes: tuple[int, ...] | None = None,
+               matmul_sizes: tuple[int, ...] | None = None) -> dict[str, str]:
+    """What each measured roof is, in a few words: {"memory": "copy of 1–4 GiB", "compute": "best of
+    4096³–16384³ bf16 matmuls"} (bench/device.py COPY_SIZES_BYTES, MATMUL_SIZES); without the sizes, "sizes
+    not recorded"."""
+    copy = (f"copy of {_size_range(copy_sizes_bytes, lambda n: fmt_bytes(n, 0))}" if copy_sizes_bytes
+            else "a device-to-device copy, sizes not recorded")
+    if matmul_sizes and len(set(matmul_sizes)) > 1:
+        matmul = f"best of {_size_range(matmul_sizes, _cube)} bf16 matmuls"
+    else:
+        matmul = f"a {_cube(matmul_sizes[0])} bf16 matmul" if matmul_sizes else "a bf16 matmul, sizes not recorded"
+    return {"memory": copy, "compute": matmul}
+
+
+def roofline_verdicts(points: list[RoofPoint], peak_tflops: float, bandwidth_gbps: float,
+                      copy_sizes_bytes: tuple[int, ...] | None = None,
+                      matmul_sizes: tuple[int, ...] | None = None) -> list[str]:
+    """Each point in words: which roof bounds it and how close it runs to that roof, never past 100%: a point
+    above its measured roof says so, and that the roof (how it was measured: roof_names) is a lower bound."""
     ridge = costmodel.ridge_point(peak_tflops, bandwidth_gbps)
+    names = roof_names(copy_sizes_bytes, matmul_sizes)
     lines = []
     for point in points:
         roof = costmodel.attainable_tflops(point.intensity, peak_tflops, bandwidth_gbps)
-        bound = "memory-bound (left of the ridge)" if point.intensity < ridge else "compute-bound (right of the ridge)"
-        lines.append(f"{point.label}: {point.intensity:,.0f} FLOPs/byte, {point.tflops:,.0f} TFLOPS, {bound}, "
-                     f"at {point.tflops / roof:.0%} of its roof")
+        memory = point.intensity < ridge
+        bound = "memory-bound (left of the ridge)" if memory else "compute-bound (right of the ridge)"
+        share = point.tflops / roof
+        if share > 1:
+            where = (f"above the measured roof: the roof ({names['memory' if memory else 'compute']}) is a lower "
+                     f"bound of what the GPU can do")
+        else:
+            where = f"at {share:.0%} of its roof"
+        lines.append(f"{point.label}: {point.intensity:,.0f} FLOPs/byte, {point.tflops:,.0f} TFLOPS, {bound}, {where}")
     return lines
+
+
+def roofs_sentence(facts: dict | None, copy_sizes_bytes: tuple[int, ...] | None = None,
+                   matmul_sizes: tuple[int, ...] | None = None) -> str:
+    """What each roof of the roofline is, for its caption: the measured rate and how it was measured. The sizes:
+    the facts' own ("copy_sizes_bytes", "matmul_sizes") where a recording says them, else those given (live:
+    bench/device.py COPY_SIZES_BYTES, MATMUL_SIZES); without either, "sizes not recorded"."""
+    facts = facts or {}
+    peak, copy = facts.get("matmul_tflops"), facts.get("copy_gbps")
+    if not peak or not copy:
+        return ""
+    copy_sizes, matmul = _roof_sizes(facts, copy_sizes_bytes, matmul_sizes)
+    names = roof_names(copy_sizes, matmul)
+    return (f"Roofs, measured on this GPU, not datasheet peaks: bandwidth {copy / 1000:,.2f} TB/s ({names['memory']}, "
+            f"bytes read + written per second); compute {peak:,.0f} TFLOPS ({names['compute']}). A measured roof is "
+            f"a lower bound of what the GPU can do: a kernel may run above it.")
+
+
+def roofline_text(points: list[RoofPoint], records: list[dict], facts: dict | None) -> str:
+    """The roofline scene's paragraph, from the points actually drawn: where standard's kernels sit (or why no
+    standard point is drawn), flash's intensity and share of the compute roof, and the FA-3 style kernel
+    where it ran. records: every algorithm's records at the setting (why a kernel has no point)."""
+    facts = facts or {}
+    peak, copy = facts.get("matmul_tflops"), facts.get("copy_gbps")
+    if not (peak and copy):
+        return ""
+    at_ridge = costmodel.ridge_point(peak, copy)
+    sentences = [f"Left of the ridge ({at_ridge:,.0f} FLOPs per HBM byte) a kernel waits on memory; right of "
+                 f"it, on arithmetic."]
+    naive = [p for p in points if p.algorithm == "naive"]
+    if naive:
+        share = max(p.tflops / costmodel.attainable_tflops(p.intensity, peak, copy) for p in naive)
+        left = all(p.intensity < at_ridge for p in naive)
+        where = "left of the ridge, where the bandwidth roof caps them" if left else "on both sides of the ridge"
+        close = ("one of them above the measured roof, a lower bound" if share > 1
+                 else f"at up to {share:.0%} of their roof")
+        sentences.append(f"The standard kernels stream the N×N scores through HBM and sit {where} ({close}).")
+    else:
+        standard = next((r for r in records if r["algorithm"] == "naive"), None)
+        why = (OUT_OF_MEMORY if standard is not None and standard["status"] == "oom"
+               else failure_text(standard) if standard is not None and standard["status"] != "ok"
+               else "not measured at this setting")
+        sentences.append(f"No standard point: standard attention did not run here ({why}).")
+    flash = next((p for p in points if p.algorithm == "flash"), None)
+    if flash is not None:
+        side = "right of the ridge" if flash.intensity >= at_ridge else "left of the ridge"
+        sentences.append(f"Flash keeps the scores on chip, does {flash.intensity:,.0f} FLOPs per byte, {side}, and "
+                         f"runs at {flash.tflops:,.0f} TFLOPS, {min(flash.tflops / peak, 1):.0%} of the "
+                         f"compute roof{'' if flash.tflops <= peak else ' (above it: the roof is a lower bound)'}"
+                         f"{': that is where its speedup comes from' if naive else ''}.")
+    v3 = next((p for p in points if p.algorithm == "flash_v3"), None)
+    if v3 is not None:
+        sentences.append(f"Our FA-3 style kernel (Gluon, Hopper) does {v3.intensity:,.0f} FLOPs per byte at "
+                         f"{v3.tflops:,.0f} TFLOPS, {min(v3.tflops / peak, 1):.0%} of the compute roof.")
+    return " ".join(sentences)
 
 
 # -- the headline and the takeaways ------------------------------------------------------------------
@@ -175,11 +308,13 @@ def headline(records: list[dict], seq_len: int, batch: int, heads: int, head_dim
 @dataclass(frozen=True)
 class HbmBytes:
     """Standard's and flash's HBM bytes at one setting by the cost model, and as the GPU counted them for the
-    recorded run (None where not counted)."""
+    recorded run (None where not counted). The ratio is always the model's; ratio_note says so in words
+    where no counted ratio stands beside it (standard did not run, or nothing was counted)."""
     naive: int
     flash: int
     naive_counted: int | None
     flash_counted: int | None
+    ratio_note: str | None = None  # "model only: standard did not run (out of memory)"; None: counted too
 
     @property
     def ratio(self) -> float:
@@ -189,10 +324,52 @@ class HbmBytes:
     def counted_ratio(self) -> float | None:
         return self.naive_counted / self.flash_counted if self.naive_counted and self.flash_counted else None
 
+    @property
+    def modelled(self) -> bool:
+        """The ratio has no counted ratio to stand beside: it is the model's alone."""
+        return self.counted_ratio is None
+
+    @property
+    def ratio_title(self) -> str:
+        """The ratio card's title: says "model" where no count stands beside the number."""
+        return "Standard ÷ flash (model)" if self.modelled else "Standard ÷ flash"
+
+    @property
+    def flash_model_over_counted(self) -> float | None:
+        return self.flash / self.flash_counted if self.flash_counted else None
+
+    @property
+    def naive_model_over_counted(self) -> float | None:
+        return self.naive / self.naive_counted if self.naive_counted else None
+
 
 def hbm_bytes(panels: TrafficPanels, records: list[dict], seq_len: int) -> HbmBytes:
-    return HbmBytes(panels.naive_bytes, panels.flash_bytes, counted_bytes_at(records, "naive", seq_len),
-                    counted_bytes_at(records, "flash", seq_len))
+    naive_counted = counted_bytes_at(records, "naive", seq_len)
+    flash_counted = counted_bytes_at(records, "flash", seq_len)
+    naive = record_at(records, "naive", seq_len)
+    note = None
+    if naive is not None and naive["status"] == "oom":
+        note = f"model only: standard did not run ({OUT_OF_MEMORY})"
+    elif naive is not None and naive["status"] != "ok":
+        note = "model only: standard did not run (error)"
+    elif not (naive_counted and flash_counted):
+        note = "model only: not counted" if naive is not None else "model only: not measured at this setting"
+    return HbmBytes(panels.naive_bytes, panels.flash_bytes, naive_counted, flash_counted, note)
+
+
+def model_vs_counted(moved: HbmBytes, panels: TrafficPanels) -> str:
+    """Model ÷ counted in words, for the compare scene: how far each model is from what the GPU read and wrote
+    on the recorded run, with the residency the L2-aware model used; "" when nothing was counted."""
+    parts = []
+    if moved.naive_model_over_counted:
+        parts.append(f"standard {moved.naive_model_over_counted:.2f}")
+    if moved.flash_model_over_counted:
+        which = (f"L2-aware model, {panels.machine.how}" if panels.flash_l2 is not None and panels.machine
+                 else "no-cache bound")
+        parts.append(f"flash {moved.flash_model_over_counted:.2f} ({which})")
+    if not parts:
+        return ""
+    return "Model ÷ counted: " + "; ".join(parts) + "."
 
 
 def takeaways(records: list[dict], at_length: list[dict], panels: TrafficPanels, facts: dict | None, gpu: str,
@@ -328,6 +505,24 @@ def memory_wall(records: list[dict]) -> dict | None:
     return {"seq_len": wall["seq_len"], "text": wall_text(wall)} if wall else None
 
 
+def standard_wall(facts: dict | None, batch: int, heads: int, head_dim: int, dtype_bytes: int) -> dict | None:
+    """The memory wall of the standard kernels at this setting on the GPU of the facts, by the one formula
+    (costmodel.standard_memory_wall: Q, K, V, S in fp32, P, O), for the problem scene's figure:
+    {"seq_len": the first power-of-two N that does not fit, "fits_up_to": the longest N that does, "need_bytes":
+    what seq_len needs, "label": a few words for the marker, "text": the sentence}. None: device memory unknown.
+    At the talk's setting on the H200 it is the 32K where the recording's standard kernels ran out of memory."""
+    hbm = (facts or {}).get("hbm_bytes")
+    if not hbm:
+        return None
+    wall = costmodel.standard_memory_wall(hbm, batch, heads, head_dim, dtype_bytes)
+    setting = f"batch {batch} × {heads} head{'s' if heads != 1 else ''}"
+    return {"seq_len": wall.seq_len, "fits_up_to": wall.fits_up_to, "need_bytes": wall.need_bytes,
+            "label": f"standard: {OUT_OF_MEMORY} from N = {fmt_tokens(wall.seq_len)}",
+            "text": (f"standard attention, {setting}, head_dim {head_dim}: Q, K, V, S in fp32, P and O fit "
+                     f"{fmt_bytes(hbm)} up to N ≈ {fmt_tokens(wall.fits_up_to)}; at N = {fmt_tokens(wall.seq_len)} "
+                     f"they need {fmt_bytes(wall.need_bytes)}")}
+
+
 # -- the speedup table ----------------------------------------------------------------------------------
 
 SPEEDUP_NAMES = {"flash": "flash", "naive": "standard"}
@@ -411,11 +606,113 @@ def scores_memory(seq_len: int, heads: int, head_dim: int, dtype_bytes: int) -> 
 
 # -- the evolution scene ---------------------------------------------------------------------------------
 
-def evolution_points(records: list[dict]) -> list[dict]:
-    """This GPU's measured kernels as the evolution chart draws them: algorithm, TFLOPS (None past the wall or
-    on a failure) and a note saying why there is no number."""
-    return [{"algorithm": r["algorithm"], "tflops": r["tflops"],
-             "note": OUT_OF_MEMORY if r["status"] == "oom" else None} for r in records]
+# Why a kernel of ours is not timed past some length, by its design (bench/algorithms.py stops it there).
+NOT_TIMED_WHY = {"flash_v1": "one program per head"}
+
+
+def _no_number(algorithm: str, at_length: dict | None, history: list[dict], seq_len: int | None) -> str:
+    """Why an algorithm has no TFLOPS at seq_len: its record's failure, or what its records at other lengths
+    of the setting say (out of memory from a shorter length, not timed past the longest it ran), else not
+    recorded."""
+    if at_length is not None:
+        return OUT_OF_MEMORY if at_length["status"] == "oom" else failure_text(at_length)
+    mine = [r for r in history if r["algorithm"] == algorithm]
+    shorter_oom = [r["seq_len"] for r in mine if r["status"] == "oom" and seq_len and r["seq_len"] < seq_len]
+    if shorter_oom:
+        return f"{OUT_OF_MEMORY} (from {fmt_tokens(min(shorter_oom))})"
+    timed = [r["seq_len"] for r in mine if r["status"] == "ok"]
+    if timed and seq_len and max(timed) < seq_len:
+        why = NOT_TIMED_WHY.get(algorithm)
+        return f"not timed past {fmt_tokens(max(timed))}" + (f" ({why})" if why else "")
+    return "not recorded"
+
+
+def evolution_points(records: list[dict], seq_len: int | None = None, history: list[dict] | None = None,
+                     algorithms: tuple[str, ...] = costmodel.ALGORITHMS) -> list[dict]:
+    """The evolution chart's measured entries: one per algorithm the cost model's table knows (in its order),
+    with its TFLOPS, or None and a note saying why there is no number: "out of memory", "not timed past 16K
+    (one program per head)", "not recorded"…
+
+    records: every algorithm's records at seq_len (one setting); history: the same setting's records at other
+    lengths (why an algorithm with no record here stopped earlier), optional."""
+    entries = []
+    for algorithm in algorithms:
+        here = [r for r in records if r["algorithm"] == algorithm and (seq_len is None or r["seq_len"] == seq_len)]
+        record = next((r for r in here if r["status"] == "ok" and r.get("tflops")), here[0] if here else None)
+        if record is not None and record["status"] == "ok" and record.get("tflops"):
+            entries.append({"algorithm": algorithm, "tflops": record["tflops"], "note": None})
+        else:
+            entries.append({"algorithm": algorithm, "tflops": None,
+                            "note": _no_number(algorithm, record, history or [], seq_len)})
+    return entries
+
+
+# -- FA-1 order: loop order or idle SMs ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Fa1Gap:
+    """How much slower our FA1-order kernel is than our FA-2 kernel at the talk's shape, split into what the
+    loop order costs (the ratio at a shape that fills the GPU) and what one program per batch·head leaves idle
+    (the rest). Ratios are FA1-order time ÷ FA-2 time; None where the records are missing."""
+    seq_len: int                   # the talk's length, where talk_ratio is taken
+    talk_ratio: float | None       # at the talk's shape, at seq_len
+    programs: int                  # the FA1-order kernel's programs at the talk's shape: batch·heads
+    sm_count: int | None
+    split_seq_len: int | None      # where the filling shape was timed (the split uses both shapes there)
+    filling: tuple[int, int] | None  # (batch, heads) of the shape that fills the GPU
+    loop_order: float | None       # the ratio at the filling shape
+    idle_sms: float | None         # the talk shape's ratio at split_seq_len ÷ loop_order
+    sentence: str
+
+
+def _time_ratio(records: list[dict], seq_len: int, batch: int, heads: int) -> float | None:
+    def time(algorithm: str) -> float | None:
+        return next((r["time_ms"] for r in records if r["algorithm"] == algorithm and r["seq_len"] == seq_len
+                     and r["batch"] == batch and r["heads"] == heads and r["status"] == "ok" and r.get("time_ms")),
+                    None)
+    v1, v2 = time("flash_v1"), time("flash")
+    return v1 / v2 if v1 and v2 else None
+
+
+def fa1_gap(records: list[dict], seq_len: int, batch: int, heads: int, head_dim: int, dtype: str, causal: bool,
+            sm_count: int | None) -> Fa1Gap:
+    """The talk-shape gap between our FA1-order and FA-2 kernels, split into loop order and idle SMs.
+
+    records: the recording's records of every shape (filtered here to head_dim, dtype, causal). The filling
+    shape: a (batch, heads) whose batch·heads ≥ 2 × sm_count, where flash_v1 and flash both ran at one length
+    that the talk's shape ran too (the one closest to seq_len)."""
+    mine = [r for r in records if r["head_dim"] == head_dim and r["dtype"] == dtype and bool(r["causal"]) == causal]
+    talk = _time_ratio(mine, seq_len, batch, heads)
+    programs = batch * heads
+    split = None
+    if sm_count:
+        shapes = sorted({(r["seq_len"], r["batch"], r["heads"]) for r in mine
+                         if r["batch"] * r["heads"] >= 2 * sm_count and r["algorithm"] == "flash_v1"},
+                        key=lambda s: (abs(s[0].bit_length() - seq_len.bit_length()), -s[0], -s[1] * s[2]))
+        for n, b, h in shapes:
+            filling, at_talk = _time_ratio(mine, n, b, h), _time_ratio(mine, n, batch, heads)
+            if filling and at_talk:
+                split = (n, (b, h), filling, at_talk / filling)
+                break
+    shape = f"batch {batch} × {heads} heads"
+    on = f" on {sm_count} SMs" if sm_count else ""
+    if talk is None:
+        sentence = (f"Our FA1-order and FA-2 kernels were not both timed at {fmt_tokens(seq_len)} tokens for {shape}: "
+                    f"no gap to split.")
+    else:
+        sentence = (f"At the talk's shape ({shape}: {programs} programs{on}, one per batch·head) our FA1-order "
+                    f"kernel takes {fmt_ratio(talk)} the FA-2 kernel's time at {fmt_tokens(seq_len)} tokens.")
+    if split is None:
+        needed = f" (batch·heads ≥ {2 * sm_count})" if sm_count else ""
+        sentence += (f" Which part is loop order and which is idle SMs needs both kernels timed at a shape that "
+                     f"fills the GPU{needed}: not recorded.")
+        return Fa1Gap(seq_len, talk, programs, sm_count, None, None, None, None, sentence)
+    n, (b, h), loop, idle = split
+    sentence += (f" At a shape that fills the GPU (batch {b} × {h} heads: {b * h} programs, {fmt_tokens(n)} tokens) "
+                 f"the gap is {fmt_ratio(loop)}: that much is the loop order (the FA-2 paper reports about 2×). The "
+                 f"other factor, {fmt_ratio(idle)} ({fmt_ratio(loop * idle)} ÷ {fmt_ratio(loop)} at the talk's shape "
+                 f"and {fmt_tokens(n)} tokens), is SMs left idle by one program per batch·head.")
+    return Fa1Gap(seq_len, talk, programs, sm_count, n, (b, h), loop, idle, sentence)
 
 
 def ridge(facts: dict | None) -> float | None:

@@ -140,12 +140,12 @@ def test_takeaways_quote_the_scenes_by_their_numbers():
     assert "scene 44" in text and f"scene {SCENE['tiling']}" in text
 
 
-def test_the_l2_model_meets_the_counted_bytes_where_a_head_does_not_fit_in_l2():
-    """At 256K tokens one head's K and V (128 MiB at head_dim 128) overflow the L2: the model's passes (one
-    per wave of one program per SM) give what the GPU's counters read for the recorded run, within 5%."""
+def test_without_a_residency_the_l2_model_assumes_one_program_per_sm_and_says_so():
+    """Given no residency the L2-aware model takes one program per SM, says it is assumed, and is what the bench
+    wrote as bytes_moved (the bench passes none). That it then meets the counters at 256K is a coincidence the
+    recorded timeline contradicts (2 per SM): tests/test_story_truth.py pins the model at the measured residency."""
     (record,) = [r for r in recorded(128, False) if r["algorithm"] == "flash" and r["seq_len"] == 262144]
     panels = story.traffic_panels(262144, 2, 16, 128, 2, False, recorded(128, False), RECORDED.facts)
-    counted = story.counted_bytes_at(recorded(128, False), "flash", 262144)
-    assert counted and abs(panels.flash_bytes / counted - 1) < 0.05
     assert panels.flash_bytes == record["bytes_moved"]  # the bench wrote the same model
     assert panels.machine.programs_in_flight == RECORDED.facts["sm_count"]
+    assert "1 per SM, assumed: no timeline" in panels.machine.how
