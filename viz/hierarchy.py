@@ -8,7 +8,7 @@ from plotly.subplots import make_subplots
 
 from costmodel import SMEM_BYTES_PER_CLOCK_PER_SM, sram_bandwidth_gbps
 from fmt import fmt_bytes, plotly_text
-from viz.marks import bytes_axis, positive
+from viz.marks import bandwidth_axis, bytes_axis, fmt_bandwidth, positive
 from viz.theme import PALETTE, SMALLEST_TEXT_PX, style, surface
 
 NOT_MEASURED = "not measured"
@@ -40,12 +40,13 @@ def _levels(facts: dict) -> list[dict]:
 
 
 def _bandwidth_text(gbps: float | None) -> str:
-    return f"{gbps / 1000:,.1f} TB/s" if gbps else ""
+    return fmt_bandwidth(gbps * 1e9) if gbps else ""
 
 
 def hierarchy_figure(facts: dict, theme: str = "light", height: int = 520) -> go.Figure:
-    """Capacity (bytes, log scale) and bandwidth (GB/s, log scale) of SRAM (shared memory per SM × SMs), L2
-    and HBM from device facts (docs/data-contracts.md), side by side; unknown values read "not measured".
+    """Capacity (bytes, log scale, binary units) and bandwidth (bytes/s, log scale, decimal units) of SRAM (shared
+    memory per SM × SMs), L2 and HBM from device facts (docs/data-contracts.md), side by side; unknown values read
+    "not measured".
     SRAM bandwidth is the spec width × SMs × max clock (labelled "spec"); L2 and HBM are measured."""
     levels = _levels(facts)
     categories = [f"<b>{level['name']}</b><br>{level['detail']}" for level in levels]
@@ -72,9 +73,11 @@ def hierarchy_figure(facts: dict, theme: str = "light", height: int = 520) -> go
             ),
             row=1, col=col,
         )
-        axis = bytes_axis(values, pad=4.0) if positive(values) else bytes_axis([2**20, 2**40])
-        if col == 2:
-            axis["ticktext"] = [label + "/s" for label in axis["ticktext"]]
+        # sizes in binary units (KiB, MiB, GiB), bandwidths in decimal ones (GB/s, TB/s), as each is quoted
+        if col == 1:
+            axis = bytes_axis(values, pad=4.0) if positive(values) else bytes_axis([2**20, 2**40])
+        else:
+            axis = bandwidth_axis(values, pad=4.0) if positive(values) else bandwidth_axis([1e9, 1e13])
         fig.update_xaxes(**axis, row=1, col=col)
         missing = [category for category, value in zip(categories, values) if not value]
         if missing:

@@ -58,6 +58,32 @@ def bytes_axis(values: Iterable[float | None], pad: float = 2.0) -> dict:
     return _power_of_two_axis(values, lambda n: fmt_bytes(n, digits=0), pad)
 
 
+DECIMAL_RATES = ((1e15, "PB/s"), (1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s"))
+
+
+def fmt_bandwidth(bytes_per_second: float, digits: int = 1) -> str:
+    """A bandwidth in decimal units, as bandwidths are quoted (1 TB/s = 10¹² bytes/s): 3.35e13 → "33.5 TB/s",
+    9.5e11 → "950.0 GB/s"; digits=0 for round tick labels ("10 TB/s"). Sizes stay binary (fmt.fmt_bytes).
+    (The one bandwidth formatter of the page: it belongs with fmt.py's.)"""
+    for scale, unit in DECIMAL_RATES:
+        if bytes_per_second >= scale:
+            value = bytes_per_second / scale
+            return f"{value:,.{digits}f} {unit}" if digits else f"{value:g} {unit}"
+    return f"{bytes_per_second:g} B/s"
+
+
+def bandwidth_axis(values: Iterable[float | None], pad: float = 2.0) -> dict:
+    """Log-axis settings for bandwidths in bytes/s, labelled in decimal units: ticks at the powers of ten, and at
+    3× them while the range spans at most three decades (1, 3, 10, 30 TB/s)."""
+    shown = positive(values) or [1e9]
+    lo, hi = min(shown) / pad, max(shown) * pad
+    steps = (1, 3) if hi / lo <= 1000 else (1,)
+    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    ticks = [m * 10.0**k for k in decades for m in steps if lo <= m * 10.0**k <= hi]
+    return dict(type="log", tickvals=ticks, ticktext=[fmt_bandwidth(t, 0) for t in ticks],
+                range=[math.log10(lo), math.log10(hi)])
+
+
 def bytes_curve(seq_lens: np.ndarray, sizes: list[int], name: str, line: dict) -> go.Scatter:
     """A line of byte counts over sequence lengths (tokens); hover reads in binary units."""
     return go.Scatter(
@@ -87,10 +113,10 @@ def linear_bytes_axis(top: float, max_ticks: int = 6) -> dict:
 
 
 def vertical_marker(fig: go.Figure, x: float, text: str, theme: str, color: str | None = None,
-                    at_right_end: bool = False, **where) -> None:
-    """A dashed vertical line across the plot at data x, labelled at its top: right of the line, or left of it
-    when at_right_end (x is the last value the axis shows, where a label on the right would be cut off).
-    `where`: row=, col=."""
+                    at_right_end: bool = False, at_bottom: bool = False, **where) -> None:
+    """A dashed vertical line across the plot at data x, labelled at its top (at its bottom when at_bottom):
+    right of the line, or left of it when at_right_end (x is the last value the axis shows, where a label on
+    the right would be cut off). `where`: row=, col=."""
     fig.add_shape(
         type="line",
         x0=x,
@@ -99,7 +125,8 @@ def vertical_marker(fig: go.Figure, x: float, text: str, theme: str, color: str 
         y1=1,
         yref="y domain",
         line=dict(color=color or surface(theme)["foreground"], width=3, dash="dash"),
-        label=dict(text=text, textposition="end", textangle=0, xanchor="right" if at_right_end else "left",
+        label=dict(text=text, textposition="start" if at_bottom else "end", textangle=0,
+                   xanchor="right" if at_right_end else "left", **({"yanchor": "bottom"} if at_bottom else {}),
                    font=dict(size=SMALLEST_TEXT_PX)),
         **where,
     )

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import plotly.graph_objects as go
 
 from costmodel import SEQ_LENS, scores_bytes
 
-from viz.marks import bytes_axis, bytes_curve, horizontal_marker, token_axis
+from viz.marks import bytes_axis, bytes_curve, horizontal_marker, token_axis, vertical_marker
 from viz.theme import PALETTE, REDDISH_PURPLE, VERMILLION, style
-from fmt import fmt_bytes, fmt_tokens
+from fmt import fmt_bytes, fmt_tokens, plotly_text
 
 DTYPES = ((4, "fp32 (4 bytes)", REDDISH_PURPLE), (2, "bf16 / fp16 (2 bytes)", VERMILLION))
 
@@ -23,10 +21,15 @@ def scores_memory_figure(
     hbm_bytes: int | None = None,
     theme: str = "light",
     height: int = 600,
+    wall: dict | None = None,
 ) -> go.Figure:
     """Bytes of the N×N scores (N·N·bytes·heads, batch 1) vs N (tokens), log-log, for fp32 and 2-byte
-    dtypes; the current (seq_len, heads, dtype_bytes) point is annotated, device memory is a line."""
-    seq_lens = np.array(sorted({*SEQ_LENS, seq_len}), dtype=np.int64)
+    dtypes; the current (seq_len, heads, dtype_bytes) point is annotated, device memory is a line.
+
+    wall: where the standard kernels stop fitting the device at the talk's setting, as the story says it
+    (story.standard_wall: "seq_len", "label" for the dashed line, "text" under the title); None: no wall.
+    The figure computes no wall of its own."""
+    seq_lens = np.array(sorted({*SEQ_LENS, seq_len, *([wall["seq_len"]] if wall else [])}), dtype=np.int64)
     current = scores_bytes(seq_len, heads, 1, dtype_bytes)
     fig = go.Figure()
     plotted: list[float] = [current] + ([hbm_bytes] if hbm_bytes else [])
@@ -49,14 +52,18 @@ def scores_memory_figure(
         )
     )
     if hbm_bytes:
-        # N at which the scores alone fill device memory: N² · bytes · heads = hbm_bytes
-        wall = math.isqrt(hbm_bytes // (dtype_bytes * heads))
-        horizontal_marker(
-            fig, hbm_bytes, f"device memory {fmt_bytes(hbm_bytes)}: full at N ≈ {fmt_tokens(wall)}", theme
-        )
-    style(fig, theme, title="The N×N score matrix grows as N²<br><sup>one sequence (batch 1), S only</sup>")
+        horizontal_marker(fig, hbm_bytes, f"device memory {fmt_bytes(hbm_bytes)}", theme)
+    title = "The N×N score matrix grows as N²<br><sup>one sequence (batch 1), S only</sup>"
+    if wall:
+        # its label at the bottom, left of the line: the curves rise to the right, above it
+        vertical_marker(fig, wall["seq_len"], plotly_text(wall["label"]), theme, color=VERMILLION,
+                        at_right_end=True, at_bottom=True)
+        title += f"<br><sup>{plotly_text(wall['text'])}</sup>"
+    style(fig, theme, title=title)
     fig.update_xaxes(title_text="sequence length N (tokens)", **token_axis(seq_lens))
     fig.update_yaxes(title_text="bytes of S", **bytes_axis(plotted))
     # bottom right stays empty: every curve rises to the right
     fig.update_layout(height=height, legend=dict(x=0.99, y=0.02, xanchor="right", yanchor="bottom"))
+    if wall:  # a third title line
+        fig.update_layout(margin_t=160)
     return fig
