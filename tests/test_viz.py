@@ -609,7 +609,8 @@ def test_evolution_figure() -> None:
     fig = viz.evolution_figure(measured)
     ours = next(t for t in fig.data if t.name == "measured on this GPU")
     assert list(ours.y) == [500.0] and ours.marker.color[0] == algorithm_color("flash")
-    assert any(t.text and "not measured" in t.text for t in fig.data)
+    gap = next(t for t in fig.data if t.customdata is not None and "not measured" in t.customdata)
+    assert list(gap.x) == ["PyTorch<br>SDPA"] and list(gap.text) == ["not<br>measured"]  # wrapped like its label
     categories = list(fig.layout.xaxis.categoryarray)
     assert categories[0].startswith("FA1 (2022)") and categories[-1] == "PyTorch<br>SDPA"
     # measured ticks: short lines, so neighbouring labels stay apart; the GPU is the legend's to say
@@ -618,7 +619,8 @@ def test_evolution_figure() -> None:
     assert any("no measurement" in a.text for a in viz.evolution_figure([]).layout.annotations)
     # a kernel past its memory wall says so where its point would be
     wall = viz.evolution_figure([{"label": "standard", "tflops": None, "note": "out of memory"}])
-    assert any(t.text and list(t.text) == ["out of memory"] for t in wall.data)
+    assert any(t.customdata is not None and list(t.customdata) == ["out of memory"] and list(t.text) ==
+               ["out of<br>memory"] for t in wall.data)
 
 
 def test_timeline_figure_draws_the_programs_and_says_the_statistics_it_is_given() -> None:

@@ -17,6 +17,7 @@ from viz.marks import note
 from fmt import plotly_text
 from viz.theme import PALETTE, algorithm_color, style, surface
 
+GAP_NOTE_CHARS = 11  # a missing number's note wrapped like the labels: neighbouring notes keep a gap
 A100_PEAK_TFLOPS = 312  # A100 dense fp16/bf16 tensor-core peak (NVIDIA A100 datasheet)
 
 PUBLISHED: list[dict] = [
@@ -141,16 +142,22 @@ def _add_measured(fig: go.Figure, known: list[dict], unknown: list[dict], measur
             )
         )
     if unknown:
+        # a labelled gap: the entry keeps its column, and its note (wrapped like the column's label, so that
+        # neighbouring notes never run into each other) stands where its point would be, over a dash on the axis
+        notes = [m.get("note") or "not measured" for m in unknown]
         fig.add_trace(
             go.Scatter(
                 x=[_category(m) for m in unknown],
                 y=np.zeros(len(unknown)),
-                mode="text",
-                text=[plotly_text(m.get("note") or "not measured") for m in unknown],
+                mode="markers+text",
+                marker=dict(symbol="line-ew-open", size=40, color=surface(theme)["muted"], line=dict(width=3)),
+                text=["<br>".join(plotly_text(line) for line in textwrap.wrap(note, GAP_NOTE_CHARS)) for note in notes],
                 textposition="top center",
                 textfont=dict(color=surface(theme)["muted"]),
+                customdata=[plotly_text(note) for note in notes],
+                hovertemplate="%{x}: no number, %{customdata}<extra></extra>",
+                name="no number here (why)",
                 showlegend=False,
-                hoverinfo="skip",
             )
         )
 

@@ -18,6 +18,9 @@ from viz.marks import log_range, note, token_axis, vertical_marker
 from viz.theme import ALGORITHMS, algorithm_color, algorithm_label, style
 
 
+FAILED_STRIP = 0.1  # of the plot's height: the throughput chart's failures get a strip of their own above it
+
+
 def _by_algorithm(records: list[dict]) -> dict[str, list[dict]]:
     """Records grouped per algorithm (in ALGORITHMS' order), each sorted by seq_len."""
     groups: dict[str, list[dict]] = {}
@@ -46,11 +49,14 @@ def _algorithm_lines(
     unit: str,
     failed_row_factor: float,
     with_spread: bool = False,
+    failed_axis: str | None = None,
 ) -> list[float]:
     """One line per algorithm, broken where a point failed, plus ✕ markers for the failures on a row
-    failed_row_factor × the highest value. Returns the y values plotted, for the axis range."""
+    failed_row_factor × the highest value, or on a strip of their own (failed_axis: the y axis of the strip,
+    e.g. "y2", where they sit at 0 and cannot be read as a value). Returns the y values plotted on the main
+    axis, for its range."""
     shown = [v for rows in groups.values() for r in rows if r["status"] == "ok" and (v := value(r)) is not None]
-    failed_row = max(shown, default=1.0) * failed_row_factor
+    failed_row = 0.0 if failed_axis else max(shown, default=1.0) * failed_row_factor
     any_failed = False
     for algorithm, rows in groups.items():
         color, label = algorithm_color(algorithm), algorithm_label(algorithm)
@@ -82,9 +88,10 @@ def _algorithm_lines(
                     textposition="middle right",
                     hovertext=[_failure(r) for r in failed],
                     hovertemplate="N = %{x}: %{hovertext}<extra></extra>",
+                    **({"yaxis": failed_axis, "cliponaxis": False} if failed_axis else {}),
                 )
             )
-    return shown + [failed_row] * any_failed
+    return shown + ([failed_row] * any_failed if not failed_axis else [])
 
 
 def _spread(rows: list[dict]) -> dict | None:
@@ -146,10 +153,20 @@ def tflops_figure(
     gpu_records = [r for r in records if not _is_interpreter(r)]
     fig = go.Figure()
     plotted = _algorithm_lines(
-        fig, _by_algorithm(gpu_records), lambda r: r.get("tflops"), "TFLOPS", failed_row_factor=1.1
+        fig, _by_algorithm(gpu_records), lambda r: r.get("tflops"), "TFLOPS", failed_row_factor=1.1,
+        failed_axis="y2",
     )
     style(fig, theme, title="Achieved throughput vs sequence length")
     fig.update_yaxes(range=[0, max(plotted, default=1.0) * 1.15], title_text="TFLOPS (forward)")
     if not gpu_records:
         note(fig, "TFLOPS need GPU timings: these records come from the CPU interpreter", theme)
-    return _finish(fig, gpu_records, seq_len_marker, theme, height)
+    fig = _finish(fig, gpu_records, seq_len_marker, theme, height)
+    if any(r["status"] != "ok" for r in gpu_records):
+        # the failures on a strip above the plot, on an axis of no values: a ✕ there is no throughput
+        fig.update_layout(
+            yaxis=dict(domain=[0, 1 - FAILED_STRIP]),
+            yaxis2=dict(domain=[1 - FAILED_STRIP + 0.02, 1], anchor="x", range=[-1, 1], tickvals=[0],
+                        ticktext=["failed"], showgrid=False, zeroline=False, fixedrange=True),
+            legend=dict(y=1 - FAILED_STRIP - 0.01),
+        )
+    return fig
