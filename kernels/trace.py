@@ -29,6 +29,10 @@ from kernels.naive import naive_attention
 from kernels.runtime import DEVICE, INTERPRET, backend, kernel_launch_lock
 
 TRACE_MAX_SEQ_LEN = 1024
+# What the traced inputs are, in one sentence the animation's caption shows: the planted key is what makes the
+# running max jump late (to m ≈ 15 or more), not a property of random data.
+LATE_MAX_INPUTS = ("random normal inputs; in every Q block one key planted to meet its row's max late "
+                   "(k = 1.5·q)")
 ORDERS = ("flash", "flash_v1")  # the kernels by algorithm name: kernels/flash.py (FA2 order: Q block outer),
 # kernels/flash_v1.py (FA1 order: K/V tile outer)
 
@@ -56,6 +60,7 @@ class FlashTrace:
     order: str = "flash"      # which kernel: "flash" (kernels/flash.py) or "flash_v1" (kernels/flash_v1.py)
     loads: np.ndarray | None = None   # (T, len(IO_TENSORS), 2) int: rows [start, end) loaded from HBM
     stores: np.ndarray | None = None  # (T, len(IO_TENSORS), 2) int: rows [start, end) stored to HBM
+    inputs: str = LATE_MAX_INPUTS     # what q, k, v are, in one sentence (late_max_inputs plants one key a block)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -63,7 +68,8 @@ class FlashTrace:
 
 def late_max_inputs(seq_len: int, head_dim: int, block_m: int, causal: bool, dtype: torch.dtype, seed: int):
     """Random q, k, v (1, 1, N, D) where the last row of each query block meets its top score late:
-    its key is the last one that row can see (the diagonal when causal, the last key otherwise)."""
+    its key is the last one that row can see (the diagonal when causal, the last key otherwise), planted as
+    k = 1.5·q (LATE_MAX_INPUTS says so wherever the trace is shown)."""
     gen = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn((1, 1, seq_len, head_dim), generator=gen, dtype=torch.float64) for _ in range(3))
     for block, row in enumerate(range(block_m - 1, seq_len + block_m - 1, block_m)):
@@ -161,7 +167,7 @@ def trace_flash(seq_len: int = 256, head_dim: int = 64, block_m: int = 64, block
         out_rows=np.where(rows_valid[:, :, None], outs[pick], np.nan),
         out_flash=o_flash_np, out_naive=o_std_np,
         max_abs_err=float(np.max(np.abs(o_flash_np - o_std_np))), scores=scores,
-        order=order, loads=loads, stores=stores,
+        order=order, loads=loads, stores=stores, inputs=LATE_MAX_INPUTS,
     )
 
 

@@ -3,8 +3,10 @@
 Left, HBM: Q, K, V, O and the LSE as N-row columns (and, for the FlashAttention-1 loop order, the fp32 O,
 m and l it keeps there between steps). At each step the rows the kernel loaded light up in the read colour
 and the rows it stored in the write colour, with arrows to and from the SRAM box (the trace's `loads` and
-`stores`, kernels/trace.py). Right, SRAM: the buffers one program holds (costmodel.sram_buffers) against
-the device's shared memory per block, those the step filled from HBM or wrote back marked. Below, the
+`stores`, kernels/trace.py). Right, on chip: the buffers one program holds (costmodel.on_chip_buffers), in
+two boxes: shared memory (the Q block, the K and V tiles), against the device's shared memory per block, and
+registers (the S tile, m, l and the O accumulator, in fp32); those the step filled from HBM or wrote back
+marked. Below, the
 bytes read and written so far by both loop orders and by standard attention at the same step, all from
 the cost model (costmodel.step_traffic, costmodel.fa1_step_traffic): the numbers never come from here.
 
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
-from costmodel import IO_TENSORS, Step, dtype_bytes, smem_bytes, sram_buffers
+from costmodel import IO_TENSORS, REGISTERS, SHARED_MEMORY, Step, dtype_bytes, on_chip_buffers, smem_bytes
 from fmt import fmt_bytes
 from viz.animation import LOOP_ORDERS, check_start_step, check_tiles, controls, frames, order_label, validated
 from viz.theme import PALETTE, SMALLEST_TEXT_PX, algorithm_color, style, surface
@@ -38,7 +40,7 @@ COUNTER_NAMES = {"flash": f"flash, {order_label('flash')}", "flash_v1": f"flash,
 COUNTER_COLORS = {"flash": algorithm_color("flash"), "flash_v1": algorithm_color("flash_v1"),
                   "flash_v1_state": algorithm_color("flash_v1"), "naive": algorithm_color("naive")}
 HBM_DOMAIN = ([0.0, 0.36], [0.0, 1.0])
-SRAM_DOMAIN = ([0.56, 1.0], [0.55, 0.925])
+SRAM_DOMAIN = ([0.56, 1.0], [0.40, 0.84])  # under two title lines: what shared memory holds, and its limit
 SRAM_BOX_PAD = 0.01  # paper units between the SRAM box's left edge and its bars
 COUNTER_DOMAIN = ([0.56, 1.0], [0.0, 0.28])
 # trace indices; frames update ANIMATED
@@ -77,12 +79,12 @@ def _moved_words(ranges: np.ndarray, columns: list[str]) -> str:
     return ", ".join(parts) if parts else "nothing"
 
 
-def _buffers(block_m: int, block_n: int, head_dim: int, element_bytes: int) -> dict[str, int]:
-    """One program's SRAM buffers (costmodel.sram_buffers), m and l as one row."""
-    buffers = sram_buffers(block_m, block_n, head_dim, element_bytes)
-    rows = {("m, l" if name in ("m", "l") else name): size for name, size in buffers.items()}
-    rows["m, l"] = buffers["m"] + buffers["l"]
-    return rows
+def _buffers(block_m: int, block_n: int, head_dim: int, element_bytes: int) -> dict[str, dict[str, int]]:
+    """One program's on-chip buffers by place (costmodel.on_chip_buffers), m and l as one row."""
+    places = on_chip_buffers(block_m, block_n, head_dim, element_bytes)
+    registers = {("m, l" if name in ("m", "l") else name): size for name, size in places[REGISTERS].items()}
+    registers["m, l"] = places[REGISTERS]["m"] + places[REGISTERS]["l"]
+    return {SHARED_MEMORY: dict(places[SHARED_MEMORY]), REGISTERS: registers}
 
 
 @dataclass(frozen=True)
@@ -95,13 +97,27 @@ class HbmData:
     loads: np.ndarray  # (T, len(IO_TENSORS), 2) rows [start, end) each step loaded
     stores: np.ndarray  # and stored
     counts: dict[tuple[str, str], np.ndarray]  # counters()
-    buffers: dict[str, int]  # one program's SRAM buffers, bytes
+    places: dict[str, dict[str, int]]  # one program's on-chip buffers (bytes) by place: shared memory, registers
     need: int  # shared memory the kernel needs (Q + 2 stages of K, V)
     o_done: np.ndarray  # (T,) final O rows so far: a prefix in either order
 
     @property
     def num_steps(self) -> int:
         return len(self.schedule)
+
+    @property
+    def buffers(self) -> dict[str, int]:
+        """Every on-chip buffer, shared memory's first: bytes."""
+        return {name: size for place in self.places.values() for name, size in place.items()}
+
+    @property
+    def rows(self) -> dict[str, int]:
+        """Each buffer's row on the on-chip axis, top down: shared memory's, then registers'."""
+        return {name: index for index, name in enumerate(self.buffers)}
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.buffers)
 
     def column_paper_x(self, x: float) -> float:
         (x0, x1), _ = HBM_DOMAIN
@@ -113,7 +129,7 @@ class HbmData:
 
     def buffer_paper_y(self, buffer: str) -> float:
         _, (y0, y1) = SRAM_DOMAIN
-        return y1 - (list(self.buffers).index(buffer) + 0.5) / len(self.buffers) * (y1 - y0)
+        return y1 - (self.rows[buffer] + 0.5) / self.num_rows * (y1 - y0)
 
     def arrows(self, ranges: np.ndarray, to_sram: bool) -> dict:
         """One arrow (paper coordinates) per tensor moved: from its rows in HBM to the SRAM box's left edge, at
@@ -195,7 +211,7 @@ def hbm_data(trace: dict) -> HbmData:
         order=order, schedule=schedule, seq_len=seq_len,
         columns=[name for name in IO_TENSORS if order == "flash_v1" or name != "state"],  # FA1 keeps O, m, l in HBM
         loads=loads, stores=stores, counts=counters(seq_len, head_dim, block_m, block_n, causal, element_bytes),
-        buffers=_buffers(block_m, block_n, head_dim, element_bytes),
+        places=_buffers(block_m, block_n, head_dim, element_bytes),
         need=smem_bytes(block_m, block_n, head_dim, element_bytes),
         o_done=np.maximum.accumulate(stores[:, IO_TENSORS.index("O"), 1]),
     )
@@ -225,7 +241,7 @@ def _add_sram_and_counters(fig: go.Figure, data: HbmData, start: dict[int, dict]
     """SRAM: the buffers one program holds, bytes against the shared memory per block; the counters: bytes so
     far, both orders and standard at the same step; the caption."""
     names = list(data.buffers)
-    fig.add_trace(go.Bar(**start[BUFFERS], x=list(data.buffers.values()), y=list(range(len(names))),
+    fig.add_trace(go.Bar(**start[BUFFERS], x=list(data.buffers.values()), y=[data.rows[name] for name in names],
                          orientation="h", xaxis="x2", yaxis="y2", customdata=names,
                          hovertemplate="%{customdata}: %{x:,} bytes<extra></extra>", showlegend=False))
     counter_names = [COUNTER_NAMES[who] for who in COUNTER_ROWS]
@@ -248,39 +264,53 @@ def _add_sram_and_counters(fig: go.Figure, data: HbmData, start: dict[int, dict]
 def _smem_text(data: HbmData, limit: int | None, device_label: str) -> str:
     if limit:
         verdict = "fits" if data.need <= limit else "does NOT fit"
-        return (f"shared memory per block, {device_label}: {fmt_bytes(limit)}<br>"
-                f"Q + 2 stages of K, V need {fmt_bytes(data.need)}: {verdict}")
-    return (f"shared memory per block: unknown ({device_label or 'no GPU facts'})<br>"
-            f"Q + 2 stages of K, V need {fmt_bytes(data.need)}")
+        return f"Q + 2 stages of K, V need {fmt_bytes(data.need)}: {verdict} ({device_label})"
+    return (f"Q + 2 stages of K, V need {fmt_bytes(data.need)}; per block: unknown "
+            f"({device_label or 'no GPU facts'})")
+
+
+def _paper_row_y(data: HbmData, row: float) -> float:
+    """Paper y of a row edge or centre on the on-chip axis (rows run top down)."""
+    _, (y0, y1) = SRAM_DOMAIN
+    return y1 - (row + 0.5) / data.num_rows * (y1 - y0)
 
 
 def _add_sram_notes(fig: go.Figure, data: HbmData, limit: int | None, device_label: str, colors: dict[str, str],
                     plot_px: int) -> None:
-    """The SRAM box and the shared-memory limit, the panel titles, each buffer's name and size at its bar's end,
-    and the colours' legend in the top margin."""
+    """The two on-chip boxes (shared memory with its per-block limit, and registers, each titled with what one
+    program holds there), the counters' title, each buffer's name and size at its bar's end, and the colours'
+    legend in the top margin."""
     note = dict(xref="paper", yref="paper", showarrow=False, font_size=SMALLEST_TEXT_PX)
-    if limit:
-        fig.add_shape(type="line", x0=limit, x1=limit, y0=-0.5, y1=len(data.buffers) - 0.5, xref="x2", yref="y2",
+    shared = len(data.places[SHARED_MEMORY])
+    if limit:  # the limit is shared memory's: its line spans that box's rows only
+        fig.add_shape(type="line", x0=limit, x1=limit, y0=-0.5, y1=shared - 0.5, xref="x2", yref="y2",
                       line=dict(color=colors["foreground"], width=3, dash="dash"))
     sram_x, sram_y = SRAM_DOMAIN
-    fig.add_shape(type="rect", xref="paper", yref="paper", x0=sram_x[0] - SRAM_BOX_PAD, x1=sram_x[1] + 0.005,
-                  y0=sram_y[0] - 0.03, y1=sram_y[1] + 0.01, line=dict(color=PALETTE["sram"], width=3), layer="below")
-    titles = [
-        (sum(sram_x) / 2, sram_y[1] + 0.01, f"on chip: one program holds {fmt_bytes(sum(data.buffers.values()))}"),
-        (sum(COUNTER_DOMAIN[0]) / 2, COUNTER_DOMAIN[1][1] + 0.02, "HBM bytes so far: read + written (cost model)"),
-    ]
-    for x, y, text in titles:
-        fig.add_annotation(text=text, x=x, y=y, xanchor="center", yanchor="bottom", **note)
-    fig.add_annotation(text=_smem_text(data, limit, device_label), x=sram_x[1], y=sram_y[0] - 0.03,
-                       xanchor="right", yanchor="top", align="right", **note)
+    box = dict(type="rect", xref="paper", yref="paper", x0=sram_x[0] - SRAM_BOX_PAD, x1=sram_x[1] + 0.005,
+               layer="below")
+    split = _paper_row_y(data, shared - 0.5)  # between the last shared-memory row and the first register row
+    fig.add_shape(**box, y0=split + 0.004, y1=sram_y[1] + 0.01, line=dict(color=PALETTE["sram"], width=3))
+    fig.add_shape(**box, y0=sram_y[0] - 0.03, y1=split - 0.004, line=dict(color=colors["muted"], width=3, dash="dot"))
+    smem, registers = (sum(data.places[place].values()) for place in (SHARED_MEMORY, REGISTERS))
+    fig.add_annotation(text=f"on chip, one program · shared memory (SRAM): {fmt_bytes(smem)}<br>"
+                            f"{_smem_text(data, limit, device_label)}", x=sum(sram_x) / 2,
+                       y=sram_y[1] + 0.01, xanchor="center", yanchor="bottom", **note)
+    # the registers' box is named inside, at its top right: its bars are short, and on the left
+    fig.add_annotation(text=f"registers (fp32): {fmt_bytes(registers)}", x=sram_x[1], y=_paper_row_y(data, shared),
+                       xanchor="right", yanchor="middle", **note)
+    if limit:
+        fig.add_annotation(text=f"{fmt_bytes(limit)} per block", x=limit, y=0, xref="x2", yref="y2", xanchor="right",
+                           yanchor="middle", showarrow=False, font_size=SMALLEST_TEXT_PX, xshift=-8)
+    fig.add_annotation(text="HBM bytes so far: read + written (cost model)", x=sum(COUNTER_DOMAIN[0]) / 2,
+                       y=COUNTER_DOMAIN[1][1] + 0.02, xanchor="center", yanchor="bottom", **note)
     legend = (f'<span style="color:{READ_COLOR}">■</span> read from HBM   '
               f'<span style="color:{WRITE_COLOR}">■</span> written to HBM   '
               f'<span style="color:{PALETTE["done"]}">■</span> O final   '
               f'<span style="color:{PALETTE["sram"]}">■</span> on chip')
     fig.add_annotation(text=legend, x=1, y=1 + (CAPTION_PX - 8) / plot_px, xanchor="right", yanchor="top", **note)
-    for row, (name, size) in enumerate(data.buffers.items()):  # each buffer's name and size at its bar's end
-        fig.add_annotation(text=f"{name}: {fmt_bytes(size)}", x=size, y=row, xref="x2", yref="y2", xanchor="left",
-                           showarrow=False, font_size=SMALLEST_TEXT_PX)
+    for name, size in data.buffers.items():  # each buffer's name and size at its bar's end
+        fig.add_annotation(text=f"{name}: {fmt_bytes(size)}", x=size, y=data.rows[name], xref="x2", yref="y2",
+                           xanchor="left", showarrow=False, font_size=SMALLEST_TEXT_PX)
 
 
 def _hbm_axes(data: HbmData, limit: int | None) -> dict:
@@ -298,7 +328,7 @@ def _hbm_axes(data: HbmData, limit: int | None) -> dict:
                    tickfont_size=SMALLEST_TEXT_PX, title_font_size=SMALLEST_TEXT_PX),
         xaxis2=dict(domain=SRAM_DOMAIN[0], anchor="y2", range=[0, x_max], **hidden),
         # no tick labels: outside the box they sat under the arrows' heads; each bar's text names its buffer
-        yaxis2=dict(domain=SRAM_DOMAIN[1], anchor="x2", range=[len(data.buffers) - 0.5, -0.5], **hidden),
+        yaxis2=dict(domain=SRAM_DOMAIN[1], anchor="x2", range=[data.num_rows - 0.5, -0.5], **hidden),
         xaxis3=dict(domain=COUNTER_DOMAIN[0], anchor="y3", range=[0, 1.7 * counter_max], **hidden),
         yaxis3=dict(domain=COUNTER_DOMAIN[1], anchor="x3", range=[len(COUNTER_ROWS) - 0.5, -0.5],
                     tickfont_size=SMALLEST_TEXT_PX, ticksuffix=" ", showgrid=False),

@@ -9,6 +9,8 @@ the traced N and at the talk's sequence length.
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -18,6 +20,7 @@ from viz.animation import LOOP_ORDERS, order_label, validated
 from viz.theme import PALETTE, SMALLEST_TEXT_PX, style, surface
 
 HEIGHT_PX = 700
+HOW_CHARS = 56  # the L2 model's machine in words, wrapped to the notes' width
 MAX_CELL_LABELS = 16  # per side: beyond this, the counts are on hover only
 
 
@@ -51,8 +54,9 @@ def _l2_line(seq_len: int, head_dim: int, element_bytes: int, causal: bool, bloc
              machine: Machine | None, device_label: str) -> str:
     no_cache = kv_bytes("flash", seq_len, head_dim, element_bytes, causal, block_m, block_n)
     once = 2 * seq_len * head_dim * element_bytes
-    head = (f"<b>N = {fmt_tokens(seq_len)}</b>, {order_label('flash')}, K and V of one head:<br>"
-            f"  no cache {fmt_bytes(no_cache)} (K, V once: {fmt_bytes(once)})")
+    # the tiles said with the bytes: the compare scene's numbers are at the timed kernel's tiles, these at the trace's
+    head = (f"<b>N = {fmt_tokens(seq_len)}</b>, {order_label('flash')}, {block_m}×{block_n} tiles, K and V of one "
+            f"head:<br>  no cache {fmt_bytes(no_cache)} (K, V once: {fmt_bytes(once)})")
     if machine is None:
         return f"{head}<br>  what L2 catches needs the GPU's L2 size (unknown here)"
     l2 = flash_kv_reads_l2(seq_len, head_dim, element_bytes, causal, block_m, block_n, machine.l2_bytes,
@@ -60,7 +64,8 @@ def _l2_line(seq_len: int, head_dim: int, element_bytes: int, causal: bool, bloc
     repeats = no_cache - once
     caught = (no_cache - l2) / repeats if repeats > 0 else 1.0
     return (f"{head}<br>  L2-aware model: {fmt_bytes(l2)} from HBM, {caught:.0%} of re-reads hit<br>"
-            f"  the {fmt_bytes(machine.l2_bytes, 0)} L2 of {device_label}<br>  ({machine.how})")
+            f"  the {fmt_bytes(machine.l2_bytes, 0)} L2 of {device_label}<br>  "
+            + "<br>  ".join(textwrap.wrap(f"({machine.how})", HOW_CHARS)))
 
 
 def rereads_figure(trace: dict, machine: Machine | None = None, device_label: str = "",

@@ -33,7 +33,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from costmodel import Step, dtype_bytes, k_tiles_per_q_block, n_blocks, step_traffic
-from fmt import fmt_bytes
+from fmt import fmt_bytes, plotly_text
 from viz.animation import check_start_step, check_tiles, controls, frames, order_label, step_bytes, typed, validated
 from viz.marks import linear_bytes_axis
 from viz.theme import (BASE_FONT_PX, BLUE, BLUISH_GREEN, PALETTE, SMALLEST_TEXT_PX, algorithm_color, style, surface,
@@ -51,7 +51,7 @@ STAT_TITLES = {
     "row_sum": "running sum l",
     "alpha": "rescale α = exp(m_old − m_new)",
 }
-CAPTION_PX = 130  # the top margin: the tile legend's line, then two caption lines over a blank one
+CAPTION_PX = 160  # the top margin: the inputs' and the tile legend's line, then two caption lines over a blank one
 CONTROLS_PX = 180  # the bottom margin: the x axes' tick labels and titles, then the play buttons and the slider
 AXIS_TITLES_PX = 96  # the x axes' tick labels and titles take this much under the plot area; the controls go below
 DEFAULT_HEIGHT_PX = 740  # with the app's scene header, the whole figure fits a 1080-pixel-high screen
@@ -264,6 +264,7 @@ class TilingData:
     out_curves: np.ndarray  # (T, …) int16, _output_curves
     out_final: np.ndarray  # (T, …) each step's Q block's curves once it is done
     max_abs_err: float  # max |O_flash − O_standard| of the traced run
+    inputs: str | None = None  # what the traced inputs are (the trace's own sentence: kernels/trace.py)
 
     @property
     def num_steps(self) -> int:
@@ -312,7 +313,7 @@ def tiling_data(trace: dict) -> TilingData:
         tile_bars=_tile_bars(arrays["steps"], n_blocks(seq_len, block_m), block_m, block_n, seq_len),
         lanes=_stat_lanes(arrays), out_rows=out_rows, out_dims=out_dims, out_curves=out_curves,
         out_final=out_curves[[block_done[step.q_block] for step in schedule]],
-        max_abs_err=float(trace["max_abs_err"]),
+        max_abs_err=float(trace["max_abs_err"]), inputs=trace.get("inputs"),
     )
 
 
@@ -412,8 +413,8 @@ def _tiling_axes(data: TilingData, domains: dict[str, tuple[list[float], list[fl
 
 
 def _add_titles(fig: go.Figure, data: TilingData, domains: dict[str, tuple[list[float], list[float]]],
-                plot_px: int) -> None:
-    """The right column's panel titles, each statistic lane's title, and the tile legend."""
+                plot_px: int, colors: dict[str, str]) -> None:
+    """The right column's panel titles, each statistic lane's title, the tile legend, and what the inputs are."""
     out_title = _output_title(data.out_rows, data.block_m, data.out_dims, data.head_dim)[0]
     for panel, text in (("out", out_title), ("bytes", "HBM bytes so far")):
         (x0, x1), (_, y1) = domains[panel]  # the right column's titles end at its right edge: never cut off there
@@ -425,10 +426,15 @@ def _add_titles(fig: go.Figure, data: TilingData, domains: dict[str, tuple[list[
     for name, lane in data.lanes.items():  # each lane's title over its top edge, in the panel's y units
         fig.add_annotation(text=STAT_TITLES[name], x=(x0 + x1) / 2, y=lane["bottom"] + 1, xref="paper", yref="y2",
                            xanchor="center", yanchor="bottom", showarrow=False, font_size=SMALLEST_TEXT_PX)
-    # the tile legend on the top margin's first line, at its right end
+    # the tile legend on the top margin's first line, at its right end; at its left end what the inputs are (planted,
+    # not merely random: the running max's late jump is the planted key's)
     fig.add_annotation(text=_tile_legend(data.causal), xref="paper", yref="paper", x=1,
                        y=1 + (CAPTION_PX - 6) / plot_px, xanchor="right", yanchor="top", showarrow=False,
                        align="right", font_size=SMALLEST_TEXT_PX)
+    if data.inputs:  # the margin's top line, left of the legend
+        fig.add_annotation(text=plotly_text(data.inputs), xref="paper", yref="paper", x=0,
+                           y=1 + (CAPTION_PX - 2) / plot_px, xanchor="left", yanchor="top", showarrow=False,
+                           align="left", font=dict(size=SMALLEST_TEXT_PX, color=colors["muted"]))
 
 
 def tiling_figure(
@@ -454,7 +460,7 @@ def tiling_figure(
     _add_output(fig, data, start)
     _add_bytes_and_caption(fig, data, start, colors)
     fig.update_layout(**_tiling_axes(data, domains))
-    _add_titles(fig, data, domains, plot_px)
+    _add_titles(fig, data, domains, plot_px, colors)
     fig.frames = frames(data.frame, data.num_steps, ANIMATED_TRACES)
     style(fig, theme)
     fig.update_layout(
