@@ -3,12 +3,14 @@
 The source arrives as plain data read from the kernel file at run time (kernels/source.py: its lines and,
 per phase, the line span its phase comment opens) with, per trace step, the phases it ran. The listing is
 the phases in the order they run, in two columns at a size the back of the room reads; a phase longer than
-its share of the lines keeps its first lines and says how many it leaves out (hover a line for all of it).
+its share of the lines keeps its first lines and says which it leaves out (hover a line for all of it), but
+online softmax's phase and the rescale by α are always shown whole: the other phases are cut first.
 Frames only recolour the highlight bars and the caption: nothing is redrawn (viz/animation.py).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import plotly.graph_objects as go
@@ -21,7 +23,6 @@ CODE_FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"
 LINE_PX = 31  # a code line's pitch: SMALLEST_TEXT_PX text draws ~29 px high
 COLUMNS = 2
 MAX_CHARS = 52  # a column's width in characters (after a 4-character line number) at SMALLEST_TEXT_PX, 1800 px
-MIN_PHASE_LINES = 3  # the comment line, one line of code, and the "⋮" line
 HEIGHT_PX = 700
 CAPTION_PX = 100
 CONTROLS_PX = 100
@@ -38,35 +39,84 @@ CAPTION, *HIGHLIGHTS = range(1 + COLUMNS)
 ANIMATED = [CAPTION, *HIGHLIGHTS]
 
 
-def _fit(spans: dict[str, list[int]], budget: int) -> dict[str, int]:
-    """Lines shown per phase: all of them while the listing fits `budget`, else the longest phases cut
-    first, one line at a time, never below MIN_PHASE_LINES (the cut ones spend a line on "⋮")."""
-    shown = {name: last - first + 1 for name, (first, last) in spans.items()}
-    while sum(shown.values()) > budget:
-        name = max(shown, key=lambda key: shown[key])
-        if shown[name] <= MIN_PHASE_LINES:
+# What the listing never cuts: online softmax's whole phase (new max, exp2, α, l), and anywhere the line that
+# rescales the output by α (`acc = acc * alpha[:, None]`, `o = o * (l_i * alpha)[:, None]`) and the P·V it adds
+# (`tl.dot(p, …)`); the other lines are cut first.
+WHOLE_PHASES = ("softmax",)
+KEPT_LINE = re.compile(r"\balpha\b|tl\.dot\(p\b")
+
+
+def _kept(lines: list[str], name: str, first: int, last: int) -> set[int]:
+    """The line numbers a phase keeps however short its share: its comment line, every line of a whole phase,
+    and the rescale and P·V lines (KEPT_LINE)."""
+    if name in WHOLE_PHASES:
+        return set(range(first, last + 1))
+    return {first} | {number for number in range(first + 1, last + 1) if KEPT_LINE.search(lines[number - 1])}
+
+
+def _shown_lines(first: int, last: int, kept: set[int], extra: int) -> list[int]:
+    """The lines a phase shows: what it keeps, and its first `extra` other lines from the top; a gap of a
+    single line is shown rather than said (a "⋮" row costs as much)."""
+    others = [number for number in range(first, last + 1) if number not in kept][:extra]
+    shown = sorted(kept | set(others))
+    filled = set(shown)
+    for before, after in zip(shown, shown[1:]):
+        if after - before == 2:
+            filled.add(before + 1)
+    if shown and last - shown[-1] == 1:
+        filled.add(last)
+    return sorted(filled)
+
+
+def _rows(first: int, last: int, shown: list[int]) -> int:
+    """Rows a phase takes: its lines shown and one "⋮" row per run of lines left out."""
+    gaps = sum(1 for before, after in zip([first - 1, *shown], [*shown, last + 1]) if after - before > 1)
+    return len(shown) + gaps
+
+
+def _fit(lines: list[str], spans: dict[str, list[int]], budget: int) -> dict[str, list[int]]:
+    """The lines shown per phase: all of them while the listing fits `budget` rows, else the longest phases
+    cut first, one row at a time, down to what they keep (_kept: never the softmax phase or the rescale line),
+    each run of lines left out costing a "⋮" row."""
+    kept = {name: _kept(lines, name, first, last) for name, (first, last) in spans.items()}
+    extra = {name: last - first + 1 - len(kept[name]) for name, (first, last) in spans.items()}
+
+    def shown(name: str) -> list[int]:
+        return _shown_lines(*spans[name], kept[name], extra[name])
+
+    rows = {name: _rows(*spans[name], shown(name)) for name in spans}
+    while sum(rows.values()) > budget:
+        cuttable = [name for name in spans if extra[name] > 0]
+        if not cuttable:
             raise ValueError(f"the kernel's {len(spans)} phases do not fit {budget} lines")
-        shown[name] -= 1
-    return shown
+        name = max(cuttable, key=lambda key: rows[key])
+        before = rows[name]
+        while extra[name] > 0 and rows[name] >= before:  # one row less (a cut may first cost a "⋮" row)
+            extra[name] -= 1
+            rows[name] = _rows(*spans[name], shown(name))
+    return {name: shown(name) for name in spans}
 
 
 def listing(source: dict, budget: int) -> list[dict]:
     """The lines the view shows, each {"phase", "number" (1-based line in the file, None for a "⋮"),
-    "text" (cut at MAX_CHARS), "full"}: the phases in running order, dedented to their comment's indent."""
+    "text" (cut at MAX_CHARS), "full"}: the phases in running order, dedented to their comment's indent, each
+    run of lines left out said by a "⋮" row with its line numbers."""
     lines, spans = source["lines"], source["phases"]
-    shown = _fit(spans, budget)
+    shown = _fit(lines, spans, budget)
     rows = []
     for name, (first, last) in spans.items():
         indent = len(lines[first - 1]) - len(lines[first - 1].lstrip(" "))
-        total = last - first + 1
-        keep = shown[name] if shown[name] == total else shown[name] - 1
-        for number in range(first, first + keep):
-            full = lines[number - 1][indent:].rstrip()
-            text = full if len(full) <= MAX_CHARS else full[: MAX_CHARS - 1] + "…"
-            rows.append({"phase": name, "number": number, "text": text, "full": full})
-        if keep < total:
-            rows.append({"phase": name, "number": None, "text": f"    ⋮ {total - keep} more lines (to {last})",
-                         "full": ""})
+        numbers = shown[name]
+        for previous, number in zip([first - 1, *numbers], [*numbers, last + 1]):
+            if number - previous > 1:
+                left_out = number - previous - 1
+                rows.append({"phase": name, "number": None, "full": "",
+                             "text": f"    ⋮ {left_out} more line{'s' if left_out > 1 else ''} "
+                                     f"({previous + 1} to {number - 1})"})
+            if number <= last:
+                full = lines[number - 1][indent:].rstrip()
+                text = full if len(full) <= MAX_CHARS else full[: MAX_CHARS - 1] + "…"
+                rows.append({"phase": name, "number": number, "text": text, "full": full})
     return rows
 
 
