@@ -90,9 +90,20 @@ def check_tiles(block_m: object, block_n: object) -> None:
 
 
 def check_tiling(seq_len: int, block_m: int, block_n: int) -> None:
+    """The teaching kernel's schedule: N ≥ 1 and its tiles (check_tiles)."""
     if seq_len < 1:
         raise ValueError(f"seq_len must be >= 1 token, got {seq_len}")
     check_tiles(block_m, block_n)
+
+
+def check_model_tiling(seq_len: int, block_m: int, block_n: int) -> None:
+    """What the traffic models' arithmetic needs: N ≥ 1 and tiles of at least MIN_TILE tokens, a multiple of it
+    (any of our kernels: the FA-3 style kernel runs 192-row programs at head_dim 64)."""
+    if seq_len < 1:
+        raise ValueError(f"seq_len must be >= 1 token, got {seq_len}")
+    for name, block in (("block_m", block_m), ("block_n", block_n)):
+        if isinstance(block, bool) or not isinstance(block, int) or block < MIN_TILE or block % MIN_TILE:
+            raise ValueError(f"{name} must be a multiple of {MIN_TILE} tokens, at least {MIN_TILE}; got {block!r}")
 
 
 def n_blocks(seq_len: int, block: int) -> int:
@@ -106,7 +117,7 @@ def k_tiles_per_q_block(seq_len: int, block_m: int, block_n: int, causal: bool) 
     Causal keeps tile k when k·block_n <= (q+1)·block_m − 1: some key in the tile is not later than
     some query in the block. The kernel visits these tiles in ascending order, from tile 0.
     """
-    check_tiling(seq_len, block_m, block_n)
+    check_model_tiling(seq_len, block_m, block_n)
     num_k = n_blocks(seq_len, block_n)
     q_blocks = np.arange(n_blocks(seq_len, block_m), dtype=np.int64)
     if not causal:
@@ -121,6 +132,7 @@ def keys_per_q_block(seq_len: int, block_m: int, block_n: int, causal: bool) -> 
 
 def tile_schedule(seq_len: int, block_m: int, block_n: int, causal: bool) -> list[Step]:
     """The flash kernel's tile order: Q block by Q block (ascending), K/V tiles ascending within each."""
+    check_tiling(seq_len, block_m, block_n)
     steps: list[Step] = []
     for q_block, num_tiles in enumerate(k_tiles_per_q_block(seq_len, block_m, block_n, causal)):
         rows = min(block_m, seq_len - q_block * block_m)

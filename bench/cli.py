@@ -40,13 +40,15 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
-def _shape_list(text: str) -> list[tuple[int, int]]:
+def _shape_list(text: str) -> list[tuple[int, ...]]:
+    """BATCHxHEADS or BATCHxHEADSxHEAD_DIM, comma-separated (1x32x128: Llama 3 8B's heads, at its head_dim only)."""
+    usage = f"expected BATCHxHEADS[xHEAD_DIM], comma-separated (e.g. 1x32x128), got {text!r}"
     try:
         shapes = [tuple(int(v) for v in item.lower().split("x")) for item in text.split(",") if item.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected BATCHxHEADS, comma-separated (e.g. 1x32), got {text!r}") from None
-    if not shapes or any(len(shape) != 2 or min(shape) < 1 for shape in shapes):
-        raise argparse.ArgumentTypeError(f"expected BATCHxHEADS, comma-separated (e.g. 1x32), got {text!r}")
+        raise argparse.ArgumentTypeError(usage) from None
+    if not shapes or any(len(shape) not in (2, 3) or min(shape) < 1 for shape in shapes):
+        raise argparse.ArgumentTypeError(usage)
     return shapes
 
 
@@ -87,6 +89,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--phases-only", type=Path, default=None, help=argparse.SUPPRESS)  # record_phases' child
     p.add_argument("--tune", action="store_true", help="time flash tile configs at seq_len 8K and print the best")
     p.add_argument("--out", type=Path, default=None, help="write a results JSON file here")
+    p.add_argument("--merge-into", action="store_true",
+                   help="with --out naming an existing results file: keep its records of settings this run did not "
+                        "measure (the file says which command measured what), replace the rest, and the timelines "
+                        "and phases this run recorded; the device facts are this run's")
     args = p.parse_args(argv)
     bad_dims = [d for d in args.head_dims if d not in SUPPORTED_HEAD_DIMS]
     if bad_dims:
@@ -222,6 +228,25 @@ def fill_settings(head_dims: list[int], dtypes: list[str], causals: list[bool], 
             for dt_, d, c, a in itertools.product(dtypes, head_dims, causals, ("flash", "flash_v1"))]
 
 
+def _setting_key(record: dict) -> tuple:
+    return tuple(record[k] for k in ("algorithm", "seq_len", "batch", "heads", "head_dim", "dtype", "causal"))
+
+
+def merged(path: Path, records: list[dict], timelines: list[dict], phases: list[dict], extra: dict,
+           command: str) -> tuple[list[dict], list[dict], list[dict], dict]:
+    """This run's records over an earlier file's: the earlier records of settings this run did not measure stay
+    (with their counts), this run's replace the rest; timelines and phases are this run's where it recorded any.
+    meta says which commands measured the file ("merged_from")."""
+    from bench.results import load_results_path
+    earlier = load_results_path(path)
+    fresh = {_setting_key(r) for r in records}
+    kept = [r for r in earlier.records if _setting_key(r) not in fresh]
+    history = [earlier.meta.get("command", ""), *earlier.meta.get("merged_from", "").split(" | ")]
+    extra = {**extra, "merged_from": " | ".join(c for c in history if c)[:1000],
+             "ratios": extra.get("ratios") or earlier.meta.get("ratios")}
+    return kept + records, timelines or earlier.timelines, phases or earlier.phases, extra
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.phases_only:  # record_phases' child: on the interpreter it writes why nothing could be recorded
@@ -237,13 +262,13 @@ def main(argv=None) -> int:
     if args.tune:
         tune(args.head_dims, args.dtypes, causals, args.batch, args.heads)
         return 0
-    facts = device_facts(measure_bandwidth=True)
-    print(f"device: {facts['name']}, copy {facts['copy_gbps']:,.0f} GB/s, L2 reads {facts['l2_gbps']:,.0f} GB/s, "
-          f"bf16 matmul {facts['matmul_tflops']:,.0f} TFLOPS, max SM clock {facts['sm_clock_mhz']} MHz",
-          file=sys.stderr, flush=True)
+    facts = device_facts()  # the roofs are measured at the end, on a GPU the sweep has warmed up
+    shapes = [(args.batch, args.heads, d) for d in args.head_dims]
+    for shape in args.shapes:  # a shape with its own head_dim is swept at that one only
+        shapes += [shape] if len(shape) == 3 else [(*shape, d) for d in args.head_dims]
     settings = [Setting(a, n, b, h, d, dt_, c)
-                for (b, h), dt_, d, c, a, n in itertools.product([(args.batch, args.heads), *args.shapes], args.dtypes,
-                                                                 args.head_dims, causals, args.algorithms, args.seq_lens)]
+                for (b, h, d), dt_, c, a, n in itertools.product(shapes, args.dtypes, causals, args.algorithms,
+                                                                 args.seq_lens)]
     if args.fill:
         settings += fill_settings(args.head_dims, args.dtypes, causals, facts["sm_count"])
     records = []
@@ -265,8 +290,11 @@ def main(argv=None) -> int:
         from kernels.trace import sm_timeline
         timelines = [sm_timeline(seq_len=RATIO_SEQ_LEN, heads=args.heads, batch=args.batch, head_dim=128,
                                  causal=c).to_dict() for c in (False, True)]
-    if args.phases:
-        torch.cuda.empty_cache()  # the child gets the GPU's memory
+    torch.cuda.empty_cache()
+    facts = device_facts(measure_bandwidth=True)
+    print(f"device: {facts['name']}, copy {facts['copy_gbps']:,.0f} GB/s, L2 reads {facts['l2_gbps']:,.0f} GB/s, "
+          f"bf16 matmul {facts['matmul_tflops']:,.0f} TFLOPS, max SM clock {facts['sm_clock_mhz']} MHz",
+          file=sys.stderr, flush=True)
     phases, phases_skipped = record_phases() if args.phases else ([], "")
     print_table(records)
     ratios = ratio_table(records, batch=args.batch, heads=args.heads)
@@ -275,6 +303,8 @@ def main(argv=None) -> int:
         command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
         created = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         extra = {"ratios": ratios, **({"phases_skipped": phases_skipped} if phases_skipped else {})}
+        if args.merge_into and args.out.is_file():
+            records, timelines, phases, extra = merged(args.out, records, timelines, phases, extra, command)
         dump_results(args.out, facts, records, timelines, command, created, extra, phases)
         print(f"wrote {args.out}")
     return 0

@@ -156,7 +156,7 @@ def _ncu_version(ncu: str) -> str:
 
 
 def count(results_path: Path, max_seq_len: int | None = None, timeout_s: float = 1800,
-          keep_csv: Path | None = None) -> int:
+          keep_csv: Path | None = None, only_missing: bool = False) -> int:
     from bench.results import dump_results, parse_results
 
     loaded = parse_results(results_path.read_bytes(), str(results_path))
@@ -165,7 +165,8 @@ def count(results_path: Path, max_seq_len: int | None = None, timeout_s: float =
     jobs = [{"index": i, **{key: r[key] for key in ("algorithm", "seq_len", "batch", "heads", "head_dim", "dtype",
                                                       "causal")}}
             for i, r in enumerate(records)
-            if r["status"] == "ok" and r["timing_kind"] == "cuda" and (not max_seq_len or r["seq_len"] <= max_seq_len)]
+            if r["status"] == "ok" and r["timing_kind"] == "cuda" and (not max_seq_len or r["seq_len"] <= max_seq_len)
+            and not (only_missing and r.get("dram_read_bytes") is not None)]
     why_not = ""
     counts: dict[int, list[dict]] = {}
     if ncu is None:
@@ -212,13 +213,15 @@ def main(argv=None) -> int:
     parser.add_argument("--results", type=Path, help="a results file written by `python -m bench`")
     parser.add_argument("--max-seq-len", type=int, default=None, help="count only records up to this length")
     parser.add_argument("--keep-csv", type=Path, default=None, help="also save ncu's raw CSV here")
+    parser.add_argument("--only-missing", action="store_true",
+                        help="count only the records that have no counts yet (records merged in by bench --merge-into)")
     parser.add_argument("--replay", type=Path, help=argparse.SUPPRESS)  # ncu's target process
     args = parser.parse_args(argv)
     if args.replay:
         return _replay(args.replay)
     if not args.results:
         parser.error("--results is required")
-    return count(args.results, args.max_seq_len, keep_csv=args.keep_csv)
+    return count(args.results, args.max_seq_len, keep_csv=args.keep_csv, only_missing=args.only_missing)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ SCHEMA_VERSION = 2            # 2 added "phases" (what each warpgroup of one lau
 READABLE_VERSIONS = (1, 2)
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 MAX_FILE_BYTES = 20 << 20
-MAX_DEPTH = 8                 # the deepest our files go is 5 (file → records → record → kernels → kernel)
+MAX_DEPTH = 10                # the deepest our files go is 9 (file → phases → … → lane → spans → span)
 MAX_BYTES = 2**50             # 1 PiB: sizes, byte counts
 MIN_MS, MAX_MS = 1e-6, 1e7    # 1 ns … ~3 hours
 MAX_TFLOPS = 1e5
@@ -122,6 +122,7 @@ REQUIRED_FACTS = ("name", "sm_count", "smem_per_sm_bytes", "smem_per_block_bytes
                   "copy_gbps", "compute_capability", "driver", "torch", "triton")
 META_SCHEMA: dict[str, _Field] = {"created": _text(40), "command": _text(1000),
                                   "phases_skipped": _text(1000, nullable=True),  # bench --phases: what could not be
+                                  "merged_from": _text(1000, nullable=True),  # bench --merge-into: earlier commands
                                   "counters_command": _text(1000, nullable=True),  # bench.counters
                                   "ratios": _Field(list, nullable=True)}            # bench: printed ratios
 MAX_RATIO_ROWS = 1000
@@ -230,6 +231,14 @@ def load_results(source: str | bytes) -> RecordedResults:
     if len(raw) > MAX_FILE_BYTES:
         raise ResultsError(f"{name} is {len(raw)} bytes, above the {MAX_FILE_BYTES} byte limit")
     return parse_results(raw, name)
+
+
+def load_results_path(path: Path) -> RecordedResults:
+    """A results file at a path the bench itself was given (its --out): never a path a viewer typed."""
+    raw = Path(path).read_bytes()
+    if len(raw) > MAX_FILE_BYTES:
+        raise ResultsError(f"{path} is {len(raw)} bytes, above the {MAX_FILE_BYTES} byte limit")
+    return parse_results(raw, str(path))
 
 
 def _reject_constant(token: str):

@@ -106,5 +106,5 @@ def check_fits(nbytes: int, device: torch.device, what: str) -> None:
     (torch.OutOfMemoryError, its message naming the bytes), instead of running until it does."""
     total = device_memory_bytes(device)
     if nbytes > total:
-        raise torch.OutOfMemoryError(f"{what} need more memory than the device has: Tried to allocate "
+        raise torch.OutOfMemoryError(f"out of memory, refused before any launch: {what} need more memory than the device has: Tried to allocate "
                                      f"{_binary(nbytes)} ({nbytes} bytes); the device has {_binary(total)} in all")
