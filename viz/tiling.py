@@ -51,7 +51,8 @@ STAT_TITLES = {
     "row_sum": "running sum l",
     "alpha": "rescale α = exp(m_old − m_new)",
 }
-CAPTION_PX = 160  # the top margin: the inputs' and the tile legend's line, then two caption lines over a blank one
+INPUTS_LINE_PX = 30  # the top margin's first line: what the inputs are, left of the tile legend
+CAPTION_PX = 130 + INPUTS_LINE_PX  # the top margin: that line, the tile legend's, then two caption lines over a blank one
 CONTROLS_PX = 180  # the bottom margin: the x axes' tick labels and titles, then the play buttons and the slider
 AXIS_TITLES_PX = 96  # the x axes' tick labels and titles take this much under the plot area; the controls go below
 DEFAULT_HEIGHT_PX = 740  # with the app's scene header, the whole figure fits a 1080-pixel-high screen
@@ -227,20 +228,23 @@ def _band_outlines(step: Step, seq_len: int, block_m: int, block_n: int) -> dict
     return {"x": x, "y": y}
 
 
-def _panel_domains() -> dict[str, tuple[list[float], list[float]]]:
-    """(x, y) domains of the panels in the plot area: the tile grid on the left, the running statistics
-    in the middle (three lanes on one pair of axes: every axis costs time in every frame), the output
-    rows over the HBM bytes on the right."""
+def _panel_domains(plot_px: int) -> dict[str, tuple[list[float], list[float]]]:
+    """(x, y) domains of the panels in the plot area (plot_px high): the tile grid on the left, the running
+    statistics in the middle (three lanes on one pair of axes: every axis costs time in every frame), the
+    output rows over the HBM bytes on the right. The right column is laid out in pixels as it was before the
+    inputs' line took INPUTS_LINE_PX of the plot: the bytes panel, its title and the output panel's axis
+    title keep their heights, the output panel gives up the line."""
     widths = np.array([0.4, 0.3, 0.3]) * (1 - 2 * PANEL_GAP_X)
     lefts = np.concatenate([[0.0], np.cumsum(widths + PANEL_GAP_X)[:-1]])
     grid, stats, right = ([float(left), float(left + width)] for left, width in zip(lefts, widths))
     height = (1 - 2 * PANEL_GAP_Y) / 3
-    top, middle, bottom = ([1 - height - i * (height + PANEL_GAP_Y), 1 - i * (height + PANEL_GAP_Y)] for i in range(3))
+    _, middle, bottom = ([1 - height - i * (height + PANEL_GAP_Y), 1 - i * (height + PANEL_GAP_Y)] for i in range(3))
+    scale = (plot_px + INPUTS_LINE_PX) / plot_px  # shares of the taller plot, as shares of this one
     return {
         "grid": (grid, [0.0, 1.0]),
         "stats": (stats, [0.0, 1.0]),
-        "out": (right, [middle[0], 1.0]),
-        "bytes": (right, [0.0, bottom[1] - 0.16]),  # room for its title under the output panel's axis title
+        "out": (right, [min(middle[0] * scale, 0.5), 1.0]),
+        "bytes": (right, [0.0, (bottom[1] - 0.16) * scale]),  # room for its title under the output panel's axis title
     }
 
 
@@ -426,12 +430,11 @@ def _add_titles(fig: go.Figure, data: TilingData, domains: dict[str, tuple[list[
     for name, lane in data.lanes.items():  # each lane's title over its top edge, in the panel's y units
         fig.add_annotation(text=STAT_TITLES[name], x=(x0 + x1) / 2, y=lane["bottom"] + 1, xref="paper", yref="y2",
                            xanchor="center", yanchor="bottom", showarrow=False, font_size=SMALLEST_TEXT_PX)
-    # the tile legend on the top margin's first line, at its right end; at its left end what the inputs are (planted,
-    # not merely random: the running max's late jump is the planted key's)
+    # the tile legend on the top margin's first line, at its right end
     fig.add_annotation(text=_tile_legend(data.causal), xref="paper", yref="paper", x=1,
                        y=1 + (CAPTION_PX - 6) / plot_px, xanchor="right", yanchor="top", showarrow=False,
                        align="right", font_size=SMALLEST_TEXT_PX)
-    if data.inputs:  # the margin's top line, left of the legend
+    if data.inputs:  # the margin's top line, left of the legend: planted inputs, said as planted
         fig.add_annotation(text=plotly_text(data.inputs), xref="paper", yref="paper", x=0,
                            y=1 + (CAPTION_PX - 2) / plot_px, xanchor="left", yanchor="top", showarrow=False,
                            align="left", font=dict(size=SMALLEST_TEXT_PX, color=colors["muted"]))
@@ -452,8 +455,8 @@ def tiling_figure(
     check_start_step(start_step, data.num_steps)
     start = dict(zip(ANIMATED_TRACES, data.frame(start_step)))
     colors = surface(theme)
-    domains = _panel_domains()
     plot_px = height - CAPTION_PX - CONTROLS_PX
+    domains = _panel_domains(plot_px)
     fig = go.Figure()
     _add_tile_grid(fig, data, start, colors)
     _add_statistics(fig, data, start)
