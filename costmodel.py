@@ -366,7 +366,7 @@ def machine_from_facts(facts: dict | None, programs_per_sm: int | None = None,
     per_sm = int(programs_per_sm) if programs_per_sm else 1
     where = measured if programs_per_sm else RESIDENCY_ASSUMED
     return Machine(int(facts["l2_bytes"]), sm_count * per_sm,
-                   f"{sm_count * per_sm} programs in flight share each pass over K, V: {per_sm} per SM, {where}",
+                   f"{sm_count * per_sm} programs in flight ({per_sm} per SM, {where})",
                    per_sm)
 
 

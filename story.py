@@ -710,8 +710,8 @@ def fa1_gap(records: list[dict], seq_len: int, batch: int, heads: int, head_dim:
     n, (b, h), loop, idle = split
     sentence += (f" At a shape that fills the GPU (batch {b} × {h} heads: {b * h} programs, {fmt_tokens(n)} tokens) "
                  f"the gap is {fmt_ratio(loop)}: that much is the loop order (the FA-2 paper reports about 2×). The "
-                 f"other factor, {fmt_ratio(idle)} ({fmt_ratio(loop * idle)} ÷ {fmt_ratio(loop)} at the talk's shape "
-                 f"and {fmt_tokens(n)} tokens), is SMs left idle by one program per batch·head.")
+                 f"other factor, {fmt_ratio(idle)}, is SMs left idle by one program per batch·head (at {fmt_tokens(n)} "
+                 f"tokens the talk's shape takes {fmt_ratio(loop * idle)}, ÷ {fmt_ratio(loop)}).")
     return Fa1Gap(seq_len, talk, programs, sm_count, n, (b, h), loop, idle, sentence)
 
 

@@ -141,12 +141,16 @@ def test_every_algorithm_has_an_evolution_entry_and_says_why_it_has_no_number():
     assert [p["algorithm"] for p in points] == list(costmodel.ALGORITHMS)
     notes = {p["algorithm"]: p["note"] for p in points if p["tflops"] is None}
     assert notes == {"naive": story.OUT_OF_MEMORY, "torch_naive": f"{story.OUT_OF_MEMORY} (from 32K)",
-                     "flash_v1": "not timed past 16K (one program per head)", "flash_v3": "not recorded"}
+                     "flash_v1": "not timed past 16K (one program per head)"}
+    assert all(p["tflops"] and p["note"] is None for p in points if p["algorithm"] not in notes)
     measured = [{**p, "label": viz.algorithm_label(p["algorithm"])} for p in points]
     fig = viz.evolution_figure(measured)
-    gaps = next(t for t in fig.data if t.customdata is not None and "not recorded" in t.customdata)
+    gaps = next(t for t in fig.data if t.customdata is not None and story.OUT_OF_MEMORY in t.customdata)
     assert sorted(gaps.customdata) == sorted(notes.values())  # each drawn in its column, labelled
     assert len(fig.layout.xaxis.categoryarray) == len(viz.PUBLISHED) + len(costmodel.ALGORITHMS)
+    without_v3 = [r for r in at_length(128, False, 8192) if r["algorithm"] != "flash_v3"]
+    assert story.evolution_points(without_v3, 8192, history)[-1] == {"algorithm": "flash_v3", "tflops": None,
+                                                                     "note": "not recorded"}
 
 
 def test_out_of_memory_markers_are_not_drawn_as_a_throughput():
@@ -184,11 +188,28 @@ def test_each_roof_is_said_for_the_caption():
 # -- 5. FA-1 order: loop order or idle SMs ------------------------------------------------------------------
 
 def test_the_fa1_gap_without_a_filling_shape_says_so():
-    gap = story.fa1_gap(RECORDED.records, 8192, 2, 16, 128, "bfloat16", False, FACTS["sm_count"])
+    talk_shape = [r for r in RECORDED.records if r["batch"] * r["heads"] < 2 * FACTS["sm_count"]]
+    gap = story.fa1_gap(talk_shape, 8192, 2, 16, 128, "bfloat16", False, FACTS["sm_count"])
     v1, v2 = (story.record_at(at_length(128, False, 8192), a, 8192)["time_ms"] for a in ("flash_v1", "flash"))
     assert gap.talk_ratio == pytest.approx(v1 / v2) and 25 < gap.talk_ratio < 35
     assert gap.loop_order is None and gap.idle_sms is None and gap.filling is None
     assert "32 programs on 132 SMs" in gap.sentence and "not recorded" in gap.sentence
+
+
+@pytest.mark.parametrize(("head_dim", "causal"), COMBOS)
+def test_the_recorded_fa1_gap_is_split_where_the_bench_filled_the_gpu(head_dim, causal):
+    gap = story.fa1_gap(RECORDED.records, 8192, 2, 16, head_dim, "bfloat16", causal, FACTS["sm_count"])
+    (b, h), n = gap.filling, gap.split_seq_len
+    assert b * h >= 2 * FACTS["sm_count"]
+
+    def ms(algorithm, batch, heads):
+        (record,) = [r for r in RECORDED.records if (r["algorithm"], r["seq_len"], r["batch"], r["heads"],
+                     r["head_dim"], r["causal"]) == (algorithm, n, batch, heads, head_dim, causal)]
+        return record["time_ms"]
+
+    assert gap.loop_order == pytest.approx(ms("flash_v1", b, h) / ms("flash", b, h))
+    assert gap.loop_order * gap.idle_sms == pytest.approx(ms("flash_v1", 2, 16) / ms("flash", 2, 16))
+    assert "loop order" in gap.sentence and "idle" in gap.sentence and "not recorded" not in gap.sentence
 
 
 def test_the_fa1_gap_splits_into_loop_order_and_idle_sms():
