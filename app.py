@@ -22,14 +22,17 @@ import streamlit as st
 import page
 from page import Stage, bound, chart, no_numbers, recording_coverage, seq_len_slider
 from page.settings import TRACE_SEQ_LENS, MAX_SEED
+import costmodel
 import story
 import viz
-from fmt import fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens, plotly_text
+from fmt import fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens, markdown_text, plotly_text
 
 HEADLINE_CHART_PX = 720  # beside the headline's numbers, under the slider: the scene's picture, legend included
 HIERARCHY_CHART_PX = 760  # the scene body under its sentence: the hierarchy fills the screen
 COMPARE_CHART_PX = 505  # fits SCENE_BODY_PX under the numbers and the caption
 ROOFLINE_CHART_PX = 515  # fits SCENE_BODY_PX under the slider and the caption
+EVOLUTION_CHART_PX = 600
+INSIDE_CHART_PX = 560  # under the sentence and the cards
 PICTURE_HEIGHT_PX = page.SCENE_BODY_PX - 210  # the scene body less its row of controls and the caption row
 SEQLEN_TABS = {"memory": "Memory", "time": "Time", "throughput": "Throughput", "table": "Speedup table"}
 
@@ -90,7 +93,8 @@ def scene_problem(stage: Stage) -> None:
         f"fp32 scores ({fmt_bytes(scores.eight_k_fp32)}); in bf16 it is {fmt_bytes(scores.eight_k_bf16)}. Flash's "
         f"extra memory is not constant either: it grows as O(N), {fmt_bytes(scores.flash_per_head)} per head here.")
     hbm_bytes = stage.facts.get("hbm_bytes") if stage.facts else None
-    chart(viz.scores_memory_figure(s.seq_len, s.heads, s.dtype_bytes, hbm_bytes=hbm_bytes, theme=s.theme))
+    chart(viz.scores_memory_figure(s.seq_len, s.heads, s.dtype_bytes, hbm_bytes=hbm_bytes, theme=s.theme,
+                                   wall=story.standard_wall(stage.facts, s.batch, s.heads, s.head_dim, s.dtype_bytes)))
 
 
 def scene_compare(stage: Stage) -> None:
@@ -117,20 +121,18 @@ def scene_compare(stage: Stage) -> None:
     flash.metric(f"Flash ({block_m}×{block_n} tiles): HBM traffic (model)", fmt_bytes(panels.flash_bytes),
                  border=True, help="L2-aware model where the GPU is known, else the no-cache bound",
                  **counted(moved.flash_counted and fmt_bytes(moved.flash_counted)))
-    ratio.metric("Standard ÷ flash", fmt_ratio(moved.ratio), border=True,
-                 **counted(moved.counted_ratio and fmt_ratio(moved.counted_ratio)))
-    figure_panels = [{"key": "naive", "title": "standard: 3 kernels", "parts": panels.naive,
+    ratio.metric(moved.ratio_title, fmt_ratio(moved.ratio), border=True,
+                 **(badge(moved.ratio_note) if moved.ratio_note else
+                    counted(moved.counted_ratio and fmt_ratio(moved.counted_ratio))))
+    titles = story.compare_titles(panels)
+    figure_panels = [{"key": "naive", "title": titles["naive"], "parts": panels.naive,
                       "counted": moved.naive_counted},
-                     {"key": "flash_no_cache", "title": "flash, no cache (paper's bound)",
-                      "parts": panels.flash_no_cache}]
+                     {"key": "flash_no_cache", "title": titles["flash_no_cache"], "parts": panels.flash_no_cache}]
     if panels.flash_l2 is not None:
-        figure_panels.append({"key": "flash_l2", "title": "flash, L2-aware model", "parts": panels.flash_l2,
+        figure_panels.append({"key": "flash_l2", "title": titles["flash_l2"], "parts": panels.flash_l2,
                               "counted": moved.flash_counted})
     chart(viz.compare_figure(figure_panels, theme=s.theme, height=COMPARE_CHART_PX))
-    tiles = "its recorded tiles" if panels.tiles_known else "assumed tiles (not recorded)"
-    l2 = (f"{fmt_bytes(panels.machine.l2_bytes)} L2, {panels.machine.how}" if panels.machine
-          else "no L2 model: GPU unknown")
-    st.caption(f"Cost model (flash: {tiles}; {l2}); counted: Nsight Compute, recorded run.")
+    st.caption(story.compare_caption(panels) + " " + story.model_vs_counted(moved, panels))
 
 
 def scene_roofline(stage: Stage) -> None:
@@ -150,18 +152,15 @@ def scene_roofline(stage: Stage) -> None:
     if not points:
         st.info(f"No kernel ran at {fmt_tokens(s.seq_len)} tokens for this setting.")
         return
-    st.markdown(f"Left of the ridge ({story.ridge(facts):,.0f} FLOPs per HBM byte) a kernel waits on memory; right of it, on "
-                f"arithmetic. The standard kernels stream the N×N scores through HBM and sit on the bandwidth "
-                f"roof; flash keeps them on chip, does thousands of FLOPs per byte, and meets the compute roof: "
-                f"that is where its speedup comes from.")
+    st.markdown(story.roofline_text(points, records, facts))
     chart(viz.roofline_figure([point.as_dict() for point in points], peak, copy, facts.get("l2_gbps"),
                               theme=s.theme, height=ROOFLINE_CHART_PX,
                               title=f"Roofline, {plotly_text(stage.measured_text)}"))
     with st.expander("Each point in words"):
-        st.markdown("\n".join(f"- {line}" for line in story.roofline_verdicts(points, peak, copy)))
+        st.markdown("\n".join(f"- {line}" for line in story.roofline_verdicts(points, peak, copy, *stage.roof_sizes)))
     st.caption("Filled: HBM bytes counted by Nsight Compute; hollow: the cost model's bytes. FLOPs: "
                "4·B·H·N²·D (halved when causal), the standard kernels' split per kernel, softmax 5 per score. "
-               "Roofs: the measured copy bandwidth and bf16 matmul rate of this GPU, not datasheet peaks.")
+               + story.roofs_sentence(facts, *stage.roof_sizes))
 
 
 def scene_tiling(stage: Stage) -> None:
@@ -188,7 +187,8 @@ def scene_tiling(stage: Stage) -> None:
             step = min(s.step, num_steps - 1)
             if step != s.step:  # a step past the end: the link says the last one, and ◀ Step goes on from there
                 page.correct_link(stage.link_settings, step=step)
-            device = page.PictureDevice.of(stage.facts, recorded=not (stage.live or stage.on_gpu))
+            device = page.PictureDevice.of(stage.facts, recorded=not (stage.live or stage.on_gpu),
+                                           residency=stage.residency() if s.view == "rereads" else (None, ""))
             fig = page.picture(page.PictureRequest.of(request, s.view, s.theme, PICTURE_HEIGHT_PX, device, s.seq_len),
                                step)
     except ValueError as why:  # settings the kernel or the animation refuse, said in their words
@@ -205,7 +205,7 @@ def scene_tiling(stage: Stage) -> None:
     caption.caption(f"{num_steps} steps of {request.block_m}×{request.block_n} tiles over one head, head_dim "
                     f"{s.head_dim}, {s.dtype}{', causal' if s.causal else ''}, computed {where} by the "
                     f"{page.order_label(s.order)} kernel. Same inputs through the naive kernel: "
-                    f"max |O_flash − O_standard| = {trace['max_abs_err']:.2e}.")
+                    f"max |O_flash − O_standard| = {trace['max_abs_err']:.2e}. Inputs: {trace['inputs']}.")
     download.download_button("Download HTML", data=functools.partial(viz.standalone_html, fig),
                              file_name=f"flash-{s.view}-{s.order}-{s.trace_len}-{request.block_m}x{request.block_n}"
                                        f"{'-causal' if s.causal else ''}.html",
@@ -240,9 +240,16 @@ def scene_evolution(stage: Stage) -> None:
     if no_numbers(stage):
         return
     records = stage.every_algorithm_at_length()
-    recording_coverage(stage)
-    measured = [{**point, "label": viz.algorithm_label(point["algorithm"])} for point in story.evolution_points(records)]
-    chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.measured_text))
+    said = recording_coverage(stage)
+    history = stage.records_for(costmodel.ALGORITHMS, page.settings.SEQ_LENS) if not stage.live else None
+    measured = [{**point, "label": viz.algorithm_label(point["algorithm"])}
+                for point in story.evolution_points(records, s.seq_len, history)]
+    chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.measured_text,
+                               height=EVOLUTION_CHART_PX - said))
+    if stage.recording and stage.facts:
+        gap = story.fa1_gap(stage.recording.records, s.seq_len, s.batch, s.heads, s.head_dim, s.dtype, s.causal,
+                            stage.facts.get("sm_count"))
+        st.caption(gap.sentence)
     with st.expander("Sources of the published numbers"):
         st.markdown("\n".join(f"- **{entry['version']}** ({entry['year']}, {entry['gpu']}): {entry['citation']}. "
                               f"{entry['note']}" for entry in viz.PUBLISHED))
@@ -265,15 +272,46 @@ def scene_timeline(stage: Stage) -> None:
         st.info(f"The SM timeline needs a GPU or a recording with timelines: "
                 f"{stage.recording_problem or 'this recording has none'}.")
         return
-    st.caption(f"{'Measured now' if stage.live else 'Recorded'}: {fmt_tokens(timeline['seq_len'])} tokens, "
-               f"batch {timeline['batch']}, {timeline['heads']} heads, head_dim {timeline['head_dim']}, "
-               f"block_m {timeline['block_m']}{', causal' if timeline['causal'] else ''}.")
+    st.caption(story.timeline_caption(timeline, s.seq_len, s.batch, s.heads, s.head_dim, s.causal, stage.live))
     stats = story.timeline_stats(timeline)
     programs, waves, busy = st.columns(3)
     programs.metric("Programs (Q blocks × heads)", f"{stats['programs']:,}", border=True)
-    waves.metric(f"Waves over {timeline['sm_count']} SMs", f"{stats['waves']:.1f}", border=True)
+    waves.metric(f"Waves: {timeline['sm_count']} SMs × {stats['max_per_sm']} resident", f"{stats['waves']:.1f}",
+                 border=True, help="programs ÷ (SMs × the most programs one SM ran at once, measured here)")
     busy.metric("SMs busy", f"{stats['utilization']:.0%}", border=True)
     chart(viz.sm_timeline_figure(timeline, stats, theme=s.theme))
+
+
+def scene_inside(stage: Stage) -> None:
+    """One program of each flash kernel from the inside: what each warpgroup did over time (Proton)."""
+    s = stage.settings
+    recording = stage.recording if not stage.live else page.shipped_recording()
+    if stage.live:
+        st.caption("Recorded with Proton's instrumentation (`python -m bench --phases`), not measured on each visit: "
+                   "an instrumented launch compiles kernels of its own. Showing the shipped recording.")
+    phases = recording.phases if recording else []
+    if not phases:
+        st.info("This recording has no phases: its kernels were not recorded with Proton (`python -m bench "
+                f"--phases` records them on a Hopper GPU{'' if stage.on_gpu else '; on this CPU Proton cannot run'}).")
+        return
+    shape = phases[0]
+    rates = [r for r in recording.records if (r["seq_len"], r["batch"], r["heads"], r["head_dim"], r["causal"]) ==
+             (s.seq_len, s.batch, s.heads, shape["head_dim"], shape["causal"])]  # the kernels' rates at the talk's N
+    names = {**viz.short_labels(), "flash": "flash (ours), FA-2 order"}
+    kernels = story.phase_kernels(phases, rates, recording.facts, names)
+    st.markdown(story.phases_sentence(kernels))
+    cards = st.columns(len(kernels))
+    for card, k in zip(cards, kernels):
+        overlap = f"; softmax under the other's GEMM {k.softmax_overlap:.0%}" if k.softmax_overlap is not None else ""
+        card.metric(f"{k.label}: a GEMM running", f"{k.gemm_busy:.0%}", border=True,
+                    help=story.busy_sentence(k), delta=f"one program, {k.microseconds:,.0f} µs{overlap}",
+                    delta_color="off", delta_arrow="off")
+    chart(viz.phases_figure([{"title": f"{k.label}: CTA {k.cta} on SM {k.sm}", "lanes": k.lanes} for k in kernels],
+                            theme=s.theme, height=INSIDE_CHART_PX))
+    st.caption(f"Recorded on {markdown_text(recording.facts['name'])}: one launch of each kernel at batch "
+               f"{shape['batch']} × {shape['heads']} heads, N = {fmt_tokens(shape['seq_len'])}, head_dim "
+               f"{shape['head_dim']}, instrumented with Proton (scopes on the kernels' phase comments; each card's "
+               f"ⓘ checks its number against the kernel's measured rate).")
 
 
 def scene_takeaways(stage: Stage) -> None:
@@ -287,10 +325,19 @@ def scene_takeaways(stage: Stage) -> None:
             error = page.kernel_trace(page.traced_tiles(flash)[0])["max_abs_err"]
     except ValueError as why:
         st.error(f"No exactness check for these settings: {why}")
-    points = story.takeaways(records, at_length, stage.hbm_traffic(records), stage.facts, stage.gpu_name,
-                             s.seq_len, s.batch, s.heads, s.head_dim, s.dtype,
-                             {scene.key: number for number, scene in enumerate(SCENES, start=1)}, error, s.trace_len)
-    st.markdown("\n".join(f"{number}. {point}" for number, point in enumerate(points, start=1)))
+    numbers = {scene.key: number for number, scene in enumerate(SCENES, start=1)}
+    panels = stage.hbm_traffic(records)
+    slides = story.takeaway_slides(records, at_length, panels, stage.facts, s.seq_len, s.batch, s.heads, s.head_dim,
+                                   s.dtype, numbers, error, s.trace_len)
+    for row in range(0, len(slides), 3):  # slides: a number and a line each, three to a row
+        for column, slide in zip(st.columns(3), slides[row:row + 3]):
+            with column.container(border=True, height="stretch"):
+                st.metric(slide.title, slide.number)
+                st.markdown(f"{slide.line} · scene {slide.scene}")
+    with st.expander("Each takeaway in words"):
+        points = story.takeaways(records, at_length, panels, stage.facts, stage.gpu_name, s.seq_len, s.batch,
+                                 s.heads, s.head_dim, s.dtype, numbers, error, s.trace_len)
+        st.markdown("\n".join(f"{number}. {point}" for number, point in enumerate(points, start=1)))
 
 
 # -- the talk, in order -------------------------------------------------------------------------------
@@ -305,6 +352,7 @@ SCENES = (
     page.Scene("seqlen", "Sequence length", scene_seqlen),
     page.Scene("evolution", "FlashAttention 1 → 4", scene_evolution),
     page.Scene("timeline", "Work on the SMs", scene_timeline),
+    page.Scene("inside", "Inside one program: FA-2 and FA-3", scene_inside),
     page.Scene("takeaways", "Takeaways", scene_takeaways),
 )
 SCENE_KEYS = tuple(scene.key for scene in SCENES)

@@ -720,3 +720,214 @@ def ridge(facts: dict | None) -> float | None:
     facts = facts or {}
     peak, copy = facts.get("matmul_tflops"), facts.get("copy_gbps")
     return costmodel.ridge_point(peak, copy) if peak and copy else None
+
+
+# -- inside one program: what each warpgroup did, by Proton (a results file's "phases") -----------------------
+
+PHASE_KERNELS = ("flash", "flash_v3")  # the teaching kernel (FA-2 order), the FA-3 style kernel: drawn in this order
+GEMM_PHASES = ("qk", "pv")
+
+
+def _program_span(program: dict) -> tuple[int, int]:
+    spans = [s for lane in program["lanes"] for s in lane["spans"]]
+    return min(s[1] for s in spans), max(s[2] for s in spans)
+
+
+def _union(intervals: list[tuple[int, int]]) -> int:
+    total, reach = 0, None
+    for start, end in sorted(intervals):
+        if reach is None or start > reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total
+
+
+def gemm_busy(program: dict) -> float:
+    """Share of the program's time (first record to last) during which some warpgroup is inside a GEMM scope
+    (qk or pv): the tensor cores' busy fraction as the scopes can tell it. A warpgroup in a GEMM scope is issuing a
+    wgmma or waiting on one; an issued wgmma also runs on after its scope ends (FA-3 overlaps it with softmax)."""
+    start, end = _program_span(program)
+    busy = _union([(s[1], s[2]) for lane in program["lanes"] for s in lane["spans"] if s[0] in GEMM_PHASES])
+    return busy / (end - start) if end > start else 0.0
+
+
+def phase_fractions(lane: dict) -> dict[str, float]:
+    """Share of the lane's recorded span spent in each phase."""
+    spans = lane["spans"]
+    if not spans:
+        return {}
+    total = max(s[2] for s in spans) - min(s[1] for s in spans)
+    out: dict[str, float] = {}
+    for name, start, end in spans:
+        out[name] = out.get(name, 0.0) + (end - start) / total if total else 0.0
+    return out
+
+
+def softmax_overlap(program: dict) -> float | None:
+    """Of the time the first consumer spends in its softmax, the share during which another warpgroup is inside a
+    GEMM scope: the ping-pong, measured. None with one warpgroup (the teaching kernel: nothing can overlap)."""
+    lanes = [lane for lane in program["lanes"] if not lane.get("role", "").startswith("producer")]
+    if len(lanes) < 2:
+        return None
+    soft = [(a, b) for n, a, b in lanes[0]["spans"] if n == "softmax"]
+    busy = [(a, b) for lane in lanes[1:] for n, a, b in lane["spans"] if n in GEMM_PHASES]
+    total = sum(b - a for a, b in soft)
+    if not total:
+        return None
+    covered = sum(max(0, min(b, d) - max(a, c)) for a, b in soft for c, d in busy)
+    return min(1.0, covered / total)
+
+
+def _typical_program(recording: dict) -> dict:
+    """The recorded program of median length (not the fastest or the slowest of the few kept)."""
+    programs = sorted(recording["programs"], key=lambda p: _program_span(p)[1] - _program_span(p)[0])
+    return programs[len(programs) // 2]
+
+
+LANE_NAMES = {"producer": "producer warp (TMA loads)", "warpgroup 0": "its one warpgroup (every phase)"}
+
+
+@dataclass(frozen=True)
+class PhaseKernel:
+    """One kernel's recorded program, as the scene shows and quotes it."""
+    kernel: str
+    label: str                # the kernel's short name (viz.theme.short_labels, passed in)
+    cta: int
+    sm: int
+    microseconds: float       # the program's span, first record to last, at the recorded SM clock
+    gemm_busy: float
+    softmax_overlap: float | None
+    rate_share: float | None  # its measured TFLOPS at the talk's setting ÷ the measured matmul roof
+    lanes: list[dict]         # [{"label", "spans": [[phase, start_us, end_us], ...]}] for viz.phases_figure
+
+
+def phase_kernels(phases: list[dict], records: list[dict], facts: dict | None,
+                  names: dict[str, str] | None = None) -> list[PhaseKernel]:
+    """The kernels with a recorded program, in PHASE_KERNELS order. records: every algorithm's at the talk's setting
+    (the measured TFLOPS the busy fraction is checked against); names: each algorithm's short name."""
+    roof = (facts or {}).get("matmul_tflops")
+    out = []
+    for kernel in PHASE_KERNELS:
+        recording = next((p for p in phases if p["kernel"] == kernel), None)
+        if recording is None:
+            continue
+        program = _typical_program(recording)
+        clock_mhz = recording.get("sm_clock_mhz") or 1000.0  # Proton's own assumption when the clock is unknown
+        start, end = _program_span(program)
+        to_us = 1.0 / clock_mhz
+        lanes = [{"label": LANE_NAMES.get(lane["role"], lane["role"]),
+                  "spans": [[s[0], (s[1] - start) * to_us, (s[2] - start) * to_us] for s in lane["spans"]]}
+                 for lane in program["lanes"]]
+        measured = next((r for r in records if r["algorithm"] == kernel and r["status"] == "ok" and r.get("tflops")),
+                        None)
+        out.append(PhaseKernel(kernel, (names or {}).get(kernel, kernel), program["cta"], program["sm"],
+                               (end - start) * to_us, gemm_busy(program), softmax_overlap(program),
+                               measured["tflops"] / roof if measured and roof else None, lanes))
+    return out
+
+
+BUSY_AGREES = 0.10  # the scopes' busy fraction and the rate's share of the roof agree within this
+
+
+def busy_sentence(k: PhaseKernel) -> str:
+    """The busy fraction against the kernel's measured rate ÷ roof: within 10 %, or what the scopes count that the
+    rate does not."""
+    busy = f"{k.label}: some warpgroup is inside a GEMM scope {k.gemm_busy:.0%} of the program's time"
+    if k.rate_share is None:
+        return busy + "; no measured rate at the talk's setting to check it against."
+    rate = f"its measured rate is {k.rate_share:.0%} of the matmul roof"
+    if abs(k.gemm_busy - k.rate_share) <= BUSY_AGREES:
+        return f"{busy}, and {rate}: the two agree within {BUSY_AGREES:.0%}."
+    return (f"{busy}; {rate}. They differ: a GEMM scope counts a warpgroup issuing a wgmma and waiting for it, not "
+            f"the tensor cores' cycles (an issued wgmma is not a busy tensor core), and one program is not the "
+            f"whole launch (its prologue, tail and the other programs on the SM).")
+
+
+def phases_sentence(kernels: list[PhaseKernel]) -> str:
+    """What to look at, in this recording's numbers."""
+    fa2 = next((k for k in kernels if k.kernel == "flash"), None)
+    fa3 = next((k for k in kernels if k.kernel == "flash_v3"), None)
+    parts = []
+    if fa2:
+        parts.append(f"In {fa2.label} one warpgroup does everything in turn: while it runs the softmax (green) no "
+                     f"GEMM (orange, purple) of its program runs.")
+    if fa3 and fa3.softmax_overlap is not None:
+        parts.append(f"In {fa3.label} a producer warp loads while two consumers take turns: "
+                     f"{fa3.softmax_overlap:.0%} of the first consumer's softmax time the other is inside a GEMM.")
+    elif fa3:
+        parts.append(f"In {fa3.label} no consumer's softmax overlaps another's GEMM in this recording: that is a "
+                     f"finding about our kernel, not drawn as if it did.")
+    return " ".join(parts)
+
+
+# -- the SM timeline's caption: the talk's setting, or plainly another ---------------------------------------
+
+def timeline_caption(timeline: dict, seq_len: int, batch: int, heads: int, head_dim: int, causal: bool,
+                     live: bool) -> str:
+    """Where the timeline comes from and its setting, saying plainly when it is not the talk's."""
+    where = "Measured now" if live else "Recorded"
+    shown = (f"{fmt_tokens(timeline['seq_len'])} tokens, batch {timeline['batch']} × {timeline['heads']} heads, "
+             f"head_dim {timeline['head_dim']}, block_m {timeline['block_m']}{', causal' if timeline['causal'] else ''}")
+    talk = (seq_len, batch, heads, head_dim, causal)
+    if (timeline["seq_len"], timeline["batch"], timeline["heads"], timeline["head_dim"],
+            bool(timeline["causal"])) == talk:
+        return f"{where} at the talk's setting: {shown}."
+    return (f"{where}: {shown}: not the talk's setting ({fmt_tokens(seq_len)} tokens, batch {batch} × {heads} heads, "
+            f"head_dim {head_dim}{', causal' if causal else ''}); the recording holds timelines of this one only.")
+
+
+# -- the takeaways as slides: a number and a line each ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class Slide:
+    title: str    # a few words
+    number: str   # the number the audience remembers
+    line: str     # one line that says what it is (markdown-safe)
+    scene: int    # the scene that shows it
+
+
+def takeaway_slides(records: list[dict], at_length: list[dict], panels: TrafficPanels, facts: dict | None,
+                    seq_len: int, batch: int, heads: int, head_dim: int, dtype: str, scene: dict[str, int],
+                    max_abs_err: float | None = None, trace_len: int | None = None) -> list[Slide]:
+    """The takeaways as slides, the same numbers as `takeaways` (which says them in sentences): memory, traffic,
+    where flash sits on the roofline, the speedup, the wall, exactness, and the FA-3 style kernel where it ran."""
+    e = costmodel.dtype_bytes(dtype)
+    numbers = headline(records, seq_len, batch, heads, head_dim, e)
+    n = fmt_tokens(seq_len)
+    slides = [Slide("Memory: O(N²) → O(N)", f"{fmt_bytes(numbers.naive_bytes)} → {fmt_bytes(numbers.flash_bytes)}",
+                    f"extra memory at {n} tokens, standard → flash", scene["headline"])]
+    naive_here = record_at(records, "naive", seq_len)
+    moved = hbm_bytes(panels, records, seq_len)
+    if naive_here is None or naive_here["status"] != "oom":
+        counted = (f" (the GPU counted {fmt_ratio(moved.counted_ratio)})" if moved.counted_ratio else "")
+        slides.append(Slide("Traffic, not FLOPs", f"{fmt_ratio(moved.ratio)} fewer bytes",
+                            f"through HBM at {n}, same matmuls{counted}", scene["compare"]))
+    peak, copy = (facts or {}).get("matmul_tflops"), (facts or {}).get("copy_gbps")
+    flash_point = next((p for p in roofline_points([r for r in at_length if r["seq_len"] == seq_len])
+                        if p.algorithm == "flash"), None)
+    if peak and copy and flash_point:
+        slides.append(Slide("Compute-bound", f"{flash_point.intensity:,.0f} FLOPs/byte",
+                            f"flash is right of the ridge ({costmodel.ridge_point(peak, copy):,.0f}), at "
+                            f"{min(flash_point.tflops / peak, 1.0):.0%} of the matmul roof", scene["roofline"]))
+    if numbers.speedup.endswith("×"):
+        slides.append(Slide("Speed", numbers.speedup, f"faster at {n}: arithmetic, not bytes, now sets the time",
+                            scene["seqlen"]))
+    wall = first_out_of_memory(records)
+    if wall:
+        slides.append(Slide("The wall", fmt_tokens(wall["seq_len"]),
+                            f"tokens: standard ran {OUT_OF_MEMORY}; flash kept going", scene["seqlen"]))
+    v3 = record_at(at_length, "flash_v3", seq_len)
+    flash = record_at(at_length, "flash", seq_len)
+    if v3 and v3["status"] == "ok" and v3.get("tflops"):
+        versus = (f", {v3['tflops'] / flash['tflops']:.2f}× our FA-2-order kernel" if flash and flash.get("tflops")
+                  else "")
+        slides.append(Slide("FA-3 style, ours", f"{v3['tflops']:,.0f} TFLOPS",
+                            f"on Hopper at {n}: producer warp, ping-pong consumers{versus}", scene["evolution"]))
+    if max_abs_err is not None and trace_len:
+        slides.append(Slide("Exact, not approximate", f"{max_abs_err:.1e}",
+                            f"max |O_flash − O_standard| on the same inputs ({trace_len} tokens): rounding",
+                            scene["tiling"]))
+    return slides

@@ -51,7 +51,7 @@ def phase_timeline_unavailable_reason(kernel: str = "flash_v3") -> str | None:
         if reason:
             return reason
     try:
-        import triton.profiler.language  # noqa: F401
+        import triton.profiler.language  # noqa: F401 (Proton is there)
     except Exception:  # noqa: BLE001
         return "this Triton has no Proton (triton.profiler.language)"
     return None
@@ -100,7 +100,7 @@ def parse_chrome_trace(path: Path | str, kernel_name: str | None = None) -> list
     return out
 
 
-def _roles(lanes: list[dict], kernel: str = "flash_v3") -> None:
+def name_roles(lanes: list[dict], kernel: str = "flash_v3") -> None:
     """Name each sampled warp's warpgroup by what it recorded: in the FA-3 style kernel the producer loads and the
     consumers compute; in the teaching kernel every warpgroup does all of it in turn."""
     consumer = 0
@@ -203,7 +203,7 @@ def record_phase_timeline(kernel: str = "flash_v3", batch: int = 1, heads: int =
         raw = json.loads(trace.read_text())["traceEvents"]
         raw_sample = [e for e in raw if _PID.search(str(e.get("pid", "")))][:4]
     for program in programs:
-        _roles(program["lanes"], kernel)
+        name_roles(program["lanes"], kernel)
     longest = max(max(s[2] for lane in p["lanes"] for s in lane["spans"]) for p in programs)
     clock = _sm_clock_mhz()
     return {
@@ -229,35 +229,6 @@ def record_phase_timeline(kernel: str = "flash_v3", batch: int = 1, heads: int =
     }
 
 
-def phase_fractions(lane: dict) -> dict[str, float]:
-    """Share of the lane's recorded span spent in each phase."""
-    spans = lane["spans"]
-    if not spans:
-        return {}
-    total = max(s[2] for s in spans) - min(s[1] for s in spans)
-    out: dict[str, float] = {}
-    for name, start, end in spans:
-        out[name] = out.get(name, 0.0) + (end - start) / total
-    return out
-
-
-def softmax_overlap(program: dict) -> float | None:
-    """Of the time consumer 0 spends in `softmax`, the share during which another consumer is in `qk` or `pv`
-    (its wgmmas issued or running): the ping-pong, measured. None without two consumers."""
-    consumers = [lane for lane in program["lanes"] if lane.get("role", "").startswith("consumer")]
-    if len(consumers) < 2:
-        return None
-    soft = [(a, b) for n, a, b in consumers[0]["spans"] if n == "softmax"]
-    busy = [(a, b) for lane in consumers[1:] for n, a, b in lane["spans"] if n in ("qk", "pv")]
-    total = sum(b - a for a, b in soft)
-    if not total:
-        return None
-    covered = 0
-    for a, b in soft:
-        covered += sum(max(0, min(b, d) - max(a, c)) for c, d in busy)
-    return min(1.0, covered / total)
-
-
 def main() -> int:
     """On the H200: record both kernels at the talk's class (D=128) and print a summary; JSON under $OUT."""
     import os
@@ -275,11 +246,9 @@ def main() -> int:
         print(f"{label}: {data['program_count']} programs traced; plain kernel {t['plain_ms']:.4f} ms; longest "
               f"instrumented program {t['longest_program_cycles']} cycles; launch under Proton "
               f"{t['instrumented_launch_ms']:.1f} ms; profiled O identical: {data['profiled_output_identical']}")
-        for program in data["programs"][:2]:
-            print(f"  CTA {program['cta']} on SM {program['sm']}: softmax overlap {softmax_overlap(program)}")
-            for lane in program["lanes"]:
-                fr = ", ".join(f"{k} {v:.0%}" for k, v in sorted(phase_fractions(lane).items()))
-                print(f"    warp {lane['warp']:2d} {lane['role']:12s} {len(lane['spans']):4d} spans: {fr}")
+        for program in data["programs"][:2]:  # the shares and the overlap: story.phase_kernels, on the page
+            print(f"  CTA {program['cta']} on SM {program['sm']}: " + ", ".join(
+                f"warp {lane['warp']} {lane['role']} {len(lane['spans'])} spans" for lane in program["lanes"]))
     (out / "phase_timeline.json").write_text(json.dumps(results))
     return 0 if results else 1
 

@@ -26,12 +26,13 @@ from page.pictures import LOOP_ORDERS, VIEWS, PictureDevice, PictureRequest, Tra
     order_label, picture, traced_tiles
 from page.script import SCENE_BODY_PX, chart, page_style_and_script
 from page.settings import Settings, resolve
-from page.stage import Stage, is_live, kernel_backend, live_sm_timeline, prepare_stage
+from page.stage import Stage, is_live, kernel_backend, live_sm_timeline, prepare_stage, shipped_recording
 from page.url import asked_for, bound, correct_link, hold_notes, move_step, read_url, write_url
 
 __all__ = ["LOOP_ORDERS", "SCENE_BODY_PX", "VIEWS", "PictureDevice", "PictureRequest", "Scene", "Settings", "Stage",
            "TraceRequest", "bound", "chart", "correct_link", "kernel_trace", "live_sm_timeline", "move_step", "no_numbers", "order_label",
-           "picture", "present", "recording_coverage", "seq_len_slider", "tile_controls", "traced_tiles"]
+           "picture", "present", "recording_coverage", "seq_len_slider", "shipped_recording", "tile_controls",
+           "traced_tiles"]
 
 
 @dataclass(frozen=True)

@@ -61,14 +61,17 @@ class PictureDevice:
     l2_bytes: int | None = None
     sm_count: int | None = None
     label: str = ""  # plain text: the builders escape it for plotly
+    programs_per_sm: int | None = None  # the flash kernel's measured residency (None: 1 per SM, assumed)
+    residency_how: str = costmodel.RESIDENCY_ASSUMED
 
     @classmethod
-    def of(cls, facts: dict | None, recorded: bool) -> PictureDevice:
+    def of(cls, facts: dict | None, recorded: bool, residency: tuple[int | None, str] = (None, "")) -> PictureDevice:
         if not facts:
             return cls()
         name = str(facts.get("name", "GPU"))
+        per_sm, how = residency
         return cls(facts.get("smem_per_block_bytes"), facts.get("l2_bytes"), facts.get("sm_count"),
-                   f"{name} (recorded)" if recorded else name)
+                   f"{name} (recorded)" if recorded else name, per_sm, how or costmodel.RESIDENCY_ASSUMED)
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,8 @@ def _source_view(trace: dict, r: PictureRequest):
 
 
 def _rereads_view(trace: dict, r: PictureRequest):
-    machine = costmodel.machine_from_facts({"l2_bytes": r.device.l2_bytes, "sm_count": r.device.sm_count})
+    machine = costmodel.machine_from_facts({"l2_bytes": r.device.l2_bytes, "sm_count": r.device.sm_count},
+                                           r.device.programs_per_sm, r.device.residency_how)
     return viz.rereads_figure(trace, machine, plotly_text(r.device.label), r.talk_seq_len, theme=r.theme,
                               height=r.height)
 

@@ -44,6 +44,7 @@ class Recording:
     records: list[dict]
     timelines: list[dict]
     notes: tuple[str, ...] = ()  # values of the file that were ignored (bench.results), as plain text
+    phases: tuple[dict, ...] = ()  # one launch's warpgroups over time, per kernel (schema 2)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,10 +128,32 @@ class Stage:
 
     def hbm_traffic(self, records: list[dict]) -> story.TrafficPanels:
         """The cost model's HBM traffic of both algorithms at the current setting, with the flash tiles the
-        records say ran (story.traffic_panels)."""
+        records say ran and the programs per SM the kernel's SM timeline measured (story.traffic_panels)."""
         s = self.settings
+        per_sm, how = self.residency()
         return story.traffic_panels(s.seq_len, s.batch, s.heads, s.head_dim, s.dtype_bytes, s.causal, records,
-                                    self.facts)
+                                    self.facts, per_sm, how)
+
+    def residency(self) -> tuple[int | None, str]:
+        """Programs of the flash kernel resident on one SM at once: live, from the SM timeline measured now at
+        this setting; recorded, from the recording's timelines (story.residency); None where neither says."""
+        s = self.settings
+        if self.live:
+            try:
+                timeline = live_sm_timeline(s.seq_len, s.batch, s.heads, s.head_dim, s.dtype, s.causal)
+            except (ValueError, RuntimeError):  # an out-of-memory at a huge setting: the model assumes 1 per SM
+                return None, costmodel.RESIDENCY_ASSUMED
+            return story.residency([timeline], s.head_dim, s.causal), costmodel.RESIDENCY_LIVE
+        timelines = self.recording.timelines if self.recording else []
+        return story.residency(timelines, s.head_dim, s.causal), costmodel.RESIDENCY_RECORDED
+
+    @property
+    def roof_sizes(self) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+        """The sizes the roofs were measured at: this bench's, live; a recording's own facts say theirs."""
+        if not self.live:
+            return None, None
+        from bench import device
+        return device.COPY_SIZES_BYTES, device.MATMUL_SIZES
 
     def headline_numbers(self, records: list[dict]) -> story.Headline:
         s = self.settings
@@ -175,7 +198,7 @@ def page_record(record: dict) -> dict:
 
 def _as_recording(label: str, loaded) -> Recording:
     return Recording(label, dict(loaded.facts), dict(loaded.meta), [page_record(r) for r in loaded.records],
-                     list(loaded.timelines), loaded.notes)
+                     list(loaded.timelines), loaded.notes, tuple(loaded.phases))
 
 
 # Recordings are read-only and shared by every session: cache_resource hands out the same object
@@ -298,6 +321,13 @@ def _shipped_recording(settings: Settings) -> tuple[Recording | None, str, list[
         return load_recording(name, modified_ns), "", notes
     except (results.ResultsError, OSError) as why:
         return None, f"results/{name} could not be read: {markdown_text(why)}", notes
+
+
+def shipped_recording() -> Recording | None:
+    """The recording shipped in results/ (h200.json, else the first there): what a live page quotes of what it does
+    not measure on each visit (one launch's phases, recorded with Proton)."""
+    recording, _, _ = _shipped_recording(Settings())
+    return recording
 
 
 def is_live(settings: Settings) -> bool:

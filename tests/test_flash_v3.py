@@ -146,8 +146,8 @@ def test_phase_timeline_reads_protons_chrome_trace(tmp_path):
     """The parser of kernels/phase_timeline.py on a trace in the layout triton 3.6's Proton writes (seen on the H200):
     pid '<kernel> Core<SM> CTA<id>', tid 'warp <id> (line <n>)', ts/dur = cycles / 1000."""
     import json
-    from kernels.phase_timeline import (_roles, parse_chrome_trace, phase_fractions, phase_timeline_unavailable_reason,
-                                        softmax_overlap)
+    from kernels.phase_timeline import name_roles, parse_chrome_trace, phase_timeline_unavailable_reason
+    from story import phase_fractions, softmax_overlap
     events = [{"name": "Kernel", "ph": "X", "pid": "Kernel Call Path", "tid": "path 0", "ts": 0, "dur": 9,
                "cat": "call_path"}]
     for name, warp, ts, dur in [("wait", 0, 0.128, 0.2), ("qk", 0, 0.4, 0.6), ("softmax", 0, 1.0, 1.3),
@@ -158,7 +158,7 @@ def test_phase_timeline_reads_protons_chrome_trace(tmp_path):
     path = tmp_path / "t.chrome_trace"
     path.write_text(json.dumps({"displayTimeUnit": "ns", "traceEvents": events}))
     (program,) = parse_chrome_trace(path)
-    _roles(program["lanes"])
+    name_roles(program["lanes"])
     assert program["sm"] == 7 and program["cta"] == 3
     assert [lane["role"] for lane in program["lanes"]] == ["consumer 0", "consumer 1", "producer"]
     assert program["lanes"][0]["spans"][:2] == [["wait", 28, 228], ["qk", 300, 900]]

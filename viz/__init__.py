@@ -14,6 +14,7 @@ from viz.hierarchy import hierarchy_figure
 from viz.memory import memory_figure
 from viz.problem import scores_memory_figure
 from viz.rereads import rereads_figure
+from viz.phases import phases_figure
 from viz.roofline import roofline_figure
 from viz.sm_timeline import sm_timeline_figure
 from viz.source_view import kernel_source_figure
@@ -34,6 +35,7 @@ __all__ = [
     "kernel_source_figure",
     "memory_figure",
     "rereads_figure",
+    "phases_figure",
     "roofline_figure",
     "scores_memory_figure",
     "short_labels",
