@@ -194,7 +194,8 @@ def recording_coverage(stage: Stage) -> int:
                   f"{settings_module.MAX_BATCH}, heads ≤ {settings_module.MAX_HEADS}, head_dim in "
                   f"{', '.join(map(str, settings_module.HEAD_DIMS))}).")
         return COVERAGE_PX
-    line.info(f"The recording has no measurements for {setting_summary(stage.settings)}; it covers {listed}.")
+    line.info(f"The recording has no measurements for this setting ({setting_summary(stage.settings)}); it covers "
+              f"{listed}.")
     s = stage.settings
     current = (s.batch, s.heads, s.head_dim, s.dtype, s.causal)
     batch, heads, head_dim, dtype, causal = min(showable, key=lambda combo: sum(map(operator.ne, combo, current)))
