@@ -1,0 +1,392 @@
+"""The app's first view against a trivial one-chart Streamlit page, and the animation's frame rate, as ratios to
+their goals (issue 20: first view ≤ 1.1× the trivial page; ≥ 20 frames/s at 8×). Not a timed test.
+
+Two warm servers started with the same helper and settings (perf.local.tiling_fps.app_server, the app's own
+.streamlit/config.toml): `streamlit run app.py` on the CPU path, and a one-chart page written to a temporary
+folder. Then, interleaved (app, trivial, app, trivial, …), each visit a fresh browser context (a new session, an
+empty HTTP cache): milliseconds from the start of navigation to the first `.js-plotly-plot` drawn on screen
+(performance.now() in the page when its SVG appears), and where that time went, from the page itself: the HTML,
+the websocket, the server's first script run (`new_session` → `script_finished` on the websocket), how many
+messages and bytes it sent, and when plotly's bundle arrived.
+
+With --breakdown, the same interleaved rounds also time pages in between (temporary copies, nothing of app.py,
+page/ or viz/ edited): the trivial page with the app's stylesheet and page script (page.script), the trivial
+page drawing the app's own first figure (its JSON as the app sent it), and both at once. With --experiments, the
+app itself through a wrapper that changes one thing (APP_EXPERIMENTS: the window's size known on the first run,
+so the page script's report causes no second run; no sidebar widgets; plotly's chunk imported first). With
+--trace N, N visits each of the app and the trivial page under chromium's tracing: how the page's main thread
+spent the time before the first chart (JS modules, React, style and layout).
+
+Last, the tiling animation's frame rate at the fastest play speed in the app, through tiling_fps.frames_per_s.
+
+    python -m perf.local.first_view [--rounds 7] [--breakdown] [--experiments] [--trace 3] [--fps-runs 3] [--no-fps]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from unittest import mock
+
+import streamlit.logger
+
+import perf.local.tiling_fps as tiling_fps
+from perf.local.server_load import RESOURCES, link, new_session_page, script_runs, socket_log
+from perf.local.server_memory import rss_mib
+from perf.local.tiling_fps import GOAL_FPS, PLAY_BUTTONS, ROOT, app_page, app_server, frames_per_s
+from perf.local.viewers_wait import app_and_browser
+
+GOAL_RATIO = 1.1
+FIRST_SCENE = {"scene": "headline", "source": "recorded"}  # what a newcomer's `streamlit run app.py` opens first
+TIMEOUT_MS = 180_000
+IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+
+TRIVIAL = '''import plotly.graph_objects as go
+import streamlit as st
+
+st.plotly_chart(go.Figure(go.Scatter(y=[1, 3, 2])))
+'''
+# The trivial page with the app's stylesheet and page script (its CSS and its components-v2 script)
+WITH_STAGE = '''import sys
+sys.path.insert(0, {root!r})
+import plotly.graph_objects as go
+import streamlit as st
+from page.script import page_style_and_script
+
+st.set_page_config(layout="wide", initial_sidebar_state="collapsed")
+page_style_and_script({scenes!r})
+st.plotly_chart(go.Figure(go.Scatter(y=[1, 3, 2])))
+'''
+# The trivial page drawing the app's first figure, as the app sent it
+WITH_FIGURE = '''from pathlib import Path
+import plotly.io
+import streamlit as st
+
+st.set_page_config(layout="wide", initial_sidebar_state="collapsed")
+st.plotly_chart(plotly.io.from_json(Path(__file__).with_name("figure.json").read_text()), theme=None,
+                config={{"displaylogo": False}})
+'''
+BOTH = '''import sys
+sys.path.insert(0, {root!r})
+from pathlib import Path
+import plotly.io
+import streamlit as st
+from page.script import page_style_and_script
+
+st.set_page_config(layout="wide", initial_sidebar_state="collapsed")
+page_style_and_script({scenes!r})
+st.plotly_chart(plotly.io.from_json(Path(__file__).with_name("figure.json").read_text()), theme=None,
+                config={{"displaylogo": False}})
+'''
+# The app itself, run through a wrapper in a temporary folder that changes one thing for the experiment (no file of
+# the app is edited): page.present looks these names up in the `page` package at each run.
+APP_WRAPPER = '''import sys
+sys.path.insert(0, {root!r})
+import streamlit as st
+import page
+import page.script
+{change}
+import app
+app.main()
+'''
+APP_EXPERIMENTS = {
+    # the page script learns the window's size only after its first run and reports it: a second full run
+    "app, window size known on the first run (no second run)":
+        "page.script.window_size = lambda: {'width': 1920, 'height': 1080}",
+    # the collapsed sidebar's widgets (scene list, uploader, theme radio) each load their own JS chunk
+    "app, no sidebar widgets": "page.sidebar_source = lambda *args, **kwargs: None\n"
+                               "page.sidebar_settings = lambda *args, **kwargs: None",
+    # plotly's chunk is fetched only once the chart's element arrives: import it from a component at the top
+    "app, plotly's chunk imported first": '''from pathlib import Path
+import streamlit
+CHUNK = next((Path(streamlit.__file__).parent / "static" / "static" / "js").glob("PlotlyChart.*.js")).name
+JS = """// plotly's chunk, before the chart asks for it
+export default function () {
+  import(new URL("/static/js/CHUNK", window.location.href).href);
+}
+""".replace("CHUNK", CHUNK)
+_preload = st.components.v2.component("preload_plotly", js=JS)
+_real_style_and_script = page.script.page_style_and_script  # (not page.X: a rerun would wrap the wrapper)
+def _style_and_script(*args):
+    with st.sidebar:
+        _preload(key="preload_plotly", height=0)
+    _real_style_and_script(*args)
+page.page_style_and_script = _style_and_script''',
+}
+# the JS chunks the page fetched once its websocket spoke (Streamlit loads each element's code when one first
+# appears): how many, and when the last arrived
+CHUNKS = """since => { const js = performance.getEntriesByType('resource')
+    .filter((r) => r.name.endsWith('.js') && r.startTime >= since);
+    return {chunks: js.length, last_chunk_ms: js.length ? Math.max(...js.map((r) => r.responseEnd)) : null}; }"""
+
+
+@contextmanager
+def page_server(folder: Path, script: str):
+    """`streamlit run app.py` in `folder` with `script` as its app.py and the app's own server settings: the
+    same helper that starts the app (tiling_fps.app_server, pointed at this folder)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "app.py").write_text(script)
+    shutil.copytree(ROOT / ".streamlit", folder / ".streamlit", dirs_exist_ok=True)
+    with mock.patch.object(tiling_fps, "ROOT", folder):
+        process, server = app_server()
+    try:
+        yield process, server
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def visit(browser, server: str, query: dict | None = None) -> dict:
+    """One first view in a fresh context: ms to the first chart drawn, and the page's own timeline."""
+    context, page = new_session_page(browser)
+    address = link(server, query) if query else f"{server}/"
+    page.goto(address, wait_until="commit")
+    try:
+        page.wait_for_function("() => window.__seen.chart", timeout=TIMEOUT_MS)
+        page.locator(IDLE).wait_for(state="attached", timeout=TIMEOUT_MS)
+    except Exception as why:
+        raise RuntimeError(f"{address}: no chart drawn ({type(why).__name__}); the page says: "
+                           f"{page.locator('body').inner_text()[:400]!r}") from why
+    row = {"chart_ms": page.evaluate("window.__seen.chart"), **page.evaluate(RESOURCES)}
+    messages = socket_log(page)
+    runs = script_runs(messages)
+    asks = [m[0] for m in messages if m[3] == "rerun_script"]
+    row.update(page.evaluate(CHUNKS, messages[0][0] if messages else 0))
+    row.update(second_run_ms=asks[1] if len(asks) > 1 else None, ws_first_ms=messages[0][0] if messages else None, run_start_ms=runs["first_start_ms"],
+               run_end_ms=runs["first_end_ms"], run_messages=runs["first_run_messages"],
+               run_bytes=runs["first_run_bytes"], runs=runs["started"])
+    context.close()
+    return row
+
+
+TRACE_CATEGORIES = ["devtools.timeline", "disabled-by-default-devtools.timeline", "v8.execute", "blink", "loading",
+                    "blink.user_timing"]
+
+
+def main_thread_work(browser, server: str, query: dict | None, path: Path) -> dict:
+    """One visit under chromium's tracing: how the page's main thread (CrRendererMain) spent the time from
+    navigation to the first chart, in ms: busy at all; evaluating JS modules (Streamlit's and plotly's code);
+    React's work (calls into react-dom: rendering and committing the elements); style and layout."""
+    context, page = new_session_page(browser)
+    browser.start_tracing(page=page, path=str(path), categories=TRACE_CATEGORIES)
+    page.goto(link(server, query) if query else f"{server}/", wait_until="commit")
+    page.wait_for_function("() => window.__seen.chart", timeout=TIMEOUT_MS)
+    chart_ms = page.evaluate("window.__seen.chart")
+    page.locator(IDLE).wait_for(state="attached", timeout=TIMEOUT_MS)
+    browser.stop_tracing()
+    context.close()
+    trace = json.loads(path.read_text())
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+               if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    timed = [e for e in events if e.get("ph") == "X" and "dur" in e
+             and threads.get((e.get("pid"), e.get("tid"))) == "CrRendererMain"]
+    if not timed:
+        return {"chart_ms": chart_ms}
+    # the page's own mark when the chart appeared (server_load.WATCH_CHARTS) says which thread and when
+    marks = [e for e in events if e.get("name") == "first-chart"]
+    if not marks:
+        return {"chart_ms": chart_ms}
+    mark = marks[-1]
+    end = mark["ts"]
+    timed = sorted((e for e in timed if e["pid"] == mark["pid"] and e["ts"] >= end - chart_ms * 1000),
+                   key=lambda e: (e["ts"], -e["dur"]))
+    work = Counter()
+    stack: list[dict] = []
+    for event in timed:
+        if event["ts"] > end:
+            break
+        while stack and stack[-1]["ts"] + stack[-1]["dur"] <= event["ts"]:
+            stack.pop()
+        spent = min(event["dur"], end - event["ts"]) / 1000
+        outer = [e["name"] for e in stack]
+        if not stack:
+            work["busy"] += spent
+        script = event["name"] in ("v8.evaluateModule", "EvaluateScript", "FunctionCall")
+        if script and not any(name in ("v8.evaluateModule", "EvaluateScript", "FunctionCall") for name in outer):
+            url = (event.get("args", {}).get("data", {}) or {}).get("url", "")
+            key = ("modules" if event["name"] != "FunctionCall" else
+                   "react" if "react-dom" in url else "other JS")
+            work[key] += spent
+        if event["name"] in ("Document::recalcStyle", "UpdateLayoutTree", "LocalFrameView::performLayout", "Layout") \
+                and not any(name in ("Document::recalcStyle", "UpdateLayoutTree", "LocalFrameView::performLayout",
+                                     "Layout") for name in outer):
+            work["style and layout"] += spent
+        stack.append(event)
+    return {"chart_ms": chart_ms, **work}
+
+
+def app_figure_json(browser, server: str) -> str:
+    """The app's first figure as the app sends it (plotly's JSON out of the chart's element in the page)."""
+    context, page = new_session_page(browser)
+    page.goto(link(server, FIRST_SCENE))
+    page.wait_for_function("() => window.__seen.chart", timeout=TIMEOUT_MS)
+    page.locator(IDLE).wait_for(state="attached", timeout=TIMEOUT_MS)
+    figure = page.evaluate("""() => { const plot = document.querySelector('.js-plotly-plot');
+        return JSON.stringify({data: plot.data, layout: plot.layout}); }""")
+    context.close()
+    return figure
+
+
+def median(rows: list[dict], key: str) -> float | None:
+    values = [row[key] for row in rows if row.get(key) is not None]
+    return statistics.median(values) if values else None
+
+
+def ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0f}"
+
+
+def timeline(name: str, rows: list[dict]) -> str:
+    def at(key: str) -> str:
+        return ms(median(rows, key))
+    run = [row["run_end_ms"] - row["run_start_ms"] for row in rows
+           if row["run_start_ms"] is not None and row["run_end_ms"] is not None]
+    return (f"| {name} | {at('html_ms')} | {at('main_js_ms')} | {at('ws_first_ms')} | {at('run_start_ms')} → "
+            f"{at('run_end_ms')} ({ms(statistics.median(run)) if run else '—'}) | {at('run_messages')} msgs, "
+            f"{(median(rows, 'run_bytes') or 0) / 1024:.0f} KiB | {at('plotly_asked_ms')} → {at('plotly_ms')} | "
+            f"{at('chunks')}, last at {at('last_chunk_ms')} | {at('second_run_ms')} | {at('elements')} | "
+            f"**{at('chart_ms')}** |")
+
+
+def fastest_fps(browser, server: str, runs: int) -> list[tuple[str, str, list[float]]]:
+    """Frames/s at the fastest play button, `runs` freshly loaded pages per animation (tiling_fps.frames_per_s):
+    tiling_fps's two animations and the browser suite's (256 tokens, 32×32 tiles: 64 steps)."""
+    settings = [*tiling_fps.SETTINGS, (256, 32)]
+    context = browser.new_context(viewport=tiling_fps.PROJECTOR)
+    page = context.new_page()
+    results = []
+    for seq_len, block in settings:
+        url, summary = app_page(server, seq_len, block, 128, False, "light")
+        page.goto(url)
+        play = page.locator(PLAY_BUTTONS).filter(has_text="▶")
+        play.first.wait_for(timeout=TIMEOUT_MS)
+        labels = [label.strip() for label in play.all_text_contents()]
+        fastest = max(range(len(labels)), key=lambda i: float(re.search(r"[\d.]+", labels[i])[0]))
+        rates = [frames_per_s(page, url, fastest)[0] for _ in range(runs)]
+        results.append((summary, labels[fastest], rates))
+        print(f"  {summary}, {labels[fastest]}: " + ", ".join(f"{r:.1f}" for r in rates)
+              + f" frames/s (median {statistics.median(rates):.1f}, {statistics.median(rates) / GOAL_FPS:.2f}× the "
+                f"goal of {GOAL_FPS:g})", flush=True)
+    context.close()
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m perf.local.first_view", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (at least 5; default 7)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also time the trivial page with the app's stylesheet and script, and with its figure")
+    parser.add_argument("--experiments", action="store_true",
+                        help="also time the app with one thing changed in a wrapper (APP_EXPERIMENTS)")
+    parser.add_argument("--trace", type=int, default=0, metavar="N",
+                        help="after the rounds, N traced visits each of the app and the trivial page: how the "
+                             "browser's main thread spent the time before the first chart")
+    parser.add_argument("--fps-runs", type=int, default=3, help="page loads per animation for the frame rate")
+    parser.add_argument("--no-fps", action="store_true")
+    args = parser.parse_args(argv)
+    if args.rounds < 5:
+        parser.error("--rounds: at least 5")
+    streamlit.logger.set_log_level("error")  # app.py imported outside `streamlit run` warns of its caches
+    from app import SCENE_KEYS  # the talk's scene keys, for the page script in the breakdown's pages
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}; load average {os.getloadavg()[0]:.1f} (1 min) on "
+          f"{os.cpu_count()} CPUs", flush=True)
+    with ExitStack() as stack:
+        app_process, app, browser = stack.enter_context(app_and_browser())
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        pages = {"app": (app, FIRST_SCENE)}
+        _, trivial = stack.enter_context(page_server(folder / "trivial", TRIVIAL))
+        pages["trivial"] = (trivial, None)
+        # a fresh server's first view (imports, the recording read), then each server warmed once
+        cold = visit(browser, app, FIRST_SCENE)
+        torch_loaded = "libtorch" in Path(f"/proc/{app_process.pid}/maps").read_text()
+        print(f"app on a fresh server: first chart at {cold['chart_ms']:.0f} ms (its first script run "
+              f"{cold['run_start_ms']:.0f} → {cold['run_end_ms']:.0f} ms); torch loaded in the server: "
+              f"{torch_loaded}; server RSS {rss_mib(app_process.pid):.0f} MiB", flush=True)
+        if args.breakdown:
+            figure = app_figure_json(browser, app)
+            for name, script in (("trivial + app's CSS and page script", WITH_STAGE),
+                                 ("trivial + app's figure", WITH_FIGURE), ("trivial + both", BOTH)):
+                where = folder / re.sub(r"\W+", "-", name)
+                where.mkdir(parents=True)
+                (where / "figure.json").write_text(figure)
+                _, server = stack.enter_context(page_server(where, script.format(root=str(ROOT),
+                                                                                 scenes=tuple(SCENE_KEYS))))
+                pages[name] = (server, None)
+            print(f"the app's first figure: {len(figure) / 1024:.0f} KiB of JSON, "
+                  f"{len(json.loads(figure)['data'])} traces", flush=True)
+        if args.experiments:
+            for name, change in APP_EXPERIMENTS.items():
+                where = folder / re.sub(r"\W+", "-", name)
+                _, server = stack.enter_context(page_server(where, APP_WRAPPER.format(root=str(ROOT), change=change)))
+                pages[name] = (server, FIRST_SCENE)
+        for server, query in pages.values():
+            visit(browser, server, query)
+        rows: dict[str, list[dict]] = {name: [] for name in pages}
+        print(f"\n{args.rounds} interleaved rounds, a fresh browser context per visit; ms from navigation to the "
+              f"first chart drawn:", flush=True)
+        for n in range(args.rounds):
+            for name, (server, query) in pages.items():
+                rows[name].append(visit(browser, server, query))
+            print(f"  round {n + 1}: " + ", ".join(f"{name} {rows[name][-1]['chart_ms']:.0f}" for name in pages)
+                  + f" (load {os.getloadavg()[0]:.1f})", flush=True)
+        medians = {name: statistics.median(row["chart_ms"] for row in rows[name]) for name in pages}
+        best = {name: min(row["chart_ms"] for row in rows[name]) for name in pages}  # the least disturbed visit
+        ratio = medians["app"] / medians["trivial"]
+        per_round = [a["chart_ms"] / t["chart_ms"] for a, t in zip(rows["app"], rows["trivial"])]
+        traced = {"app": [], "trivial": []}
+        for n in range(args.trace):
+            for name in traced:
+                server, query = pages[name]
+                traced[name].append(main_thread_work(browser, server, query, folder / f"trace-{name}-{n}.json"))
+        fps = fastest_fps(browser, app, args.fps_runs) if not args.no_fps else []
+
+    print("\nWhere the time goes (medians, ms since navigation):")
+    print("| page | HTML | Streamlit's JS | first websocket message | first script run, start → end (run) | "
+          "its messages | plotly's chunk asked → arrived | JS chunks after the socket opened | second run asked | "
+          "elements | first chart |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name in pages:
+        print(timeline(name, rows[name]))
+    if args.trace:
+        print(f"\nThe browser's main thread before the first chart (chromium's trace, {args.trace} visit(s) each; ms, "
+              f"medians): busy · evaluating JS modules · React (react-dom) · other JS · style and layout")
+        for name, visits in traced.items():
+            def at(key: str) -> str:
+                return f"{statistics.median(v.get(key, 0) for v in visits):.0f}"
+            print(f"  {name}: first chart {at('chart_ms')}; busy {at('busy')} · modules {at('modules')} · React "
+                  f"{at('react')} · other JS {at('other JS')} · style and layout {at('style and layout')}")
+    print("\nSummary")
+    print("| | measured | goal | ratio to the goal |")
+    print("|---|---|---|---|")
+    for name in pages:
+        if name not in ("app", "trivial"):
+            print(f"| {name}: first chart, median of {args.rounds} (best) | {medians[name]:.0f} ms "
+                  f"({best[name]:.0f}); {medians[name] / medians['trivial']:.2f}× trivial "
+                  f"({best[name] / best['trivial']:.2f}×) | | |")
+    print(f"| app's first chart (headline), median of {args.rounds} (best) | {medians['app']:.0f} ms "
+          f"({best['app']:.0f}) | | |")
+    print(f"| trivial one-chart page, median of {args.rounds} (best) | {medians['trivial']:.0f} ms "
+          f"({best['trivial']:.0f}) | | |")
+    print(f"| app ÷ trivial, medians | **{ratio:.2f}×** (per round {min(per_round):.2f}–{max(per_round):.2f}×, "
+          f"median of rounds {statistics.median(per_round):.2f}×; best ÷ best {best['app'] / best['trivial']:.2f}×) | "
+          f"≤ {GOAL_RATIO}× | {'met' if ratio <= GOAL_RATIO else 'missed'} |")
+    for summary, label, rates in fps:
+        rate = statistics.median(rates)
+        print(f"| {summary}, {label} | **{rate:.1f} frames/s** (runs {min(rates):.1f}–{max(rates):.1f}) | "
+              f"≥ {GOAL_FPS:g} | {rate / GOAL_FPS:.2f}× ({'met' if rate >= GOAL_FPS else 'missed'}) |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
