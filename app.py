@@ -29,10 +29,11 @@ from fmt import fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens, markdown_text, plotly_
 
 HEADLINE_CHART_PX = 720  # beside the headline's numbers, under the slider: the scene's picture, legend included
 HIERARCHY_CHART_PX = 760  # the scene body under its sentence: the hierarchy fills the screen
-COMPARE_CHART_PX = 505  # fits SCENE_BODY_PX under the numbers and the caption
+COMPARE_CHART_PX = 465  # fits SCENE_BODY_PX under the numbers and the caption
 ROOFLINE_CHART_PX = 515  # fits SCENE_BODY_PX under the slider and the caption
-EVOLUTION_CHART_PX = 600
-INSIDE_CHART_PX = 560  # under the sentence and the cards
+EVOLUTION_CHART_PX = 560
+SEQLEN_CHART_PX = 620
+INSIDE_CHART_PX = 480  # under the sentence and the cards
 PICTURE_HEIGHT_PX = page.SCENE_BODY_PX - 210  # the scene body less its row of controls and the caption row
 SEQLEN_TABS = {"memory": "Memory", "time": "Time", "throughput": "Throughput", "table": "Speedup table"}
 
@@ -62,6 +63,8 @@ def scene_headline(stage: Stage) -> None:
     said = recording_coverage(stage)
     # the picture is the biggest thing on screen: the three numbers stand in a column beside it
     cards, picture = st.columns([1, 3], vertical_alignment="top")
+    with picture:  # drawn first: the scene's picture reaches the browser before its cards
+        memory_chart(stage, records, height=HEADLINE_CHART_PX - said)
     with cards:
         st.metric(f"Standard: extra memory at {fmt_tokens(s.seq_len)}", fmt_bytes(numbers.naive_bytes),
                   help="S (fp32) + P + O for every batch and head: grows as N²", border=True)
@@ -70,8 +73,6 @@ def scene_headline(stage: Stage) -> None:
         st.metric("Speedup", numbers.speedup, help=numbers.speedup_why, border=True)
         st.caption(f"Batch {s.batch} × {s.heads} heads, head_dim {s.head_dim}, {s.dtype}"
                    f"{', causal' if s.causal else ''}. Speedup {stage.measured}: {numbers.speedup_why}.")
-    with picture:
-        memory_chart(stage, records, height=HEADLINE_CHART_PX - said)
 
 
 def scene_hierarchy(stage: Stage) -> None:
@@ -152,11 +153,13 @@ def scene_roofline(stage: Stage) -> None:
     if not points:
         st.info(f"No kernel ran at {fmt_tokens(s.seq_len)} tokens for this setting.")
         return
-    st.markdown(story.roofline_text(points, records, facts))
+    st.markdown("Left of the ridge a kernel waits on memory; right of it, on arithmetic. Each point: a kernel at "
+                "this setting (its paragraph and verdict: below the chart).")
     chart(viz.roofline_figure([point.as_dict() for point in points], peak, copy, facts.get("l2_gbps"),
                               theme=s.theme, height=ROOFLINE_CHART_PX,
                               title=f"Roofline, {plotly_text(stage.measured_text)}"))
     with st.expander("Each point in words"):
+        st.markdown(story.roofline_text(points, records, facts))
         st.markdown("\n".join(f"- {line}" for line in story.roofline_verdicts(points, peak, copy, *stage.roof_sizes)))
     st.caption("Filled: HBM bytes counted by Nsight Compute; hollow: the cost model's bytes. FLOPs: "
                "4·B·H·N²·D (halved when causal), the standard kernels' split per kernel, softmax 5 per score. "
@@ -205,7 +208,7 @@ def scene_tiling(stage: Stage) -> None:
     caption.caption(f"{num_steps} steps of {request.block_m}×{request.block_n} tiles over one head, head_dim "
                     f"{s.head_dim}, {s.dtype}{', causal' if s.causal else ''}, computed {where} by the "
                     f"{page.order_label(s.order)} kernel. Same inputs through the naive kernel: "
-                    f"max |O_flash − O_standard| = {trace['max_abs_err']:.2e}. Inputs: {trace['inputs']}.")
+                    f"max |O_flash − O_standard| = {trace['max_abs_err']:.2e}.")
     download.download_button("Download HTML", data=functools.partial(viz.standalone_html, fig),
                              file_name=f"flash-{s.view}-{s.order}-{s.trace_len}-{request.block_m}x{request.block_n}"
                                        f"{'-causal' if s.causal else ''}.html",
@@ -218,16 +221,16 @@ def scene_seqlen(stage: Stage) -> None:
     if no_numbers(stage):
         return
     records = stage.ours_over_lengths()
-    recording_coverage(stage)
+    height = SEQLEN_CHART_PX - recording_coverage(stage)
     # one view at a time, chosen like the tiling scene's (and kept in the link): one chart to draw, not four
     bound(st.segmented_control, "Show", "tab", s, options=tuple(SEQLEN_TABS), required=True,
           format_func=SEQLEN_TABS.get, label_visibility="collapsed")
     if s.tab == "memory":
-        memory_chart(stage, records)
+        memory_chart(stage, records, height=height)
     elif s.tab == "time":
-        chart(viz.timing_figure(story.with_failures(records), seq_len_marker=s.seq_len, theme=s.theme))
+        chart(viz.timing_figure(story.with_failures(records), seq_len_marker=s.seq_len, theme=s.theme, height=height))
     elif s.tab == "throughput":
-        chart(viz.tflops_figure(story.with_failures(records), seq_len_marker=s.seq_len, theme=s.theme))
+        chart(viz.tflops_figure(story.with_failures(records), seq_len_marker=s.seq_len, theme=s.theme, height=height))
     else:
         st.table([{"N": row["tokens"], "flash": fmt_ms(row["flash_ms"]), "standard": fmt_ms(row["naive_ms"]),
                    "speedup": f"{row['speedup']:.2f}×" if row["speedup"] else "—", "note": row["note"]}
@@ -245,8 +248,8 @@ def scene_evolution(stage: Stage) -> None:
     measured = [{**point, "label": viz.algorithm_label(point["algorithm"])}
                 for point in story.evolution_points(records, s.seq_len, history)]
     chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.measured_text,
-                               height=EVOLUTION_CHART_PX - said))
-    if stage.recording and stage.facts:
+                               height=EVOLUTION_CHART_PX - said // 2))
+    if stage.recording and stage.facts and not said:  # a setting the recording lacks has no gap to split
         gap = story.fa1_gap(stage.recording.records, s.seq_len, s.batch, s.heads, s.head_dim, s.dtype, s.causal,
                             stage.facts.get("sm_count"))
         st.caption(gap.sentence)

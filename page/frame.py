@@ -173,7 +173,7 @@ def seq_len_slider(settings: Settings) -> None:
 
 # -- messages about the data ----------------------------------------------------------------------
 
-COVERAGE_PX = 110  # design px the coverage line takes when it shows: a scene gives its chart that much less
+COVERAGE_PX = 145  # design px the coverage line takes when it shows: a scene gives its chart that much less
 
 
 def recording_coverage(stage: Stage) -> int:

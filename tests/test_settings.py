@@ -115,7 +115,7 @@ def test_one_bad_value_is_noted_and_the_others_are_kept(settings, key, raw):
     ({"block_n": "8"}, "block_n"),
     ({"block_n": "512"}, "block_n"),
     ({"scene": "credits"}, "scene"),
-    ({"scene": "11"}, "scene"),
+    ({"scene": str(len(SCENE_KEYS) + 1)}, "scene"),
     ({"source": "gpu"}, "source"),
     ({"theme": "neon"}, "theme"),
     ({"recording": "../secrets.json"}, "recording"),

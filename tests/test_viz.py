@@ -560,7 +560,8 @@ def test_scores_memory_figure() -> None:
     fig = viz.scores_memory_figure(131072, 1, 2, hbm_bytes=141 * GiB)
     point = fig.data[-1]
     assert list(point.x) == [131072] and list(point.y) == [32 * GiB]
-    assert "32.0 GiB" in point.text[0]
+    labels = [a.text for a in fig.layout.annotations if a.text and a.text.startswith("this setting")]
+    assert len(labels) == 1 and "32.0 GiB" in labels[0]  # the setting in words, in the plot's empty corner
     curves = {t.name: t for t in fig.data[:-1]}
     assert set(curves) == {"fp32 (4 bytes)", "bf16 / fp16 (2 bytes)"}
     fp32 = curves["fp32 (4 bytes)"]

@@ -43,14 +43,18 @@ def scores_memory_figure(
         go.Scatter(
             x=[seq_len],
             y=[float(current)],
-            mode="markers+text",
+            mode="markers",
             marker=dict(size=22, color=PALETTE["highlight"], line=dict(width=2, color=VERMILLION)),
-            text=[f"{fmt_tokens(seq_len)} tokens · {head_text} · {dtype_bytes} B → <b>{fmt_bytes(current)}</b>"],
-            textposition="top left",
             name="this setting",
             hoverinfo="skip",
         )
     )
+    # the setting in words, in the plot's empty top-left corner (the curves rise to the right): beside the point
+    # it ran off the plot at small N and into the title at large N
+    fig.add_annotation(x=0.01, y=0.99, xref="x domain", yref="y domain", xanchor="left", yanchor="top",
+                       showarrow=False, align="left",
+                       text=f"this setting: {fmt_tokens(seq_len)} tokens · {head_text} · {dtype_bytes} B → "
+                            f"<b>{fmt_bytes(current)}</b>")
     if hbm_bytes:
         horizontal_marker(fig, hbm_bytes, f"device memory {fmt_bytes(hbm_bytes)}", theme)
     title = "The N×N score matrix grows as N²<br><sup>one sequence (batch 1), S only</sup>"

@@ -40,7 +40,7 @@ def sm_timeline_figure(
     """Programs on SMs over time: y = SM id, x = time (µs), one bar per program (a single Bar trace).
 
     timeline: the SM-timeline dict of docs/data-contracts.md. Bars are coloured by Q block when causal (to
-    show the imbalance), else by wave (rank of the program's start / SMs).
+    show the imbalance), else by wave (rank of the program's start / (SMs × programs resident per SM)).
     stats: the timeline's statistics as the story counts them (story.timeline_stats: "programs", "waves",
     "makespan_us", "utilization"), said in the title; they count every program, even when only
     MAX_PROGRAMS_DRAWN are drawn.
@@ -53,7 +53,8 @@ def sm_timeline_figure(
     if sm_id.size:
         origin = start.min()
         waves = np.empty(sm_id.size, dtype=np.int64)
-        waves[np.argsort(start, kind="stable")] = np.arange(sm_id.size) // sm_count
+        # a wave is as many programs as the SMs hold at once (story's count: SMs × programs resident per SM)
+        waves[np.argsort(start, kind="stable")] = np.arange(sm_id.size) // (sm_count * max(stats["max_per_sm"], 1))
         colors = waves if color_by == "wave" else np.asarray(timeline["q_block"], dtype=np.int64)
         shown = _shown_programs(sm_id, MAX_PROGRAMS_DRAWN)
         fig.add_trace(
