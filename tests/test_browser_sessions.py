@@ -83,7 +83,7 @@ def test_after_a_bad_upload_the_uploader_still_takes_a_good_file(browser, server
         expect(page.locator(".stMarkdownBadge").filter(has_text="RECORDED on Test GPU")).to_be_visible()
         expect(sidebar.get_by_text("That file was not used")).to_have_count(0)
         page.get_by_role("button", name="Next ▶").click()
-        expect(page.get_by_role("heading", name=re.compile(r"^\d+\. Takeaways"))).to_be_visible()
+        expect(page.get_by_role("heading", name=re.compile(r"^\d+\. Inside one program"))).to_be_visible()
         settle(page)
     finally:
         context.close()

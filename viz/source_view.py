@@ -219,6 +219,6 @@ def kernel_source_figure(trace: dict, source: dict, phases_per_step: list[list[s
     fig.update_layout(height=height, margin=dict(t=CAPTION_PX, b=CONTROLS_PX, l=10, r=10), showlegend=False,
                       font_size=SMALLEST_TEXT_PX, barmode="overlay", plot_bgcolor="rgba(0,0,0,0)",
                       **_listing_axes(per_column),
-                      **controls(frame_ms, num_steps, start_step, colors, buttons_y=-(CONTROLS_PX - 50) / plot_px,
-                                 slider_y=-(CONTROLS_PX - 66) / plot_px))
+                      **controls(frame_ms, num_steps, start_step, colors, buttons_y=-(CONTROLS_PX - 56) / plot_px,
+                                 slider_y=-(CONTROLS_PX - 72) / plot_px))
     return fig
