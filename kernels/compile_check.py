@@ -12,7 +12,7 @@ stack, shared memory from the cubin) and exits non-zero if any configuration fai
 
 Coupling to the kernel modules, all in `_entries()` below: kernels.flash `launch_flash` (its `use_tma` and
 `longest_first` keywords), `TUNED_CONFIGS`, `config_for` (and `trace_sm`, as `flash_attention_sm_timeline` calls it); kernels.flash_v1
-`_launch_flash_v1`, `config_for_v1`; kernels.naive `naive_attention`, `_softmax_launch`'s seq_len classes via
+`launch_flash_v1`, `config_for_v1`; kernels.naive `naive_attention`, `_softmax_launch`'s seq_len classes via
 costmodel; kernels.l2_read `read_repeatedly`; kernels.flash_v3 `launch_v3`, `V3_CONFIGS`.
 A launcher that changes its arguments changes what is compiled here; one that is renamed fails the check loudly.
 """
@@ -144,7 +144,7 @@ def _flash_v1_entries() -> list[Entry]:
                 label = (f"D={head_dim} {str(dtype)[6:]} {'causal' if causal else 'full'} "
                          f"{config.block_m}x{config.block_n} w{config.num_warps}")
                 q, k, v = _qkv(head_dim, dtype)
-                for fn, args, kwargs in _capture(lambda: flash_v1._launch_flash_v1(q, k, v, causal, 0.125, config)):
+                for fn, args, kwargs in _capture(lambda: flash_v1.launch_flash_v1(q, k, v, causal, 0.125, config)):
                     entries += [Entry(_name(fn), label, t, fn, args, kwargs) for t in TARGETS]
     return entries
 

@@ -155,7 +155,7 @@ class _TraceBuffersV1:
     order: torch.Tensor  # (B·H, n_q_blocks, n_k_blocks) int32: the program's step number; -1 never ran
 
 
-def _launch_flash_v1(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
+def launch_flash_v1(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
                      trace: _TraceBuffersV1 | None = None):
     batch, heads, seq_len, head_dim = q.shape  # (B, H, N, D)
     o = torch.empty_like(q, memory_format=torch.contiguous_format)  # (B, H, N, D)
@@ -194,7 +194,7 @@ def flash_attention_v1(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
     q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
     config = config or config_for_v1(q.shape[-1], q.dtype)
     costmodel.check_tiles(config.block_m, config.block_n)
-    o, lse = _launch_flash_v1(q, k, v, causal, sm_scale, config)
+    o, lse = launch_flash_v1(q, k, v, causal, sm_scale, config)
     return (o, lse) if return_lse else o
 
 
@@ -214,6 +214,6 @@ def flash_attention_v1_traced(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         out=torch.full((bh, n_q, n_k, block_m, head_dim), float("nan"), dtype=torch.float32, device=q.device),
         order=torch.full((bh, n_q, n_k), -1, dtype=torch.int32, device=q.device))
     config = FlashConfig(block_m, block_n, config_for_v1(head_dim, q.dtype).num_warps, 1)
-    o, lse = _launch_flash_v1(q, k, v, causal, sm_scale, config, trace)
+    o, lse = launch_flash_v1(q, k, v, causal, sm_scale, config, trace)
     trace.stats[:, :, :, 0] *= LN2  # the kernel keeps m in log2 units
     return o, lse, trace
