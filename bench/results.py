@@ -535,18 +535,25 @@ def _check_ratios(rows: list) -> list[dict]:
     return out
 
 
-def _check_timeline(tl, where: str) -> dict:
-    if not isinstance(tl, dict):
-        raise ResultsError(f"{where} is not an object")
-    missing = [key for key in (*TIMELINE_SCHEMA, *TIMELINE_ARRAYS) if key not in tl]
+def _required_fields(obj: dict, schema: dict[str, _Field], also: tuple[str, ...], where: str) -> dict:
+    """Every field of `schema` checked (a bad or missing one refuses the file), after checking that the `also`
+    keys are there too (the caller checks those)."""
+    missing = [key for key in (*schema, *also) if key not in obj]
     if missing:
         raise ResultsError(f"{where} is missing {', '.join(missing)}")
     out = {}
-    for key, spec in TIMELINE_SCHEMA.items():
+    for key, spec in schema.items():
         try:
-            out[key] = _checked(spec, tl[key])
+            out[key] = _checked(spec, obj[key])
         except _Bad as why:
-            raise ResultsError(f"{where}: {key} = {_short(tl[key])} {why}") from None
+            raise ResultsError(f"{where}: {key} = {_short(obj[key])} {why}") from None
+    return out
+
+
+def _check_timeline(tl, where: str) -> dict:
+    if not isinstance(tl, dict):
+        raise ResultsError(f"{where} is not an object")
+    out = _required_fields(tl, TIMELINE_SCHEMA, TIMELINE_ARRAYS, where)
     arrays = [tl[key] for key in TIMELINE_ARRAYS]
     lengths = {len(a) if isinstance(a, list) else -1 for a in arrays}
     if len(lengths) != 1 or -1 in lengths:
@@ -596,15 +603,7 @@ PHASE_SCHEMA: dict[str, _Field] = {
 def _check_phases(rec, where: str) -> dict:
     if not isinstance(rec, dict):
         raise ResultsError(f"{where} is not an object")
-    missing = [key for key in (*PHASE_SCHEMA, "programs") if key not in rec]
-    if missing:
-        raise ResultsError(f"{where} is missing {', '.join(missing)}")
-    out = {}
-    for key, spec in PHASE_SCHEMA.items():
-        try:
-            out[key] = _checked(spec, rec[key])
-        except _Bad as why:
-            raise ResultsError(f"{where}: {key} = {_short(rec[key])} {why}") from None
+    out = _required_fields(rec, PHASE_SCHEMA, ("programs",), where)
     programs = rec["programs"]
     if not isinstance(programs, list) or not 1 <= len(programs) <= MAX_PHASE_PROGRAMS:
         raise ResultsError(f"{where}: programs must be a list of 1 … {MAX_PHASE_PROGRAMS}")

@@ -14,7 +14,6 @@ tests/browser_pages.py); screenshots in artifacts/browser/stage/.
 from __future__ import annotations
 
 import re
-import urllib.parse
 
 import pytest
 
@@ -24,8 +23,8 @@ from tests.browser_support import ARTIFACTS, require_browser
 
 pytestmark = pytest.mark.browser
 require_browser()  # skips without chromium or Playwright; fails instead in CI (FLASH_LIVE_REQUIRE_BROWSER=1)
-from tests.browser_pages import PLOTLY_SLIDER_VALUE, SIZES, STAGE_STEP_MS, check_stage, expect, open_drawer, \
-    show  # noqa: E402
+from tests.browser_pages import SIZES, STAGE_STEP_MS, check_stage, expect, expect_slider_at, open_drawer, \
+    play_then_pause, show, shown_step  # noqa: E402
 
 SHOTS = ARTIFACTS / "stage"
 LONG_ANIMATION = {"scene": "tiling", "trace_len": "256", "block_m": "32", "block_n": "32"}  # 64 steps
@@ -83,46 +82,6 @@ def test_every_model_preset_fits(tabs, server, scene, model):
     page.errors.clear()
     show(page, server, scene=scene, model=model)
     check_stage(page, f"{scene}, model {model}")
-
-
-def expect_slider_at(page, step: int) -> None:
-    """Wait until the chart's step slider (one of them: a redraw briefly shows two) reads this 0-based step."""
-    page.wait_for_function(
-        "([selector, text]) => { const labels = [...document.querySelectorAll(selector)];"
-        " return labels.length === 1 && labels[0].textContent === text; }",
-        arg=[PLOTLY_SLIDER_VALUE, f"step {step + 1}"])
-
-
-def step_in_link(page) -> int:
-    return int(urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query)["step"][0])
-
-
-def shown_step(page) -> int:
-    """The 0-based step on screen, from the animation's own caption ('step 7/64 · …')."""
-    caption = page.locator(".js-plotly-plot .scatterlayer text").filter(has_text=re.compile(r"step \d+/\d+ ·"))
-    return int(re.search(r"step (\d+)/", caption.text_content())[1]) - 1
-
-
-def play_then_pause(page, speed: str) -> int:
-    """Play at this speed from the step on screen, pause after a few frames; the step the link then holds."""
-    pause = page.locator(".updatemenu-button").filter(has_text="pause")
-    expect(pause).to_have_count(1)  # a redraw at the paused step has finished
-    before = shown_step(page)
-    page.evaluate("""() => { const chart = document.querySelector('.js-plotly-plot');
-        chart.__beforePause = true;
-        window.__frames = []; chart.on('plotly_animatingframe', (f) => window.__frames.push(Number(f.name))); }""")
-    page.locator(".updatemenu-button").filter(has_text=f"▶ {speed}").click()
-    page.wait_for_function("() => window.__frames.length >= 3")
-    pause.click()
-    page.wait_for_function("before => new URLSearchParams(location.search).get('step') !== String(before)",
-                           arg=before)
-    # the app reruns at the paused step and draws the chart anew
-    page.wait_for_function("() => { const chart = document.querySelector('.js-plotly-plot');"
-                           " return chart && !chart.__beforePause && chart.querySelector('.updatemenu-button'); }")
-    page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for(state="attached")
-    frames = page.evaluate("window.__frames")
-    assert before <= frames[0] <= before + 1, f"Play started at step {frames[0]}, not at the paused step {before}"
-    return step_in_link(page)
 
 
 @pytest.mark.parametrize("speed", ["1×", "8×"])
