@@ -29,13 +29,13 @@ def _levels(facts: dict) -> list[dict]:
         dict(name="on-chip SRAM", size=sm_count * smem_per_sm if sm_count and smem_per_sm else None,
              detail=sram_detail, gbps=sram_gbps,
              how=f"spec: {SMEM_BYTES_PER_CLOCK_PER_SM} B/clock × {sm_count} SMs × {clock:,.0f} MHz" if sram_gbps
-             else NOT_MEASURED, color=PALETTE["sram"], text_color="#111111"),
+             else NOT_MEASURED, color=PALETTE["sram"]),
         dict(name="L2 cache", size=facts.get("l2_bytes"), detail="shared by all SMs", gbps=facts.get("l2_gbps"),
              how="measured: reads of an L2-resident buffer" if facts.get("l2_gbps") else NOT_MEASURED,
-             color=PALETTE["l2"], text_color="#111111"),
+             color=PALETTE["l2"]),
         dict(name="HBM", size=facts.get("hbm_bytes"), detail="device memory", gbps=facts.get("copy_gbps"),
              how="measured: device-to-device copy, read + write" if facts.get("copy_gbps") else NOT_MEASURED,
-             color=PALETTE["hbm"], text_color="#FFFFFF"),
+             color=PALETTE["hbm"]),
     ]  # fmt: skip
 
 
@@ -63,10 +63,11 @@ def hierarchy_figure(facts: dict, theme: str = "light", height: int = 520) -> go
                 orientation="h",
                 marker_color=[level["color"] for level in levels],
                 text=texts,
-                textposition="auto",  # outside a bar too short for its label, never turned or shrunk
+                textposition="outside",  # right of its bar: a log-scale bar can be too short for its label
                 textangle=0,
-                insidetextanchor="end",
-                textfont=dict(color=[level["text_color"] for level in levels]),  # the higher-contrast of black/white
+                constraintext="none",  # never shrunk to its bar's size
+                cliponaxis=False,
+                outsidetextfont=dict(color=surface(theme)["foreground"]),
                 customdata=[level["how"] for level in levels] if col == 2 else None,
                 hovertemplate="%{y}<br>%{text}" + ("<br>%{customdata}" if col == 2 else "") + "<extra></extra>",
                 showlegend=False,

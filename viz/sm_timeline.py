@@ -67,7 +67,7 @@ def sm_timeline_figure(
                 marker=dict(
                     color=colors[shown],
                     colorscale="Cividis",  # perceptually uniform and colour-blind safe
-                    colorbar=dict(title=COLOR_BY[color_by]),
+                    colorbar=dict(title=dict(text=COLOR_BY[color_by], side="right")),  # beside the ticks, never over the top one
                     line=dict(width=0),
                 ),
                 customdata=colors[shown],

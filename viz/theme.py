@@ -165,6 +165,7 @@ _PX_KEYS = {
     "pad": ("l", "r", "t", "b"),
     "marker": ("size",),
     "annotations": ("xshift", "yshift"),
+    "uniformtext": ("minsize",),
     **{key: ("size",) for key in _FONT_KEYS},
 }
 

@@ -56,7 +56,9 @@ CAPTION_PX = 130 + INPUTS_LINE_PX  # the top margin: that line, the tile legend'
 CONTROLS_PX = 180  # the bottom margin: the x axes' tick labels and titles, then the play buttons and the slider
 AXIS_TITLES_PX = 96  # the x axes' tick labels and titles take this much under the plot area; the controls go below
 DEFAULT_HEIGHT_PX = 740  # with the app's scene header, the whole figure fits a 1080-pixel-high screen
-PANEL_GAP_X, PANEL_GAP_Y = 0.08, 0.12  # between panels, as shares of the plot area
+PANEL_GAP_X = 0.08  # between panels, as shares of the plot area's width
+OUT_BOTTOM_PX = 200  # the output rows' panel starts this high in the plot: the bytes panel and titles go under it
+BYTES_CLEARANCE_PX = 116  # the output panel's tick labels and axis title, then the bytes panel's title
 
 TILE_STATES = ("done", "current", "pending", "skipped")  # legend order
 STATE_NAMES = {
@@ -231,20 +233,18 @@ def _band_outlines(step: Step, seq_len: int, block_m: int, block_n: int) -> dict
 def _panel_domains(plot_px: int) -> dict[str, tuple[list[float], list[float]]]:
     """(x, y) domains of the panels in the plot area (plot_px high): the tile grid on the left, the running
     statistics in the middle (three lanes on one pair of axes: every axis costs time in every frame), the
-    output rows over the HBM bytes on the right. The right column is laid out in pixels as it was before the
-    inputs' line took INPUTS_LINE_PX of the plot: the bytes panel, its title and the output panel's axis
-    title keep their heights, the output panel gives up the line."""
+    output rows over the HBM bytes on the right, laid out in pixels: the output panel starts OUT_BOTTOM_PX up,
+    its tick labels and axis title and then the bytes panel's title take BYTES_CLEARANCE_PX under it."""
     widths = np.array([0.4, 0.3, 0.3]) * (1 - 2 * PANEL_GAP_X)
     lefts = np.concatenate([[0.0], np.cumsum(widths + PANEL_GAP_X)[:-1]])
     grid, stats, right = ([float(left), float(left + width)] for left, width in zip(lefts, widths))
-    height = (1 - 2 * PANEL_GAP_Y) / 3
-    _, middle, bottom = ([1 - height - i * (height + PANEL_GAP_Y), 1 - i * (height + PANEL_GAP_Y)] for i in range(3))
-    scale = (plot_px + INPUTS_LINE_PX) / plot_px  # shares of the taller plot, as shares of this one
+    out_bottom = min(OUT_BOTTOM_PX / plot_px, 0.75)
     return {
         "grid": (grid, [0.0, 1.0]),
         "stats": (stats, [0.0, 1.0]),
-        "out": (right, [min(middle[0] * scale, 0.5), 1.0]),
-        "bytes": (right, [0.0, (bottom[1] - 0.16) * scale]),  # room for its title under the output panel's axis title
+        "out": (right, [out_bottom, 1.0]),
+        # under the output panel's tick labels and axis title, then its own title
+        "bytes": (right, [0.0, out_bottom - BYTES_CLEARANCE_PX / plot_px]),
     }
 
 
@@ -392,7 +392,7 @@ def _tiling_axes(data: TilingData, domains: dict[str, tuple[list[float], list[fl
     lanes_top = lanes[STAT_LANES[-1]]["bottom"] + 1
     out_baselines = num_rows - 1 - np.arange(num_rows)
     labelled = np.arange(num_rows)[::-2]  # every other row labelled, the last one among them
-    top_bytes = 1.3 * max(data.naive_bytes[-1], data.flash_bytes[-1])
+    top_bytes = 1.5 * max(data.naive_bytes[-1], data.flash_bytes[-1])
     return dict(
         xaxis=dict(domain=domains["grid"][0], anchor="y", range=[0, seq_len],
                    title_text="key index: scores S, tile by tile",
