@@ -253,7 +253,7 @@ def scene_evolution(stage: Stage) -> None:
     if stage.recording and stage.facts and not said:  # a setting the recording lacks has no gap to split
         gap = story.fa1_gap(stage.recording.records, s.seq_len, s.batch, s.heads, s.head_dim, s.dtype, s.causal,
                             stage.facts.get("sm_count"))
-        st.caption(gap.sentence)
+        st.caption(" ".join(filter(None, (gap.sentence, story.runs_sentence(stage.recording.meta)))))
     with st.expander("Sources of the published numbers"):
         st.markdown("\n".join(f"- **{entry['version']}** ({entry['year']}, {entry['gpu']}): {entry['citation']}. "
                               f"{entry['note']}" for entry in viz.PUBLISHED))
@@ -315,7 +315,7 @@ def scene_inside(stage: Stage) -> None:
     st.caption(f"Recorded on {markdown_text(recording.facts['name'])}: one launch of each kernel at batch "
                f"{shape['batch']} × {shape['heads']} heads, N = {fmt_tokens(shape['seq_len'])}, head_dim "
                f"{shape['head_dim']}, instrumented with Proton (scopes on the kernels' phase comments; each card's "
-               f"ⓘ checks its number against the kernel's measured rate).")
+               f"help (?) checks its number against the kernel's measured rate).")
 
 
 def scene_takeaways(stage: Stage) -> None:

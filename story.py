@@ -700,19 +700,28 @@ def fa1_gap(records: list[dict], seq_len: int, batch: int, heads: int, head_dim:
         sentence = (f"Our FA1-order and FA-2 kernels were not both timed at {fmt_tokens(seq_len)} tokens for {shape}: "
                     f"no gap to split.")
     else:
-        sentence = (f"At the talk's shape ({shape}: {programs} programs{on}, one per batch·head) our FA1-order "
-                    f"kernel takes {fmt_ratio(talk)} the FA-2 kernel's time at {fmt_tokens(seq_len)} tokens.")
+        sentence = (f"At the talk's shape ({shape}: {programs} programs{on}) our FA1-order kernel takes "
+                    f"{fmt_ratio(talk)} the FA-2 kernel's time at {fmt_tokens(seq_len)} tokens.")
     if split is None:
         needed = f" (batch·heads ≥ {2 * sm_count})" if sm_count else ""
         sentence += (f" Which part is loop order and which is idle SMs needs both kernels timed at a shape that "
                      f"fills the GPU{needed}: not recorded.")
         return Fa1Gap(seq_len, talk, programs, sm_count, None, None, None, None, sentence)
     n, (b, h), loop, idle = split
-    sentence += (f" At a shape that fills the GPU (batch {b} × {h} heads: {b * h} programs, {fmt_tokens(n)} tokens) "
-                 f"the gap is {fmt_ratio(loop)}: that much is the loop order (the FA-2 paper reports about 2×). The "
-                 f"other factor, {fmt_ratio(idle)}, is SMs left idle by one program per batch·head (at {fmt_tokens(n)} "
-                 f"tokens the talk's shape takes {fmt_ratio(loop * idle)}, ÷ {fmt_ratio(loop)}).")
+    sentence += (f" At a shape that fills the GPU (batch {b} × {h} heads, {fmt_tokens(n)} tokens) the gap is "
+                 f"{fmt_ratio(loop)}: that is the loop order (the FA-2 paper: about 2×). The other "
+                 f"{fmt_ratio(idle)} is SMs left idle by one program per batch·head (the talk's shape at "
+                 f"{fmt_tokens(n)}: {fmt_ratio(loop * idle)} ÷ {fmt_ratio(loop)}).")
     return Fa1Gap(seq_len, talk, programs, sm_count, n, (b, h), loop, idle, sentence)
+
+
+def runs_sentence(meta: dict | None) -> str:
+    """What a results file merged from several bench runs (bench --merge-into) makes of a comparison between its
+    points: "" for a file of one run."""
+    earlier = [command for command in str((meta or {}).get("merged_from") or "").split(" | ") if command.strip()]
+    if not earlier:
+        return ""
+    return f"Points from {len(earlier) + 1} bench runs: across runs, times spread a few per cent."
 
 
 def ridge(facts: dict | None) -> float | None:

@@ -14,6 +14,7 @@ from bench.results import load_results
 from fmt import fmt_bytes, fmt_tokens
 from kernels import source
 from kernels.trace import LATE_MAX_INPUTS, trace_flash
+from tests.support_app import assert_no_exception, open_app
 from viz import hbm, rereads, source_view, tiling
 
 RECORDED = load_results("h200.json")
@@ -307,3 +308,21 @@ def test_the_source_view_shows_softmax_and_the_rescale_at_the_apps_height(order)
     fig = source_view.kernel_source_figure(trace.to_dict(), kernel, phases, height=height)
     drawn = " ".join(text for t in fig.data if t.type == "scatter" and t.text for text in t.text)
     assert "alpha" in drawn and "exp2" in drawn
+
+
+# -- points of different runs: the shipped recording merges two bench runs, and the evolution scene says so ----
+
+def test_a_merged_recording_says_its_points_come_from_several_runs():
+    assert RECORDED.meta["merged_from"]  # results/h200.json: the earlier run, then the FA-3 call merged into it
+    sentence = story.runs_sentence(RECORDED.meta)
+    assert "2 bench runs" in sentence and "spread" in sentence
+    assert story.runs_sentence({"command": "python -m bench"}) == ""
+    assert story.runs_sentence({"merged_from": " | "}) == ""
+    assert "3 bench runs" in story.runs_sentence({"merged_from": "python -m bench a | python -m bench b"})
+    assert story.runs_sentence(None) == ""
+
+
+def test_the_evolution_scene_says_its_points_come_from_two_runs():
+    app = open_app(scene="evolution", source="recorded")
+    assert_no_exception(app)
+    assert any("2 bench runs" in caption.value for caption in app.caption)

@@ -27,7 +27,10 @@ def phases_figure(panels: list[dict], theme: str = "light", height: int = 640, t
     if not panels:
         raise ValueError("phases_figure needs at least one panel")
     rows = [max(1, len(panel["lanes"])) for panel in panels]
-    fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=True, vertical_spacing=0.12,
+    # the gap between panels holds the lower panel's title (about 1.8 lines of it), whatever the height
+    plot_px = max(1, height - 200)
+    spacing = min(0.3, max(0.08, 1.8 * (SMALLEST_TEXT_PX + 2) / plot_px)) if len(panels) > 1 else 0
+    fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=True, vertical_spacing=spacing,
                         row_heights=[r / sum(rows) for r in rows],
                         subplot_titles=[plotly_text(panel["title"]) for panel in panels])
     shown = set()
