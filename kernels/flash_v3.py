@@ -54,36 +54,6 @@ else:  # no Gluon in this Triton: the functions below stay plain Python and are 
     _LN2 = _LOG2_E = None
 
 
-# -- exponentials on the FMA pipe (FA-4's trick, Zadouri et al. 2025), as PTX -----------------------------
-# 2^x = 2^round(x) · 2^f with f = x − round(x) in [−½, ½]: round(x) by the 1.5·2²³ trick (two adds: no conversion
-# instruction, those run at the SFU's rate too), 2^f by a cubic (minimax on [−½, ½], relative error 7.5e-5, below
-# fp16's and bf16's rounding of P), the power of two added into the exponent bits. x is clamped at −126 first
-# (masked scores are −inf; 2^−126 is zero to the P·V that follows). 9 FMA/ALU-pipe instructions for one MUFU.EX2.
-_EXP2_POLY = ("max.ftz.f32 x, {i}, 0fC2FC0000; add.rn.ftz.f32 t, x, 0f4B400000; sub.rn.ftz.f32 j, t, 0f4B400000; "
-              "sub.rn.ftz.f32 r, x, j; fma.rn.ftz.f32 p, r, 0f3D61FB35, 0f3E786ED1; fma.rn.ftz.f32 p, p, r, "
-              "0f3F31798E; fma.rn.ftz.f32 p, p, r, 0f3F7FFB4B; mov.b32 e, t; shl.b32 e, e, 23; mov.b32 b, p; "
-              "add.s32 b, b, e; mov.b32 {o}, b;")
-
-
-def _exp2_asm(pack: int) -> str:
-    """PTX for `pack` exponentials of one thread: the last on the FMA pipe, the others ex2.approx (MUFU.EX2)."""
-    body = " ".join(f"ex2.approx.ftz.f32 ${k}, ${pack + k};" for k in range(pack - 1))
-    last = _EXP2_POLY.format(i=f"${2 * pack - 1}", o=f"${pack - 1}")
-    return "{ .reg .f32 x, t, j, r, p; .reg .b32 e, b; " + body + " " + last + " }"
-
-
-def _exp2_constraints(pack: int) -> str:
-    return ",".join(["=f"] * pack + ["f"] * pack)
-
-
-if gluon is not None:
-    _EXP2_ASM_2, _EXP2_ASM_4, _EXP2_ASM_8 = (gl.constexpr(_exp2_asm(k)) for k in (2, 4, 8))
-    _EXP2_CONSTRAINTS_2, _EXP2_CONSTRAINTS_4, _EXP2_CONSTRAINTS_8 = (gl.constexpr(_exp2_constraints(k))
-                                                                     for k in (2, 4, 8))
-else:
-    _EXP2_ASM_2 = _EXP2_ASM_4 = _EXP2_ASM_8 = _EXP2_CONSTRAINTS_2 = _EXP2_CONSTRAINTS_4 = _EXP2_CONSTRAINTS_8 = None
-
-
 # -- kernel ----------------------------------------------------------------------------------------
 
 @_jit
@@ -139,27 +109,10 @@ def _fa3_mask(s, j, offs_m, offs_n, seq_len, BLOCK_N: gl.constexpr, CAUSAL: gl.c
 
 
 @_jit
-def _fa3_exp2(x, EXP_FMA: gl.constexpr):
-    # 2^x for x ≤ 0. The SM's special-function unit does 16 exponentials a cycle, against 128 FMAs: with two
-    # consumers' softmaxes on one SM it is the busiest pipe. 1 in EXP_FMA of them runs on the FMA pipe instead.
-    if EXP_FMA == 2:
-        return gl.inline_asm_elementwise(_EXP2_ASM_2, _EXP2_CONSTRAINTS_2, [x], dtype=gl.float32, is_pure=True,
-                                         pack=2)
-    elif EXP_FMA == 4:
-        return gl.inline_asm_elementwise(_EXP2_ASM_4, _EXP2_CONSTRAINTS_4, [x], dtype=gl.float32, is_pure=True,
-                                         pack=4)
-    elif EXP_FMA == 8:
-        return gl.inline_asm_elementwise(_EXP2_ASM_8, _EXP2_CONSTRAINTS_8, [x], dtype=gl.float32, is_pure=True,
-                                         pack=8)
-    else:
-        return gl.exp2(x)
-
-
-@_jit
-def _fa3_softmax(s, m_i, l_i, qk_scale, EXP_FMA: gl.constexpr):
+def _fa3_softmax(s, m_i, l_i, qk_scale):
     # -- update m_i and l_i (online softmax, log2 units: one FMA per score, s·scale − m) --
     m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
-    p = _fa3_exp2(s * qk_scale - m_new[:, None], EXP_FMA)
+    p = gl.exp2(s * qk_scale - m_new[:, None])
     alpha = gl.exp2(m_i - m_new)
     l_i = l_i * alpha + gl.sum(p, 1)
     return p, m_new, l_i, alpha
@@ -171,7 +124,7 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
                   qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
                   HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                   NUM_CONSUMERS: gl.constexpr, KV_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                  OVERLAP: gl.constexpr, EXP_FMA: gl.constexpr, PROFILE: gl.constexpr):
+                  OVERLAP: gl.constexpr, PROFILE: gl.constexpr):
     # -- consumer: one warpgroup, BLOCK_M query rows; the scores and O live in wgmma accumulator registers --
     dtype: gl.constexpr = o_desc.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -204,7 +157,7 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
     mbarrier.arrive(k_empty.index(0), count=1)  # K_0 read: the producer may refill its slot
     if mask_from == 0:
         s = _fa3_mask(s, 0, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
-    p, m_i, l_i, alpha = _fa3_softmax(s, m_i, l_i, qk_scale, EXP_FMA)
+    p, m_i, l_i, alpha = _fa3_softmax(s, m_i, l_i, qk_scale)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
 
     for j in range(1, n_kv):
@@ -236,7 +189,7 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
         _enter("softmax", PROFILE)
         if j >= mask_from:
             s = _fa3_mask(s, j, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
-        p, m_i, l_i, alpha = _fa3_softmax(s, m_i, l_i, qk_scale, EXP_FMA)
+        p, m_i, l_i, alpha = _fa3_softmax(s, m_i, l_i, qk_scale)
         _exit("softmax", PROFILE)
         _enter("pv", PROFILE)  # wait for P·V (in flight since the qk phase), hand P_j over
         if OVERLAP:
@@ -277,7 +230,7 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
              HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
              NUM_CONSUMERS: gl.constexpr, KV_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
              CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, OVERLAP: gl.constexpr,
-             EXP_FMA: gl.constexpr, PROFILE: gl.constexpr):
+             PROFILE: gl.constexpr):
     # Q, K, V, O: 4-D TMA descriptors over (B, H, N, D); Q and O boxes are [1, 1, BLOCK_M, D], K and V [1, 1, BLOCK_N, D].
     # One program per (block of NUM_CONSUMERS·BLOCK_M query rows, batch·head).
     TILE_M: gl.constexpr = NUM_CONSUMERS * BLOCK_M
@@ -326,12 +279,10 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
         gl.warp_specialize([
             (_fa3_consumer, (0, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
                              qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, EXP_FMA,
-                             PROFILE)),
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
             (_fa3_consumer, (1, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
                              qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, EXP_FMA,
-                             PROFILE)),
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
             (_fa3_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready,
                              v_empty, off_b, off_h, m0, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, PROFILE)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
@@ -340,16 +291,13 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
         gl.warp_specialize([
             (_fa3_consumer, (0, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
                              qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, EXP_FMA,
-                             PROFILE)),
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
             (_fa3_consumer, (1, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
                              qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, EXP_FMA,
-                             PROFILE)),
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
             (_fa3_consumer, (2, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
                              qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, EXP_FMA,
-                             PROFILE)),
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
             (_fa3_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready,
                              v_empty, off_b, off_h, m0, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, PROFILE)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
@@ -366,7 +314,6 @@ class FlashV3Config:
     consumer_regs: int  # registers per thread of a consumer warpgroup (setmaxnreg)
     producer_regs: int  # registers per thread of the producer warp
     overlap: bool = True  # a consumer runs its softmax while its own P·V wgmma is in flight (FA-3's third idea)
-    exp_fma_every: int = 0  # 1 exponential in every k on the FMA pipe (a polynomial, FA-4's trick); 0: all on the SFU
 
     @property
     def tile_m(self) -> int:
@@ -456,7 +403,6 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
             HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
             NUM_CONSUMERS=config.num_consumers, KV_STAGES=config.kv_stages, CAUSAL=causal,
             CONSUMER_REGS=config.consumer_regs, PRODUCER_REGS=config.producer_regs, OVERLAP=config.overlap,
-            EXP_FMA=config.exp_fma_every,
             PROFILE=profile,  # Proton scopes on the phases (kernels/phase_timeline.py); off in every shipped call
             num_warps=4, maxnreg=config.maxnreg,
         )
