@@ -70,39 +70,20 @@ def _exit(NAME: gl.constexpr, PROFILE: gl.constexpr):
 
 
 @_jit
-def _fa3_tile(t, n_m, seq_len, heads, TILE_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
-    # -- which query block and head tile t is; how many K/V tiles it reads; from which on they need a mask --
-    # Tiles run block-fastest within a head (neighbouring programs share K and V in L2); causal ones heaviest first.
-    bh = t // n_m
-    if CAUSAL:
-        m0 = (n_m - 1 - t % n_m) * TILE_M
-        hi = gl.minimum(seq_len, m0 + TILE_M)
-        mask_from = m0 // BLOCK_N
-    else:
-        m0 = (t % n_m) * TILE_M
-        hi = seq_len
-        mask_from = seq_len // BLOCK_N
-    return bh // heads, bh % heads, bh, m0, gl.cdiv(hi, BLOCK_N), mask_from
-
-
-@_jit
-def _fa3_producer_tile(t, it, done, q_desc, k_desc, v_desc, q_smem, k_smem, v_smem,
-                       q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, seq_len, heads, n_m,
-                       BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_CONSUMERS: gl.constexpr,
-                       KV_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PROFILE: gl.constexpr):
-    # it: K/V tiles this program loaded before tile t (the ring's slot and phase); done: query tiles before t
-    off_b, off_h, off_bh, m0, n_kv, mask_from = _fa3_tile(t, n_m, seq_len, heads, NUM_CONSUMERS * BLOCK_M,
-                                                          BLOCK_N, CAUSAL)
-    # -- producer: each consumer's Q block, once its previous one is spent (rows past seq_len read as zeros) --
+def _fa3_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem,
+                  q_ready, k_ready, k_empty, v_ready, v_empty,
+                  off_b, off_h, m0, n_kv,
+                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_CONSUMERS: gl.constexpr,
+                  KV_STAGES: gl.constexpr, PROFILE: gl.constexpr):
+    # -- producer: each consumer's Q block, once (rows past seq_len read as zeros) --
     for c in gl.static_range(NUM_CONSUMERS):
-        mbarrier.wait(q_empty.index(c), (done & 1) ^ 1)  # a fresh mbarrier counts its phase before 0 as complete
         mbarrier.expect(q_ready.index(c), q_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m0 + c * BLOCK_M, 0], q_ready.index(c),
                                         q_smem.index(c))
     # -- producer: stream the K and V tiles through the ring; a slot is refilled once every consumer freed it --
     for j in range(n_kv):
-        slot = (it + j) % KV_STAGES
-        refill = (((it + j) // KV_STAGES) & 1) ^ 1
+        slot = j % KV_STAGES
+        refill = ((j // KV_STAGES) & 1) ^ 1  # a fresh mbarrier counts its phase before 0 as complete
         # -- load the K tile (its copy signals k_ready when the bytes have landed) --
         _enter("load", PROFILE)
         mbarrier.wait(k_empty.index(slot), refill)
@@ -115,27 +96,6 @@ def _fa3_producer_tile(t, it, done, q_desc, k_desc, v_desc, q_smem, k_smem, v_sm
         tma.async_copy_global_to_shared(v_desc, [off_b, off_h, j * BLOCK_N, 0], v_ready.index(slot),
                                         v_smem.index(slot))
         _exit("load", PROFILE)
-    return it + n_kv
-
-
-@_jit
-def _fa3_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem,
-                  q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
-                  seq_len, heads, n_m, n_tiles,
-                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_CONSUMERS: gl.constexpr,
-                  KV_STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr, PROFILE: gl.constexpr):
-    if PERSISTENT:  # tiles p, p + P, p + 2P, …: the ring and the Q slots run on from one tile to the next
-        it = 0
-        done = 0
-        for t in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
-            it = _fa3_producer_tile(t, it, done, q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty,
-                                    k_ready, k_empty, v_ready, v_empty, seq_len, heads, n_m,
-                                    BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, PROFILE)
-            done += 1
-    else:  # one tile per program
-        _fa3_producer_tile(gl.program_id(0), 0, 0, q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty,
-                           k_ready, k_empty, v_ready, v_empty, seq_len, heads, n_m,
-                           BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, PROFILE)
 
 
 @_jit
@@ -159,15 +119,12 @@ def _fa3_softmax(s, m_i, l_i, qk_scale):
 
 
 @_jit
-def _fa3_consumer_tile(CONSUMER: gl.constexpr, t, it, done, o_desc, LSE, q_smem, o_smem, k_smem, v_smem,
-                       q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn,
-                       qk_scale, seq_len, heads, n_m,
-                       HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                       NUM_CONSUMERS: gl.constexpr, KV_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                       OVERLAP: gl.constexpr, PROFILE: gl.constexpr):
-    # it: K/V tiles this program consumed before tile t (the ring's slot and phase); done: query tiles before t.
-    # A tile of n_kv K/V tiles takes n_kv + 1 turns at the tensor cores, so the turns this consumer took before
-    # tile j's wgmma (the turn barrier's phase) number it + done + j.
+def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
+                  q_ready, k_ready, k_empty, v_ready, v_empty, turn,
+                  qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
+                  HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                  NUM_CONSUMERS: gl.constexpr, KV_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                  OVERLAP: gl.constexpr, PROFILE: gl.constexpr):
     # -- consumer: one warpgroup, BLOCK_M query rows; the scores and O live in wgmma accumulator registers --
     dtype: gl.constexpr = o_desc.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -179,42 +136,39 @@ def _fa3_consumer_tile(CONSUMER: gl.constexpr, t, it, done, o_desc, LSE, q_smem,
     col_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
     o_row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
     NEXT: gl.constexpr = (CONSUMER + 1) % NUM_CONSUMERS
-    offs_n = gl.arange(0, BLOCK_N, col_layout)
-    q = q_smem.index(CONSUMER).reshape([BLOCK_M, HEAD_DIM])
-    s_init = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)  # ignored: the QKᵀ wgmma runs with use_acc=False
-    off_b, off_h, off_bh, m0, n_kv, mask_from = _fa3_tile(t, n_m, seq_len, heads, NUM_CONSUMERS * BLOCK_M,
-                                                          BLOCK_N, CAUSAL)
     row0 = m0 + CONSUMER * BLOCK_M
     offs_m = row0 + gl.arange(0, BLOCK_M, row_layout)
+    offs_n = gl.arange(0, BLOCK_N, col_layout)
+    q = q_smem.index(CONSUMER).reshape([BLOCK_M, HEAD_DIM])
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, row_layout)
     l_i = gl.zeros([BLOCK_M], gl.float32, row_layout)
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
-    mbarrier.wait(q_ready.index(CONSUMER), done & 1)
+    s_init = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)  # ignored: the QKᵀ wgmma runs with use_acc=False
+    mbarrier.wait(q_ready.index(CONSUMER), 0)
 
     # -- first K tile: compute qk, softmax (no P·V yet) --
-    slot = it % KV_STAGES
-    mbarrier.wait(k_ready.index(slot), (it // KV_STAGES) & 1)
+    mbarrier.wait(k_ready.index(0), 0)
     # -- ping-pong hand-off: wait for our turn at the tensor cores, issue, pass the turn to the next consumer --
-    mbarrier.wait(turn.index(CONSUMER), (it + done) & 1)
-    k_t = k_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
+    mbarrier.wait(turn.index(CONSUMER), 0)
+    k_t = k_smem.index(0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
     s_tok = warpgroup_mma(q, k_t, s_init, use_acc=False, is_async=True)
     mbarrier.arrive(turn.index(NEXT), count=1)
     s = warpgroup_mma_wait(0, deps=(s_tok,))
-    mbarrier.arrive(k_empty.index(slot), count=1)  # K_0 read: the producer may refill its slot
+    mbarrier.arrive(k_empty.index(0), count=1)  # K_0 read: the producer may refill its slot
     if mask_from == 0:
         s = _fa3_mask(s, 0, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
     p, m_i, l_i, alpha = _fa3_softmax(s, m_i, l_i, qk_scale)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
 
     for j in range(1, n_kv):
-        slot = (it + j) % KV_STAGES
-        prev = (it + j - 1) % KV_STAGES
+        slot = j % KV_STAGES
+        prev = (j - 1) % KV_STAGES
         # -- load the K tile (TMA landed?) and the previous V tile --
         _enter("wait", PROFILE)
-        mbarrier.wait(k_ready.index(slot), ((it + j) // KV_STAGES) & 1)
-        mbarrier.wait(v_ready.index(prev), ((it + j - 1) // KV_STAGES) & 1)
+        mbarrier.wait(k_ready.index(slot), (j // KV_STAGES) & 1)
+        mbarrier.wait(v_ready.index(prev), ((j - 1) // KV_STAGES) & 1)
         # -- ping-pong hand-off: our turn at the tensor cores; compute qk: S_j = Q·K_jᵀ, async --
-        mbarrier.wait(turn.index(CONSUMER), (it + done + j) & 1)
+        mbarrier.wait(turn.index(CONSUMER), j & 1)
         _exit("wait", PROFILE)
         _enter("qk", PROFILE)  # issue QKᵀ and P·V, wait for QKᵀ
         k_t = k_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
@@ -239,21 +193,19 @@ def _fa3_consumer_tile(CONSUMER: gl.constexpr, t, it, done, o_desc, LSE, q_smem,
         _exit("softmax", PROFILE)
         _enter("pv", PROFILE)  # wait for P·V (in flight since the qk phase), hand P_j over
         if OVERLAP:
-            # Never taken (seq_len ≥ 1): a branch here ends the basic block, so ptxas cannot hoist the wait
-            # below above the softmax (within one block it does, and the overlap is lost: seen in the SASS).
+            # Never taken (seq_len ≥ 1): a branch here ends the basic block, so ptxas cannot hoist the wait below
+            # above the softmax (within one block it does, and the overlap is lost: seen in the SASS).
             if seq_len < 0:
                 tma.store_wait(0)
             acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
             mbarrier.arrive(v_empty.index(prev), count=1)
         p_op = gl.convert_layout(p.to(dtype), p_layout)  # P_j into the registers P_{j-1}·V_{j-1} just freed
         _exit("pv", PROFILE)
-    # Q is spent (every QKᵀ of this tile has completed): the producer may load the next tile's Q block
-    mbarrier.arrive(q_empty.index(CONSUMER), count=1)
 
     # -- rescale the accumulator, then add P·V: the last tile's P·V --
-    last = (it + n_kv - 1) % KV_STAGES
-    mbarrier.wait(v_ready.index(last), ((it + n_kv - 1) // KV_STAGES) & 1)
-    mbarrier.wait(turn.index(CONSUMER), (it + done + n_kv) & 1)
+    last = (n_kv - 1) % KV_STAGES
+    mbarrier.wait(v_ready.index(last), ((n_kv - 1) // KV_STAGES) & 1)
+    mbarrier.wait(turn.index(CONSUMER), n_kv & 1)
     acc = acc * gl.convert_layout(alpha, o_row_layout)[:, None]
     o_tok = warpgroup_mma(p_op, v_smem.index(last).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
     mbarrier.arrive(turn.index(NEXT), count=1)
@@ -265,57 +217,46 @@ def _fa3_consumer_tile(CONSUMER: gl.constexpr, t, it, done, o_desc, LSE, q_smem,
     lse = (m_i + gl.log2(l_i)) * _LN2
     gl.store(LSE + off_bh.to(gl.int64) * seq_len + offs_m, lse, mask=offs_m < seq_len)
     o = acc / gl.convert_layout(l_i, o_row_layout)[:, None]
-    tma.store_wait(0)  # the previous tile's O has left this consumer's staging slot
-    staged = o_smem.index(CONSUMER)
-    staged.reshape([BLOCK_M, HEAD_DIM]).store(o.to(dtype))
+    o_smem = q_smem.index(CONSUMER)  # Q is spent (its last wgmma is done): its slot stages O for the TMA store
+    o_smem.reshape([BLOCK_M, HEAD_DIM]).store(o.to(dtype))
     fence_async_shared()
-    tma.async_copy_shared_to_global(o_desc, [off_b, off_h, row0, 0], staged)  # rows past seq_len are clipped
+    tma.async_copy_shared_to_global(o_desc, [off_b, off_h, row0, 0], o_smem)  # rows past seq_len are clipped
+    tma.store_wait(0)
     _exit("epilogue", PROFILE)
-    return it + n_kv
 
 
-@_jit
-def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, o_smem, k_smem, v_smem,
-                  q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn,
-                  qk_scale, seq_len, heads, n_m, n_tiles,
-                  HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                  NUM_CONSUMERS: gl.constexpr, KV_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                  OVERLAP: gl.constexpr, PERSISTENT: gl.constexpr, PROFILE: gl.constexpr):
-    if PERSISTENT:  # tiles p, p + P, p + 2P, …, counting K/V tiles and query tiles across them
-        it = 0
-        done = 0
-        for t in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
-            it = _fa3_consumer_tile(CONSUMER, t, it, done, o_desc, LSE, q_smem, o_smem, k_smem, v_smem, q_ready,
-                                    q_empty, k_ready, k_empty, v_ready, v_empty, turn, qk_scale, seq_len, heads, n_m,
-                                    HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)
-            done += 1
-    else:  # one tile per program
-        _fa3_consumer_tile(CONSUMER, gl.program_id(0), 0, 0, o_desc, LSE, q_smem, o_smem, k_smem, v_smem, q_ready,
-                           q_empty, k_ready, k_empty, v_ready, v_empty, turn, qk_scale, seq_len, heads, n_m,
-                           HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)
-    tma.store_wait(0)  # the last O store has left shared memory
-
-
-@_jit(do_not_specialize=["seq_len", "heads", "n_tiles"])
-def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads, n_tiles,
+@_jit(do_not_specialize=["seq_len", "heads"])
+def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
              HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
              NUM_CONSUMERS: gl.constexpr, KV_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
              CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, OVERLAP: gl.constexpr,
-             PERSISTENT: gl.constexpr, PROFILE: gl.constexpr):
+             PROFILE: gl.constexpr):
     # Q, K, V, O: 4-D TMA descriptors over (B, H, N, D); Q and O boxes are [1, 1, BLOCK_M, D], K and V [1, 1, BLOCK_N, D].
-    # n_tiles query tiles of NUM_CONSUMERS·BLOCK_M rows (per batch·head); program p takes tiles p, p + P, p + 2P, …
-    # (P programs: one per tile, or one per SM when persistent: the producer then loads the next tile's Q and K/V
-    # while the consumers finish this one).
-    n_m = gl.cdiv(seq_len, NUM_CONSUMERS * BLOCK_M)
+    # One program per (block of NUM_CONSUMERS·BLOCK_M query rows, batch·head).
+    TILE_M: gl.constexpr = NUM_CONSUMERS * BLOCK_M
+    if CAUSAL:  # the last query blocks see the most keys: launch them first so the light ones fill the tail
+        tile = gl.num_programs(0) - 1 - gl.program_id(0)
+    else:
+        tile = gl.program_id(0)
+    off_bh = gl.program_id(1)
+    off_b = off_bh // heads
+    off_h = off_bh % heads
+    m0 = tile * TILE_M
+    # Key tiles from mask_from on need a mask: the causal diagonal (and beyond it, inside this block) or the seq_len tail.
+    if CAUSAL:
+        hi = gl.minimum(seq_len, m0 + TILE_M)
+        mask_from = m0 // BLOCK_N
+    else:
+        hi = seq_len
+        mask_from = seq_len // BLOCK_N
+    n_kv = gl.cdiv(hi, BLOCK_N)
     qk_scale = sm_scale * _LOG2_E
 
     dtype: gl.constexpr = q_desc.dtype
     q_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS] + q_desc.block_type.shape, q_desc.layout)
-    o_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS] + o_desc.block_type.shape, o_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [KV_STAGES] + k_desc.block_type.shape, k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [KV_STAGES] + v_desc.block_type.shape, v_desc.layout)
     q_ready = gl.allocate_shared_memory(gl.int64, [NUM_CONSUMERS, 1], mbarrier.MBarrierLayout())
-    q_empty = gl.allocate_shared_memory(gl.int64, [NUM_CONSUMERS, 1], mbarrier.MBarrierLayout())
     turn = gl.allocate_shared_memory(gl.int64, [NUM_CONSUMERS, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [KV_STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [KV_STAGES, 1], mbarrier.MBarrierLayout())
@@ -323,7 +264,6 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads, n_ti
     v_empty = gl.allocate_shared_memory(gl.int64, [KV_STAGES, 1], mbarrier.MBarrierLayout())
     for c in gl.static_range(NUM_CONSUMERS):
         mbarrier.init(q_ready.index(c), count=1)
-        mbarrier.init(q_empty.index(c), count=1)
         mbarrier.init(turn.index(c), count=1)
     for i in gl.static_range(KV_STAGES):
         mbarrier.init(k_ready.index(i), count=1)
@@ -337,36 +277,29 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads, n_ti
     if NUM_CONSUMERS == 2:
         # consumer 0 is the default partition (the kernel's num_warps=4 warps); consumer 1 and the producer are workers
         gl.warp_specialize([
-            (_fa3_consumer, (0, o_desc, LSE, q_smem, o_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
-                             v_ready, v_empty, turn, qk_scale, seq_len, heads, n_m, n_tiles,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PERSISTENT,
-                             PROFILE)),
-            (_fa3_consumer, (1, o_desc, LSE, q_smem, o_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
-                             v_ready, v_empty, turn, qk_scale, seq_len, heads, n_m, n_tiles,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PERSISTENT,
-                             PROFILE)),
-            (_fa3_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
-                             v_ready, v_empty, seq_len, heads, n_m, n_tiles,
-                             BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, PERSISTENT, PROFILE)),
+            (_fa3_consumer, (0, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
+            (_fa3_consumer, (1, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
+            (_fa3_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready,
+                             v_empty, off_b, off_h, m0, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, PROFILE)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
     else:
         gl.static_assert(NUM_CONSUMERS == 3, "the FA-3 kernel runs 2 or 3 consumer warpgroups")
         gl.warp_specialize([
-            (_fa3_consumer, (0, o_desc, LSE, q_smem, o_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
-                             v_ready, v_empty, turn, qk_scale, seq_len, heads, n_m, n_tiles,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PERSISTENT,
-                             PROFILE)),
-            (_fa3_consumer, (1, o_desc, LSE, q_smem, o_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
-                             v_ready, v_empty, turn, qk_scale, seq_len, heads, n_m, n_tiles,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PERSISTENT,
-                             PROFILE)),
-            (_fa3_consumer, (2, o_desc, LSE, q_smem, o_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
-                             v_ready, v_empty, turn, qk_scale, seq_len, heads, n_m, n_tiles,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PERSISTENT,
-                             PROFILE)),
-            (_fa3_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
-                             v_ready, v_empty, seq_len, heads, n_m, n_tiles,
-                             BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, PERSISTENT, PROFILE)),
+            (_fa3_consumer, (0, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
+            (_fa3_consumer, (1, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
+            (_fa3_consumer, (2, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
+            (_fa3_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready,
+                             v_empty, off_b, off_h, m0, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, PROFILE)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -381,7 +314,6 @@ class FlashV3Config:
     consumer_regs: int  # registers per thread of a consumer warpgroup (setmaxnreg)
     producer_regs: int  # registers per thread of the producer warp
     overlap: bool = True  # a consumer runs its softmax while its own P·V wgmma is in flight (FA-3's third idea)
-    persistent: bool = False  # one program per SM looping over query tiles (else one program per tile)
 
     @property
     def tile_m(self) -> int:
@@ -399,8 +331,7 @@ class FlashV3Config:
         return 65536 // (32 * self.num_warps) // 8 * 8
 
     def smem_bytes(self, head_dim: int) -> int:
-        """Shared memory per program (16-bit elements): Q and O staging per consumer, and the K/V ring."""
-        return 2 * head_dim * (2 * self.num_consumers * self.block_m + 2 * self.kv_stages * self.block_n)
+        return 2 * head_dim * (self.num_consumers * self.block_m + 2 * self.kv_stages * self.block_n)
 
 
 # Per (head_dim, causal); fp16 and bf16 share them. Measured on the H200 (perf/h200/fa3_speed.py, FA3_NOTES.md).
@@ -455,30 +386,23 @@ def _tma_ready(t: torch.Tensor) -> torch.Tensor:
     return t if ok else t.contiguous()
 
 
-def _sm_count(device: torch.device) -> int:
-    """SMs of the device (one persistent program each); 132 where there is none to ask (ahead-of-time compiles)."""
-    if device.type != "cuda":
-        return 132
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
 def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
                 config: FlashV3Config, profile: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     batch, heads, seq_len, head_dim = q.shape  # (B, H, N, D)
+    if batch * heads > 65535:  # the grid's second dimension
+        raise ValueError(f"batch × heads must be at most 65535 for the FA-3 kernel's grid; got {batch * heads}")
     q, k, v = (_tma_ready(t) for t in (q, k, v))
     o = torch.empty_like(q, memory_format=torch.contiguous_format)  # (B, H, N, D)
     lse = torch.empty((batch, heads, seq_len), dtype=torch.float32, device=q.device)  # (B, H, N)
     q_desc, o_desc = (compat.make_descriptor(t, [1, 1, config.block_m, head_dim]) for t in (q, o))
     k_desc, v_desc = (compat.make_descriptor(t, [1, 1, config.block_n, head_dim]) for t in (k, v))
-    n_tiles = triton.cdiv(seq_len, config.tile_m) * batch * heads
-    grid = (min(n_tiles, _sm_count(q.device)) if config.persistent else n_tiles,)
+    grid = (triton.cdiv(seq_len, config.tile_m), batch * heads)
     with kernel_launch_lock():
         _fa3_fwd[grid](
-            q_desc, k_desc, v_desc, o_desc, lse, sm_scale, seq_len, heads, n_tiles,
+            q_desc, k_desc, v_desc, o_desc, lse, sm_scale, seq_len, heads,
             HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
             NUM_CONSUMERS=config.num_consumers, KV_STAGES=config.kv_stages, CAUSAL=causal,
             CONSUMER_REGS=config.consumer_regs, PRODUCER_REGS=config.producer_regs, OVERLAP=config.overlap,
-            PERSISTENT=config.persistent,
             PROFILE=profile,  # Proton scopes on the phases (kernels/phase_timeline.py); off in every shipped call
             num_warps=4, maxnreg=config.maxnreg,
         )

@@ -27,7 +27,6 @@ import threading
 import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import replace
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -56,13 +55,18 @@ SHAPE_SETS = {"goal": GOAL_SHAPES, "8k": [s for s in GOAL_SHAPES if s[3] == 8192
 def variants(head_dim: int, causal: bool) -> dict[str, FlashV3Config]:
     """Candidates beside the shipped config of a class: tile shapes, ring depth, consumer count, register split."""
     shipped = V3_CONFIGS[(head_dim, causal)]
-    cands = [replace(shipped, persistent=not shipped.persistent)]  # one program per SM looping over tiles
+    if head_dim == 128:
+        cands = [FlashV3Config(64, 128, 2, 2, 240, 24, overlap=False),  # ping-pong only, no in-warpgroup overlap
+                 FlashV3Config(64, 128, 2, 3, 240, 24)]                 # a third K/V slot (224 KB of the 227 KB)
+    else:
+        cands = [FlashV3Config(64, 128, 3, 4, 160, 32, overlap=True),   # the overlap at 160 registers (spills 16 B)
+                 FlashV3Config(64, 128, 2, 4, 240, 24)]                 # the ping-pong pair instead of three consumers
     return {name(c): c for c in cands if c != shipped}
 
 
 def name(c: FlashV3Config) -> str:
     return (f"fa3 {c.num_consumers}x{c.block_m}x{c.block_n} kv{c.kv_stages} r{c.consumer_regs}/{c.producer_regs}"
-            f"{'' if c.overlap else ' no-overlap'}{' persistent' if c.persistent else ''}")
+            f"{'' if c.overlap else ' no-overlap'}")
 
 
 # -- log and watchdog -------------------------------------------------------------------------------
