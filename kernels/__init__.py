@@ -6,14 +6,15 @@
   kernel did, step by step and on the SMs), `source` (the kernels' own source, cut into phases), `reference`
   (the one float64 reference), `probe` (is there a CUDA device at all, asked without torch).
 
-`from kernels import flash_attention, naive_attention, backend, backend_reason` loads torch and Triton
+`from kernels import flash_attention, choose_kernel, naive_attention, backend, backend_reason` loads torch and Triton
 (seconds), with `kernels.runtime` first: it decides the path and sets TRITON_INTERPRET before any kernel
 is decorated. `kernels.probe` and `kernels.source` import without either. Measurement lives in `bench/`.
 """
 from importlib import import_module
 
 _LAZY = {"backend": "kernels.runtime", "backend_reason": "kernels.runtime",
-         "flash_attention": "kernels.flash", "naive_attention": "kernels.naive"}
+         "flash_attention": "kernels.attention", "choose_kernel": "kernels.attention",
+         "naive_attention": "kernels.naive"}
 
 __all__ = list(_LAZY)
 

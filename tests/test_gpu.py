@@ -5,9 +5,9 @@ import threading
 import pytest
 import torch
 
-from kernels import flash_attention, naive_attention
+from kernels import naive_attention
 from bench import measure as m
-from kernels.flash import FlashConfig, config_for, flash_attention_traced
+from kernels.flash import FlashConfig, config_for, flash_attention, flash_attention_traced
 from kernels.flash_v1 import flash_attention_v1
 from bench.measure import Setting, measure, model_extra_bytes
 
