@@ -19,6 +19,8 @@ PHASES = {"load": ("load K, V (wait for the copy)", BLUE), "wait": ("wait (data,
           "qk": ("S = QKᵀ (issue, wait)", ORANGE), "softmax": ("softmax: max, exp, sum, rescale", BLUISH_GREEN),
           "pv": ("O += P·V", MEDIUM_PURPLE), "epilogue": ("write O, LSE", VERMILLION)}
 LANE_PX = 70  # one warpgroup's lane
+BOTTOM_MARGIN_PX = 150  # the time axis and the legend under it
+TOP_MARGIN_PX = 90  # theme.style's top margin: the title
 
 
 def phases_figure(panels: list[dict], theme: str = "light", height: int = 640, title: str = "") -> go.Figure:
@@ -28,7 +30,7 @@ def phases_figure(panels: list[dict], theme: str = "light", height: int = 640, t
         raise ValueError("phases_figure needs at least one panel")
     rows = [max(1, len(panel["lanes"])) for panel in panels]
     # the gap between panels holds the lower panel's title (about 1.8 lines of it), whatever the height
-    plot_px = max(1, height - 200)
+    plot_px = max(1, height - BOTTOM_MARGIN_PX - TOP_MARGIN_PX)
     spacing = min(0.3, max(0.08, 1.8 * (SMALLEST_TEXT_PX + 2) / plot_px)) if len(panels) > 1 else 0
     fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=True, vertical_spacing=spacing,
                         row_heights=[r / sum(rows) for r in rows],
@@ -58,7 +60,7 @@ def phases_figure(panels: list[dict], theme: str = "light", height: int = 640, t
     style(fig, theme, title=title or None)
     fig.update_layout(barmode="overlay", bargap=0.25, height=height,
                       legend=dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom"),
-                      margin=dict(b=150))
+                      margin=dict(b=BOTTOM_MARGIN_PX))
     fig.update_xaxes(title_text="time in the program (µs, from its first record)", row=len(panels), col=1)
     for annotation in fig.layout.annotations:  # subplot titles at the text size the room reads
         annotation.font = dict(size=SMALLEST_TEXT_PX + 2, color=surface(theme)["foreground"])
