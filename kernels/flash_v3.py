@@ -70,51 +70,38 @@ def _exit(NAME: gl.constexpr, PROFILE: gl.constexpr):
 
 
 @_jit
-def _fa3_producer(q_desc, k_desc, v_desc, k2_desc, v2_desc, q_smem, k_smem, v_smem, k2_smem, v2_smem,
+def _fa3_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem,
                   q_ready, k_ready, k_empty, v_ready, v_empty,
                   off_b, off_h, m0, n_kv,
-                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_N2: gl.constexpr,
-                  NUM_CONSUMERS: gl.constexpr, KV_STAGES: gl.constexpr, PROFILE: gl.constexpr):
+                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_CONSUMERS: gl.constexpr,
+                  KV_STAGES: gl.constexpr, PROFILE: gl.constexpr):
     # -- producer: each consumer's Q block, once (rows past seq_len read as zeros) --
     for c in gl.static_range(NUM_CONSUMERS):
         mbarrier.expect(q_ready.index(c), q_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m0 + c * BLOCK_M, 0], q_ready.index(c),
                                         q_smem.index(c))
-    # -- producer: stream the K and V tiles through the ring; a slot is refilled once every consumer freed it.
-    # A tile is BLOCK_N keys, plus BLOCK_N2 more in a second copy when the tile is not a power of two (192 keys as
-    # 128 + 64: Gluon's tensors are powers of two); one mbarrier counts the bytes of both --
-    KEYS: gl.constexpr = BLOCK_N + BLOCK_N2
+    # -- producer: stream the K and V tiles through the ring; a slot is refilled once every consumer freed it --
     for j in range(n_kv):
         slot = j % KV_STAGES
         refill = ((j // KV_STAGES) & 1) ^ 1  # a fresh mbarrier counts its phase before 0 as complete
         # -- load the K tile (its copy signals k_ready when the bytes have landed) --
         _enter("load", PROFILE)
         mbarrier.wait(k_empty.index(slot), refill)
-        if BLOCK_N2 > 0:
-            mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes + k2_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(k2_desc, [off_b, off_h, j * KEYS + BLOCK_N, 0], k_ready.index(slot),
-                                            k2_smem.index(slot))
-        else:
-            mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [off_b, off_h, j * KEYS, 0], k_ready.index(slot),
+        mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(k_desc, [off_b, off_h, j * BLOCK_N, 0], k_ready.index(slot),
                                         k_smem.index(slot))
         # -- load the V tile --
         mbarrier.wait(v_empty.index(slot), refill)
-        if BLOCK_N2 > 0:
-            mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes + v2_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(v2_desc, [off_b, off_h, j * KEYS + BLOCK_N, 0], v_ready.index(slot),
-                                            v2_smem.index(slot))
-        else:
-            mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(v_desc, [off_b, off_h, j * KEYS, 0], v_ready.index(slot),
+        mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(v_desc, [off_b, off_h, j * BLOCK_N, 0], v_ready.index(slot),
                                         v_smem.index(slot))
         _exit("load", PROFILE)
 
 
 @_jit
-def _fa3_mask(s, key0, offs_m, offs_n, seq_len, CAUSAL: gl.constexpr):
-    # keys past seq_len, and under a causal mask keys after the query, score -inf (key0: the tile's first key)
-    keys = key0 + offs_n
+def _fa3_mask(s, j, offs_m, offs_n, seq_len, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    # keys past seq_len, and under a causal mask keys after the query, score -inf
+    keys = j * BLOCK_N + offs_n
     keep = (keys < seq_len)[None, :]
     if CAUSAL:
         keep = keep & (offs_m[:, None] >= keys[None, :])
@@ -132,31 +119,14 @@ def _fa3_softmax(s, m_i, l_i, qk_scale):
 
 
 @_jit
-def _fa3_softmax2(s, s2, m_i, l_i, qk_scale):
-    # -- the same over a tile held in two pieces (S and S2: BLOCK_N and BLOCK_N2 keys), one row max and sum --
-    row: gl.constexpr = m_i.type.layout
-    row2: gl.constexpr = gl.SliceLayout(1, s2.type.layout)  # the same rows per thread as `row`: a no-op conversion
-    m_new = gl.maximum(m_i, gl.maximum(gl.max(s, 1), gl.convert_layout(gl.max(s2, 1), row)) * qk_scale)
-    p = gl.exp2(s * qk_scale - m_new[:, None])
-    p2 = gl.exp2(s2 * qk_scale - gl.convert_layout(m_new, row2)[:, None])
-    alpha = gl.exp2(m_i - m_new)
-    l_i = l_i * alpha + gl.sum(p, 1) + gl.convert_layout(gl.sum(p2, 1), row)
-    return p, p2, m_new, l_i, alpha
-
-
-@_jit
-def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem, k2_smem, v2_smem,
+def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
                   q_ready, k_ready, k_empty, v_ready, v_empty, turn,
                   qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
-                  HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_N2: gl.constexpr,
+                  HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                   NUM_CONSUMERS: gl.constexpr, KV_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                   OVERLAP: gl.constexpr, PROFILE: gl.constexpr):
-    # -- consumer: one warpgroup, BLOCK_M query rows; the scores and O live in wgmma accumulator registers.
-    # With BLOCK_N2 > 0 a K/V tile comes in two pieces (BLOCK_N + BLOCK_N2 keys): S, P and their products are
-    # written twice (S2, P2), the softmax is one over both --
+    # -- consumer: one warpgroup, BLOCK_M query rows; the scores and O live in wgmma accumulator registers --
     dtype: gl.constexpr = o_desc.dtype
-    TWO: gl.constexpr = BLOCK_N2 > 0
-    KEYS: gl.constexpr = BLOCK_N + BLOCK_N2
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -174,13 +144,6 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem, k
     l_i = gl.zeros([BLOCK_M], gl.float32, row_layout)
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
     s_init = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)  # ignored: the QKᵀ wgmma runs with use_acc=False
-    if TWO:
-        s2_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                            instr_shape=[16, BLOCK_N2, 16])
-        s2_row_layout: gl.constexpr = gl.SliceLayout(1, s2_layout)
-        offs_m2 = row0 + gl.arange(0, BLOCK_M, s2_row_layout)
-        offs_n2 = gl.arange(0, BLOCK_N2, gl.SliceLayout(0, s2_layout))
-        s2_init = gl.zeros([BLOCK_M, BLOCK_N2], gl.float32, s2_layout)
     mbarrier.wait(q_ready.index(CONSUMER), 0)
 
     # -- first K tile: compute qk, softmax (no P·V yet) --
@@ -189,24 +152,12 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem, k
     mbarrier.wait(turn.index(CONSUMER), 0)
     k_t = k_smem.index(0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
     s_tok = warpgroup_mma(q, k_t, s_init, use_acc=False, is_async=True)
-    if TWO:
-        k2_t = k2_smem.index(0).reshape([BLOCK_N2, HEAD_DIM]).permute((1, 0))
-        s2_tok = warpgroup_mma(q, k2_t, s2_init, use_acc=False, is_async=True)
-        mbarrier.arrive(turn.index(NEXT), count=1)
-        s, s2 = warpgroup_mma_wait(0, deps=(s_tok, s2_tok))
-    else:
-        mbarrier.arrive(turn.index(NEXT), count=1)
-        s = warpgroup_mma_wait(0, deps=(s_tok,))
+    mbarrier.arrive(turn.index(NEXT), count=1)
+    s = warpgroup_mma_wait(0, deps=(s_tok,))
     mbarrier.arrive(k_empty.index(0), count=1)  # K_0 read: the producer may refill its slot
     if mask_from == 0:
-        s = _fa3_mask(s, 0, offs_m, offs_n, seq_len, CAUSAL)
-        if TWO:
-            s2 = _fa3_mask(s2, BLOCK_N, offs_m2, offs_n2, seq_len, CAUSAL)
-    if TWO:
-        p, p2, m_i, l_i, alpha = _fa3_softmax2(s, s2, m_i, l_i, qk_scale)
-        p2_op = gl.convert_layout(p2.to(dtype), p_layout)
-    else:
-        p, m_i, l_i, alpha = _fa3_softmax(s, m_i, l_i, qk_scale)
+        s = _fa3_mask(s, 0, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
+    p, m_i, l_i, alpha = _fa3_softmax(s, m_i, l_i, qk_scale)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
 
     for j in range(1, n_kv):
@@ -222,39 +173,23 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem, k
         _enter("qk", PROFILE)  # issue QKᵀ and P·V, wait for QKᵀ
         k_t = k_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
         s_tok = warpgroup_mma(q, k_t, s_init, use_acc=False, is_async=True)
-        if TWO:
-            k2_t = k2_smem.index(slot).reshape([BLOCK_N2, HEAD_DIM]).permute((1, 0))
-            s2_tok = warpgroup_mma(q, k2_t, s2_init, use_acc=False, is_async=True)
         # -- rescale the accumulator (while S_j runs), then add P·V: O += P_{j-1}·V_{j-1}, async --
         acc = acc * gl.convert_layout(alpha, o_row_layout)[:, None]
         o_tok = warpgroup_mma(p_op, v_smem.index(prev).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
-        if TWO:
-            o_tok = warpgroup_mma(p2_op, v2_smem.index(prev).reshape([BLOCK_N2, HEAD_DIM]), o_tok, is_async=True)
         mbarrier.arrive(turn.index(NEXT), count=1)  # the other consumer issues while we run the softmax
         if OVERLAP:
             # -- softmax overlap: wait for S_j only; P_{j-1}·V_{j-1} keeps the tensor cores busy meanwhile --
-            if TWO:
-                s, s2 = warpgroup_mma_wait(2, deps=(s_tok, s2_tok))
-            else:
-                s = warpgroup_mma_wait(1, deps=(s_tok,))
+            s = warpgroup_mma_wait(1, deps=(s_tok,))
             mbarrier.arrive(k_empty.index(slot), count=1)
         else:  # ping-pong only: both products done before the softmax (fewer live registers)
-            if TWO:
-                s, s2, acc, p_op, p2_op = warpgroup_mma_wait(0, deps=(s_tok, s2_tok, o_tok, p_op, p2_op))
-            else:
-                s, acc, p_op = warpgroup_mma_wait(0, deps=(s_tok, o_tok, p_op))
+            s, acc, p_op = warpgroup_mma_wait(0, deps=(s_tok, o_tok, p_op))
             mbarrier.arrive(k_empty.index(slot), count=1)
             mbarrier.arrive(v_empty.index(prev), count=1)
         _exit("qk", PROFILE)
         _enter("softmax", PROFILE)
         if j >= mask_from:
-            s = _fa3_mask(s, j * KEYS, offs_m, offs_n, seq_len, CAUSAL)
-            if TWO:
-                s2 = _fa3_mask(s2, j * KEYS + BLOCK_N, offs_m2, offs_n2, seq_len, CAUSAL)
-        if TWO:
-            p, p2, m_i, l_i, alpha = _fa3_softmax2(s, s2, m_i, l_i, qk_scale)
-        else:
-            p, m_i, l_i, alpha = _fa3_softmax(s, m_i, l_i, qk_scale)
+            s = _fa3_mask(s, j, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
+        p, m_i, l_i, alpha = _fa3_softmax(s, m_i, l_i, qk_scale)
         _exit("softmax", PROFILE)
         _enter("pv", PROFILE)  # wait for P·V (in flight since the qk phase), hand P_j over
         if OVERLAP:
@@ -262,14 +197,9 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem, k
             # above the softmax (within one block it does, and the overlap is lost: seen in the SASS).
             if seq_len < 0:
                 tma.store_wait(0)
-            if TWO:
-                acc, p_op, p2_op = warpgroup_mma_wait(0, deps=(o_tok, p_op, p2_op))
-            else:
-                acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
+            acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
             mbarrier.arrive(v_empty.index(prev), count=1)
         p_op = gl.convert_layout(p.to(dtype), p_layout)  # P_j into the registers P_{j-1}·V_{j-1} just freed
-        if TWO:
-            p2_op = gl.convert_layout(p2.to(dtype), p_layout)
         _exit("pv", PROFILE)
 
     # -- rescale the accumulator, then add P·V: the last tile's P·V --
@@ -278,13 +208,8 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem, k
     mbarrier.wait(turn.index(CONSUMER), n_kv & 1)
     acc = acc * gl.convert_layout(alpha, o_row_layout)[:, None]
     o_tok = warpgroup_mma(p_op, v_smem.index(last).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
-    if TWO:
-        o_tok = warpgroup_mma(p2_op, v2_smem.index(last).reshape([BLOCK_N2, HEAD_DIM]), o_tok, is_async=True)
-        mbarrier.arrive(turn.index(NEXT), count=1)
-        acc, p_op, p2_op = warpgroup_mma_wait(0, deps=(o_tok, p_op, p2_op))
-    else:
-        mbarrier.arrive(turn.index(NEXT), count=1)
-        acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
+    mbarrier.arrive(turn.index(NEXT), count=1)
+    acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
     mbarrier.arrive(v_empty.index(last), count=1)
 
     # -- write O and the row log-sum-exp (natural log) once --
@@ -301,16 +226,14 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem, k
 
 
 @_jit(do_not_specialize=["seq_len", "heads"])
-def _fa3_fwd(q_desc, k_desc, v_desc, k2_desc, v2_desc, o_desc, LSE, sm_scale, seq_len, heads,
-             HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_N2: gl.constexpr,
+def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
+             HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
              NUM_CONSUMERS: gl.constexpr, KV_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
              CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, OVERLAP: gl.constexpr,
              PROFILE: gl.constexpr):
-    # Q, K, V, O: 4-D TMA descriptors over (B, H, N, D); Q and O boxes are [1, 1, BLOCK_M, D], K and V [1, 1, BLOCK_N, D],
-    # K2 and V2 [1, 1, BLOCK_N2, D] (the second piece of a tile; with BLOCK_N2 = 0 they are K and V again, unused).
+    # Q, K, V, O: 4-D TMA descriptors over (B, H, N, D); Q and O boxes are [1, 1, BLOCK_M, D], K and V [1, 1, BLOCK_N, D].
     # One program per (block of NUM_CONSUMERS·BLOCK_M query rows, batch·head).
     TILE_M: gl.constexpr = NUM_CONSUMERS * BLOCK_M
-    KEYS: gl.constexpr = BLOCK_N + BLOCK_N2
     if CAUSAL:  # the last query blocks see the most keys: launch them first so the light ones fill the tail
         tile = gl.num_programs(0) - 1 - gl.program_id(0)
     else:
@@ -322,23 +245,17 @@ def _fa3_fwd(q_desc, k_desc, v_desc, k2_desc, v2_desc, o_desc, LSE, sm_scale, se
     # Key tiles from mask_from on need a mask: the causal diagonal (and beyond it, inside this block) or the seq_len tail.
     if CAUSAL:
         hi = gl.minimum(seq_len, m0 + TILE_M)
-        mask_from = m0 // KEYS
+        mask_from = m0 // BLOCK_N
     else:
         hi = seq_len
-        mask_from = seq_len // KEYS
-    n_kv = gl.cdiv(hi, KEYS)
+        mask_from = seq_len // BLOCK_N
+    n_kv = gl.cdiv(hi, BLOCK_N)
     qk_scale = sm_scale * _LOG2_E
 
     dtype: gl.constexpr = q_desc.dtype
     q_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS] + q_desc.block_type.shape, q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [KV_STAGES] + k_desc.block_type.shape, k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [KV_STAGES] + v_desc.block_type.shape, v_desc.layout)
-    if BLOCK_N2 > 0:
-        k2_smem = gl.allocate_shared_memory(dtype, [KV_STAGES] + k2_desc.block_type.shape, k2_desc.layout)
-        v2_smem = gl.allocate_shared_memory(dtype, [KV_STAGES] + v2_desc.block_type.shape, v2_desc.layout)
-    else:
-        k2_smem = k_smem
-        v2_smem = v_smem
     q_ready = gl.allocate_shared_memory(gl.int64, [NUM_CONSUMERS, 1], mbarrier.MBarrierLayout())
     turn = gl.allocate_shared_memory(gl.int64, [NUM_CONSUMERS, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [KV_STAGES, 1], mbarrier.MBarrierLayout())
@@ -360,36 +277,29 @@ def _fa3_fwd(q_desc, k_desc, v_desc, k2_desc, v2_desc, o_desc, LSE, sm_scale, se
     if NUM_CONSUMERS == 2:
         # consumer 0 is the default partition (the kernel's num_warps=4 warps); consumer 1 and the producer are workers
         gl.warp_specialize([
-            (_fa3_consumer, (0, o_desc, LSE, q_smem, k_smem, v_smem, k2_smem, v2_smem, q_ready, k_ready, k_empty,
-                             v_ready, v_empty, turn, qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_N2, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP,
-                             PROFILE)),
-            (_fa3_consumer, (1, o_desc, LSE, q_smem, k_smem, v_smem, k2_smem, v2_smem, q_ready, k_ready, k_empty,
-                             v_ready, v_empty, turn, qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_N2, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP,
-                             PROFILE)),
-            (_fa3_producer, (q_desc, k_desc, v_desc, k2_desc, v2_desc, q_smem, k_smem, v_smem, k2_smem, v2_smem,
-                             q_ready, k_ready, k_empty, v_ready, v_empty, off_b, off_h, m0, n_kv,
-                             BLOCK_M, BLOCK_N, BLOCK_N2, NUM_CONSUMERS, KV_STAGES, PROFILE)),
+            (_fa3_consumer, (0, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
+            (_fa3_consumer, (1, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
+            (_fa3_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready,
+                             v_empty, off_b, off_h, m0, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, PROFILE)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
     else:
         gl.static_assert(NUM_CONSUMERS == 3, "the FA-3 kernel runs 2 or 3 consumer warpgroups")
         gl.warp_specialize([
-            (_fa3_consumer, (0, o_desc, LSE, q_smem, k_smem, v_smem, k2_smem, v2_smem, q_ready, k_ready, k_empty,
-                             v_ready, v_empty, turn, qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_N2, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP,
-                             PROFILE)),
-            (_fa3_consumer, (1, o_desc, LSE, q_smem, k_smem, v_smem, k2_smem, v2_smem, q_ready, k_ready, k_empty,
-                             v_ready, v_empty, turn, qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_N2, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP,
-                             PROFILE)),
-            (_fa3_consumer, (2, o_desc, LSE, q_smem, k_smem, v_smem, k2_smem, v2_smem, q_ready, k_ready, k_empty,
-                             v_ready, v_empty, turn, qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_N2, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP,
-                             PROFILE)),
-            (_fa3_producer, (q_desc, k_desc, v_desc, k2_desc, v2_desc, q_smem, k_smem, v_smem, k2_smem, v2_smem,
-                             q_ready, k_ready, k_empty, v_ready, v_empty, off_b, off_h, m0, n_kv,
-                             BLOCK_M, BLOCK_N, BLOCK_N2, NUM_CONSUMERS, KV_STAGES, PROFILE)),
+            (_fa3_consumer, (0, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
+            (_fa3_consumer, (1, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
+            (_fa3_consumer, (2, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
+            (_fa3_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready,
+                             v_empty, off_b, off_h, m0, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, PROFILE)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -404,17 +314,11 @@ class FlashV3Config:
     consumer_regs: int  # registers per thread of a consumer warpgroup (setmaxnreg)
     producer_regs: int  # registers per thread of the producer warp
     overlap: bool = True  # a consumer runs its softmax while its own P·V wgmma is in flight (FA-3's third idea)
-    block_n2: int = 0     # keys of a second piece of each K/V tile (0: none): 128 + 64 = FA-3's wider tiles
 
     @property
     def tile_m(self) -> int:
         """Query rows per program."""
         return self.block_m * self.num_consumers
-
-    @property
-    def keys_per_tile(self) -> int:
-        """Keys per K/V tile: block_n, plus the second piece's block_n2."""
-        return self.block_n + self.block_n2
 
     @property
     def num_warps(self) -> int:
@@ -427,7 +331,7 @@ class FlashV3Config:
         return 65536 // (32 * self.num_warps) // 8 * 8
 
     def smem_bytes(self, head_dim: int) -> int:
-        return 2 * head_dim * (self.num_consumers * self.block_m + 2 * self.kv_stages * self.keys_per_tile)
+        return 2 * head_dim * (self.num_consumers * self.block_m + 2 * self.kv_stages * self.block_n)
 
 
 # Per (head_dim, causal); fp16 and bf16 share them. Measured on the H200 (perf/h200/fa3_speed.py, FA3_NOTES.md).
@@ -492,13 +396,11 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
     lse = torch.empty((batch, heads, seq_len), dtype=torch.float32, device=q.device)  # (B, H, N)
     q_desc, o_desc = (compat.make_descriptor(t, [1, 1, config.block_m, head_dim]) for t in (q, o))
     k_desc, v_desc = (compat.make_descriptor(t, [1, 1, config.block_n, head_dim]) for t in (k, v))
-    k2_desc, v2_desc = ((compat.make_descriptor(t, [1, 1, config.block_n2, head_dim]) for t in (k, v))
-                        if config.block_n2 else (k_desc, v_desc))
     grid = (triton.cdiv(seq_len, config.tile_m), batch * heads)
     with kernel_launch_lock():
         _fa3_fwd[grid](
-            q_desc, k_desc, v_desc, k2_desc, v2_desc, o_desc, lse, sm_scale, seq_len, heads,
-            HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_N2=config.block_n2,
+            q_desc, k_desc, v_desc, o_desc, lse, sm_scale, seq_len, heads,
+            HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
             NUM_CONSUMERS=config.num_consumers, KV_STAGES=config.kv_stages, CAUSAL=causal,
             CONSUMER_REGS=config.consumer_regs, PRODUCER_REGS=config.producer_regs, OVERLAP=config.overlap,
             PROFILE=profile,  # Proton scopes on the phases (kernels/phase_timeline.py); off in every shipped call
