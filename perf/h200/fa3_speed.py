@@ -54,8 +54,9 @@ SHAPE_SETS = {"goal": GOAL_SHAPES, "8k": [s for s in GOAL_SHAPES if s[3] == 8192
 
 def variants(head_dim: int, causal: bool) -> dict[str, FlashV3Config]:
     """Candidates beside the shipped config of a class: tile shapes, ring depth, consumer count, register split.
-    (Kernel-code experiments are not configs: 1 exponential in k on the FMA pipe, commit 0fa143a, and persistent
-    programs, commit 299e42d, each measured with this script and reverted; perf/h200/FA3_NOTES.md has the numbers.)"""
+    (Kernel-code experiments are not configs: 1 exponential in k on the FMA pipe, commit 0fa143a, persistent
+    programs, commit 299e42d, and 192-key tiles, commit f587a49, each measured with this script and reverted; the
+    row max and sum as trees were timed from a working tree; perf/h200/FA3_NOTES.md has the numbers.)"""
     shipped = V3_CONFIGS[(head_dim, causal)]
     if head_dim == 128:
         cands = [FlashV3Config(64, 128, 2, 2, 240, 24, overlap=False),  # ping-pong only, no in-warpgroup overlap
