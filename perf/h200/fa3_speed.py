@@ -49,7 +49,8 @@ GOAL_SHAPES = [(f"B{b} H{h} N{n // 1024}K D{d}{' causal' if c else ''}", b, h, n
 GOAL_SHAPES += [(f"B1 H32 N{n // 1024}K D128{' causal' if c else ''}", 1, 32, n, 128, c)
                 for n in (8192, 16384, 32768) for c in (False, True)]
 SHAPE_SETS = {"goal": GOAL_SHAPES, "8k": [s for s in GOAL_SHAPES if s[3] == 8192 and s[1] == 2],
-              "quick": [s for s in GOAL_SHAPES if s[3] == 8192 and s[1] == 2 and s[4] == 128]}
+              "quick": [s for s in GOAL_SHAPES if s[3] == 8192 and s[1] == 2 and s[4] == 128],
+              "d128": [s for s in GOAL_SHAPES if s[4] == 128]}
 
 
 def variants(head_dim: int, causal: bool) -> dict[str, FlashV3Config]:
@@ -60,7 +61,8 @@ def variants(head_dim: int, causal: bool) -> dict[str, FlashV3Config]:
     shipped = V3_CONFIGS[(head_dim, causal)]
     if head_dim == 128:
         cands = [FlashV3Config(64, 128, 2, 2, 240, 24, overlap=False),  # ping-pong only, no in-warpgroup overlap
-                 FlashV3Config(64, 128, 2, 3, 240, 24)]                 # a third K/V slot (224 KB of the 227 KB)
+                 FlashV3Config(64, 128, 2, 3, 240, 24),                 # a third K/V slot (224 KB of the 227 KB)
+                 FlashV3Config(64, 64, 3, 4, 160, 32)]                  # three consumers, 64-key tiles (160 regs)
     else:
         cands = [FlashV3Config(64, 128, 3, 4, 160, 32, overlap=True),   # the overlap at 160 registers (spills 16 B)
                  FlashV3Config(64, 128, 2, 4, 240, 24)]                 # the ping-pong pair instead of three consumers
