@@ -105,6 +105,16 @@ APP_EXPERIMENTS = {
     # the collapsed sidebar's widgets (scene list, uploader, theme radio) each load their own JS chunk
     "app, no sidebar widgets": "page.sidebar_source = lambda *args, **kwargs: None\n"
                                "page.sidebar_settings = lambda *args, **kwargs: None",
+    # the widgets nobody sees on arrival (the collapsed sidebar's, the closed settings popover's) drawn from the
+    # second run on: the page script's window-size report always brings one, ~0.5 s after the first
+    "app, hidden widgets from the second run on": '''import page.frame
+import page.script
+def _later(real):
+    def call(*args, **kwargs):
+        return None if page.script.window_size() is None else real(*args, **kwargs)
+    return call
+for _name in ("sidebar_source", "sidebar_settings", "talk_settings"):  # the originals, not page.X (reruns)
+    setattr(page, _name, _later(getattr(page.frame, _name)))''',
     # plotly's chunk is fetched only once the chart's element arrives: import it from a component at the top
     "app, plotly's chunk imported first": '''from pathlib import Path
 import streamlit
