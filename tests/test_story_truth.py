@@ -3,6 +3,7 @@ those say on the shipped H200 recording (results/h200.json) and on small inputs.
 before the fix."""
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 import costmodel
 import story
 import viz
+from bench import results
 from bench.results import load_results
 from fmt import fmt_bytes, fmt_tokens
 from kernels import source
@@ -183,7 +185,9 @@ def test_no_verdict_claims_more_than_its_roof(head_dim, causal):
 def test_each_roof_is_said_for_the_caption():
     text = story.roofs_sentence(FACTS, COPY_SIZES, MATMUL_SIZES)
     assert "copy of 1–4 GiB" in text and "best of 4096³–16384³ bf16 matmuls" in text and "lower bound" in text
-    assert "sizes not recorded" in story.roofs_sentence(FACTS)  # the recording does not say how it measured
+    assert story.roofs_sentence(FACTS) == text  # the recording says the sizes its roofs were measured at
+    bare = {k: v for k, v in FACTS.items() if k not in ("copy_sizes_bytes", "matmul_sizes")}
+    assert "sizes not recorded" in story.roofs_sentence(bare)  # an older file does not say how it measured
 
 
 # -- 5. FA-1 order: loop order or idle SMs ------------------------------------------------------------------
@@ -310,19 +314,27 @@ def test_the_source_view_shows_softmax_and_the_rescale_at_the_apps_height(order)
     assert "alpha" in drawn and "exp2" in drawn
 
 
-# -- points of different runs: the shipped recording merges two bench runs, and the evolution scene says so ----
+# -- points of different runs: a file merged from several bench runs says so on the evolution scene -------------
 
-def test_a_merged_recording_says_its_points_come_from_several_runs():
-    assert RECORDED.meta["merged_from"]  # results/h200.json: the earlier run, then the FA-3 call merged into it
-    sentence = story.runs_sentence(RECORDED.meta)
-    assert "2 bench runs" in sentence and "spread" in sentence
+def test_runs_sentence_counts_the_bench_runs_of_a_file():
+    assert not RECORDED.meta.get("merged_from")  # results/h200.json: every point from one bench run (2026-12-02)
+    assert story.runs_sentence(RECORDED.meta) == ""
     assert story.runs_sentence({"command": "python -m bench"}) == ""
     assert story.runs_sentence({"merged_from": " | "}) == ""
+    sentence = story.runs_sentence({"merged_from": "python -m bench a"})
+    assert "2 bench runs" in sentence and "spread" in sentence
     assert "3 bench runs" in story.runs_sentence({"merged_from": "python -m bench a | python -m bench b"})
     assert story.runs_sentence(None) == ""
 
 
-def test_the_evolution_scene_says_its_points_come_from_two_runs():
+def test_the_evolution_scene_says_when_its_points_come_from_several_runs(tmp_path, monkeypatch):
+    app = open_app(scene="evolution", source="recorded")
+    assert_no_exception(app)
+    assert not any("bench runs" in caption.value for caption in app.caption)  # the shipped file: one run
+    merged = json.loads((results.RESULTS_DIR / "h200.json").read_text())
+    merged["meta"]["merged_from"] = "python -m bench --algorithms flash_v3"
+    (tmp_path / "h200.json").write_text(json.dumps(merged))
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
     app = open_app(scene="evolution", source="recorded")
     assert_no_exception(app)
     assert any("2 bench runs" in caption.value for caption in app.caption)
