@@ -88,7 +88,7 @@ def device_facts(measure_bandwidth: bool = False) -> dict:
     facts = {"name": "CPU (Triton interpreter)", "sm_count": None, "smem_per_sm_bytes": None,
              "smem_per_block_bytes": None, "l2_bytes": None, "hbm_bytes": None, "copy_gbps": None,
              "compute_capability": None, "driver": None, "matmul_tflops": None, "l2_gbps": None,
-             "sm_clock_mhz": None, **versions()}
+             "sm_clock_mhz": None, "copy_sizes_bytes": None, "matmul_sizes": None, **versions()}
     if INTERPRET:
         return facts
     props = torch.cuda.get_device_properties(0)
@@ -107,6 +107,7 @@ def device_facts(measure_bandwidth: bool = False) -> dict:
         facts["copy_gbps"] = copy_roof_gbps()
         facts["l2_gbps"] = measure_l2_read_gbps()
         facts["matmul_tflops"] = matmul_roof_tflops()
+        facts["copy_sizes_bytes"], facts["matmul_sizes"] = list(COPY_SIZES_BYTES), list(MATMUL_SIZES)
     return facts
 
 

@@ -41,6 +41,7 @@ MAX_GBPS = 1e7
 MAX_TIMESTAMP_NS = 10**15     # ~11 days of %globaltimer after the first program started
 MAX_PROGRAMS = 1 << 22        # entries of one timeline
 MAX_KERNELS = 64              # launched kernels listed in one record
+MAX_SIZES = 16                # sizes a roof was measured at
 MAX_TEXT = 200                # characters of a name; messages and commands get more
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,100}\.json$")
 TIMING_KINDS = ("cuda", "interpreter")
@@ -117,6 +118,10 @@ FACT_SCHEMA: dict[str, _Field] = {
     "cuda": _text(60, nullable=True), "python": _text(60, nullable=True),
     "matmul_tflops": _float(MAX_TFLOPS, unit="TFLOPS"), "l2_gbps": _float(MAX_GBPS, unit="GB/s"),
     "sm_clock_mhz": _float(1e5, unit="MHz"),
+    # the sizes the roofs were measured at, each roof the best of them (bench/device.py COPY_SIZES_BYTES,
+    # MATMUL_SIZES): the roofline says what each roof is
+    "copy_sizes_bytes": _Field(tuple, 1 << 20, MAX_BYTES, nullable=True, unit="bytes"),
+    "matmul_sizes": _Field(tuple, 16, 1 << 18, nullable=True),
 }
 REQUIRED_FACTS = ("name", "sm_count", "smem_per_sm_bytes", "smem_per_block_bytes", "l2_bytes", "hbm_bytes",
                   "copy_gbps", "compute_capability", "driver", "torch", "triton")
@@ -134,7 +139,9 @@ TIMELINE_ARRAYS = ("sm_id", "t_start_ns", "t_end_ns", "q_block", "bh")
 assert set(RECORD_SCHEMA) == set(RECORD_FIELDS), "every record field needs a line in RECORD_SCHEMA"
 _FACT_FALLBACK = {"matmul_tflops": "the roofline uses the GPU's datasheet peak",
                   "l2_gbps": "the hierarchy shows no measured L2 bandwidth",
-                  "sm_clock_mhz": "the clock is not shown"}
+                  "sm_clock_mhz": "the clock is not shown",
+                  "copy_sizes_bytes": "the roofline says the copy's sizes were not recorded",
+                  "matmul_sizes": "the roofline says the matmul's sizes were not recorded"}
 _COUNTERS = ("dram_read_bytes", "dram_write_bytes", "l2_bytes", "kernels", "counters")
 
 
@@ -178,6 +185,14 @@ def _checked(spec: _Field, value):
         if not isinstance(value, list):
             raise _Bad("is not a list")
         return value
+    if spec.kind is tuple:  # a short list of whole numbers, each within the bounds
+        if not isinstance(value, list) or not 1 <= len(value) <= MAX_SIZES:
+            raise _Bad(f"is not a list of 1 … {MAX_SIZES} sizes")
+        for item in value:
+            if isinstance(item, bool) or not isinstance(item, int) or not spec.low <= item <= spec.high:
+                unit = f" {spec.unit}" if spec.unit else ""
+                raise _Bad(f"holds {_short(item)}, not a whole number in {spec.low:g} … {spec.high:g}{unit}")
+        return list(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _Bad("is not a number")
     if spec.kind is int and not isinstance(value, int):

@@ -254,7 +254,9 @@ def test_bad_optional_record_values_are_dropped_with_a_note(key, value, words):
 
 
 @pytest.mark.parametrize("key,value", [("matmul_tflops", -1.0), ("l2_gbps", "fast"), ("sm_clock_mhz", 1e300),
-                                       ("python", 3.12)])
+                                       ("python", 3.12), ("copy_sizes_bytes", [0]), ("copy_sizes_bytes", 4096),
+                                       ("matmul_sizes", []), ("matmul_sizes", [8192, True]),
+                                       ("matmul_sizes", list(range(64, 64 * 20, 64)))])
 def test_bad_optional_device_facts_are_dropped_with_a_note(key, value):
     doc = good_doc()
     doc["device"][key] = value
@@ -268,3 +270,13 @@ def test_dump_refuses_to_write_values_the_loader_would_drop(tmp_path):
     with pytest.raises(res.ResultsError, match="dram_read_bytes"):
         res.dump_results(tmp_path / "x.json", doc["device"], doc["records"], [], "cmd", "today")
     assert not (tmp_path / "x.json").exists()
+
+
+def test_the_sizes_the_roofs_were_measured_at_are_kept():
+    doc = good_doc()
+    doc["device"].update(copy_sizes_bytes=[1 << 30, 4 << 30], matmul_sizes=[4096, 16384])
+    loaded = res.load_results(encode(doc))
+    assert loaded.facts["copy_sizes_bytes"] == [1 << 30, 4 << 30] and loaded.facts["matmul_sizes"] == [4096, 16384]
+    assert not loaded.notes
+    shipped = res.load_results("h200.json").facts  # the bench writes them (bench/device.py device_facts)
+    assert shipped["copy_sizes_bytes"] and shipped["matmul_sizes"]

@@ -64,4 +64,5 @@ def test_device_facts_claim_nothing_without_a_gpu():
     facts = device_facts()
     assert facts["name"] == "CPU (Triton interpreter)"
     assert facts["sm_count"] is None and facts["hbm_bytes"] is None and facts["copy_gbps"] is None
+    assert facts["copy_sizes_bytes"] is None and facts["matmul_sizes"] is None
     assert facts["triton"] and facts["torch"]
