@@ -459,6 +459,9 @@ def oom_need(record: dict) -> int | None:
     return record.get("needed_bytes")
 
 
+REFUSED_BEFORE_LAUNCH = "refused before any launch"  # kernels/inputs.py: S and P larger than the whole device
+
+
 def oom_text(record: dict) -> str:
     """"needs 192.0 GiB; a 64.0 GiB allocation failed": the model's total and what was measured. The one
     wording of the wall: the chart, the speedup table, the headline and the takeaways all use it."""
@@ -467,7 +470,10 @@ def oom_text(record: dict) -> str:
     if need:
         parts.append(f"needs {fmt_bytes(need)}")
     if record.get("needed_bytes"):
-        parts.append(f"a {fmt_bytes(record['needed_bytes'])} allocation failed")
+        if REFUSED_BEFORE_LAUNCH in str(record.get("message") or ""):  # our library's own check, not the allocator
+            parts.append(f"{fmt_bytes(record['needed_bytes'])} refused before any launch")
+        else:
+            parts.append(f"a {fmt_bytes(record['needed_bytes'])} allocation failed")
     return "; ".join(parts)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 import story
+from bench.results import load_results
 from costmodel import flash_extra_bytes, naive_extra_bytes
 from fmt import fmt_bytes
 
@@ -89,3 +90,15 @@ def test_timeline_statistics() -> None:
                      "max_per_sm": 2}
     empty = {"sm_count": 132, "sm_id": [], "t_start_ns": [], "t_end_ns": [], "q_block": []}
     assert story.timeline_stats(empty)["programs"] == 0
+
+
+def test_a_wall_our_library_refused_before_launch_is_not_called_a_failed_allocation(records) -> None:
+    import inspect
+    from kernels import inputs
+    assert story.REFUSED_BEFORE_LAUNCH in inspect.getsource(inputs)  # the library's words, as the story reads them
+    wall = {**story.first_wall(records), "message": "out of memory, refused before any launch: S (fp32) and P need "
+            "more memory than the device has: Tried to allocate 192.00 GiB"}
+    assert "refused before any launch" in story.wall_text(wall) and "allocation failed" not in story.wall_text(wall)
+    shipped = story.first_wall(load_results("h200.json").records)
+    assert story.wall_text(shipped).startswith("out of memory at N = 32K")
+    assert "192.0 GiB refused before any launch" in story.wall_text(shipped)
