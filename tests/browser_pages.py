@@ -5,6 +5,7 @@ tab fixtures are in conftest.py. Import this module only after `browser_support.
 import re
 import urllib.parse
 
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
 from tests.browser_support import ARTIFACTS
@@ -188,6 +189,14 @@ def open_drawer(page) -> None:
 TALK_SETTINGS = re.compile(r"· batch \d+ ·")  # the popover beside the scene's title that holds the talk's setting
 
 
+def _appears(locator, timeout_ms: int) -> bool:
+    try:
+        locator.first.wait_for(timeout=timeout_ms)
+        return True
+    except PlaywrightTimeout:
+        return False
+
+
 def control(page, role: str, name: str):
     """A widget by its role and label, wherever the app puts it: beside the scene, in the talk's setting (the
     popover beside the title), else in the sidebar."""
@@ -195,14 +204,18 @@ def control(page, role: str, name: str):
     if beside_the_scene.count():
         return beside_the_scene
     popover = page.get_by_test_id("stPopover").filter(has_text=TALK_SETTINGS)
-    if popover.count():
+    if _appears(popover, 5_000):
         body = page.get_by_test_id("stPopoverBody")
-        if not body.count() or not body.first.is_visible():
-            popover.get_by_role("button").first.click()
-        body.first.get_by_text("Data type").wait_for()  # the popover's last control is drawn: all of them are
-        in_talk = body.get_by_role(role, name=name, exact=True)
-        if in_talk.count():
-            return in_talk
+        for _ in range(3):  # a rerun that lands meanwhile can redraw the popover closed: open it again
+            if not body.count() or not body.first.is_visible():
+                popover.get_by_role("button").first.click()
+            if not _appears(body.first.get_by_text("Data type"), 20_000):  # its last control: all are drawn
+                continue
+            in_talk = body.get_by_role(role, name=name, exact=True)
+            if _appears(in_talk, 3_000):
+                return in_talk
+            if body.first.is_visible():
+                break  # open and drawn, and the control is not in it
         page.keyboard.press("Escape")
     return open_sidebar(page).get_by_role(role, name=name, exact=True)
 
