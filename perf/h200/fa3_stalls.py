@@ -3,8 +3,9 @@
     PYTHONUNBUFFERED=1 python3 -m perf.h200.fa3_stalls [--causal] [--head-dim 128]   # on the H200, under $OUT
 
 Runs `ncu` (SourceCounters + WarpStateStats, clocks left alone) on this module in --target mode, which launches the
-shipped FA-3 kernel at B=2 H=16 N=8K (bf16) twice and marks the second; then prints the stall reasons summed over
-the whole kernel and per SASS opcode, and the 40 instructions with the most samples. The .ncu-rep and the source
+shipped FA-3 kernel at B=2 H=16 N=8K (bf16) twice and marks the second; then prints the stall reasons' shares over
+the whole kernel and over the consumers' loop bodies (the execution count that holds the most samples), the samples per SASS
+opcode, and the 40 instructions with the most samples. The .ncu-rep and the source
 page as CSV go to $OUT. One profile, not a timing: ncu serializes and replays the launch.
 """
 from __future__ import annotations
@@ -16,8 +17,10 @@ import os
 import re
 import subprocess
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
+
+from bench.counters import find_ncu
 
 OUT = Path(os.environ.get("OUT") or "/tmp")
 
@@ -32,11 +35,18 @@ def target(head_dim: int, causal: bool) -> None:
     torch.cuda.synchronize()
 
 
-def ncu_path() -> str:
-    for c in ("ncu", "/usr/local/cuda/bin/ncu"):
-        if subprocess.run(["which", c], capture_output=True).returncode == 0 or Path(c).exists():
-            return c
-    raise SystemExit("no ncu on this machine")
+def _number(text) -> float:
+    try:
+        return float(str(text).replace(",", ""))
+    except ValueError:
+        return 0.0
+
+
+def _shares(rows: list[dict], column: str, reasons: list[str]) -> list[tuple[str, float]]:
+    """The stall reasons' shares of these instructions' samples, largest first."""
+    total = sum(_number(r[column]) for r in rows) or 1.0
+    sums = {reason: sum(_number(r[reason]) for r in rows) for reason in reasons}
+    return sorted(((reason, value / total) for reason, value in sums.items()), key=lambda item: -item[1])
 
 
 def main() -> int:
@@ -48,7 +58,9 @@ def main() -> int:
     if a.target:
         target(a.head_dim, a.causal)
         return 0
-    ncu = ncu_path()
+    ncu = find_ncu()
+    if ncu is None:
+        raise SystemExit("no ncu on this machine")
     rep = OUT / f"fa3-stalls-d{a.head_dim}{'-causal' if a.causal else ''}"
     cmd = [ncu, "--clock-control", "none", "-k", "regex:_fa3_fwd", "--launch-skip", "1", "--launch-count", "1",
            "--section", "SourceCounters", "--section", "WarpStateStats", "--import-source", "no", "-f", "-o", str(rep),
@@ -57,49 +69,51 @@ def main() -> int:
     print(" ".join(cmd), flush=True)
     r = subprocess.run(cmd, capture_output=True, text=True)
     print(r.stdout[-3000:], r.stderr[-3000:], flush=True)
-    page = subprocess.run([ncu, "--import", f"{rep}.ncu-rep", "--page", "source", "--csv", "--print-source", "sass"],
-                          capture_output=True, text=True)
-    (OUT / f"{rep.name}-source.csv").write_text(page.stdout)
-    if page.returncode != 0 or not page.stdout.strip():
-        print("source page failed:", page.stderr[-2000:])
-        details = subprocess.run([ncu, "--import", f"{rep}.ncu-rep", "--page", "details", "--csv"],
-                                 capture_output=True, text=True)
-        print(details.stdout[-6000:], details.stderr[-1000:])
-        return 1
     details = subprocess.run([ncu, "--import", f"{rep}.ncu-rep", "--page", "details", "--csv"],
                              capture_output=True, text=True)
     (OUT / f"{rep.name}-details.csv").write_text(details.stdout)
     for row in csv.reader(io.StringIO(details.stdout)):
-        if any("Warp State" in c for c in row) or any("Duration" == c for c in row) or any("SM Frequency" == c for c in row):
+        if any("Warp State" in c for c in row) or any(c in ("Duration", "SM Frequency") for c in row):
             print("  ", " | ".join(row[-4:]))
+    page = subprocess.run([ncu, "--import", f"{rep}.ncu-rep", "--page", "source", "--csv", "--print-source", "sass"],
+                          capture_output=True, text=True)
+    (OUT / f"{rep.name}-source.csv").write_text(page.stdout)
+    if page.returncode != 0 or not page.stdout.strip():
+        print("source page failed:", page.stderr[-2000:], details.stdout[-6000:], details.stderr[-1000:])
+        return 1
     rows = list(csv.reader(io.StringIO(page.stdout)))
     header_at = next(i for i, row in enumerate(rows) if any("Source" == c.strip() for c in row))
     header = rows[header_at]
     body = [dict(zip(header, row)) for row in rows[header_at + 1:] if len(row) == len(header)]
-    stall_cols = [h for h in header if h.startswith("stall_") or "Warp Stall Sampling" in h or h.startswith("Stall")]
-    print("columns:", header)
     sample_col = next((h for h in header if "Warp Stall Sampling (All" in h), None)
-    if sample_col is None:
-        print("no sampling column")
+    reasons = [h for h in header if h.startswith("stall_") and "Not Issued" not in h]
+    if sample_col is None or not reasons:
+        print("no sampling columns; the page has:", header)
         return 1
-
-    def num(x):
-        try:
-            return float(str(x).replace(",", ""))
-        except ValueError:
-            return 0.0
-    total = sum(num(r[sample_col]) for r in body)
+    total = sum(_number(r[sample_col]) for r in body)
+    # the consumers' loop bodies: the execution count (programs × warps × K/V tiles) whose instructions hold the
+    # most samples
+    weight = Counter()
+    for r in body:
+        weight[_number(r["Instructions Executed"])] += _number(r[sample_col])
+    most = weight.most_common(1)[0][0]
+    loop = [r for r in body if _number(r["Instructions Executed"]) == most]
+    loop_total = sum(_number(r[sample_col]) for r in loop)
+    print(f"\nsamples: {total:.0f}; in the loop bodies ({len(loop)} instructions executed {most:.0f} times each): "
+          f"{loop_total:.0f}")
+    for label, rows_of in (("whole kernel", body), ("loop bodies", loop)):
+        print(f"stall reasons, {label}: " + ", ".join(f"{reason[6:]} {share:.1%}"
+                                                      for reason, share in _shares(rows_of, sample_col, reasons)[:8]))
     by_op = Counter()
     for r in body:
-        op = re.sub(r"^@!?U?P\w+\s+", "", r["Source"].strip()).split(" ")[0]
-        by_op[op] += num(r[sample_col])
-    print(f"\nsamples: {total:.0f}; by opcode (share of all warp samples):")
+        by_op[re.sub(r"^@!?U?P\w+\s+", "", r["Source"].strip()).split(" ")[0]] += _number(r[sample_col])
+    print("\nby opcode (share of all warp samples):")
     for op, n in by_op.most_common(25):
         print(f"  {op:36s} {n / total:6.1%}")
     print("\ntop instructions:")
-    top = sorted(body, key=lambda r: -num(r[sample_col]))[:40]
-    for r in top:
-        print(f"  {r.get('Address', ''):>8s} {num(r[sample_col]) / total:6.1%}  {r['Source'].strip()[:90]}")
+    for r in sorted(body, key=lambda r: -_number(r[sample_col]))[:40]:
+        top = max(reasons, key=lambda reason: _number(r[reason]))[6:]
+        print(f"  {r.get('Address', ''):>8s} {_number(r[sample_col]) / total:6.1%} {top:14s} {r['Source'].strip()[:90]}")
     return 0
 
 
