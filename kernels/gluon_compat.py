@@ -17,6 +17,10 @@ the names below are None. Gluon does not run in Triton's CPU interpreter; that i
 """
 from __future__ import annotations
 
+# first: kernels.runtime sets TRITON_INTERPRET before Triton is imported (Triton reads it when it decorates its own
+# library, e.g. tl.zeros; imported after, the interpreter cannot run a tl kernel that calls them)
+from kernels import runtime  # noqa: F401
+
 GLUON_IMPORT_ERROR: str | None = None
 try:
     from triton.experimental import gluon
