@@ -26,14 +26,11 @@ The version differences between triton 3.6 and 3.7.1 sit in kernels/gluon_compat
 """
 from __future__ import annotations
 
-import functools
-import heapq
 from dataclasses import dataclass
 
 from kernels.runtime import AOT, INTERPRET, kernel_launch_lock  # first: it picks the backend before any decorator
 import torch
 import triton
-import triton.language as tl
 
 import costmodel
 from kernels import gluon_compat as compat
@@ -75,7 +72,7 @@ def _exit(NAME: gl.constexpr, PROFILE: gl.constexpr):
 @_jit
 def _fa3_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem,
                   q_ready, k_ready, k_empty, v_ready, v_empty,
-                  off_b, off_h, m0, kv_lo, n_kv,
+                  off_b, off_h, m0, n_kv,
                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_CONSUMERS: gl.constexpr,
                   KV_STAGES: gl.constexpr, PROFILE: gl.constexpr):
     # -- producer: each consumer's Q block, once (rows past seq_len read as zeros) --
@@ -83,8 +80,7 @@ def _fa3_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem,
         mbarrier.expect(q_ready.index(c), q_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m0 + c * BLOCK_M, 0], q_ready.index(c),
                                         q_smem.index(c))
-    # -- producer: stream the K and V tiles (from key tile kv_lo on) through the ring; a slot is refilled once every
-    #    consumer freed it --
+    # -- producer: stream the K and V tiles through the ring; a slot is refilled once every consumer freed it --
     for j in range(n_kv):
         slot = j % KV_STAGES
         refill = ((j // KV_STAGES) & 1) ^ 1  # a fresh mbarrier counts its phase before 0 as complete
@@ -92,12 +88,12 @@ def _fa3_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem,
         _enter("load", PROFILE)
         mbarrier.wait(k_empty.index(slot), refill)
         mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [off_b, off_h, (kv_lo + j) * BLOCK_N, 0], k_ready.index(slot),
+        tma.async_copy_global_to_shared(k_desc, [off_b, off_h, j * BLOCK_N, 0], k_ready.index(slot),
                                         k_smem.index(slot))
         # -- load the V tile --
         mbarrier.wait(v_empty.index(slot), refill)
         mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(v_desc, [off_b, off_h, (kv_lo + j) * BLOCK_N, 0], v_ready.index(slot),
+        tma.async_copy_global_to_shared(v_desc, [off_b, off_h, j * BLOCK_N, 0], v_ready.index(slot),
                                         v_smem.index(slot))
         _exit("load", PROFILE)
 
@@ -125,7 +121,7 @@ def _fa3_softmax(s, m_i, l_i, qk_scale):
 @_jit
 def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
                   q_ready, k_ready, k_empty, v_ready, v_empty, turn,
-                  qk_scale, seq_len, off_b, off_h, off_bh, m0, kv_lo, n_kv, mask_from, piece, WS_O, WS_LSE,
+                  qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
                   HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                   NUM_CONSUMERS: gl.constexpr, KV_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                   OVERLAP: gl.constexpr, PROFILE: gl.constexpr):
@@ -159,9 +155,8 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
     mbarrier.arrive(turn.index(NEXT), count=1)
     s = warpgroup_mma_wait(0, deps=(s_tok,))
     mbarrier.arrive(k_empty.index(0), count=1)  # K_0 read: the producer may refill its slot
-    mask_from = mask_from - kv_lo  # from here on counted from this program's first key tile
-    if mask_from <= 0:
-        s = _fa3_mask(s, kv_lo, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
+    if mask_from == 0:
+        s = _fa3_mask(s, 0, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
     p, m_i, l_i, alpha = _fa3_softmax(s, m_i, l_i, qk_scale)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
 
@@ -193,7 +188,7 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
         _exit("qk", PROFILE)
         _enter("softmax", PROFILE)
         if j >= mask_from:
-            s = _fa3_mask(s, kv_lo + j, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
+            s = _fa3_mask(s, j, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
         p, m_i, l_i, alpha = _fa3_softmax(s, m_i, l_i, qk_scale)
         _exit("softmax", PROFILE)
         _enter("pv", PROFILE)  # wait for P·V (in flight since the qk phase), hand P_j over
@@ -217,70 +212,44 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
     acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
     mbarrier.arrive(v_empty.index(last), count=1)
 
+    # -- write O and the row log-sum-exp (natural log) once --
     _enter("epilogue", PROFILE)
-    TILE_M: gl.constexpr = NUM_CONSUMERS * BLOCK_M
-    if piece >= 0:
-        # -- a piece of a split tile (its keys kv_lo … kv_lo + n_kv): O over those keys, normalized, in fp32, and
-        #    its log2-sum-exp into the workspace; _fa3_merge weighs the pieces into the tile's O and LSE --
-        base = piece.to(gl.int64) * TILE_M + CONSUMER * BLOCK_M
-        gl.store(WS_LSE + base + gl.arange(0, BLOCK_M, row_layout), m_i + gl.log2(l_i))
-        o = acc / gl.convert_layout(l_i, o_row_layout)[:, None]
-        rows = base + gl.arange(0, BLOCK_M, o_row_layout)
-        cols = gl.arange(0, HEAD_DIM, gl.SliceLayout(0, o_layout))
-        gl.store(WS_O + rows[:, None] * HEAD_DIM + cols[None, :], o)
-    else:
-        # -- a whole tile: write O and the row log-sum-exp (natural log) once --
-        lse = (m_i + gl.log2(l_i)) * _LN2
-        gl.store(LSE + off_bh.to(gl.int64) * seq_len + offs_m, lse, mask=offs_m < seq_len)
-        o = acc / gl.convert_layout(l_i, o_row_layout)[:, None]
-        o_smem = q_smem.index(CONSUMER)  # Q is spent (its last wgmma is done): its slot stages O for the TMA store
-        o_smem.reshape([BLOCK_M, HEAD_DIM]).store(o.to(dtype))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(o_desc, [off_b, off_h, row0, 0], o_smem)  # rows past seq_len are clipped
-        tma.store_wait(0)
+    lse = (m_i + gl.log2(l_i)) * _LN2
+    gl.store(LSE + off_bh.to(gl.int64) * seq_len + offs_m, lse, mask=offs_m < seq_len)
+    o = acc / gl.convert_layout(l_i, o_row_layout)[:, None]
+    o_smem = q_smem.index(CONSUMER)  # Q is spent (its last wgmma is done): its slot stages O for the TMA store
+    o_smem.reshape([BLOCK_M, HEAD_DIM]).store(o.to(dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(o_desc, [off_b, off_h, row0, 0], o_smem)  # rows past seq_len are clipped
+    tma.store_wait(0)
     _exit("epilogue", PROFILE)
 
 
-@_jit(do_not_specialize=["seq_len", "heads", "n_qblocks", "n_full", "split"])
-def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, WS_O, WS_LSE, sm_scale, seq_len, heads, n_qblocks, n_full, split,
+@_jit(do_not_specialize=["seq_len", "heads"])
+def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
              HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
              NUM_CONSUMERS: gl.constexpr, KV_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
              CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, OVERLAP: gl.constexpr,
              PROFILE: gl.constexpr):
     # Q, K, V, O: 4-D TMA descriptors over (B, H, N, D); Q and O boxes are [1, 1, BLOCK_M, D], K and V [1, 1, BLOCK_N, D].
-    # Tiles t = batch·head × n_qblocks + query block, NUM_CONSUMERS·BLOCK_M rows each (consecutive programs share
-    # a head's K and V in L2). Programs 0 … n_full − 1 run tiles 0 … n_full − 1 whole; each later tile is run by
-    # `split` programs, one piece of its key tiles each, launched last so that they fill the last wave
-    # (`tail_split_plan`).
+    # One program per (block of NUM_CONSUMERS·BLOCK_M query rows, batch·head).
     TILE_M: gl.constexpr = NUM_CONSUMERS * BLOCK_M
-    pid = gl.program_id(0)
-    piece = pid - n_full  # ≥ 0: this program runs a piece, and writes it to the workspace slot `piece`
-    if piece >= 0:
-        tile = n_full + piece // split
-        part = piece % split
-        parts = split
-    else:
-        tile = pid
-        part = 0
-        parts = 1
-    off_bh = tile // n_qblocks
-    block = tile % n_qblocks
     if CAUSAL:  # the last query blocks see the most keys: launch them first so the light ones fill the tail
-        block = n_qblocks - 1 - block
+        tile = gl.num_programs(0) - 1 - gl.program_id(0)
+    else:
+        tile = gl.program_id(0)
+    off_bh = gl.program_id(1)
     off_b = off_bh // heads
     off_h = off_bh % heads
-    m0 = block * TILE_M
-    # Key tiles from mask_from on need a mask: the causal diagonal (and beyond it, inside this block) or the seq_len
-    # tail.
+    m0 = tile * TILE_M
+    # Key tiles from mask_from on need a mask: the causal diagonal (and beyond it, inside this block) or the seq_len tail.
     if CAUSAL:
         hi = gl.minimum(seq_len, m0 + TILE_M)
         mask_from = m0 // BLOCK_N
     else:
         hi = seq_len
         mask_from = seq_len // BLOCK_N
-    n_all = gl.cdiv(hi, BLOCK_N)
-    kv_lo = part * n_all // parts  # this program's key tiles: kv_lo … kv_lo + n_kv − 1
-    n_kv = (part + 1) * n_all // parts - kv_lo
+    n_kv = gl.cdiv(hi, BLOCK_N)
     qk_scale = sm_scale * _LOG2_E
 
     dtype: gl.constexpr = q_desc.dtype
@@ -309,126 +278,29 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, WS_O, WS_LSE, sm_scale, seq_le
         # consumer 0 is the default partition (the kernel's num_warps=4 warps); consumer 1 and the producer are workers
         gl.warp_specialize([
             (_fa3_consumer, (0, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
-                             qk_scale, seq_len, off_b, off_h, off_bh, m0, kv_lo, n_kv, mask_from, piece, WS_O, WS_LSE,
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
                              HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
             (_fa3_consumer, (1, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
-                             qk_scale, seq_len, off_b, off_h, off_bh, m0, kv_lo, n_kv, mask_from, piece, WS_O, WS_LSE,
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
                              HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
             (_fa3_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready,
-                             v_empty, off_b, off_h, m0, kv_lo, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES,
-                             PROFILE)),
+                             v_empty, off_b, off_h, m0, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, PROFILE)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
     else:
         gl.static_assert(NUM_CONSUMERS == 3, "the FA-3 kernel runs 2 or 3 consumer warpgroups")
         gl.warp_specialize([
             (_fa3_consumer, (0, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
-                             qk_scale, seq_len, off_b, off_h, off_bh, m0, kv_lo, n_kv, mask_from, piece, WS_O, WS_LSE,
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
                              HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
             (_fa3_consumer, (1, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
-                             qk_scale, seq_len, off_b, off_h, off_bh, m0, kv_lo, n_kv, mask_from, piece, WS_O, WS_LSE,
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
                              HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
             (_fa3_consumer, (2, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
-                             qk_scale, seq_len, off_b, off_h, off_bh, m0, kv_lo, n_kv, mask_from, piece, WS_O, WS_LSE,
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
                              HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
             (_fa3_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready,
-                             v_empty, off_b, off_h, m0, kv_lo, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES,
-                             PROFILE)),
+                             v_empty, off_b, off_h, m0, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, PROFILE)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
-
-
-# -- the last wave: tiles split along the keys, merged after -----------------------------------------
-
-@triton.jit
-def _fa3_merge(WS_O, WS_LSE, O, LSE, seq_len, n_qblocks, n_full, split,
-               TILE_M: tl.constexpr, HEAD_DIM: tl.constexpr, ROWS: tl.constexpr, CAUSAL: tl.constexpr):
-    # One program per (split tile, ROWS of its rows): the tile's pieces each hold O over their keys, normalized, and
-    # their log2-sum-exp λ_p; the tile's O is Σ_p 2^(λ_p − λ) O_p with λ = log2 Σ_p 2^λ_p (the softmax's own
-    # rescaling, once per piece instead of once per key tile), and its LSE is λ in natural log.
-    i = tl.program_id(0)
-    rows = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
-    cols = tl.arange(0, HEAD_DIM)
-    tile = n_full + i
-    off_bh = tile // n_qblocks
-    block = tile % n_qblocks
-    if CAUSAL:
-        block = n_qblocks - 1 - block
-    first = (i * split).to(tl.int64)
-    lam_max = tl.full([ROWS], float("-inf"), tl.float32)
-    for p in range(split):
-        lam_max = tl.maximum(lam_max, tl.load(WS_LSE + (first + p) * TILE_M + rows))
-    acc = tl.zeros([ROWS, HEAD_DIM], tl.float32)
-    weight = tl.zeros([ROWS], tl.float32)
-    for p in range(split):
-        w = tl.exp2(tl.load(WS_LSE + (first + p) * TILE_M + rows) - lam_max)
-        o_p = tl.load(WS_O + ((first + p) * TILE_M + rows)[:, None] * HEAD_DIM + cols[None, :])
-        acc += w[:, None] * o_p
-        weight += w
-    out_rows = block * TILE_M + rows
-    keep = out_rows < seq_len
-    at = off_bh.to(tl.int64) * seq_len + out_rows
-    tl.store(O + at[:, None] * HEAD_DIM + cols[None, :], (acc / weight[:, None]).to(O.dtype.element_ty),
-             mask=keep[:, None])
-    tl.store(LSE + at, (lam_max + tl.log2(weight)) * 0.6931471805599453, mask=keep)
-
-
-# A program's prologue (its Q and first K/V loads) and epilogue, and the merge's launch, in key tiles of one
-# program's loop time (FA3_NOTES.md: ~2–3 µs of prologue + epilogue against ~1.4 µs per key tile at head_dim 128).
-PROGRAM_OVERHEAD_TILES = 2.0
-MERGE_OVERHEAD_TILES = 3.0
-MAX_PIECES_PER_SM = 2   # bounds the workspace: at most 2 pieces per SM (~17 MB at head_dim 128 on 132 SMs)
-MIN_GAIN = 0.01         # split only where the model saves at least 1 % of the kernel's time
-DEFAULT_SMS = 132       # the H200's, where no GPU is visible (ahead-of-time compiles)
-MERGE_ROWS = 64         # rows per merge program
-
-
-def _makespan(n_tiles: int, n_kv: int, num_sms: int, n_split: int, split: int) -> float:
-    """The kernel's time, in key tiles of one program, when the hardware hands each program (in launch order) to
-    the first SM that is free: n_tiles − n_split whole tiles, then n_split tiles in `split` pieces each."""
-    whole = n_kv + PROGRAM_OVERHEAD_TILES
-    waves, extra = divmod(n_tiles - n_split, num_sms)
-    free = [(waves + 1) * whole] * extra + [waves * whole] * (num_sms - extra)
-    heapq.heapify(free)
-    sizes = [(p + 1) * n_kv // split - p * n_kv // split + PROGRAM_OVERHEAD_TILES for p in range(split)]
-    for _ in range(n_split):
-        for size in sizes:
-            heapq.heappush(free, heapq.heappop(free) + size)
-    return max(free) + (MERGE_OVERHEAD_TILES if n_split else 0.0)
-
-
-@functools.lru_cache(maxsize=1024)
-def tail_split_plan(n_tiles: int, n_kv: int, num_sms: int) -> tuple[int, int]:
-    """(n_full, split): launch tiles 0 … n_full − 1 whole and each later tile as `split` programs over a share of
-    its key tiles (merged by _fa3_merge), so that the last wave is not a few whole tiles on a mostly idle GPU.
-
-    With one program per SM, n_tiles equal tiles take ⌈n_tiles / SMs⌉ waves: at N = 16K (4,096 tiles, 132 SMs) the
-    32nd wave runs 4 tiles and leaves 128 SMs idle for a whole tile's time (3 % of the kernel). Split-KV for the
-    tail is the same idea as FlashAttention-2's num_splits heuristic for decoding. The choice comes from
-    `_makespan` over the last wave's tiles (or the last wave and one more) in 2 … n_kv / 2 pieces each; (n_tiles,
-    1) when no choice saves MIN_GAIN."""
-    plain = (n_tiles, 1)
-    tail = n_tiles % num_sms
-    if n_kv < 4 or tail == 0:
-        return plain
-    best, best_time = plain, _makespan(n_tiles, n_kv, num_sms, 0, 1)
-    cutoff = best_time * (1 - MIN_GAIN)
-    for n_split in (tail, tail + num_sms):
-        if n_split > n_tiles:
-            continue
-        for split in range(2, n_kv // 2 + 1):
-            if n_split * split > MAX_PIECES_PER_SM * num_sms:
-                break
-            t = _makespan(n_tiles, n_kv, num_sms, n_split, split)
-            if t < best_time:
-                best, best_time = (n_tiles - n_split, split), t
-    return best if best_time <= cutoff else plain
-
-
-@functools.lru_cache(maxsize=16)
-def _num_sms(index: int | None) -> int:
-    if AOT or not torch.cuda.is_available():
-        return DEFAULT_SMS
-    return torch.cuda.get_device_properties(index if index is not None else torch.cuda.current_device()
-                                            ).multi_processor_count
 
 
 # -- configs ---------------------------------------------------------------------------------------
@@ -442,7 +314,6 @@ class FlashV3Config:
     consumer_regs: int  # registers per thread of a consumer warpgroup (setmaxnreg)
     producer_regs: int  # registers per thread of the producer warp
     overlap: bool = True  # a consumer runs its softmax while its own P·V wgmma is in flight (FA-3's third idea)
-    tail_split: bool = False  # without a causal mask, the last wave's tiles run split along the keys (tail_split_plan)
 
     @property
     def tile_m(self) -> int:
@@ -466,9 +337,9 @@ class FlashV3Config:
 # Per (head_dim, causal); fp16 and bf16 share them. Measured on the H200 (perf/h200/fa3_speed.py, FA3_NOTES.md).
 V3_CONFIGS: dict[tuple[int, bool], FlashV3Config] = {
     # head_dim 64: three consumers of 64 rows (as FA-3); at 160 registers the in-warpgroup overlap spills, so off
-    (64, False): FlashV3Config(64, 128, 3, 4, 160, 32, overlap=False, tail_split=True),
+    (64, False): FlashV3Config(64, 128, 3, 4, 160, 32, overlap=False),
     (64, True): FlashV3Config(64, 128, 3, 4, 160, 32, overlap=False),
-    (128, False): FlashV3Config(64, 128, 2, 2, 240, 24, tail_split=True),
+    (128, False): FlashV3Config(64, 128, 2, 2, 240, 24),
     (128, True): FlashV3Config(64, 128, 2, 2, 240, 24),
 }
 
@@ -516,43 +387,25 @@ def _tma_ready(t: torch.Tensor) -> torch.Tensor:
 
 
 def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
-              config: FlashV3Config, profile: bool = False,
-              plan: tuple[int, int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Launch the kernel (and the merge when tiles are split). `plan` = (n_full, split) overrides
-    tail_split_plan's (tests; the kernel holds for causal pieces too, which the plan never makes)."""
+                config: FlashV3Config, profile: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     batch, heads, seq_len, head_dim = q.shape  # (B, H, N, D)
+    if batch * heads > 65535:  # the grid's second dimension
+        raise ValueError(f"batch × heads must be at most 65535 for the FA-3 kernel's grid; got {batch * heads}")
     q, k, v = (_tma_ready(t) for t in (q, k, v))
     o = torch.empty_like(q, memory_format=torch.contiguous_format)  # (B, H, N, D)
     lse = torch.empty((batch, heads, seq_len), dtype=torch.float32, device=q.device)  # (B, H, N)
     q_desc, o_desc = (compat.make_descriptor(t, [1, 1, config.block_m, head_dim]) for t in (q, o))
     k_desc, v_desc = (compat.make_descriptor(t, [1, 1, config.block_n, head_dim]) for t in (k, v))
-    n_qblocks = triton.cdiv(seq_len, config.tile_m)
-    n_tiles = n_qblocks * batch * heads
-    n_full, split = n_tiles, 1
-    if plan is not None:
-        n_full, split = plan
-    elif config.tail_split and not causal:
-        n_full, split = tail_split_plan(n_tiles, triton.cdiv(seq_len, config.block_n), _num_sms(q.device.index))
-    n_pieces = (n_tiles - n_full) * split
-    if n_full + n_pieces >= 2 ** 31:  # the grid's first dimension
-        raise ValueError(f"the FA-3 kernel's grid holds at most 2^31 - 1 programs; this call needs "
-                         f"{n_full + n_pieces:,} (batch × heads × {n_qblocks} query blocks)")
-    # the pieces' O (fp32, normalized) and log2-sum-exp, for the merge; nothing when no tile is split
-    ws_o = torch.empty((n_pieces, config.tile_m, head_dim), dtype=torch.float32, device=q.device) if n_pieces else lse
-    ws_lse = torch.empty((n_pieces, config.tile_m), dtype=torch.float32, device=q.device) if n_pieces else lse
+    grid = (triton.cdiv(seq_len, config.tile_m), batch * heads)
     with kernel_launch_lock():
-        _fa3_fwd[(n_full + n_pieces,)](
-            q_desc, k_desc, v_desc, o_desc, lse, ws_o, ws_lse, sm_scale, seq_len, heads, n_qblocks, n_full, split,
+        _fa3_fwd[grid](
+            q_desc, k_desc, v_desc, o_desc, lse, sm_scale, seq_len, heads,
             HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
             NUM_CONSUMERS=config.num_consumers, KV_STAGES=config.kv_stages, CAUSAL=causal,
             CONSUMER_REGS=config.consumer_regs, PRODUCER_REGS=config.producer_regs, OVERLAP=config.overlap,
             PROFILE=profile,  # Proton scopes on the phases (kernels/phase_timeline.py); off in every shipped call
             num_warps=4, maxnreg=config.maxnreg,
         )
-        if n_pieces:
-            _fa3_merge[(n_tiles - n_full, config.tile_m // MERGE_ROWS)](
-                ws_o, ws_lse, o, lse, seq_len, n_qblocks, n_full, split,
-                TILE_M=config.tile_m, HEAD_DIM=head_dim, ROWS=MERGE_ROWS, CAUSAL=causal, num_warps=4)
     return o, lse
 
 

@@ -5,16 +5,14 @@ bf16, head_dim 64 and 128, with every output allocation poisoned with NaN first.
 included): the module imports, `v3_unavailable_reason()` says why it cannot run, and a call that cannot run raises a
 clear error instead of a compile trace.
 """
-import dataclasses
 import math
 
 import pytest
 import torch
 
 from kernels import gluon_compat
-from kernels import flash_v3
 from kernels.flash_v3 import (V3_CONFIGS, SUPPORTED_HEAD_DIMS, FlashV3Config, config_for_v3,
-                               v3_unavailable_reason, flash_attention_v3, tail_split_plan)
+                               v3_unavailable_reason, flash_attention_v3)
 from kernels.reference import reference_attention, relative_error
 from kernels.runtime import DEVICE, INTERPRET, backend
 
@@ -77,99 +75,7 @@ def test_fa3_every_config_class_runs_its_own_config():
         assert relative_error(out, reference_attention(q, k, v, causal)[0]) < 1e-2, (head_dim, causal)
 
 
-@pytest.mark.gpu
-@needs_hopper
-@pytest.mark.parametrize("seq_len", [300, 1000, 4097])
-@pytest.mark.parametrize("head_dim", SUPPORTED_HEAD_DIMS)
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_fa3_split_tiles_match_float64_reference(seq_len, head_dim, causal, poisoned_allocations):
-    # the last 5 tiles in 3 pieces each (ragged key tiles inside pieces; causal pieces that end on the diagonal,
-    # which the launcher's own plan never makes but the kernel's mapping must hold for), then the plan's choice
-    config = dataclasses.replace(V3_CONFIGS[(head_dim, causal)], tail_split=True)
-    q, k, v = random_qkv((2, 3, seq_len, head_dim), torch.bfloat16, seed=seq_len + head_dim)
-    ref, ref_lse = reference_attention(q, k, v, causal)
-    n_kv = -(-seq_len // config.block_n)
-    n_tiles = 6 * -(-seq_len // config.tile_m)
-    out, lse = flash_v3.launch_v3(q, k, v, causal, 1 / math.sqrt(head_dim), config,
-                                  plan=(n_tiles - 5, min(3, n_kv)))
-    assert torch.isfinite(out).all() and torch.isfinite(lse).all(), "unwritten (NaN-poisoned) output elements"
-    assert relative_error(out, ref) < 1e-2 and relative_error(lse, ref_lse) < 1e-4
-    out, lse = flash_attention_v3(q, k, v, causal=causal, return_lse=True, config=config)
-    assert relative_error(out, ref) < 1e-2 and relative_error(lse, ref_lse) < 1e-4
-
-
 # -- everywhere -----------------------------------------------------------------------------------
-
-def test_tail_split_plan_fills_the_last_wave():
-    sms = 132
-    # N = 16K, B·H = 32, 128-row tiles: 4,096 tiles = 31 waves and 4 tiles; those 4 run as pieces of ≤ 4 key tiles
-    n_full, split = tail_split_plan(4096, 128, sms)
-    assert n_full == 4092 and 4 * split <= sms and split >= 16
-    # N = 8K: 2,048 tiles = 15 waves and 68 tiles: the 68 split, at most 2 pieces per SM
-    n_full, split = tail_split_plan(2048, 64, sms)
-    assert n_full == 2048 - 68 and 2 <= split and 68 * split <= flash_v3.MAX_PIECES_PER_SM * sms
-    # what the model predicts for the chosen plan beats the plain launch by at least MIN_GAIN
-    plain = flash_v3._makespan(2048, 64, sms, 0, 1)
-    assert plain == 16 * (64 + flash_v3.PROGRAM_OVERHEAD_TILES)  # ⌈2048 / 132⌉ waves of whole tiles
-    assert flash_v3._makespan(2048, 64, sms, 2048 - n_full, split) <= plain * (1 - flash_v3.MIN_GAIN)
-    # full waves, or too few key tiles to split: launched as they are
-    assert tail_split_plan(4 * sms, 64, sms) == (4 * sms, 1)
-    assert tail_split_plan(2048, 3, sms) == (2048, 1)
-    # fewer tiles than SMs (a small batch at long N): every tile in pieces, split-KV
-    n_full, split = tail_split_plan(32, 256, sms)
-    assert n_full == 0 and 32 * split <= flash_v3.MAX_PIECES_PER_SM * sms and split >= 4
-
-
-@pytest.mark.skipif(backend() == "aot", reason="ahead-of-time mode launches nothing")
-@pytest.mark.parametrize("head_dim, tile_m", [(64, 192), (128, 128)])
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_merge_weighs_the_pieces_into_the_tile(head_dim, tile_m, causal):
-    """_fa3_merge (a tl kernel: the interpreter runs it in CI) on pieces made from the float64 reference: each piece
-    is attention over a share of the keys, normalized, with its log2-sum-exp; merged they are the tile's O and LSE."""
-    batch, heads, seq_len, block_n, split = 1, 2, tile_m + 70, 64, 3   # 2 query blocks, the second ragged
-    q, k, v = random_qkv((batch, heads, seq_len, head_dim), torch.float32, seed=head_dim + causal, device="cpu")
-    scale = 1 / math.sqrt(head_dim)
-    n_qblocks = -(-seq_len // tile_m)
-    n_tiles, n_full = n_qblocks * batch * heads, 1  # tile 0 whole, tiles 1-3 in pieces
-    ws_o = torch.zeros((n_tiles - n_full) * split, tile_m, head_dim, dtype=torch.float64)
-    ws_lse = torch.zeros((n_tiles - n_full) * split, tile_m, dtype=torch.float64)
-    for i in range(n_tiles - n_full):
-        tile = n_full + i
-        bh, block = divmod(tile, n_qblocks)
-        if causal:
-            block = n_qblocks - 1 - block
-        rows = torch.arange(block * tile_m, (block + 1) * tile_m)
-        qt = torch.zeros(tile_m, head_dim, dtype=torch.float64)  # rows past seq_len: zeros, as TMA loads them
-        qt[rows < seq_len] = q[0, bh, rows[rows < seq_len]].double()
-        hi = min(seq_len, (block + 1) * tile_m) if causal else seq_len
-        n_all = -(-hi // block_n)
-        for p in range(split):
-            keys = torch.arange(p * n_all // split * block_n, min(hi, (p + 1) * n_all // split * block_n))
-            s = qt @ k[0, bh, keys].double().T * scale
-            if causal:
-                s = s.masked_fill(rows[:, None] < keys[None, :], float("-inf"))
-            lam = torch.logsumexp(s, -1)
-            ws_o[i * split + p] = torch.softmax(s, -1).nan_to_num() @ v[0, bh, keys].double()
-            ws_lse[i * split + p] = lam / math.log(2)
-    o = torch.full((batch, heads, seq_len, head_dim), float("nan"), device=DEVICE)
-    lse = torch.full((batch, heads, seq_len), float("nan"), device=DEVICE)
-    flash_v3._fa3_merge[(n_tiles - n_full, tile_m // flash_v3.MERGE_ROWS)](
-        ws_o.float().to(DEVICE), ws_lse.float().to(DEVICE), o, lse, seq_len, n_qblocks, n_full, split,
-        TILE_M=tile_m, HEAD_DIM=head_dim, ROWS=flash_v3.MERGE_ROWS, CAUSAL=causal)
-    ref, ref_lse = reference_attention(q, k, v, causal)
-    merged_rows = [(bh, r) for t in range(n_full, n_tiles) for bh, block in [divmod(t, n_qblocks)]
-                   for r in range(((n_qblocks - 1 - block) if causal else block) * tile_m,
-                                  min(seq_len, ((n_qblocks - 1 - block) if causal else block) * tile_m + tile_m))]
-    bh_idx = torch.tensor([bh for bh, _ in merged_rows])
-    r_idx = torch.tensor([r for _, r in merged_rows])
-    got, want = o[0].cpu()[bh_idx, r_idx], ref[0][bh_idx, r_idx]
-    assert relative_error(got, want) < 1e-5
-    assert relative_error(lse[0].cpu()[bh_idx, r_idx], ref_lse[0][bh_idx, r_idx]) < 1e-6
-    # tile 0 (head 0's block 0, or its last block when causal) ran whole: the merge leaves its rows alone
-    block0 = n_qblocks - 1 if causal else 0
-    assert torch.isnan(o[0, 0, block0 * tile_m:(block0 + 1) * tile_m].cpu()).all()
-
-
 
 def test_configs_fit_the_hopper_sm():
     for (head_dim, causal), config in V3_CONFIGS.items():
