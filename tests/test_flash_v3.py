@@ -166,3 +166,23 @@ def test_phase_timeline_reads_protons_chrome_trace(tmp_path):
     assert abs(softmax_overlap(program) - 0.9 / 1.3) < 1e-9  # consumer 1's qk covers [1.0, 1.9] of [1.0, 2.3]
     assert "unknown kernel" in phase_timeline_unavailable_reason("fa2")  # kernels go by their algorithm names
     assert "interpreter" in (phase_timeline_unavailable_reason("flash") or "interpreter")
+
+
+def test_importing_gluon_compat_first_keeps_the_interpreter_whole():
+    """`from kernels import gluon_compat` as a module's first import must not load Triton before kernels.runtime has
+    chosen the backend: Triton decorates its own library (tl.zeros, …) once, at import, for the interpreter or not."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # this process's runtime set it
+    code = ("from kernels import gluon_compat\n"
+            "from kernels import runtime\n"
+            "import triton.language as tl\n"
+            "from triton.runtime.interpreter import InterpretedFunction\n"
+            "print(runtime.INTERPRET, isinstance(tl.zeros, InterpretedFunction))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0, out.stderr[-2000:]
+    interpret, interpreted = out.stdout.split()
+    assert interpret == interpreted, out.stdout
