@@ -13,13 +13,15 @@ With --breakdown, the same interleaved rounds also time pages in between (tempor
 page/ or viz/ edited): the trivial page with the app's stylesheet and page script (page.script), the trivial
 page drawing the app's own first figure (its JSON as the app sent it), and both at once. With --experiments, the
 app itself through a wrapper that changes one thing (APP_EXPERIMENTS: the window's size known on the first run,
-so the page script's report causes no second run; no sidebar widgets; plotly's chunk imported first). With
+so the page script's report causes no second run; no sidebar widgets; the hidden widgets from the second run on;
+plotly's chunk imported first; a skeleton first run; --only TEXT picks those whose name contains TEXT). With
 --trace N, N visits each of the app and the trivial page under chromium's tracing: how the page's main thread
 spent the time before the first chart (JS modules, React, style and layout).
 
 Last, the tiling animation's frame rate at the fastest play speed in the app, through tiling_fps.frames_per_s.
 
-    python -m perf.local.first_view [--rounds 7] [--breakdown] [--experiments] [--trace 3] [--fps-runs 3] [--no-fps]
+    python -m perf.local.first_view [--rounds 7] [--breakdown] [--experiments [--only TEXT]] [--trace 3]
+                                    [--fps-runs 3] [--no-fps]
 """
 from __future__ import annotations
 
@@ -131,6 +133,41 @@ def _style_and_script(*args):
         _preload(key="preload_plotly", height=0)
     _real_style_and_script(*args)
 page.page_style_and_script = _style_and_script''',
+    # the upper bound of a skeleton first view: on the first run (before the page script reports the window) every
+    # widget is a spacer (the sidebar's and the popover's left out), so that run draws only the stylesheet, the page
+    # script, text and the chart; the page script reports the window (which brings the second, full run) only once a
+    # chart is drawn (or after 4 s), so the widgets' chunks do not compete with plotly's
+    "app, skeleton first run (widgets from the second run, asked for after the chart)": '''import page.frame
+import streamlit.components.v2
+first = lambda: page.script.window_size() is None
+def _spacer(px):
+    if px:
+        st.markdown(f'<div style="height: {px}px"></div>', unsafe_allow_html=True)
+def _later(real, px=0):
+    def call(*args, **kwargs):
+        if first():
+            return _spacer(px)
+        return real(*args, **kwargs)
+    return call
+for _name, _px in (("sidebar_source", 0), ("sidebar_settings", 0), ("talk_settings", 42), ("scene_navigation", 42),
+                   ("warm_up_if_asked", 0)):
+    setattr(page, _name, _later(getattr(page.frame, _name), _px))
+page.seq_len_slider = _later(page.frame.seq_len_slider, 72)
+if not hasattr(st, "_real_metric"):
+    st._real_metric = st.metric
+st.metric = lambda *args, **kwargs: _spacer(118) if first() else st._real_metric(*args, **kwargs)
+if not hasattr(page.script, "_waiting_script"):
+    _js = (page.script.Path(page.script.__file__).with_name("script.js")).read_text()
+    _wait = """  const firstReport = (since) => {
+    if (document.querySelector(".js-plotly-plot .main-svg") || performance.now() - since > 4000) report();
+    else window.setTimeout(() => firstReport(since), 50);
+  };
+  if (reported) report(); else firstReport(performance.now());
+"""
+    assert "  report();\\n" in _js
+    page.script._waiting_script = streamlit.components.v2.component(
+        "flash_live_page_waiting", js=_js.replace("  report();\\n", _wait, 1), isolate_styles=False)
+page.script._page_script = page.script._waiting_script''',
 }
 # the JS chunks the page fetched once its websocket spoke (Streamlit loads each element's code when one first
 # appears): how many, and when the last arrived
@@ -299,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also time the trivial page with the app's stylesheet and script, and with its figure")
     parser.add_argument("--experiments", action="store_true",
                         help="also time the app with one thing changed in a wrapper (APP_EXPERIMENTS)")
+    parser.add_argument("--only", default="", metavar="TEXT",
+                        help="with --experiments, only those whose name contains TEXT")
     parser.add_argument("--trace", type=int, default=0, metavar="N",
                         help="after the rounds, N traced visits each of the app and the trivial page: how the "
                              "browser's main thread spent the time before the first chart")
@@ -337,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{len(json.loads(figure)['data'])} traces", flush=True)
         if args.experiments:
             for name, change in APP_EXPERIMENTS.items():
+                if args.only not in name:
+                    continue
                 where = folder / re.sub(r"\W+", "-", name)
                 _, server = stack.enter_context(page_server(where, APP_WRAPPER.format(root=str(ROOT), change=change)))
                 pages[name] = (server, FIRST_SCENE)
