@@ -109,23 +109,22 @@ def _fa3_mask(s, j, offs_m, offs_n, seq_len, BLOCK_N: gl.constexpr, CAUSAL: gl.c
 
 
 @_jit
-def _fa3_softmax(s, m_i, l_i, qk_scale, ROWSUM_MMA: gl.constexpr):
+def _fa3_softmax(s, m_i, l_i, qk_scale):
     # -- update m_i and l_i (online softmax, log2 units: one FMA per score, s·scale − m) --
     m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
     p = gl.exp2(s * qk_scale - m_new[:, None])
     alpha = gl.exp2(m_i - m_new)
-    if not ROWSUM_MMA:  # (otherwise the tensor cores sum P's rows: P·1 beside P·V)
-        l_i = l_i * alpha + gl.sum(p, 1)
+    l_i = l_i * alpha + gl.sum(p, 1)
     return p, m_new, l_i, alpha
 
 
 @_jit
 def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
                   q_ready, k_ready, k_empty, v_ready, v_empty, turn,
-                  qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from, ones_t,
+                  qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
                   HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                   NUM_CONSUMERS: gl.constexpr, KV_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                  OVERLAP: gl.constexpr, ROWSUM_MMA: gl.constexpr, PROFILE: gl.constexpr):
+                  OVERLAP: gl.constexpr, PROFILE: gl.constexpr):
     # -- consumer: one warpgroup, BLOCK_M query rows; the scores and O live in wgmma accumulator registers --
     dtype: gl.constexpr = o_desc.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -136,9 +135,6 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     col_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
     o_row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
-    sum_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                         instr_shape=[16, 8, 16])  # P·1: 8 equal columns
-    sum_row_layout: gl.constexpr = gl.SliceLayout(1, sum_layout)
     NEXT: gl.constexpr = (CONSUMER + 1) % NUM_CONSUMERS
     row0 = m0 + CONSUMER * BLOCK_M
     offs_m = row0 + gl.arange(0, BLOCK_M, row_layout)
@@ -147,8 +143,6 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
     m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, row_layout)
     l_i = gl.zeros([BLOCK_M], gl.float32, row_layout)
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
-    acc_l = gl.zeros([BLOCK_M, 8], gl.float32, sum_layout)  # ROWSUM_MMA: l in the tensor cores' accumulator
-    ones = ones_t.permute((1, 0))  # [BLOCK_N, 8] of ones: P·1 is P's row sums
     s_init = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)  # ignored: the QKᵀ wgmma runs with use_acc=False
     mbarrier.wait(q_ready.index(CONSUMER), 0)
 
@@ -163,7 +157,7 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
     mbarrier.arrive(k_empty.index(0), count=1)  # K_0 read: the producer may refill its slot
     if mask_from == 0:
         s = _fa3_mask(s, 0, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
-    p, m_i, l_i, alpha = _fa3_softmax(s, m_i, l_i, qk_scale, ROWSUM_MMA)
+    p, m_i, l_i, alpha = _fa3_softmax(s, m_i, l_i, qk_scale)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
 
     for j in range(1, n_kv):
@@ -182,26 +176,20 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
         # -- rescale the accumulator (while S_j runs), then add P·V: O += P_{j-1}·V_{j-1}, async --
         acc = acc * gl.convert_layout(alpha, o_row_layout)[:, None]
         o_tok = warpgroup_mma(p_op, v_smem.index(prev).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
-        if ROWSUM_MMA:  # l += P_{j-1}·1 on the tensor cores, after rescaling like O
-            acc_l = acc_l * gl.convert_layout(alpha, sum_row_layout)[:, None]
-            l_tok = warpgroup_mma(p_op, ones, acc_l, is_async=True)
         mbarrier.arrive(turn.index(NEXT), count=1)  # the other consumer issues while we run the softmax
         if OVERLAP:
             # -- softmax overlap: wait for S_j only; P_{j-1}·V_{j-1} keeps the tensor cores busy meanwhile --
-            s = warpgroup_mma_wait(2 if ROWSUM_MMA else 1, deps=(s_tok,))
+            s = warpgroup_mma_wait(1, deps=(s_tok,))
             mbarrier.arrive(k_empty.index(slot), count=1)
         else:  # ping-pong only: both products done before the softmax (fewer live registers)
-            if ROWSUM_MMA:
-                s, acc, acc_l, p_op = warpgroup_mma_wait(0, deps=(s_tok, o_tok, l_tok, p_op))
-            else:
-                s, acc, p_op = warpgroup_mma_wait(0, deps=(s_tok, o_tok, p_op))
+            s, acc, p_op = warpgroup_mma_wait(0, deps=(s_tok, o_tok, p_op))
             mbarrier.arrive(k_empty.index(slot), count=1)
             mbarrier.arrive(v_empty.index(prev), count=1)
         _exit("qk", PROFILE)
         _enter("softmax", PROFILE)
         if j >= mask_from:
             s = _fa3_mask(s, j, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
-        p, m_i, l_i, alpha = _fa3_softmax(s, m_i, l_i, qk_scale, ROWSUM_MMA)
+        p, m_i, l_i, alpha = _fa3_softmax(s, m_i, l_i, qk_scale)
         _exit("softmax", PROFILE)
         _enter("pv", PROFILE)  # wait for P·V (in flight since the qk phase), hand P_j over
         if OVERLAP:
@@ -209,10 +197,7 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
             # above the softmax (within one block it does, and the overlap is lost: seen in the SASS).
             if seq_len < 0:
                 tma.store_wait(0)
-            if ROWSUM_MMA:
-                acc, acc_l, p_op = warpgroup_mma_wait(0, deps=(o_tok, l_tok, p_op))
-            else:
-                acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
+            acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
             mbarrier.arrive(v_empty.index(prev), count=1)
         p_op = gl.convert_layout(p.to(dtype), p_layout)  # P_j into the registers P_{j-1}·V_{j-1} just freed
         _exit("pv", PROFILE)
@@ -223,15 +208,8 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
     mbarrier.wait(turn.index(CONSUMER), n_kv & 1)
     acc = acc * gl.convert_layout(alpha, o_row_layout)[:, None]
     o_tok = warpgroup_mma(p_op, v_smem.index(last).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
-    if ROWSUM_MMA:
-        acc_l = acc_l * gl.convert_layout(alpha, sum_row_layout)[:, None]
-        l_tok = warpgroup_mma(p_op, ones, acc_l, is_async=True)
     mbarrier.arrive(turn.index(NEXT), count=1)
-    if ROWSUM_MMA:
-        acc, acc_l, p_op = warpgroup_mma_wait(0, deps=(o_tok, l_tok, p_op))
-        l_i = gl.convert_layout(gl.max(acc_l, 1), row_layout)  # the 8 columns hold the same sum
-    else:
-        acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
+    acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
     mbarrier.arrive(v_empty.index(last), count=1)
 
     # -- write O and the row log-sum-exp (natural log) once --
@@ -252,7 +230,7 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
              HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
              NUM_CONSUMERS: gl.constexpr, KV_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
              CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, OVERLAP: gl.constexpr,
-             ROWSUM_MMA: gl.constexpr, PROFILE: gl.constexpr):
+             PROFILE: gl.constexpr):
     # Q, K, V, O: 4-D TMA descriptors over (B, H, N, D); Q and O boxes are [1, 1, BLOCK_M, D], K and V [1, 1, BLOCK_N, D].
     # One program per (block of NUM_CONSUMERS·BLOCK_M query rows, batch·head).
     TILE_M: gl.constexpr = NUM_CONSUMERS * BLOCK_M
@@ -293,13 +271,6 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
         mbarrier.init(k_empty.index(i), count=NUM_CONSUMERS)  # freed once every consumer arrived
         mbarrier.init(v_empty.index(i), count=NUM_CONSUMERS)
     mbarrier.arrive(turn.index(0), count=1)  # consumer 0 has the first turn at the tensor cores
-    # ROWSUM_MMA: a [8, BLOCK_N] tile of ones, K-major like K's (the B operand of P·1)
-    ones_t = gl.allocate_shared_memory(dtype, [8, BLOCK_N], gl.NVMMASharedLayout(swizzle_byte_width=128,
-                                                                                   element_bitwidth=16, rank=2))
-    if ROWSUM_MMA:
-        ones_t.store(gl.full([8, BLOCK_N], 1.0, dtype, gl.BlockedLayout([1, 8], [2, 16], [4, 1], [1, 0])))
-        fence_async_shared()
-        compat.partition_barrier()
 
     # (partition arguments are written out in each tuple: a tuple built beforehand would turn the constexprs into
     # run-time integers)
@@ -307,13 +278,11 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
         # consumer 0 is the default partition (the kernel's num_warps=4 warps); consumer 1 and the producer are workers
         gl.warp_specialize([
             (_fa3_consumer, (0, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
-                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from, ones_t,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, ROWSUM_MMA,
-                             PROFILE)),
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
             (_fa3_consumer, (1, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
-                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from, ones_t,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, ROWSUM_MMA,
-                             PROFILE)),
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
             (_fa3_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready,
                              v_empty, off_b, off_h, m0, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, PROFILE)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
@@ -321,17 +290,14 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
         gl.static_assert(NUM_CONSUMERS == 3, "the FA-3 kernel runs 2 or 3 consumer warpgroups")
         gl.warp_specialize([
             (_fa3_consumer, (0, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
-                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from, ones_t,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, ROWSUM_MMA,
-                             PROFILE)),
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
             (_fa3_consumer, (1, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
-                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from, ones_t,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, ROWSUM_MMA,
-                             PROFILE)),
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
             (_fa3_consumer, (2, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
-                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from, ones_t,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, ROWSUM_MMA,
-                             PROFILE)),
+                             qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
             (_fa3_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready,
                              v_empty, off_b, off_h, m0, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, PROFILE)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
@@ -348,7 +314,6 @@ class FlashV3Config:
     consumer_regs: int  # registers per thread of a consumer warpgroup (setmaxnreg)
     producer_regs: int  # registers per thread of the producer warp
     overlap: bool = True  # a consumer runs its softmax while its own P·V wgmma is in flight (FA-3's third idea)
-    rowsum_mma: bool = False  # the row sums l on the tensor cores (P·1 beside P·V) instead of in the softmax
 
     @property
     def tile_m(self) -> int:
@@ -438,7 +403,6 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
             HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
             NUM_CONSUMERS=config.num_consumers, KV_STAGES=config.kv_stages, CAUSAL=causal,
             CONSUMER_REGS=config.consumer_regs, PRODUCER_REGS=config.producer_regs, OVERLAP=config.overlap,
-            ROWSUM_MMA=config.rowsum_mma,
             PROFILE=profile,  # Proton scopes on the phases (kernels/phase_timeline.py); off in every shipped call
             num_warps=4, maxnreg=config.maxnreg,
         )

@@ -1,7 +1,6 @@
 """The FA-3 style Gluon kernel on the H200: checked against float64, then timed beside its peers, in one call.
 
-    PYTHONUNBUFFERED=1 python3 -m perf.h200.fa3_speed [--variants | --rowsum] [--shapes goal|8k|quick|d128]
-                                                      [--rounds 3]
+    PYTHONUNBUFFERED=1 python3 -m perf.h200.fa3_speed [--variants] [--shapes goal|8k|quick] [--rounds 3]
 
 1. Correctness first: every FA-3 config (the shipped table, and with --variants the candidates below) on random
    inputs against kernels.reference (float64), ragged N (1, 17, 255, 1000, 4097), its causal mode, fp16 and bf16,
@@ -19,7 +18,6 @@ the lease. Kernels are compiled first in parallel worker processes (Triton's dis
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import json
 import os
@@ -71,16 +69,9 @@ def variants(head_dim: int, causal: bool) -> dict[str, FlashV3Config]:
     return {name(c): c for c in cands if c != shipped}
 
 
-def rowsum_variants(head_dim: int, causal: bool) -> dict[str, FlashV3Config]:
-    """--rowsum: the shipped config with the row sums on the tensor cores toggled."""
-    shipped = V3_CONFIGS[(head_dim, causal)]
-    other = dataclasses.replace(shipped, rowsum_mma=not shipped.rowsum_mma)
-    return {name(other): other}
-
-
 def name(c: FlashV3Config) -> str:
     return (f"fa3 {c.num_consumers}x{c.block_m}x{c.block_n} kv{c.kv_stages} r{c.consumer_regs}/{c.producer_regs}"
-            f"{'' if c.overlap else ' no-overlap'}{' rowsum-mma' if c.rowsum_mma else ''}")
+            f"{'' if c.overlap else ' no-overlap'}")
 
 
 # -- log and watchdog -------------------------------------------------------------------------------
@@ -234,16 +225,10 @@ def time_all(shapes, providers_for, rounds: int) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--variants", action="store_true", help="check and time the candidate configs too")
-    parser.add_argument("--rowsum", action="store_true", help="check and time the shipped configs with the row "
-                        "sums on the tensor cores toggled")
     parser.add_argument("--shapes", choices=sorted(SHAPE_SETS), default="goal")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--check-only", action="store_true")
-    parser.add_argument("--time-failed", action="store_true",
-                        help="time candidates whose float64 check failed too (marked; for experiments only)")
     args = parser.parse_args(argv)
-    candidates = rowsum_variants if args.rowsum else variants
-    args.variants = args.variants or args.rowsum
     threading.Thread(target=_watchdog, daemon=True).start()
 
     import triton
@@ -265,7 +250,7 @@ def main(argv=None) -> int:
     for (d, c), cfg in V3_CONFIGS.items():
         configs[f"shipped {name(cfg)}|{d}|{c}"] = (cfg, d, c)
         if args.variants:
-            for vname, vcfg in candidates(d, c).items():
+            for vname, vcfg in variants(d, c).items():
                 configs[f"{vname}|{d}|{c}"] = (vcfg, d, c)
     jobs = [("fa3", d, c, dt, tuple(cfg.__dict__.values())) for cfg, d, c in configs.values()
             for dt in ("bfloat16", "float16")]
@@ -287,8 +272,8 @@ def main(argv=None) -> int:
             cfg = V3_CONFIGS[(d, c)]
             out["fa3"] = lambda q, k, v, causal, cfg=cfg: flash_attention_v3(q, k, v, causal=causal, config=cfg)
         if args.variants:
-            for vname, vcfg in candidates(d, c).items():
-                if passed.get(f"{vname}|{d}|{c}") or args.time_failed:
+            for vname, vcfg in variants(d, c).items():
+                if passed.get(f"{vname}|{d}|{c}"):
                     out[vname] = lambda q, k, v, causal, cfg=vcfg: flash_attention_v3(q, k, v, causal=causal,
                                                                                         config=cfg)
         out["fa2 (ours)"] = lambda q, k, v, causal: flash_attention(q, k, v, causal=causal)
