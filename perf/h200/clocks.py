@@ -15,12 +15,14 @@ import argparse
 import statistics
 import subprocess
 import time
+from collections import Counter
 
 import torch
 
 from kernels.runtime import backend  # first: the backend is chosen before any kernel is decorated
 from kernels.flash import flash_attention
 from kernels.flash_v3 import flash_attention_v3
+from perf.h200.fa3_speed import sdpa, tflops
 
 FIELDS = "clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active"
 
@@ -55,11 +57,10 @@ def main(argv=None) -> int:
     assert backend() == "cuda", "needs the GPU"
     b, h, n, d = (int(x) for x in args.shape.split(","))
     q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    flops = 4 * b * h * n * n * d / (2 if args.causal else 1)
+    cudnn = sdpa(None)  # SDPA's default: cuDNN on the H200
     providers = {"fa3 (ours)": lambda: flash_attention_v3(q, k, v, causal=args.causal),
                  "fa2 (ours)": lambda: flash_attention(q, k, v, causal=args.causal),
-                 "sdpa default (cuDNN)": lambda: torch.nn.functional.scaled_dot_product_attention(
-                     q, k, v, is_causal=args.causal)}
+                 "sdpa default (cuDNN)": lambda: cudnn(q, k, v, args.causal)}
     for run in providers.values():  # compile and warm up
         run()
     torch.cuda.synchronize()
@@ -70,15 +71,13 @@ def main(argv=None) -> int:
         for name, run in providers.items():
             rows, ms, calls = sample_while(run, args.seconds)
             seen[name]["rows"] += rows
-            seen[name]["tflops"].append(flops * calls / (ms * 1e-3) / 1e12)
+            seen[name]["tflops"].append(tflops(b, h, n, d, args.causal, ms / calls))
     print(f"{'provider':22s} {'TFLOPS':>7s} {'SM MHz':>7s} {'W':>6s} {'°C':>4s}  throttle reasons seen (samples)")
     for name, s in seen.items():
         mhz = statistics.median(float(r[0]) for r in s["rows"])
         watts = statistics.median(float(r[1]) for r in s["rows"])
         temp = statistics.median(float(r[2]) for r in s["rows"])
-        reasons: dict[str, int] = {}
-        for r in s["rows"]:
-            reasons[r[3]] = reasons.get(r[3], 0) + 1
+        reasons = Counter(r[3] for r in s["rows"])
         print(f"{name:22s} {statistics.median(s['tflops']):7.1f} {mhz:7.0f} {watts:6.0f} {temp:4.0f}  "
               + ", ".join(f"{k} ({v})" for k, v in sorted(reasons.items())), flush=True)
     return 0

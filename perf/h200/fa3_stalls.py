@@ -20,7 +20,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from bench.counters import find_ncu
+from bench.counters import _number as ncu_number, find_ncu
 
 OUT = Path(os.environ.get("OUT") or "/tmp")
 
@@ -36,10 +36,8 @@ def target(head_dim: int, causal: bool) -> None:
 
 
 def _number(text) -> float:
-    try:
-        return float(str(text).replace(",", ""))
-    except ValueError:
-        return 0.0
+    """ncu's CSV number (bench.counters reads them), 0 for an empty or non-numeric cell."""
+    return ncu_number(str(text)) or 0.0
 
 
 def _shares(rows: list[dict], column: str, reasons: list[str]) -> list[tuple[str, float]]:
