@@ -124,7 +124,7 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
                   qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
                   HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                   NUM_CONSUMERS: gl.constexpr, KV_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                  OVERLAP: gl.constexpr, PROFILE: gl.constexpr):
+                  OVERLAP: gl.constexpr, Q_IN_REGS: gl.constexpr, PROFILE: gl.constexpr):
     # -- consumer: one warpgroup, BLOCK_M query rows; the scores and O live in wgmma accumulator registers --
     dtype: gl.constexpr = o_desc.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -145,6 +145,8 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
     s_init = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)  # ignored: the QKᵀ wgmma runs with use_acc=False
     mbarrier.wait(q_ready.index(CONSUMER), 0)
+    if Q_IN_REGS:  # Q read from shared memory once, then fed to every QKᵀ wgmma from registers
+        q = q.load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2))
 
     # -- first K tile: compute qk, softmax (no P·V yet) --
     mbarrier.wait(k_ready.index(0), 0)
@@ -230,7 +232,7 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
              HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
              NUM_CONSUMERS: gl.constexpr, KV_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
              CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, OVERLAP: gl.constexpr,
-             PROFILE: gl.constexpr):
+             Q_IN_REGS: gl.constexpr, PROFILE: gl.constexpr):
     # Q, K, V, O: 4-D TMA descriptors over (B, H, N, D); Q and O boxes are [1, 1, BLOCK_M, D], K and V [1, 1, BLOCK_N, D].
     # One program per (block of NUM_CONSUMERS·BLOCK_M query rows, batch·head).
     TILE_M: gl.constexpr = NUM_CONSUMERS * BLOCK_M
@@ -279,10 +281,12 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
         gl.warp_specialize([
             (_fa3_consumer, (0, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
                              qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, Q_IN_REGS,
+                             PROFILE)),
             (_fa3_consumer, (1, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
                              qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, Q_IN_REGS,
+                             PROFILE)),
             (_fa3_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready,
                              v_empty, off_b, off_h, m0, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, PROFILE)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
@@ -291,13 +295,16 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
         gl.warp_specialize([
             (_fa3_consumer, (0, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
                              qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, Q_IN_REGS,
+                             PROFILE)),
             (_fa3_consumer, (1, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
                              qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, Q_IN_REGS,
+                             PROFILE)),
             (_fa3_consumer, (2, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
                              qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
-                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, PROFILE)),
+                             HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, Q_IN_REGS,
+                             PROFILE)),
             (_fa3_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready,
                              v_empty, off_b, off_h, m0, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, PROFILE)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
@@ -314,6 +321,7 @@ class FlashV3Config:
     consumer_regs: int  # registers per thread of a consumer warpgroup (setmaxnreg)
     producer_regs: int  # registers per thread of the producer warp
     overlap: bool = True  # a consumer runs its softmax while its own P·V wgmma is in flight (FA-3's third idea)
+    q_in_regs: bool = False  # Q·Kᵀ's A operand from registers (loaded once) instead of shared memory per tile
 
     @property
     def tile_m(self) -> int:
@@ -339,8 +347,10 @@ V3_CONFIGS: dict[tuple[int, bool], FlashV3Config] = {
     # head_dim 64: three consumers of 64 rows (as FA-3); at 160 registers the in-warpgroup overlap spills, so off
     (64, False): FlashV3Config(64, 128, 3, 4, 160, 32, overlap=False),
     (64, True): FlashV3Config(64, 128, 3, 4, 160, 32, overlap=False),
-    (128, False): FlashV3Config(64, 128, 2, 2, 240, 24),
-    (128, True): FlashV3Config(64, 128, 2, 2, 240, 24),
+    # head_dim 128: the ping-pong pair; Q·Kᵀ's A operand from registers (32 of the 240; no spills): less shared-memory
+    # traffic per tile, so more clock under the 700 W cap (FA3_NOTES.md, v11)
+    (128, False): FlashV3Config(64, 128, 2, 2, 240, 24, q_in_regs=True),
+    (128, True): FlashV3Config(64, 128, 2, 2, 240, 24, q_in_regs=True),
 }
 
 
@@ -403,6 +413,7 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
             HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
             NUM_CONSUMERS=config.num_consumers, KV_STAGES=config.kv_stages, CAUSAL=causal,
             CONSUMER_REGS=config.consumer_regs, PRODUCER_REGS=config.producer_regs, OVERLAP=config.overlap,
+            Q_IN_REGS=config.q_in_regs,
             PROFILE=profile,  # Proton scopes on the phases (kernels/phase_timeline.py); off in every shipped call
             num_warps=4, maxnreg=config.maxnreg,
         )

@@ -60,9 +60,8 @@ def variants(head_dim: int, causal: bool) -> dict[str, FlashV3Config]:
     row max and sum as trees were timed from a working tree; perf/h200/FA3_NOTES.md has the numbers.)"""
     shipped = V3_CONFIGS[(head_dim, causal)]
     if head_dim == 128:
-        cands = [FlashV3Config(64, 128, 2, 2, 240, 24, overlap=False),  # ping-pong only, no in-warpgroup overlap
-                 FlashV3Config(64, 128, 2, 3, 240, 24),                 # a third K/V slot (224 KB of the 227 KB)
-                 FlashV3Config(64, 64, 3, 4, 160, 32)]                  # three consumers, 64-key tiles (160 regs)
+        cands = [FlashV3Config(64, 128, 2, 2, 240, 24),                 # Q·Kᵀ's A from shared memory (before v11)
+                 FlashV3Config(64, 128, 2, 2, 240, 24, overlap=False, q_in_regs=True)]  # no in-warpgroup overlap
     else:
         cands = [FlashV3Config(64, 128, 3, 4, 160, 32, overlap=True),   # the overlap at 160 registers (spills 16 B)
                  FlashV3Config(64, 128, 2, 4, 240, 24)]                 # the ping-pong pair instead of three consumers
@@ -71,7 +70,7 @@ def variants(head_dim: int, causal: bool) -> dict[str, FlashV3Config]:
 
 def name(c: FlashV3Config) -> str:
     return (f"fa3 {c.num_consumers}x{c.block_m}x{c.block_n} kv{c.kv_stages} r{c.consumer_regs}/{c.producer_regs}"
-            f"{'' if c.overlap else ' no-overlap'}")
+            f"{'' if c.overlap else ' no-overlap'}{' q-regs' if c.q_in_regs else ''}")
 
 
 # -- log and watchdog -------------------------------------------------------------------------------
