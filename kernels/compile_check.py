@@ -68,6 +68,7 @@ class Result:
     local: int | None = None
     shared: int | None = None  # bytes of shared memory the launch asks for
     hgmma: int | None = None   # wgmma instructions in the SASS (sm_90 matrix kernels)
+    hgmma_reg_a: int | None = None  # of those, the ones whose A operand comes from registers (not shared memory)
     error: str = ""
 
 
@@ -267,6 +268,8 @@ def _cubin_facts(cubin: bytes, sass: bool) -> dict:
         facts.update(regs=int(m[1]), stack=int(m[2]), local=int(m[3]))
     if listing is not None:
         facts["hgmma"] = len(re.findall(r"\bHGMMA\.", listing))
+        # `HGMMA.64x128x16.F32.BF16 R24, R180, gdesc[UR8], …`: A from registers; `R24, gdesc[UR8], …`: from smem
+        facts["hgmma_reg_a"] = len(re.findall(r"\bHGMMA\.\S+\s+R\d+,\s*R\d+,", listing))
     return facts
 
 

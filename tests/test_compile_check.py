@@ -51,3 +51,26 @@ def test_every_kernel_and_target_is_covered(check):
     assert len(fa3_rows) == 2 * len(flash_v3.V3_CONFIGS)  # fp16 and bf16
     for r in fa3_rows:  # the point of the Gluon kernel: wgmma in the SASS, and no spills
         assert r["hgmma"] and r["hgmma"] > 0 and r["stack"] == 0 and r["local"] == 0, r
+
+
+@pytest.mark.timeout(1600)
+def test_fa3_operands_come_from_where_the_configs_say(check):
+    """P·V always reads P from registers; with q_in_regs (the head_dim 128 configs) QKᵀ reads Q from registers
+    too, so every wgmma's A operand is a register; without it the QKᵀ wgmmas read Q from shared memory."""
+    _, data = check
+    assert data is not None
+    from kernels import flash_v3
+    rows = [r for r in data["results"] if r["kernel"].endswith(":_fa3_fwd")]
+    for (head_dim, causal), config in flash_v3.V3_CONFIGS.items():
+        tag = f"D={head_dim} "
+        mine = [r for r in rows if r["label"].startswith(tag) and ("causal" in r["label"]) == causal]
+        assert len(mine) == 2, (head_dim, causal)  # fp16, bf16
+        for r in mine:
+            assert ("q-regs" in r["label"]) == config.q_in_regs, r["label"]
+            assert 0 < r["hgmma_reg_a"] <= r["hgmma"], r
+            if config.q_in_regs:
+                assert r["hgmma_reg_a"] == r["hgmma"], r
+            else:
+                assert r["hgmma_reg_a"] < r["hgmma"], r
+    assert flash_v3.V3_CONFIGS[(128, False)].q_in_regs and flash_v3.V3_CONFIGS[(128, True)].q_in_regs
+
