@@ -15,8 +15,8 @@ engine (TMA) run on their own, so FA-3 (Shah et al. 2024) splits the work betwee
   the consumer waits only for S_j, runs tile j's softmax while the tensor cores finish P_{j-1}·V_{j-1}, then waits
   for that, rescales O and keeps P_j in registers for the next round.
 - at head_dim 128 each consumer keeps its Q block in registers (loaded from shared memory once), so every tile's
-  QKᵀ wgmma reads only K from shared memory: less data moved per score, which on the H200 (it runs at its 700 W
-  power cap) comes back as clock.
+  QKᵀ wgmma reads only K from shared memory: less data moved per score (+1–2 % measured on the H200, which runs
+  every kernel at its 700 W power cap).
 
 The numbers are those of the teaching kernel: the running row max m and row sum l in fp32, base-2 exponentials with
 log2(e) folded into the scale, O divided by l once at the end, and the row log-sum-exp (natural log) written beside
@@ -351,7 +351,7 @@ V3_CONFIGS: dict[tuple[int, bool], FlashV3Config] = {
     (64, False): FlashV3Config(64, 128, 3, 4, 160, 32, overlap=False),
     (64, True): FlashV3Config(64, 128, 3, 4, 160, 32, overlap=False),
     # head_dim 128: the ping-pong pair; Q·Kᵀ's A operand from registers (32 of the 240; no spills): less shared-memory
-    # traffic per tile, so more clock under the 700 W cap (FA3_NOTES.md, v11)
+    # traffic per tile, +1–2 % (perf/h200/FA3_NOTES.md, v11)
     (128, False): FlashV3Config(64, 128, 2, 2, 240, 24, q_in_regs=True),
     (128, True): FlashV3Config(64, 128, 2, 2, 240, 24, q_in_regs=True),
 }
