@@ -183,9 +183,7 @@ def _fa3_entries() -> list[Entry]:
     for (head_dim, causal), config in sorted(flash_v3.V3_CONFIGS.items()):
         for dtype in flash_v3.SUPPORTED_DTYPES:
             q, k, v = _qkv(head_dim, dtype, seq_len=1000)
-            label = (f"D={head_dim} {str(dtype)[6:]} {'causal' if causal else 'full'} {config.num_consumers}×"
-                     f"{config.block_m}x{config.block_n} kv{config.kv_stages} regs {config.consumer_regs}/"
-                     f"{config.producer_regs}{'' if config.overlap else ' no-overlap'}{' q-regs' if config.q_in_regs else ''}")
+            label = f"D={head_dim} {str(dtype)[6:]} {'causal' if causal else 'full'} {config.label}"
             for fn, args, kwargs in _capture(lambda: flash_v3.launch_v3(q, k, v, causal, 0.125, config)):
                 entries.append(Entry(_name(fn), label, "sm_90", fn, args, kwargs))  # wgmma: Hopper only
     return entries

@@ -327,6 +327,12 @@ class FlashV3Config:
     q_in_regs: bool = False  # Q·Kᵀ's A operand from registers (loaded once) instead of shared memory per tile
 
     @property
+    def label(self) -> str:
+        """e.g. "2×64×128 kv2 regs 240/24 q-regs": consumers × rows × keys, K/V slots, registers, and the options."""
+        return (f"{self.num_consumers}×{self.block_m}×{self.block_n} kv{self.kv_stages} regs {self.consumer_regs}/"
+                f"{self.producer_regs}{'' if self.overlap else ' no-overlap'}{' q-regs' if self.q_in_regs else ''}")
+
+    @property
     def tile_m(self) -> int:
         """Query rows per program."""
         return self.block_m * self.num_consumers

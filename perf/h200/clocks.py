@@ -31,7 +31,9 @@ from perf.h200.fa3_speed import sdpa, tflops
 FIELDS = "clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active"
 
 
-def sample_while(run, seconds: float, bench: bool = False) -> tuple[list[list[str]], float, int]:
+def sample_while(run, seconds: float, bench: bool = False) -> tuple[list[list[str]], float]:
+    """nvidia-smi's samples while `run` repeats for `seconds`, and the ms per call: CUDA events around the loop,
+    or with `bench` the median of do_bench's medians."""
     smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={FIELDS}", "--format=csv,noheader,nounits", "-lms", "100"],
                            stdout=subprocess.PIPE, text=True)
     time.sleep(0.3)  # nvidia-smi's first line
@@ -43,7 +45,6 @@ def sample_while(run, seconds: float, bench: bool = False) -> tuple[list[list[st
     while time.perf_counter() - t0 < seconds:
         if bench:
             medians.append(triton.testing.do_bench(run, return_mode="median"))
-            calls += 1
             continue
         for _ in range(5):
             run()
@@ -55,9 +56,7 @@ def sample_while(run, seconds: float, bench: bool = False) -> tuple[list[list[st
     out, _ = smi.communicate(timeout=10)
     rows = [[x.strip() for x in line.split(",")] for line in out.strip().splitlines() if line.count(",") == 3]
     rows = rows[3:] or rows  # the first samples are from before the loop
-    if bench:  # ms per call: the median of do_bench's medians
-        return rows, statistics.median(medians), 1
-    return rows, start.elapsed_time(end), calls
+    return rows, statistics.median(medians) if bench else start.elapsed_time(end) / calls
 
 
 def main(argv=None) -> int:
@@ -90,9 +89,9 @@ def main(argv=None) -> int:
           f"{', under do_bench' if args.do_bench else ', back to back'}", flush=True)
     for _ in range(2):
         for name, run in providers.items():
-            rows, ms, calls = sample_while(run, args.seconds, bench=args.do_bench)
+            rows, ms = sample_while(run, args.seconds, bench=args.do_bench)
             seen[name]["rows"] += rows
-            seen[name]["tflops"].append(tflops(b, h, n, d, args.causal, ms / calls))
+            seen[name]["tflops"].append(tflops(b, h, n, d, args.causal, ms))
     print(f"{'provider':24s} {'TFLOPS':>7s} {'SM MHz':>7s} {'W':>6s} {'°C':>4s}  throttle reasons seen (samples)")
     for name, s in seen.items():
         mhz = statistics.median(float(r[0]) for r in s["rows"])

@@ -69,8 +69,7 @@ def variants(head_dim: int, causal: bool) -> dict[str, FlashV3Config]:
 
 
 def name(c: FlashV3Config) -> str:
-    return (f"fa3 {c.num_consumers}x{c.block_m}x{c.block_n} kv{c.kv_stages} r{c.consumer_regs}/{c.producer_regs}"
-            f"{'' if c.overlap else ' no-overlap'}{' q-regs' if c.q_in_regs else ''}")
+    return f"fa3 {c.label}"
 
 
 # -- log and watchdog -------------------------------------------------------------------------------
