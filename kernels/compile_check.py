@@ -69,6 +69,8 @@ class Result:
     shared: int | None = None  # bytes of shared memory the launch asks for
     hgmma: int | None = None   # wgmma instructions in the SASS (sm_90 matrix kernels)
     hgmma_reg_a: int | None = None  # of those, the ones whose A operand comes from registers (not shared memory)
+    named_arrives: int | None = None  # arrives on our named barriers (the FA-3 kernel's ping-pong hand-off)
+    votes: int | None = None  # warp votes (the FA-3 kernel's conditional rescale)
     error: str = ""
 
 
@@ -268,6 +270,10 @@ def _cubin_facts(cubin: bytes, sass: bool) -> dict:
         facts["hgmma"] = len(re.findall(r"\bHGMMA\.", listing))
         # `HGMMA.64x128x16.F32.BF16 R24, R180, gdesc[UR8], …`: A from registers; `R24, gdesc[UR8], …`: from smem
         facts["hgmma_reg_a"] = len(re.findall(r"\bHGMMA\.\S+\s+R\d+,\s*R\d+,", listing))
+        # the ping-pong hand-off through named barriers (`BAR.ARV 0x8, 0x100`: ids 8 and up, 256 threads), and the
+        # conditional rescale's warp vote (`VOTE.ANY`) before the branch around the multiplies
+        facts["named_arrives"] = len(re.findall(r"\bBAR\.ARV\s+0x[89a-f],\s*0x100", listing))
+        facts["votes"] = len(re.findall(r"\bVOTE\.ANY\b", listing))
     return facts
 
 

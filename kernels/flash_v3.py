@@ -8,12 +8,18 @@ engine (TMA) run on their own, so FA-3 (Shah et al. 2024) splits the work betwee
   by two mbarriers ("ready": the copy landed; "empty": every consumer is done with it);
 - two consumer warpgroups (4 warps each; the count is a config) own a query block of BLOCK_M rows each and do the
   math of the teaching kernel on it, reading every K/V tile the producer brings;
-- ping-pong: the consumers take turns at the tensor cores. A consumer waits for its turn (an mbarrier), issues its
-  wgmma, passes the turn on (arrives on the next consumer's mbarrier), then runs its softmax while the other
-  consumer's wgmma keeps the tensor cores busy. (CUDA's named barriers do this in FA-3; Gluon exposes mbarriers.)
+- ping-pong: the consumers take turns at the tensor cores. A consumer waits for its turn, issues its wgmma, passes
+  the turn on, then runs its softmax while the other consumer's wgmma keeps the tensor cores busy. The turn is a
+  hardware named barrier as in FA-3 (`bar.sync` to wait, `bar.arrive` to pass it on: one line of PTX each, since
+  Gluon has no API for them; `named_turns`), or an mbarrier per consumer.
 - softmax overlap inside a consumer: S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1} are issued together, asynchronously;
   the consumer waits only for S_j, runs tile j's softmax while the tensor cores finish P_{j-1}·V_{j-1}, then waits
   for that, rescales O and keeps P_j in registers for the next round.
+- the paired ring (`kv_paired`): entry j holds K_j and V_{j-1}, exactly what a consumer's round j reads, so a round
+  waits on one mbarrier and frees one (instead of two and two, each free a partition-wide bar.sync).
+- the conditional rescale (`lazy_rescale`, FlashAttention-4's): a row keeps its running max until a new score
+  exceeds it by more than 2^8, so P stays ≤ 256, and a warp skips O's 64 multiplies per tile unless one of its rows
+  moved (a warp vote, then a branch; in PTX, as Gluon has no warp-level branch). On most tiles nothing moves.
 - at head_dim 128 each consumer keeps its Q block in registers (loaded from shared memory once), so every tile's
   QKᵀ wgmma reads only K from shared memory: less data moved per score (+1–2 % measured on the H200, which runs
   every kernel at its 700 W power cap).
@@ -72,17 +78,91 @@ def _exit(NAME: gl.constexpr, PROFILE: gl.constexpr):
         pl.exit_scope(NAME)
 
 
+# Hardware named barriers for the ping-pong hand-off (FA-3's own mechanism; Gluon has no API for them, so one line of
+# PTX each). Barrier ids from _TURN_BARRIER_ID on, one per consumer; 0 is the CTA's __syncthreads and Triton's
+# partition barriers take the next few, so ours start well above them.
+_TURN_BARRIER_ID = gl.constexpr(8) if gluon is not None else None
+
+
+@_jit
+def _named_barrier(ARRIVE: gl.constexpr, ID: gl.constexpr):
+    # every thread of the calling consumer warpgroup (4 warps, 128 threads) executes the instruction once;
+    # 256 threads take part: this warpgroup and the one it hands the turn to (or takes it from)
+    one_per_thread: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    ids = gl.full([128], ID, gl.int32, one_per_thread)
+    if ARRIVE:  # signal and go on
+        gl.inline_asm_elementwise("bar.arrive $1, 256;\n\tmov.b32 $0, $1;", "=r,r", [ids], dtype=gl.int32,
+                                  is_pure=False, pack=1)
+    else:  # wait until the other warpgroup arrived
+        gl.inline_asm_elementwise("bar.sync $1, 256;\n\tmov.b32 $0, $1;", "=r,r", [ids], dtype=gl.int32,
+                                  is_pure=False, pack=1)
+
+
+@_jit
+def _turn_wait(turn, phase, CONSUMER: gl.constexpr, NAMED_TURNS: gl.constexpr):
+    # -- ping-pong: wait for our turn at the tensor cores --
+    if NAMED_TURNS:
+        _named_barrier(False, _TURN_BARRIER_ID + CONSUMER)
+    else:
+        mbarrier.wait(turn.index(CONSUMER), phase)
+
+
+@_jit
+def _turn_pass(turn, NEXT: gl.constexpr, NAMED_TURNS: gl.constexpr):
+    # -- ping-pong: our wgmmas are issued; the next consumer's turn --
+    if NAMED_TURNS:
+        _named_barrier(True, _TURN_BARRIER_ID + NEXT)
+    else:
+        mbarrier.arrive(turn.index(NEXT), count=1)
+
+
+@_jit
+def _fa3_producer_paired(k_desc, v_desc, k_smem, v_smem, kv_ready, kv_empty, off_b, off_h, n_kv,
+                         BLOCK_N: gl.constexpr, KV_STAGES: gl.constexpr, PROFILE: gl.constexpr):
+    # -- producer, paired ring: entry j holds K_j and V_{j-1}, what a consumer's round j reads (entry 0: K_0 only,
+    # entry n_kv: the last V only), under one ready and one empty mbarrier --
+    _enter("load", PROFILE)
+    mbarrier.wait(kv_empty.index(0), 1)  # a fresh mbarrier counts its phase before 0 as complete
+    mbarrier.expect(kv_ready.index(0), k_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(k_desc, [off_b, off_h, 0, 0], kv_ready.index(0), k_smem.index(0))
+    for j in range(1, n_kv):
+        slot = j % KV_STAGES
+        mbarrier.wait(kv_empty.index(slot), ((j // KV_STAGES) & 1) ^ 1)
+        mbarrier.expect(kv_ready.index(slot), k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(k_desc, [off_b, off_h, j * BLOCK_N, 0], kv_ready.index(slot),
+                                        k_smem.index(slot))
+        tma.async_copy_global_to_shared(v_desc, [off_b, off_h, (j - 1) * BLOCK_N, 0], kv_ready.index(slot),
+                                        v_smem.index(slot))
+    slot = n_kv % KV_STAGES
+    mbarrier.wait(kv_empty.index(slot), ((n_kv // KV_STAGES) & 1) ^ 1)
+    mbarrier.expect(kv_ready.index(slot), v_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(v_desc, [off_b, off_h, (n_kv - 1) * BLOCK_N, 0], kv_ready.index(slot),
+                                    v_smem.index(slot))
+    _exit("load", PROFILE)
+
+
 @_jit
 def _fa3_producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem,
                   q_ready, k_ready, k_empty, v_ready, v_empty,
                   off_b, off_h, m0, n_kv,
                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_CONSUMERS: gl.constexpr,
-                  KV_STAGES: gl.constexpr, PROFILE: gl.constexpr):
+                  KV_STAGES: gl.constexpr, KV_PAIRED: gl.constexpr, PROFILE: gl.constexpr):
     # -- producer: each consumer's Q block, once (rows past seq_len read as zeros) --
     for c in gl.static_range(NUM_CONSUMERS):
         mbarrier.expect(q_ready.index(c), q_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m0 + c * BLOCK_M, 0], q_ready.index(c),
                                         q_smem.index(c))
+    if KV_PAIRED:
+        _fa3_producer_paired(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, off_b, off_h, n_kv, BLOCK_N,
+                             KV_STAGES, PROFILE)
+    else:
+        _fa3_producer_split(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, off_b, off_h, n_kv,
+                            BLOCK_N, KV_STAGES, PROFILE)
+
+
+@_jit
+def _fa3_producer_split(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, off_b, off_h, n_kv,
+                        BLOCK_N: gl.constexpr, KV_STAGES: gl.constexpr, PROFILE: gl.constexpr):
     # -- producer: stream the K and V tiles through the ring; a slot is refilled once every consumer freed it --
     for j in range(n_kv):
         slot = j % KV_STAGES
@@ -111,10 +191,61 @@ def _fa3_mask(s, j, offs_m, offs_n, seq_len, BLOCK_N: gl.constexpr, CAUSAL: gl.c
     return gl.where(keep, s, float("-inf"))
 
 
+def _rescale_asm(n: int) -> str:
+    """PTX for one thread's n accumulator values: multiply each by its row's α, or skip all n multiplies when the
+    warp's vote (the flag operand, the same in every lane) says no row of the warp moved its max."""
+    mul = "\n\t".join(f"mul.f32 ${i}, ${i}, ${2 * n + i};" for i in range(n))
+    return ("{\n\t.reg .pred %skip;\n\t"
+            f"setp.eq.s32 %skip, ${3 * n}, 0;\n\t"
+            "@%skip bra.uni SKIP_RESCALE_${:uid};\n\t"
+            f"{mul}\n"
+            "SKIP_RESCALE_${:uid}:\n\t}")
+
+
+def _rescale_constraints(n: int) -> str:
+    # n outputs, tied to the n accumulator inputs (in place), then n α values and n flag values
+    return ",".join(["=f"] * n + [str(i) for i in range(n)] + ["f"] * n + ["r"] * n)
+
+
+# FA-4's conditional rescale: a row's max moves only when the new max exceeds it by more than 8 (log2 units), so a
+# P value is at most 2^8 = 256 (bf16 and the fp32 sums hold that) and O is rescaled only in the rare tiles that move it.
+_LAZY_THRESHOLD = gl.constexpr(8.0) if gluon is not None else None
+_RESCALE_ASM_32 = gl.constexpr(_rescale_asm(32)) if gluon is not None else None
+_RESCALE_ASM_64 = gl.constexpr(_rescale_asm(64)) if gluon is not None else None
+_RESCALE_CONSTRAINTS_32 = gl.constexpr(_rescale_constraints(32)) if gluon is not None else None
+_RESCALE_CONSTRAINTS_64 = gl.constexpr(_rescale_constraints(64)) if gluon is not None else None
+# a thread's two rows (r and r + 8 of its warp's 16): did either move its max? Then vote across the warp's 32 lanes.
+_WARP_ANY_ASM = gl.constexpr(
+    "{\n\t.reg .pred %a, %b;\n\tsetp.neu.f32 %a, $2, 0f3F800000;\n\tsetp.neu.f32 %b, $3, 0f3F800000;\n\t"
+    "or.pred %a, %a, %b;\n\tvote.sync.any.pred %a, %a, -1;\n\tselp.s32 $0, 1, 0, %a;\n\tmov.b32 $1, $0;\n\t}"
+) if gluon is not None else None
+
+
 @_jit
-def _fa3_softmax(s, m_i, l_i, qk_scale):
+def _rescale(acc, alpha, o_row_layout: gl.constexpr, LAZY: gl.constexpr):
+    # -- rescale the accumulator by α (per row); with LAZY, a warp whose rows kept their max skips the multiplies --
+    a_row = gl.convert_layout(alpha, o_row_layout)
+    if LAZY:
+        moved = gl.inline_asm_elementwise(_WARP_ANY_ASM, "=r,=r,f,f", [a_row], dtype=gl.int32, is_pure=True, pack=2)
+        a_b = gl.broadcast(a_row[:, None], acc)[0]
+        moved_b = gl.broadcast(moved[:, None], acc)[0]
+        if acc.type.shape[0] * acc.type.shape[1] // 128 == 64:  # values per thread of the warpgroup
+            acc = gl.inline_asm_elementwise(_RESCALE_ASM_64, _RESCALE_CONSTRAINTS_64, [acc, a_b, moved_b],
+                                            dtype=gl.float32, is_pure=True, pack=64)
+        else:
+            acc = gl.inline_asm_elementwise(_RESCALE_ASM_32, _RESCALE_CONSTRAINTS_32, [acc, a_b, moved_b],
+                                            dtype=gl.float32, is_pure=True, pack=32)
+    else:
+        acc = acc * a_row[:, None]
+    return acc
+
+
+@_jit
+def _fa3_softmax(s, m_i, l_i, qk_scale, LAZY: gl.constexpr = False):
     # -- update m_i and l_i (online softmax, log2 units: one FMA per score, s·scale − m) --
     m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
+    if LAZY:  # keep the old max unless the new one is more than 2^8 larger (FA-4's conditional rescale)
+        m_new = gl.where(m_new > m_i + _LAZY_THRESHOLD, m_new, m_i)
     p = gl.exp2(s * qk_scale - m_new[:, None])
     alpha = gl.exp2(m_i - m_new)
     l_i = l_i * alpha + gl.sum(p, 1)
@@ -127,7 +258,8 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
                   qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
                   HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                   NUM_CONSUMERS: gl.constexpr, KV_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                  OVERLAP: gl.constexpr, Q_IN_REGS: gl.constexpr, PROFILE: gl.constexpr):
+                  OVERLAP: gl.constexpr, Q_IN_REGS: gl.constexpr, NAMED_TURNS: gl.constexpr,
+                  KV_PAIRED: gl.constexpr, LAZY_RESCALE: gl.constexpr, PROFILE: gl.constexpr):
     # -- consumer: one warpgroup, BLOCK_M query rows; the scores and O live in wgmma accumulator registers --
     dtype: gl.constexpr = o_desc.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -151,18 +283,21 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
     if Q_IN_REGS:  # Q read from shared memory once, then fed to every QKᵀ wgmma from registers
         q = q.load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2))
 
+    if NAMED_TURNS and NEXT == 0:  # the last consumer gives consumer 0 its first turn
+        _turn_pass(turn, NEXT, NAMED_TURNS)
+
     # -- first K tile: compute qk, softmax (no P·V yet) --
-    mbarrier.wait(k_ready.index(0), 0)
+    mbarrier.wait(k_ready.index(0), 0)  # (paired ring: entry 0 holds K_0 alone)
     # -- ping-pong hand-off: wait for our turn at the tensor cores, issue, pass the turn to the next consumer --
-    mbarrier.wait(turn.index(CONSUMER), 0)
+    _turn_wait(turn, 0, CONSUMER, NAMED_TURNS)
     k_t = k_smem.index(0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
     s_tok = warpgroup_mma(q, k_t, s_init, use_acc=False, is_async=True)
-    mbarrier.arrive(turn.index(NEXT), count=1)
+    _turn_pass(turn, NEXT, NAMED_TURNS)
     s = warpgroup_mma_wait(0, deps=(s_tok,))
     mbarrier.arrive(k_empty.index(0), count=1)  # K_0 read: the producer may refill its slot
     if mask_from == 0:
         s = _fa3_mask(s, 0, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
-    p, m_i, l_i, alpha = _fa3_softmax(s, m_i, l_i, qk_scale)
+    p, m_i, l_i, alpha = _fa3_softmax(s, m_i, l_i, qk_scale, LAZY_RESCALE)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
 
     for j in range(1, n_kv):
@@ -170,31 +305,38 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
         prev = (j - 1) % KV_STAGES
         # -- load the K tile (TMA landed?) and the previous V tile --
         _enter("wait", PROFILE)
-        mbarrier.wait(k_ready.index(slot), (j // KV_STAGES) & 1)
-        mbarrier.wait(v_ready.index(prev), ((j - 1) // KV_STAGES) & 1)
+        if KV_PAIRED:  # one entry holds K_j and V_{j-1}
+            mbarrier.wait(k_ready.index(slot), (j // KV_STAGES) & 1)
+            v_slot = slot
+        else:
+            mbarrier.wait(k_ready.index(slot), (j // KV_STAGES) & 1)
+            mbarrier.wait(v_ready.index(prev), ((j - 1) // KV_STAGES) & 1)
+            v_slot = prev
         # -- ping-pong hand-off: our turn at the tensor cores; compute qk: S_j = Q·K_jᵀ, async --
-        mbarrier.wait(turn.index(CONSUMER), j & 1)
+        _turn_wait(turn, j & 1, CONSUMER, NAMED_TURNS)
         _exit("wait", PROFILE)
         _enter("qk", PROFILE)  # issue QKᵀ and P·V, wait for QKᵀ
         k_t = k_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
         s_tok = warpgroup_mma(q, k_t, s_init, use_acc=False, is_async=True)
         # -- rescale the accumulator (while S_j runs), then add P·V: O += P_{j-1}·V_{j-1}, async --
-        acc = acc * gl.convert_layout(alpha, o_row_layout)[:, None]
-        o_tok = warpgroup_mma(p_op, v_smem.index(prev).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
-        mbarrier.arrive(turn.index(NEXT), count=1)  # the other consumer issues while we run the softmax
+        acc = _rescale(acc, alpha, o_row_layout, LAZY_RESCALE)
+        o_tok = warpgroup_mma(p_op, v_smem.index(v_slot).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
+        _turn_pass(turn, NEXT, NAMED_TURNS)  # the other consumer issues while we run the softmax
         if OVERLAP:
             # -- softmax overlap: wait for S_j only; P_{j-1}·V_{j-1} keeps the tensor cores busy meanwhile --
             s = warpgroup_mma_wait(1, deps=(s_tok,))
-            mbarrier.arrive(k_empty.index(slot), count=1)
+            if not KV_PAIRED:
+                mbarrier.arrive(k_empty.index(slot), count=1)
         else:  # ping-pong only: both products done before the softmax (fewer live registers)
             s, acc, p_op = warpgroup_mma_wait(0, deps=(s_tok, o_tok, p_op))
-            mbarrier.arrive(k_empty.index(slot), count=1)
-            mbarrier.arrive(v_empty.index(prev), count=1)
+            mbarrier.arrive(k_empty.index(slot), count=1)  # (paired ring: K_j and V_{j-1} freed at once)
+            if not KV_PAIRED:
+                mbarrier.arrive(v_empty.index(prev), count=1)
         _exit("qk", PROFILE)
         _enter("softmax", PROFILE)
         if j >= mask_from:
             s = _fa3_mask(s, j, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
-        p, m_i, l_i, alpha = _fa3_softmax(s, m_i, l_i, qk_scale)
+        p, m_i, l_i, alpha = _fa3_softmax(s, m_i, l_i, qk_scale, LAZY_RESCALE)
         _exit("softmax", PROFILE)
         _enter("pv", PROFILE)  # wait for P·V (in flight since the qk phase), hand P_j over
         if OVERLAP:
@@ -203,19 +345,30 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
             if seq_len < 0:
                 tma.store_wait(0)
             acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
-            mbarrier.arrive(v_empty.index(prev), count=1)
+            if KV_PAIRED:
+                mbarrier.arrive(k_empty.index(slot), count=1)  # K_j and V_{j-1} both read
+            else:
+                mbarrier.arrive(v_empty.index(prev), count=1)
         p_op = gl.convert_layout(p.to(dtype), p_layout)  # P_j into the registers P_{j-1}·V_{j-1} just freed
         _exit("pv", PROFILE)
 
     # -- rescale the accumulator, then add P·V: the last tile's P·V --
-    last = (n_kv - 1) % KV_STAGES
-    mbarrier.wait(v_ready.index(last), ((n_kv - 1) // KV_STAGES) & 1)
-    mbarrier.wait(turn.index(CONSUMER), n_kv & 1)
-    acc = acc * gl.convert_layout(alpha, o_row_layout)[:, None]
+    if KV_PAIRED:  # entry n_kv holds the last V alone
+        last = n_kv % KV_STAGES
+        mbarrier.wait(k_ready.index(last), (n_kv // KV_STAGES) & 1)
+    else:
+        last = (n_kv - 1) % KV_STAGES
+        mbarrier.wait(v_ready.index(last), ((n_kv - 1) // KV_STAGES) & 1)
+    _turn_wait(turn, n_kv & 1, CONSUMER, NAMED_TURNS)
+    acc = _rescale(acc, alpha, o_row_layout, LAZY_RESCALE)
     o_tok = warpgroup_mma(p_op, v_smem.index(last).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
-    mbarrier.arrive(turn.index(NEXT), count=1)
+    if not (NAMED_TURNS and NEXT == 0):  # named barriers count arrivals: the first turn's was given up front
+        _turn_pass(turn, NEXT, NAMED_TURNS)
     acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
-    mbarrier.arrive(v_empty.index(last), count=1)
+    if KV_PAIRED:
+        mbarrier.arrive(k_empty.index(last), count=1)
+    else:
+        mbarrier.arrive(v_empty.index(last), count=1)
 
     # -- write O and the row log-sum-exp (natural log) once --
     _enter("epilogue", PROFILE)
@@ -235,7 +388,8 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
              HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
              NUM_CONSUMERS: gl.constexpr, KV_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
              CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, OVERLAP: gl.constexpr,
-             Q_IN_REGS: gl.constexpr, PROFILE: gl.constexpr):
+             Q_IN_REGS: gl.constexpr, NAMED_TURNS: gl.constexpr, KV_PAIRED: gl.constexpr,
+             LAZY_RESCALE: gl.constexpr, PROFILE: gl.constexpr):
     # Q, K, V, O: 4-D TMA descriptors over (B, H, N, D); Q and O boxes are [1, 1, BLOCK_M, D], K and V [1, 1, BLOCK_N, D].
     # One program per (block of NUM_CONSUMERS·BLOCK_M query rows, batch·head).
     TILE_M: gl.constexpr = NUM_CONSUMERS * BLOCK_M
@@ -285,13 +439,14 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
             (_fa3_consumer, (0, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
                              qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
                              HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, Q_IN_REGS,
-                             PROFILE)),
+                             NAMED_TURNS, KV_PAIRED, LAZY_RESCALE, PROFILE)),
             (_fa3_consumer, (1, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
                              qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
                              HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, Q_IN_REGS,
-                             PROFILE)),
+                             NAMED_TURNS, KV_PAIRED, LAZY_RESCALE, PROFILE)),
             (_fa3_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready,
-                             v_empty, off_b, off_h, m0, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, PROFILE)),
+                             v_empty, off_b, off_h, m0, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, KV_PAIRED,
+                             PROFILE)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
     else:
         gl.static_assert(NUM_CONSUMERS == 3, "the FA-3 kernel runs 2 or 3 consumer warpgroups")
@@ -299,17 +454,18 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
             (_fa3_consumer, (0, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
                              qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
                              HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, Q_IN_REGS,
-                             PROFILE)),
+                             NAMED_TURNS, KV_PAIRED, LAZY_RESCALE, PROFILE)),
             (_fa3_consumer, (1, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
                              qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
                              HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, Q_IN_REGS,
-                             PROFILE)),
+                             NAMED_TURNS, KV_PAIRED, LAZY_RESCALE, PROFILE)),
             (_fa3_consumer, (2, o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn,
                              qk_scale, seq_len, off_b, off_h, off_bh, m0, n_kv, mask_from,
                              HEAD_DIM, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, CAUSAL, OVERLAP, Q_IN_REGS,
-                             PROFILE)),
+                             NAMED_TURNS, KV_PAIRED, LAZY_RESCALE, PROFILE)),
             (_fa3_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready,
-                             v_empty, off_b, off_h, m0, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, PROFILE)),
+                             v_empty, off_b, off_h, m0, n_kv, BLOCK_M, BLOCK_N, NUM_CONSUMERS, KV_STAGES, KV_PAIRED,
+                             PROFILE)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -325,12 +481,17 @@ class FlashV3Config:
     producer_regs: int  # registers per thread of the producer warp
     overlap: bool = True  # a consumer runs its softmax while its own P·V wgmma is in flight (FA-3's third idea)
     q_in_regs: bool = False  # Q·Kᵀ's A operand from registers (loaded once) instead of shared memory per tile
+    named_turns: bool = False  # the ping-pong hand-off through hardware named barriers instead of mbarriers
+    kv_paired: bool = False  # one ring entry per round (K_j with V_{j-1}): one wait and one release per tile
+    lazy_rescale: bool = False  # FA-4's conditional rescale: O is multiplied by α only when a row's max moved by > 2^8
 
     @property
     def label(self) -> str:
         """e.g. "2×64×128 kv2 regs 240/24 q-regs": consumers × rows × keys, K/V slots, registers, and the options."""
         return (f"{self.num_consumers}×{self.block_m}×{self.block_n} kv{self.kv_stages} regs {self.consumer_regs}/"
-                f"{self.producer_regs}{'' if self.overlap else ' no-overlap'}{' q-regs' if self.q_in_regs else ''}")
+                f"{self.producer_regs}{'' if self.overlap else ' no-overlap'}{' q-regs' if self.q_in_regs else ''}"
+                f"{' named' if self.named_turns else ''}{' paired' if self.kv_paired else ''}"
+                f"{' lazy' if self.lazy_rescale else ''}")
 
     @property
     def tile_m(self) -> int:
@@ -353,13 +514,17 @@ class FlashV3Config:
 
 # Per (head_dim, causal); fp16 and bf16 share them. Measured on the H200 (perf/h200/fa3_speed.py, FA3_NOTES.md).
 V3_CONFIGS: dict[tuple[int, bool], FlashV3Config] = {
-    # head_dim 64: three consumers of 64 rows (as FA-3); at 160 registers the in-warpgroup overlap spills, so off
-    (64, False): FlashV3Config(64, 128, 3, 4, 160, 32, overlap=False),
-    (64, True): FlashV3Config(64, 128, 3, 4, 160, 32, overlap=False),
+    # head_dim 64: three consumers of 64 rows (as FA-3); at 160 registers the in-warpgroup overlap spills, so off;
+    # O rescaled only when a row's max moved by more than 2^8 (v12: +1–7 %)
+    (64, False): FlashV3Config(64, 128, 3, 4, 160, 32, overlap=False, lazy_rescale=True),
+    (64, True): FlashV3Config(64, 128, 3, 4, 160, 32, overlap=False, lazy_rescale=True),
     # head_dim 128: the ping-pong pair; Q·Kᵀ's A operand from registers (32 of the 240; no spills): less shared-memory
-    # traffic per tile, +1–2 % (perf/h200/FA3_NOTES.md, v11)
-    (128, False): FlashV3Config(64, 128, 2, 2, 240, 24, q_in_regs=True),
-    (128, True): FlashV3Config(64, 128, 2, 2, 240, 24, q_in_regs=True),
+    # traffic per tile (v11, +1–2 %); the hand-off through named barriers, one K/V ring entry per round and the
+    # conditional rescale (v12, +2–9 %); causal with a third ring slot (224 KB of shared memory)
+    (128, False): FlashV3Config(64, 128, 2, 2, 240, 24, q_in_regs=True, named_turns=True, kv_paired=True,
+                                lazy_rescale=True),
+    (128, True): FlashV3Config(64, 128, 2, 3, 240, 24, q_in_regs=True, named_turns=True, kv_paired=True,
+                               lazy_rescale=True),
 }
 
 
@@ -422,7 +587,8 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
             HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
             NUM_CONSUMERS=config.num_consumers, KV_STAGES=config.kv_stages, CAUSAL=causal,
             CONSUMER_REGS=config.consumer_regs, PRODUCER_REGS=config.producer_regs, OVERLAP=config.overlap,
-            Q_IN_REGS=config.q_in_regs,
+            Q_IN_REGS=config.q_in_regs, NAMED_TURNS=config.named_turns, KV_PAIRED=config.kv_paired,
+            LAZY_RESCALE=config.lazy_rescale,
             PROFILE=profile,  # Proton scopes on the phases (kernels/phase_timeline.py); off in every shipped call
             num_warps=4, maxnreg=config.maxnreg,
         )

@@ -74,3 +74,22 @@ def test_fa3_operands_come_from_where_the_configs_say(check):
                 assert r["hgmma_reg_a"] < r["hgmma"], r
     assert flash_v3.V3_CONFIGS[(128, False)].q_in_regs and flash_v3.V3_CONFIGS[(128, True)].q_in_regs
 
+
+@pytest.mark.timeout(1600)
+def test_fa3_handoff_and_rescale_are_built_as_the_configs_say(check):
+    """named_turns: the ping-pong hand-off arrives on hardware named barriers (ids 8 and up, 256 threads: this
+    warpgroup and the next), no mbarrier; lazy_rescale: a warp vote decides whether O's multiplies run. The SASS of
+    each shipped build has them exactly when its config asks."""
+    _, data = check
+    assert data is not None
+    from kernels import flash_v3
+    rows = [r for r in data["results"] if r["kernel"].endswith(":_fa3_fwd")]
+    for (head_dim, causal), config in flash_v3.V3_CONFIGS.items():
+        mine = [r for r in rows if r["label"].startswith(f"D={head_dim} ") and ("causal" in r["label"]) == causal]
+        assert len(mine) == 2, (head_dim, causal)
+        for r in mine:
+            assert (r["named_arrives"] > 0) == config.named_turns, r
+            assert (r["votes"] > 0) == config.lazy_rescale, r
+            assert (" named" in r["label"]) == config.named_turns and (" lazy" in r["label"]) == config.lazy_rescale
+    assert flash_v3.V3_CONFIGS[(128, False)].named_turns and flash_v3.V3_CONFIGS[(128, True)].lazy_rescale
+

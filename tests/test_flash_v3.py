@@ -50,6 +50,28 @@ def test_fa3_matches_float64_reference(seq_len, head_dim, dtype, causal, poisone
 @pytest.mark.gpu
 @needs_hopper
 @pytest.mark.parametrize("head_dim", SUPPORTED_HEAD_DIMS)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("lazy", [False, True], ids=["rescale-always", "rescale-lazy"])
+def test_fa3_rows_whose_max_jumps_late(head_dim, causal, lazy, poisoned_allocations):
+    """Random inputs move a row's max by less than 2^8 after the first tile, so a conditional rescale never
+    rescales on them. Here a few keys in later tiles are 30× larger: rows with a positive score on them move their
+    max by far more than that, in tiles past the first, while the other rows of the same warp do not."""
+    seq_len = 1000
+    q, k, v = (t.float() for t in random_qkv((2, 3, seq_len, head_dim), torch.float32, seed=head_dim + causal))
+    for pos in range(200, seq_len, 450):  # keys 200 and 650: tiles 1 and 5 of 128-key tiles
+        k[:, :, pos] *= 30.0
+    q, k, v = (t.bfloat16() for t in (q, k, v))
+    config = V3_CONFIGS[(head_dim, causal)]
+    config = FlashV3Config(**{**config.__dict__, "lazy_rescale": lazy})
+    out, lse = flash_attention_v3(q, k, v, causal=causal, return_lse=True, config=config)
+    ref, ref_lse = reference_attention(q, k, v, causal)
+    assert relative_error(out, ref) < 1e-2
+    assert relative_error(lse, ref_lse) < 1e-4
+
+
+@pytest.mark.gpu
+@needs_hopper
+@pytest.mark.parametrize("head_dim", SUPPORTED_HEAD_DIMS)
 def test_fa3_strided_inputs_and_custom_scale(head_dim, poisoned_allocations):
     # (B, N, H, D) memory seen as (B, H, N, D): the TMA descriptors take the strides as they are
     q, k, v = (t.transpose(1, 2) for t in random_qkv((2, 300, 3, head_dim), torch.bfloat16, seed=5))
