@@ -936,9 +936,11 @@ def takeaway_slides(records: list[dict], at_length: list[dict], panels: TrafficP
                             f"tokens: standard ran {OUT_OF_MEMORY}; flash kept going", scene["seqlen"]))
     v3 = record_at(at_length, "flash_v3", seq_len)
     flash = record_at(at_length, "flash", seq_len)
+    sdpa = record_at(at_length, "sdpa_default", seq_len)
     if v3 and v3["status"] == "ok" and v3.get("tflops"):
-        versus = (f", {v3['tflops'] / flash['tflops']:.2f}× our FA-2-order kernel" if flash and flash.get("tflops")
-                  else "")
+        versus = "".join(f", {v3['tflops'] / other['tflops']:.2f}× {name}" for other, name in
+                         ((sdpa, "PyTorch SDPA's default"), (flash, "our FA-2-order kernel"))
+                         if other and other["status"] == "ok" and other.get("tflops"))
         slides.append(Slide("FA-3 style, ours", f"{v3['tflops']:,.0f} TFLOPS",
                             f"on Hopper at {n}: producer warp, ping-pong consumers{versus}", scene["evolution"]))
     if max_abs_err is not None and trace_len:
