@@ -351,15 +351,16 @@ def machine_from_facts(facts: dict | None, programs_per_sm: int | None = None,
 
     How the model meets the H200's counters (results/h200.json: bf16, batch 2 × 16 heads, the kernel's own
     tiles), model ÷ counted, at the residency the recorded timelines measure (2 per SM, head_dim 128):
-    - up to 16K (head_dim 64: 32K), one head's K/V fits the L2: 0.92–1.34 (at 1K–2K some of the writes are
+    - up to 16K (head_dim 64: 32K), one head's K/V fits the L2: 0.88–1.34 (at 1K–2K some of the writes are
       still in L2 when the counters stop, so the model is above them);
-    - head_dim 128, causal, 32K–256K: 0.97–1.06;
-    - head_dim 128, not causal, 32K–256K: 0.70 at 32K, falling to 0.52 at 256K: the GPU reads up to twice
-      what the model says. The model's premise, that a wave's programs share each K/V tile through L2, does
-      not hold there, and the model is not fitted to hide it;
-    - head_dim 64 (no timeline of its kernel: 1 per SM assumed), 64K–256K: 2.8–3.5 causal, 0.27–1.8 not.
-    With 1 per SM assumed instead, head_dim 128 not causal meets the counters at 128K–256K (0.99): a
-    coincidence the timeline contradicts, not a reason to assume it (tests/test_story_truth.py pins these)."""
+    - head_dim 128, causal, 32K–256K: 0.98–1.07;
+    - head_dim 128, not causal, 32K–256K: 0.69 at 32K and 0.76 at 64K, falling to 0.52 at 256K: the GPU reads
+      up to twice what the model says. The model's premise, that a wave's programs share each K/V tile through
+      L2, does not hold there, and the model is not fitted to hide it;
+    - head_dim 64 (no timeline of its kernel: 1 per SM assumed), 64K–256K: 2.8–3.5 causal, 0.55–1.9 not.
+    With 1 per SM assumed instead, head_dim 128 not causal meets the counters at 128K–256K (0.99–1.01): a
+    coincidence the timeline contradicts, not a reason to assume it (tests/test_story_truth.py pins these).
+    (The 2026-12-02 16:41 recording; each re-recording moves these by a few hundredths.)"""
     if not facts or not facts.get("l2_bytes") or not facts.get("sm_count"):
         return None
     sm_count = int(facts["sm_count"])

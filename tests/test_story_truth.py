@@ -69,12 +69,14 @@ def model_over_counted(head_dim: int, causal: bool, seq_len: int) -> float:
 @pytest.mark.parametrize("seq_len", [32768, 65536, 131072, 262144])
 def test_at_the_measured_residency_the_model_meets_causal_and_undercounts_non_causal(seq_len):
     """Model ÷ counted at head_dim 128 from 32K, where one head's K/V overflows the L2: causal ~1.0, not causal
-    0.52–0.70 (the GPU reads more than the model's premise allows). The model is not fitted; its docstring says
-    this."""
+    0.52–0.76 (the GPU reads more than the model's premise allows). The model is not fitted; its docstring says
+    this, with the recording's own figures."""
     assert 0.95 <= model_over_counted(128, True, seq_len) <= 1.08
-    assert 0.50 <= model_over_counted(128, False, seq_len) <= 0.72
+    assert 0.50 <= model_over_counted(128, False, seq_len) <= 0.80
     said = costmodel.machine_from_facts.__doc__
-    assert "0.52" in said and "0.70" in said and "not fitted" in said
+    assert "not fitted" in said
+    assert f"{model_over_counted(128, False, 262144):.2f} at 256K" in said
+    assert f"{model_over_counted(128, False, 32768):.2f} at 32K" in said
 
 
 def test_the_compare_scene_can_say_model_against_counted():
