@@ -161,11 +161,15 @@ export default function (component) {
     chart.__playing = !playing;
     wanted.dispatchEvent(new MouseEvent("click", { bubbles: true }));
   };
-  // a click on a play button marks the chart as playing, so that Space pauses it
+  // a click on a play button marks the chart as playing, so that Space pauses it; and (this listener runs in
+  // the capture phase, before plotly's own) tells plotly the frame on screen first, so that a Play pressed the
+  // moment a redrawn chart appears goes on from its step, not from step 1 (the timer may not have run yet)
   const onClick = (event) => {
     const button = event.target.closest && event.target.closest(".updatemenu-button");
     const chart = button && button.closest(".js-plotly-plot");
-    if (chart) chart.__playing = !button.textContent.includes("pause");
+    if (!chart) return;
+    keepStep(chart);
+    chart.__playing = !button.textContent.includes("pause");
   };
   const onRejection = (event) => { if (event.reason === undefined) event.preventDefault(); };
   window.addEventListener("keydown", onNavKey, true);  // before the page's own key handlers

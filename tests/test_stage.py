@@ -84,6 +84,33 @@ def test_every_model_preset_fits(tabs, server, scene, model):
     check_stage(page, f"{scene}, model {model}")
 
 
+# Presses Play the moment the chart's buttons exist (a MutationObserver's callback runs before any timer of the
+# page script), and records the frames it plays.
+PLAY_AS_SOON_AS_DRAWN = """
+  window.__frames = [];
+  new MutationObserver(() => {
+    const chart = document.querySelector('.js-plotly-plot');
+    if (!chart || chart.__pressed || !chart.on) return;
+    const play = [...chart.querySelectorAll('.updatemenu-button')].find((b) => b.textContent.includes('▶ 8×'));
+    if (!play) return;
+    chart.__pressed = true;
+    chart.on('plotly_animatingframe', (f) => window.__frames.push(Number(f.name)));
+    play.dispatchEvent(new MouseEvent('click', { bubbles: true }));
+  }).observe(document, { childList: true, subtree: true });
+"""
+
+
+def test_play_pressed_as_the_chart_appears_goes_on_from_the_linked_step(page, server):
+    """A chart drawn at a step (from the link, or by the rerun after a pause) plays on from that step, even when
+    Play is pressed the instant the chart appears: the page script tells plotly the frame on screen when Play is
+    clicked, not only on its 300 ms timer (before, a quick Play after a redraw started again from step 1)."""
+    page.add_init_script(PLAY_AS_SOON_AS_DRAWN)
+    show(page, server, **LONG_ANIMATION, step="20")
+    page.wait_for_function("() => window.__frames.length >= 3")
+    frames = page.evaluate("window.__frames")
+    assert 20 <= frames[0] <= 21, f"Play started at step {frames[0]}, not at the linked step 20"
+
+
 @pytest.mark.parametrize("speed", ["1×", "8×"])
 def test_pause_and_resume_keep_one_step(tabs, server, speed):
     """Play, pause, play again, pause again: each time the chart's caption, its slider and the link agree,
