@@ -229,7 +229,9 @@ def _rescale(acc, alpha, o_row_layout: gl.constexpr, LAZY: gl.constexpr):
         moved = gl.inline_asm_elementwise(_WARP_ANY_ASM, "=r,=r,f,f", [a_row], dtype=gl.int32, is_pure=True, pack=2)
         a_b = gl.broadcast(a_row[:, None], acc)[0]
         moved_b = gl.broadcast(moved[:, None], acc)[0]
-        if acc.type.shape[0] * acc.type.shape[1] // 128 == 64:  # values per thread of the warpgroup
+        PER_THREAD: gl.constexpr = acc.type.shape[0] * acc.type.shape[1] // 128  # values per thread of the warpgroup
+        gl.static_assert(PER_THREAD == 32 or PER_THREAD == 64, "the rescale's PTX is written for 32 or 64 values")
+        if PER_THREAD == 64:
             acc = gl.inline_asm_elementwise(_RESCALE_ASM_64, _RESCALE_CONSTRAINTS_64, [acc, a_b, moved_b],
                                             dtype=gl.float32, is_pure=True, pack=64)
         else:
@@ -305,11 +307,10 @@ def _fa3_consumer(CONSUMER: gl.constexpr, o_desc, LSE, q_smem, k_smem, v_smem,
         prev = (j - 1) % KV_STAGES
         # -- load the K tile (TMA landed?) and the previous V tile --
         _enter("wait", PROFILE)
-        if KV_PAIRED:  # one entry holds K_j and V_{j-1}
-            mbarrier.wait(k_ready.index(slot), (j // KV_STAGES) & 1)
+        mbarrier.wait(k_ready.index(slot), (j // KV_STAGES) & 1)  # (paired ring: the entry holds V_{j-1} too)
+        if KV_PAIRED:
             v_slot = slot
         else:
-            mbarrier.wait(k_ready.index(slot), (j // KV_STAGES) & 1)
             mbarrier.wait(v_ready.index(prev), ((j - 1) // KV_STAGES) & 1)
             v_slot = prev
         # -- ping-pong hand-off: our turn at the tensor cores; compute qk: S_j = Q·K_jᵀ, async --

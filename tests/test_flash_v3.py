@@ -5,6 +5,7 @@ bf16, head_dim 64 and 128, with every output allocation poisoned with NaN first.
 included): the module imports, `v3_unavailable_reason()` says why it cannot run, and a call that cannot run raises a
 clear error instead of a compile trace.
 """
+import dataclasses
 import math
 
 import pytest
@@ -57,12 +58,11 @@ def test_fa3_rows_whose_max_jumps_late(head_dim, causal, lazy, poisoned_allocati
     rescales on them. Here a few keys in later tiles are 30× larger: rows with a positive score on them move their
     max by far more than that, in tiles past the first, while the other rows of the same warp do not."""
     seq_len = 1000
-    q, k, v = (t.float() for t in random_qkv((2, 3, seq_len, head_dim), torch.float32, seed=head_dim + causal))
+    q, k, v = random_qkv((2, 3, seq_len, head_dim), torch.float32, seed=head_dim + causal)
     for pos in range(200, seq_len, 450):  # keys 200 and 650: tiles 1 and 5 of 128-key tiles
         k[:, :, pos] *= 30.0
     q, k, v = (t.bfloat16() for t in (q, k, v))
-    config = V3_CONFIGS[(head_dim, causal)]
-    config = FlashV3Config(**{**config.__dict__, "lazy_rescale": lazy})
+    config = dataclasses.replace(V3_CONFIGS[(head_dim, causal)], lazy_rescale=lazy)
     out, lse = flash_attention_v3(q, k, v, causal=causal, return_lse=True, config=config)
     ref, ref_lse = reference_attention(q, k, v, causal)
     assert relative_error(out, ref) < 1e-2

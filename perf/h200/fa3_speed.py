@@ -143,49 +143,52 @@ def _poison(*nbytes: int) -> None:
     del blocks
 
 
+def _random_qkv(n: int, head_dim: int, seed: int, late_spikes: bool) -> tuple[torch.Tensor, ...]:
+    """(2, 3, n, head_dim) random q, k, v in float32. late_spikes: rows whose max jumps late, by far more than 2^8
+    (what makes a conditional rescale rescale): a few keys in later tiles scaled up 30×, so rows with a positive
+    score on them move their max there and the rest do not."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    q, k, v = (torch.randn(2, 3, n, head_dim, device="cuda", generator=gen) for _ in range(3))
+    if late_spikes:
+        for pos in range(200, n, 450):
+            k[:, :, pos] *= 30.0
+    return q, k, v
+
+
+def _check_one(config: FlashV3Config, head_dim: int, causal: bool, label: str, dtype, n: int,
+               late_spikes: bool) -> bool:
+    """One float64 comparison (O and the LSE), its outputs poisoned with NaN first; recorded and said if wrong."""
+    what = f"{label} {dtype} N={n}{' late spikes' if late_spikes else ''}"
+    beat(f"check {what}")
+    seed = (77 if late_spikes else 1000) * n + head_dim + causal
+    q, k, v = (t.to(dtype) for t in _random_qkv(n, head_dim, seed, late_spikes))
+    _poison(q.numel() * 2, 2 * 3 * n * 4)
+    try:
+        o, lse = flash_attention_v3(q, k, v, causal=causal, return_lse=True, config=config)
+        torch.cuda.synchronize()
+        ref_o, ref_lse = reference_attention(q, k, v, causal)
+        err, lse_err = relative_error(o, ref_o), relative_error(lse, ref_lse)
+        good = err < TOLERANCE[dtype] and lse_err < LSE_TOLERANCE  # NaN compares False
+    except Exception as exc:
+        err = lse_err = float("nan")
+        good = False
+        RESULTS["errors"].append(f"{what}: {traceback.format_exc()[-1500:]}")
+        say(f"  ERROR {what}: {type(exc).__name__}: {str(exc)[:300]}")
+    RESULTS["checks"].append({"config": label, "dtype": f"{dtype}{' late spikes' if late_spikes else ''}",
+                              "seq_len": n, "causal": causal, "head_dim": head_dim, "rel_err": err,
+                              "lse_rel_err": lse_err, "ok": good})
+    if not good:
+        say(f"  WRONG {what}: rel err {err:.2e}, LSE {lse_err:.2e}")
+    return good
+
+
 def check(config: FlashV3Config, head_dim: int, causal: bool, label: str) -> bool:
     ok = True
     for dtype in (torch.bfloat16, torch.float16):
         for n in RAGGED:
-            beat(f"check {label} {dtype} N={n}")
-            gen = torch.Generator(device="cuda").manual_seed(1000 * n + head_dim + causal)
-            q, k, v = (torch.randn(2, 3, n, head_dim, device="cuda", generator=gen).to(dtype) for _ in range(3))
-            _poison(q.numel() * 2, 2 * 3 * n * 4)
-            try:
-                o, lse = flash_attention_v3(q, k, v, causal=causal, return_lse=True, config=config)
-                torch.cuda.synchronize()
-                ref_o, ref_lse = reference_attention(q, k, v, causal)
-                err, lse_err = relative_error(o, ref_o), relative_error(lse, ref_lse)
-                good = err < TOLERANCE[dtype] and lse_err < LSE_TOLERANCE  # NaN compares False
-            except Exception as exc:
-                err = lse_err = float("nan")
-                good = False
-                RESULTS["errors"].append(f"{label} {dtype} N={n}: {traceback.format_exc()[-1500:]}")
-                say(f"  ERROR {label} {dtype} N={n}: {type(exc).__name__}: {str(exc)[:300]}")
-            RESULTS["checks"].append({"config": label, "dtype": str(dtype), "seq_len": n, "causal": causal,
-                                      "head_dim": head_dim, "rel_err": err, "lse_rel_err": lse_err, "ok": good})
-            if not good:
-                say(f"  WRONG {label} {str(dtype)[6:]} N={n}: rel err {err:.2e}, LSE {lse_err:.2e}")
-            ok &= good
-    # rows whose max jumps late, by far more than 2^8 (what makes a conditional rescale rescale): a few keys in
-    # later tiles scaled up 30×, so rows with a positive score on them move their max there and the rest do not
-    for dtype in (torch.bfloat16, torch.float16):
+            ok &= _check_one(config, head_dim, causal, label, dtype, n, late_spikes=False)
         for n in (1000, 4097):
-            gen = torch.Generator(device="cuda").manual_seed(77 * n + head_dim + causal)
-            q, k, v = (torch.randn(2, 3, n, head_dim, device="cuda", generator=gen) for _ in range(3))
-            for pos in range(200, n, 450):
-                k[:, :, pos] *= 30.0
-            q, k, v = (t.to(dtype) for t in (q, k, v))
-            o, lse = flash_attention_v3(q, k, v, causal=causal, return_lse=True, config=config)
-            ref_o, ref_lse = reference_attention(q, k, v, causal)
-            err, lse_err = relative_error(o, ref_o), relative_error(lse, ref_lse)
-            good = err < TOLERANCE[dtype] and lse_err < LSE_TOLERANCE
-            RESULTS["checks"].append({"config": label, "dtype": f"{dtype} late spikes", "seq_len": n,
-                                      "causal": causal, "head_dim": head_dim, "rel_err": err,
-                                      "lse_rel_err": lse_err, "ok": good})
-            if not good:
-                say(f"  WRONG {label} {str(dtype)[6:]} N={n} late spikes: rel err {err:.2e}, LSE {lse_err:.2e}")
-            ok &= good
+            ok &= _check_one(config, head_dim, causal, label, dtype, n, late_spikes=True)
     # a non-contiguous input: (B, N, H, D) memory viewed as (B, H, N, D)
     q, k, v = (torch.randn(2, 700, 3, head_dim, device="cuda").bfloat16().transpose(1, 2) for _ in range(3))
     o = flash_attention_v3(q, k, v, causal=causal, config=config)
