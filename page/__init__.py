@@ -24,7 +24,7 @@ from page.frame import no_numbers, recording_coverage, scene_navigation, seq_len
     warm_up_if_asked
 from page.pictures import LOOP_ORDERS, VIEWS, PictureDevice, PictureRequest, TraceRequest, kernel_trace, \
     order_label, picture, traced_tiles
-from page.script import SCENE_BODY_PX, chart, page_style_and_script
+from page.script import SCENE_BODY_PX, chart, controls_ready, hold_place, page_style_and_script
 from page.settings import Settings, resolve
 from page.stage import Stage, is_live, kernel_backend, live_sm_timeline, prepare_stage, shipped_recording
 from page.url import asked_for, bound, correct_link, hold_notes, move_step, read_url, write_url
@@ -33,6 +33,9 @@ __all__ = ["LOOP_ORDERS", "SCENE_BODY_PX", "VIEWS", "PictureDevice", "PictureReq
            "TraceRequest", "bound", "chart", "correct_link", "kernel_trace", "live_sm_timeline", "move_step", "no_numbers", "order_label",
            "picture", "present", "recording_coverage", "seq_len_slider", "shipped_recording", "tile_controls",
            "traced_tiles"]
+
+
+NAVIGATION_PX = 60  # the frame's buttons (◀ Previous, Next ▶; the settings popover), as tall as drawn at 1080p
 
 
 @dataclass(frozen=True)
@@ -66,23 +69,33 @@ def present(scenes: Sequence[Scene], choices: dict[str, tuple[str, ...]] | None 
         notes = [*notes, *resolved]
         hold_notes(notes)
     scene = scenes[keys.index(settings.scene)]
+    # the controls come once the session's first picture is drawn (page.script: the first view's steps);
+    # until then each holds its place, and the collapsed sidebar's and the closed popover's hold none
+    ready = controls_ready()
     badges, navigation = st.columns([3, 2], vertical_alignment="center")
     with navigation:  # the frame is on screen before the first view has loaded the kernels
-        scene_navigation(settings.scene, keys)
+        if ready:
+            scene_navigation(settings.scene, keys)
+        else:
+            hold_place(NAVIGATION_PX)
     title, talk = st.columns([3, 1], vertical_alignment="center")  # the talk's setting beside the scene's title
     title.header(f"{keys.index(scene.key) + 1}. {scene.title}", anchor=False)
     notes_slot = st.container()
     backend, reason = kernel_backend()
-    upload = sidebar_source(settings, scenes, backend == "cuda", is_live(settings), reason)
+    upload = sidebar_source(settings, scenes, backend == "cuda", is_live(settings), reason) if ready else None
     stage, stage_notes = prepare_stage(settings, st.context.theme.type, upload, asked_for("source", "live"))
     write_url(stage.link_settings)  # the address bar shows the settings in use, ready to bookmark
     with badges:
         source_badges(stage)
         warm_up_if_asked(stage, warm_up)
     with talk:
-        talk_settings(stage)
+        if ready:
+            talk_settings(stage)
+        else:
+            hold_place(NAVIGATION_PX)
     with notes_slot:
         show_notes(notes + stage_notes)
         recording_notes(stage)
-    sidebar_settings(stage)
+    if ready:
+        sidebar_settings(stage)
     scene.show(stage)

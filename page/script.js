@@ -3,6 +3,8 @@
 //
 // - The window's size goes to the app (state "viewport"): the charts are built for it, the way the
 //   page's CSS sizes text from the window's height (page/script.py PAGE_STYLE).
+// - A session's first view (page/script.py FIRST_VIEW_STEPS): "drawn" (state: the window's size) once the
+//   charts built for this window are on screen, which brings the controls.
 // - ← / → (the animation's step) and Page Up / Page Down (the scene) are gathered here, not sent to the
 //   app one press at a time: each press moves the target, and the link is written (the app reruns) once
 //   the keys stop, or every COMMIT_EVERY_MS while one is held. A held key or a fast clicker lands where
@@ -16,6 +18,8 @@
 // - plotly.js rejects the promise of an animation that pause cuts short, with no reason, and its
 //   play buttons leave that rejection unhandled: the page handles it (nothing else rejects with
 //   `undefined` here), so the console stays clean.
+const DRAWN_WAIT_MS = 3000;
+
 export default function (component) {
   const { setStateValue, data } = component;
   // Streamlit may run this again (new data after a rerun) before the last run's cleanup: one set of
@@ -34,7 +38,43 @@ export default function (component) {
   };
   const onResize = () => { window.clearTimeout(resizeTimer); resizeTimer = window.setTimeout(report, 250); };
   window.addEventListener("resize", onResize);
-  report();
+
+  // -- a session's first view (page/script.py): once the charts built for this window are drawn, say so; the
+  // next run brings the controls. The first run builds them for the design window: in a window of that size
+  // they are already the right ones, so the window is reported only with "drawn" (one rerun, after the picture);
+  // in any other, at once (the next run builds them for it).
+  const firstView = data && data.first_view;
+  const design = data && data.design;
+  const designWindow = () => !!design
+    && Math.min(window.innerWidth / design.width, window.innerHeight / design.height) === 1;
+  const waitForPicture = firstView === "picture" || (firstView === "window" && designWindow());
+  if (!(firstView === "window" && waitForPicture)) report();
+  let drawnTimer = 0;
+  if (waitForPicture) {
+    let idleSince = 0;
+    const pictureDrawn = () => {
+      const app = document.querySelector('[data-testid="stApp"]');
+      const idle = app && app.getAttribute("data-test-script-state") === "notRunning";
+      idleSince = idle ? (idleSince || performance.now()) : 0;
+      const charts = [...document.querySelectorAll('[class*="st-key-stage-chart-"]')];
+      const drawn = (chart) => chart.querySelector(".js-plotly-plot .main-svg")
+        && getComputedStyle(chart).visibility === "visible";
+      // a chart that never draws (its code failed) holds the controls back for DRAWN_WAIT_MS at most
+      if (idle && (charts.every(drawn)
+                   || performance.now() - idleSince > DRAWN_WAIT_MS)) {
+        drawnTimer = 0;
+        // "drawn" carries the window's size: one value, one rerun (page/script.py); a window resized since it
+        // was reported is reported first
+        const size = { width: window.innerWidth, height: window.innerHeight };
+        if (reported) report();
+        reported = `${size.width}x${size.height}`;
+        setStateValue("drawn", size);
+        return;
+      }
+      drawnTimer = window.setTimeout(pictureDrawn, 40);
+    };
+    pictureDrawn();
+  }
 
   // -- the animation and the link ----------------------------------------------------------------
   const animated = () => [...document.querySelectorAll(".js-plotly-plot")]
@@ -181,6 +221,7 @@ export default function (component) {
     if (window.__flashLivePage === cleanup) window.__flashLivePage = undefined;
     window.removeEventListener("resize", onResize);
     window.clearInterval(binder);
+    window.clearTimeout(drawnTimer);
     window.removeEventListener("keydown", onNavKey, true);
     document.removeEventListener("keydown", onKey, true);
     document.removeEventListener("click", onClick, true);

@@ -1,9 +1,10 @@
-"""The stage: a 1920×1080 design canvas scaled to the window, the page's CSS, and the page's own script
+"""The stage: a 1920×1080 design canvas scaled to the window, the page's CSS, the page's own script
 (page/script.js: the window's size for the charts, Space to play and pause, the animation's paused step into
-the link).
+the link), and the order in which a session's first view arrives (the picture first, then the controls).
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import streamlit as st
@@ -24,6 +25,7 @@ DESIGN_WIDTH_PX, DESIGN_HEIGHT_PX = 1920, 1080
 # design px, for everything it shows (text, controls, charts); scenes size their charts from it.
 FRAME_PX = 170
 SCENE_BODY_PX = DESIGN_HEIGHT_PX - FRAME_PX
+DESIGN_PX_PER_REM = DESIGN_HEIGHT_PX / 45  # the root font size below: 1rem is 24 design px in any window
 # Streamlit's own sizes are in rem: one root size scales them all. Text the audience reads is at
 # least 1rem (max(1rem, 1em) lifts captions, labels, badges and table cells that Streamlit sets
 # smaller); the frame's paddings shrink so the scene gets the height.
@@ -48,6 +50,8 @@ html { font-size: min(calc(100vh / 45), calc(100vw / 80)) !important; }
 /* Streamlit's header keeps only the sidebar's arrow (top left, over the page's left padding) */
 [data-testid="stHeader"] { background: transparent; pointer-events: none; }
 [data-testid="stHeader"] button { pointer-events: auto; }
+/* a held place (hold_place) is exactly as tall as it says: no paragraph margin to take back */
+[data-testid="stMarkdownContainer"]:has(> .stage-held) { margin-bottom: 0; }
 </style>"""
 
 
@@ -65,29 +69,45 @@ def page_style_and_script(scenes: tuple[str, ...] = ()) -> None:
     so a held key or a fast clicker moves the chart at once and reruns the app once, where it landed (`scenes`:
     the talk's scene keys in order). Mounted in the sidebar: no row in the scene."""
     # style only: Streamlit applies it without adding a row to the page. --stage-window says which window
-    # the charts were built for (tests wait for it after a resize).
+    # the charts were built for (tests wait for it after a resize), --stage-first-view which run of the
+    # session's first view this is ("controls" once it is complete).
+    st.session_state[_CHART_NUMBER] = 0
     size = window_size()
     built_for = f"{size['width']}x{size['height']}" if size else "design"
-    st.html(PAGE_STYLE.replace("</style>", f':root {{ --stage-window: "{built_for}"; }}\n</style>'))
+    places = "".join(f'[class*="st-key-control-{kind}-"] {{ min-height: {px / DESIGN_PX_PER_REM:.4g}rem; }}\n'
+                     for kind, (px, _) in CONTROL_PLACES.items())
+    st.html(PAGE_STYLE.replace("</style>", f':root {{ --stage-window: "{built_for}"; '
+                                           f'--stage-first-view: "{first_view_step()}"; }}\n{places}</style>'))
     with st.sidebar:
-        _page_script(key=PAGE_SCRIPT_KEY, data={"viewport": size, "scenes": list(scenes)}, height=0,
-                     default={"viewport": None}, on_viewport_change=lambda: None)
+        _page_script(key=PAGE_SCRIPT_KEY, height=0, default={"viewport": None, "drawn": None},
+                     data={"viewport": size, "scenes": list(scenes), "first_view": first_view_step(),
+                           "design": {"width": DESIGN_WIDTH_PX, "height": DESIGN_HEIGHT_PX}},
+                     on_viewport_change=lambda: None, on_drawn_change=lambda: None)
 
 
 MIN_WINDOW_PX, MAX_WINDOW_PX = 200, 16384  # what a browser window measures; anything else is not a window
 
 
-def window_size() -> dict | None:
-    """The browser window's inner size in CSS px, as the page script last reported it (None before, or when
-    what came back is not a window's size: the browser is not trusted to send numbers)."""
-    state = st.session_state.get(PAGE_SCRIPT_KEY)
-    size = state.get("viewport") if hasattr(state, "get") else None
+def _window(size) -> dict | None:
+    """A size the page script sent, if it is a browser window's (the browser is not trusted to send numbers)."""
     if not isinstance(size, dict):
         return None
     width, height = size.get("width"), size.get("height")
     if not all(type(v) is int and MIN_WINDOW_PX <= v <= MAX_WINDOW_PX for v in (width, height)):
         return None
     return {"width": width, "height": height}
+
+
+def _page_state(name: str):
+    state = st.session_state.get(PAGE_SCRIPT_KEY)
+    return state.get(name) if hasattr(state, "get") else None
+
+
+def window_size() -> dict | None:
+    """The browser window's inner size in CSS px, as the page script last reported it: its last "viewport", or,
+    before any, the window its first picture was drawn in ("drawn"); None before either, or when what came back
+    is not a window's size."""
+    return _window(_page_state("viewport")) or _window(_page_state("drawn"))
 
 
 def stage_scale() -> float:
@@ -102,5 +122,85 @@ def stage_scale() -> float:
 
 
 def chart(fig) -> None:
-    """A figure built in design px (viz), scaled to the window; theme=None keeps viz's projector template."""
-    st.plotly_chart(scaled_figure(fig, stage_scale()), theme=None, config=CHART_CONFIG)
+    """A figure built in design px (viz), scaled to the window; theme=None keeps viz's projector template.
+    Each chart of a run stands in its own keyed container (`st-key-stage-chart-N` in the page), where the page
+    script sees whether the run's charts are drawn. Before the page has reported its window (a session's first
+    run) the figure is built for the 1920×1080 design window: shown at once in a window of that size, hidden in
+    any other (its place held at its height there) until the next run brings it built for that window."""
+    number = st.session_state.get(_CHART_NUMBER, 0)
+    st.session_state[_CHART_NUMBER] = number + 1
+    key = f"stage-chart-{number}"
+    with st.container(key=key):
+        st.plotly_chart(scaled_figure(fig, stage_scale()), theme=None, config=CHART_CONFIG)
+        if first_view_step() == "window":
+            height = fig.layout.height if fig.layout.height is not None else PLOTLY_DEFAULT_HEIGHT_PX
+            st.html(f"<style>.st-key-{key} {{ visibility: hidden; overflow: hidden; "
+                    f"max-height: {height / DESIGN_PX_PER_REM:.4g}rem; }}\n"
+                    f"@media {DESIGN_WINDOW} {{ .st-key-{key} {{ visibility: visible; }} }}</style>")
+
+
+# -- a session's first view: the picture first, then the controls ---------------------------------------------
+# What makes the first chart late (perf.local.first_view, BENCHMARKS.md): the browser loads every control's own
+# code (one chunk per kind: radio, slider, select, uploader, popover …) and renders it on the one thread that must
+# also evaluate plotly's 4.7 MB bundle before any chart is drawn; and the server learns the window only when the
+# page script reports it. So a session's first view comes in steps, one run each:
+#   "window":   the frame, the text, the numbers and the charts built for the 1920×1080 design window (right
+#               in a window of that scale, hidden in any other); each control's place held. In a design window
+#               the page script waits for the charts to be drawn and sends "drawn" with the window's size
+#               (straight to "controls", in one rerun: two values set one after the other would make two, the
+#               first cut short, which can redraw a chart the presenter has started playing); in any other it
+#               reports the window at once;
+#   "picture":  the charts built for that window; the controls' places still held. The page script sends
+#               "drawn" (the window's size) when the charts are drawn;
+#   "controls": everything (this and every later run).
+# A held place is as tall as what fills it, in rem, which scales with the window as the charts do: the picture
+# does not move when the controls arrive, and is never shown at another window's size. A session with no browser
+# (AppTest) has no page script to report: everything at once, at the design size.
+FIRST_VIEW_STEPS = ("window", "picture", "controls")
+PLOTLY_DEFAULT_HEIGHT_PX = 450
+# the windows in which stage_scale() is 1: a figure built for the design window is the right one there
+DESIGN_WINDOW = (f"(height: {DESIGN_HEIGHT_PX}px) and (min-width: {DESIGN_WIDTH_PX}px), "
+                 f"(width: {DESIGN_WIDTH_PX}px) and (min-height: {DESIGN_HEIGHT_PX}px)")
+_CHART_NUMBER = "stage_chart_number"  # charts drawn so far in this run (page_style_and_script starts it at 0)
+# How tall each kind of control stands, label included, in design px (measured in chromium at 1920×1080: the
+# segmented controls with their labels collapsed, as every scene draws them; a radio as the sidebar's horizontal
+# one), and whether it fills its row or takes the width it needs. Its place is that tall before it comes and
+# while its code loads (PAGE_STYLE), so nothing under it moves. (Selects, number inputs and radios stand only in
+# the sidebar and in popovers, where no place is seen; they are here so that every control has one.)
+CONTROL_PLACES = {"select_slider": (104, "stretch"), "segmented_control": (48, "content"), "toggle": (36, "content"),
+                  "selectbox": (102, "stretch"), "radio": (133, "stretch"), "number_input": (102, "stretch")}
+
+
+def _browser_connected() -> bool:
+    """Whether a browser opened this session (its websocket's request has a Host): its page script will report."""
+    return bool(st.context.headers.get("Host"))
+
+
+def first_view_step() -> str:
+    """Which run of the session's first view this is (FIRST_VIEW_STEPS)."""
+    if _window(_page_state("drawn")) is not None or not _browser_connected():
+        return "controls"
+    return "picture" if window_size() is not None else "window"
+
+
+def controls_ready() -> bool:
+    """False while the session's first picture is on its way: a control's place is held instead."""
+    return first_view_step() == "controls"
+
+
+def hold_place(design_px: float) -> None:
+    """An empty block as tall as the element that will fill it, in design px (scaled with the window)."""
+    st.markdown(f'<div class="stage-held" style="height: {design_px / DESIGN_PX_PER_REM:.4g}rem"></div>',
+                unsafe_allow_html=True)
+
+
+@contextmanager
+def control_place(kind: str, field: str):
+    """The place of one control: a container as tall as it (CONTROL_PLACES), held empty until the session's first
+    picture is drawn; yields whether to draw the control now."""
+    height, width = CONTROL_PLACES[kind]
+    with st.container(key=f"control-{kind}-{field}", width=width):
+        ready = controls_ready()
+        if not ready:
+            hold_place(height)
+        yield ready

@@ -10,6 +10,7 @@ from dataclasses import replace
 import streamlit as st
 
 from page import settings as settings_module
+from page.script import control_place
 from page.settings import Settings, settings_from_query, settings_to_query
 
 _LINK_NOTES = "link_notes"  # (notes, the link the app wrote in place of the one they were about)
@@ -86,7 +87,11 @@ def _adopt_control(field: str) -> None:
 
 
 def bound(widget, label: str, field: str, settings: Settings, **options):
-    """A widget showing one setting; changing it rewrites the URL, which the next run reads back."""
-    key = _control_key(field)
-    st.session_state[key] = getattr(settings, field)
-    return widget(label, key=key, on_change=_adopt_control, args=(field,), **options)
+    """A widget showing one setting; changing it rewrites the URL, which the next run reads back. While the
+    session's first picture is on its way (page.script), only its place is drawn and the setting's value returned."""
+    with control_place(widget.__name__, field) as ready:
+        if not ready:
+            return getattr(settings, field)
+        key = _control_key(field)
+        st.session_state[key] = getattr(settings, field)
+        return widget(label, key=key, on_change=_adopt_control, args=(field,), **options)

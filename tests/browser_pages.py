@@ -145,18 +145,30 @@ def settle(page, timeout_ms: int = STEP_MS) -> None:
     expect(page.locator('[data-testid="stException"]')).to_have_count(0)
 
 
+def first_view_complete(page, timeout_ms: int = STEP_MS) -> None:
+    """Wait until the session's first view has all its parts: the picture, then the controls (page.script), each
+    with its code loaded (Streamlit shows a skeleton until then), and the run that brought them is over."""
+    page.wait_for_function(
+        "() => getComputedStyle(document.documentElement).getPropertyValue('--stage-first-view').includes('controls')"
+        " && document.querySelector('[data-testid=stApp]').dataset.testScriptState === 'notRunning'"
+        " && !document.querySelector('[data-testid=stSkeleton]')", timeout=timeout_ms)
+
+
 def open_app(page, server: str, **params: str) -> None:
-    """Open a scene that has a chart, with these query parameters; wait until the run is done and drawn."""
+    """Open a scene that has a chart, with these query parameters; wait until the run is done, drawn, and the
+    controls have come."""
     page.goto(app_url(server, **params))
     chart(page).wait_for()
+    first_view_complete(page)
     settle(page)
 
 
 def first_chart_ms(page, server: str, timeout_ms: int, **params: str) -> float:
-    """Open the app; ms from the start of navigation to the first plotly chart on screen."""
+    """Open the app; ms from the start of navigation to the first plotly chart on screen (drawn, not hidden)."""
     page.goto(app_url(server, **params))
     elapsed = page.wait_for_function(
-        "() => document.querySelector('.js-plotly-plot') && performance.now()", polling="raf", timeout=timeout_ms)
+        "() => [...document.querySelectorAll('.js-plotly-plot')].some((plot) => plot.querySelector('.main-svg')"
+        " && getComputedStyle(plot).visibility === 'visible') && performance.now()", polling="raf", timeout=timeout_ms)
     settle(page, timeout_ms)
     return round(elapsed.json_value())
 
@@ -308,6 +320,7 @@ def show(page, server: str, **params: str) -> None:
     page.wait_for_function(
         "size => getComputedStyle(document.documentElement).getPropertyValue('--stage-window').includes(size)",
         arg=f"{size['width']}x{size['height']}")
+    first_view_complete(page)
     page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for(state="attached")
     expect(page.locator('[data-testid="stException"]')).to_have_count(0)
     page.locator('[data-testid="stMain"] h2').wait_for()

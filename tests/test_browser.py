@@ -19,7 +19,8 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-from app import SCENE_KEYS as SCENES
+from app import HEADLINE_CHART_PX, SCENE_KEYS as SCENES
+from page.script import DESIGN_HEIGHT_PX, DESIGN_WIDTH_PX
 from tests.browser_support import ARTIFACTS, require_browser
 
 require_browser()  # skips without chromium or Playwright; fails instead in CI (FLASH_LIVE_REQUIRE_BROWSER=1)
@@ -64,6 +65,55 @@ def test_first_view_shows_the_data_source(page, server, timings):
     expect(page.get_by_role("heading", name="1. FlashAttention in one picture")).to_be_visible()
     assert query(page)["scene"] == "headline", "the app writes the settings in use into the URL"
     snap(page, "01-first-view")
+
+
+# In the page from its first moment: when the first chart is shown (drawn and not hidden), where it stands, whether
+# any control is there yet, and a mark on its element (a chart drawn anew is a new element, without the mark).
+WATCH_FIRST_PICTURE = """() => {
+    const shown = (plot) => plot.querySelector('.main-svg') && getComputedStyle(plot).visibility === 'visible';
+    new MutationObserver(() => {
+        if (window.__firstPicture) return;
+        const plot = [...document.querySelectorAll('.js-plotly-plot')].find(shown);
+        if (!plot) return;
+        plot.__first = true;
+        const box = plot.getBoundingClientRect();
+        window.__firstPicture = {box: [box.x, box.y, box.width, box.height],
+            controls: document.querySelectorAll('[data-testid="stMain"] :is([data-testid="stSlider"],'
+                + ' [data-testid="stButton"], [data-testid="stPopover"])').length};
+    }).observe(document, {childList: true, subtree: true, attributes: true});
+}"""
+
+
+@pytest.mark.parametrize("size", ["1080p", "720p"])
+def test_first_view_draws_the_picture_first_and_nothing_moves(browser, server, size):
+    """A session's first view (page.script): the picture comes first, built for this window, and the controls
+    after it, into places held for them: the picture is not drawn again and does not move when they arrive."""
+    from tests.browser_pages import SIZES, first_view_complete
+    viewport = SIZES[size]
+    context = browser.new_context(viewport=viewport)
+    context.add_init_script(script=f"({WATCH_FIRST_PICTURE})()")
+    tab = context.new_page()
+    tab.set_default_timeout(FIRST_RUN_MS)
+    try:
+        tab.goto(f"{server}/?scene=headline")
+        tab.wait_for_function("() => window.__firstPicture")
+        first_view_complete(tab, FIRST_RUN_MS)
+        settle(tab, FIRST_RUN_MS)
+        first = tab.evaluate("window.__firstPicture")
+        assert first["controls"] == 0, "the controls came before the picture"
+        expect(tab.get_by_role("slider", name=SEQ_LEN_SLIDER)).to_be_visible()
+        expect(tab.get_by_role("button", name=re.compile("Next"))).to_be_visible()
+        final = tab.evaluate("""() => { const plot = document.querySelector('.js-plotly-plot');
+            const box = plot.getBoundingClientRect(); return {box: [box.x, box.y, box.width, box.height],
+            same: plot.__first === true}; }""")
+        assert final["same"], "the picture was drawn again when the controls came"
+        assert final["box"] == pytest.approx(first["box"], abs=1.5), "the picture moved when the controls came"
+        # built for this window from its first showing: the headline's chart at its design height, scaled
+        scale = min(viewport["height"] / DESIGN_HEIGHT_PX, viewport["width"] / DESIGN_WIDTH_PX)
+        assert first["box"][3] == pytest.approx(HEADLINE_CHART_PX * scale, abs=2)
+        snap(tab, f"00-first-view-{size}")
+    finally:
+        context.close()
 
 
 def test_keyboard_moves_the_sequence_length(page, server, timings):

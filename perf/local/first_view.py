@@ -4,24 +4,25 @@ their goals (issue 20: first view ≤ 1.1× the trivial page; ≥ 20 frames/s at
 Two warm servers started with the same helper and settings (perf.local.tiling_fps.app_server, the app's own
 .streamlit/config.toml): `streamlit run app.py` on the CPU path, and a one-chart page written to a temporary
 folder. Then, interleaved (app, trivial, app, trivial, …), each visit a fresh browser context (a new session, an
-empty HTTP cache): milliseconds from the start of navigation to the first `.js-plotly-plot` drawn on screen
-(performance.now() in the page when its SVG appears), and where that time went, from the page itself: the HTML,
-the websocket, the server's first script run (`new_session` → `script_finished` on the websocket), how many
-messages and bytes it sent, and when plotly's bundle arrived.
+empty HTTP cache) with a window of --window (the projector's 1920×1080 by default): milliseconds from the start of
+navigation to the first chart on screen (performance.now() in the page when a `.js-plotly-plot` with data has its
+SVG and is not hidden: the app's first run hides a chart built for the design window in a window of another size,
+page.script), and where that time went, from the page itself: the HTML, the websocket, the server's first script
+run (`new_session` → `script_finished` on the websocket), how many messages and bytes it sent, and when plotly's
+bundle arrived.
 
 With --breakdown, the same interleaved rounds also time pages in between (temporary copies, nothing of app.py,
 page/ or viz/ edited): the trivial page with the app's stylesheet and page script (page.script), the trivial
 page drawing the app's own first figure (its JSON as the app sent it), and both at once. With --experiments, the
-app itself through a wrapper that changes one thing (APP_EXPERIMENTS: the window's size known on the first run,
-so the page script's report causes no second run; no sidebar widgets; the hidden widgets from the second run on;
-plotly's chunk imported first; a skeleton first run; --only TEXT picks those whose name contains TEXT). With
+app itself through a wrapper that changes one thing (APP_EXPERIMENTS: the metric cards held with the controls; the
+page script sent last; the headline's figure cached; --only TEXT picks those whose name contains TEXT). With
 --trace N, N visits each of the app and the trivial page under chromium's tracing: how the page's main thread
 spent the time before the first chart (JS modules, React, style and layout).
 
 Last, the tiling animation's frame rate at the fastest play speed in the app, through tiling_fps.frames_per_s.
 
-    python -m perf.local.first_view [--rounds 7] [--breakdown] [--experiments [--only TEXT]] [--trace 3]
-                                    [--fps-runs 3] [--no-fps]
+    python -m perf.local.first_view [--rounds 7] [--window 1920x1080] [--breakdown] [--experiments [--only TEXT]]
+                                    [--trace 3] [--fps-runs 3] [--no-fps]
 """
 from __future__ import annotations
 
@@ -101,73 +102,34 @@ import app
 app.main()
 '''
 APP_EXPERIMENTS = {
-    # the page script learns the window's size only after its first run and reports it: a second full run
-    "app, window size known on the first run (no second run)":
-        "page.script.window_size = lambda: {'width': 1920, 'height': 1080}",
-    # the collapsed sidebar's widgets (scene list, uploader, theme radio) each load their own JS chunk
-    "app, no sidebar widgets": "page.sidebar_source = lambda *args, **kwargs: None\n"
-                               "page.sidebar_settings = lambda *args, **kwargs: None",
-    # the widgets nobody sees on arrival (the collapsed sidebar's, the closed settings popover's) drawn from the
-    # second run on: the page script's window-size report always brings one, ~0.5 s after the first
-    "app, hidden widgets from the second run on": '''import page.frame
-import page.script
-def _later(real):
-    def call(*args, **kwargs):
-        return None if page.script.window_size() is None else real(*args, **kwargs)
-    return call
-for _name in ("sidebar_source", "sidebar_settings", "talk_settings"):  # the originals, not page.X (reruns)
-    setattr(page, _name, _later(getattr(page.frame, _name)))''',
-    # plotly's chunk is fetched only once the chart's element arrives: import it from a component at the top
-    "app, plotly's chunk imported first": '''from pathlib import Path
-import streamlit
-CHUNK = next((Path(streamlit.__file__).parent / "static" / "static" / "js").glob("PlotlyChart.*.js")).name
-JS = """// plotly's chunk, before the chart asks for it
-export default function () {
-  import(new URL("/static/js/CHUNK", window.location.href).href);
-}
-""".replace("CHUNK", CHUNK)
-_preload = st.components.v2.component("preload_plotly", js=JS)
-_real_style_and_script = page.script.page_style_and_script  # (not page.X: a rerun would wrap the wrapper)
-def _style_and_script(*args):
-    with st.sidebar:
-        _preload(key="preload_plotly", height=0)
-    _real_style_and_script(*args)
-page.page_style_and_script = _style_and_script''',
-    # the upper bound of a skeleton first view: on the first run (before the page script reports the window) every
-    # widget is a spacer (the sidebar's and the popover's left out), so that run draws only the stylesheet, the page
-    # script, text and the chart; the page script reports the window (which brings the second, full run) only once a
-    # chart is drawn (or after 4 s), so the widgets' chunks do not compete with plotly's
-    "app, skeleton first run (widgets from the second run, asked for after the chart)": '''import page.frame
-import streamlit.components.v2
-first = lambda: page.script.window_size() is None
-def _spacer(px):
-    if px:
-        st.markdown(f'<div style="height: {px}px"></div>', unsafe_allow_html=True)
-def _later(real, px=0):
-    def call(*args, **kwargs):
-        if first():
-            return _spacer(px)
-        return real(*args, **kwargs)
-    return call
-for _name, _px in (("sidebar_source", 0), ("sidebar_settings", 0), ("talk_settings", 42), ("scene_navigation", 42),
-                   ("warm_up_if_asked", 0)):
-    setattr(page, _name, _later(getattr(page.frame, _name), _px))
-page.seq_len_slider = _later(page.frame.seq_len_slider, 72)
-if not hasattr(st, "_real_metric"):
+    # the metric cards' places held until the picture is drawn, as the controls' are (page.script's first view)
+    "app, metric cards with the controls": '''if not hasattr(st, "_real_metric"):
     st._real_metric = st.metric
-st.metric = lambda *args, **kwargs: _spacer(118) if first() else st._real_metric(*args, **kwargs)
-if not hasattr(page.script, "_waiting_script"):
-    _js = (page.script.Path(page.script.__file__).with_name("script.js")).read_text()
-    _wait = """  const firstReport = (since) => {
-    if (document.querySelector(".js-plotly-plot .main-svg") || performance.now() - since > 4000) report();
-    else window.setTimeout(() => firstReport(since), 50);
-  };
-  if (reported) report(); else firstReport(performance.now());
-"""
-    assert "  report();\\n" in _js
-    page.script._waiting_script = streamlit.components.v2.component(
-        "flash_live_page_waiting", js=_js.replace("  report();\\n", _wait, 1), isolate_styles=False)
-page.script._page_script = page.script._waiting_script''',
+st.metric = lambda *args, **kwargs: (page.script.hold_place(154) if not page.script.controls_ready()
+                                     else st._real_metric(*args, **kwargs))''',
+    # the page script (a components-v2 element: its own chunks) sent at the end of the run, after the chart
+    "app, page script last": '''import page.script as _ps
+if not hasattr(_ps, "_real_page_script"):
+    _ps._real_page_script = _ps._page_script
+_calls = []
+_ps._page_script = lambda **kw: _calls.append(kw)
+import app
+app.main()
+with st.sidebar:
+    for _kw in _calls:
+        _ps._real_page_script(**_kw)
+st.stop()''',
+    # the headline's figure built once per setting in the process, not once per session
+    "app, the headline's figure cached": '''import json, viz
+if not hasattr(viz, "_real_memory_figure"):
+    viz._real_memory_figure = viz.memory_figure
+    _built = {}
+    def _cached(*args, **kwargs):
+        key = json.dumps([args, kwargs], default=str, sort_keys=True)
+        if key not in _built:
+            _built[key] = viz._real_memory_figure(*args, **kwargs)
+        return _built[key]
+    viz.memory_figure = _cached''',
 }
 # the JS chunks the page fetched once its websocket spoke (Streamlit loads each element's code when one first
 # appears): how many, and when the last arrived
@@ -192,9 +154,9 @@ def page_server(folder: Path, script: str):
         process.wait(timeout=30)
 
 
-def visit(browser, server: str, query: dict | None = None) -> dict:
-    """One first view in a fresh context: ms to the first chart drawn, and the page's own timeline."""
-    context, page = new_session_page(browser)
+def visit(browser, server: str, query: dict | None = None, viewport: dict | None = None) -> dict:
+    """One first view in a fresh context: ms to the first chart on screen, and the page's own timeline."""
+    context, page = new_session_page(browser, viewport)
     address = link(server, query) if query else f"{server}/"
     page.goto(address, wait_until="commit")
     try:
@@ -343,13 +305,22 @@ def main(argv: list[str] | None = None) -> int:
                              "browser's main thread spent the time before the first chart")
     parser.add_argument("--fps-runs", type=int, default=3, help="page loads per animation for the frame rate")
     parser.add_argument("--no-fps", action="store_true")
+    parser.add_argument("--window", default="1920x1080", metavar="WxH",
+                        help="the browser window's inner size for the first views (default 1920x1080, the projector)")
     args = parser.parse_args(argv)
     if args.rounds < 5:
         parser.error("--rounds: at least 5")
+    try:
+        width, height = (int(part) for part in args.window.lower().split("x"))
+    except ValueError:
+        parser.error(f"--window: WIDTHxHEIGHT in px, like 1280x720 (got {args.window!r})")
+    if not (200 <= width <= 8192 and 200 <= height <= 8192):
+        parser.error(f"--window: each side 200-8192 px (got {args.window!r})")
+    window = {"width": width, "height": height}
     streamlit.logger.set_log_level("error")  # app.py imported outside `streamlit run` warns of its caches
     from app import SCENE_KEYS  # the talk's scene keys, for the page script in the breakdown's pages
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}; load average {os.getloadavg()[0]:.1f} (1 min) on "
-          f"{os.cpu_count()} CPUs", flush=True)
+          f"{os.cpu_count()} CPUs; window {width}x{height}", flush=True)
     with ExitStack() as stack:
         app_process, app, browser = stack.enter_context(app_and_browser())
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
@@ -357,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         _, trivial = stack.enter_context(page_server(folder / "trivial", TRIVIAL))
         pages["trivial"] = (trivial, None)
         # a fresh server's first view (imports, the recording read), then each server warmed once
-        cold = visit(browser, app, FIRST_SCENE)
+        cold = visit(browser, app, FIRST_SCENE, window)
         torch_loaded = "libtorch" in Path(f"/proc/{app_process.pid}/maps").read_text()
         print(f"app on a fresh server: first chart at {cold['chart_ms']:.0f} ms (its first script run "
               f"{cold['run_start_ms']:.0f} → {cold['run_end_ms']:.0f} ms); torch loaded in the server: "
@@ -382,13 +353,13 @@ def main(argv: list[str] | None = None) -> int:
                 _, server = stack.enter_context(page_server(where, APP_WRAPPER.format(root=str(ROOT), change=change)))
                 pages[name] = (server, FIRST_SCENE)
         for server, query in pages.values():
-            visit(browser, server, query)
+            visit(browser, server, query, window)
         rows: dict[str, list[dict]] = {name: [] for name in pages}
         print(f"\n{args.rounds} interleaved rounds, a fresh browser context per visit; ms from navigation to the "
               f"first chart drawn:", flush=True)
         for n in range(args.rounds):
             for name, (server, query) in pages.items():
-                rows[name].append(visit(browser, server, query))
+                rows[name].append(visit(browser, server, query, window))
             print(f"  round {n + 1}: " + ", ".join(f"{name} {rows[name][-1]['chart_ms']:.0f}" for name in pages)
                   + f" (load {os.getloadavg()[0]:.1f})", flush=True)
         medians = {name: statistics.median(row["chart_ms"] for row in rows[name]) for name in pages}

@@ -25,6 +25,7 @@ from perf.local.tiling_fps import CHROMIUM, CHROMIUM_ARGS, PROJECTOR, ROOT, app_
 OUT = ROOT / "docs" / "gallery"
 COLOURS = 256
 DRAWN = """size => getComputedStyle(document.documentElement).getPropertyValue('--stage-window').includes(size)
+    && getComputedStyle(document.documentElement).getPropertyValue('--stage-first-view').includes('controls')
     && document.querySelector('[data-testid="stApp"]').dataset.testScriptState === 'notRunning'
     && !document.querySelector('[data-testid=stSkeleton]')
     && [...document.querySelectorAll('[data-testid=stPlotlyChart]')].every((c) => c.querySelector('.main-svg'))"""

@@ -53,9 +53,11 @@ DRAW_TIMEOUT_MS = 900_000  # 16 heavy pages on two cores, behind one interpreter
 
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 # the page is ready for keys: the page script listens, the animation's frames are loaded, and the rerun the
-# page script's first viewport report asks for has come and gone (the stage says which window it was built for)
+# page script's first viewport report asks for has come and gone (the stage says which window it was built for), and
+# the first view is complete (its controls are drawn: page.script's first-view steps)
 READY = """() => !!window.__flashLivePage
-    && getComputedStyle(document.documentElement).getPropertyValue('--stage-window').includes('1920x1080')"""
+    && getComputedStyle(document.documentElement).getPropertyValue('--stage-window').includes('1920x1080')
+    && getComputedStyle(document.documentElement).getPropertyValue('--stage-first-view').includes('controls')"""
 HAS_FRAMES = """() => [...document.querySelectorAll('.js-plotly-plot')].some((plot) =>
     plot._transitionData && plot._transitionData._frames && plot._transitionData._frames.length > 0)"""
 LINK_SAYS = """([key, value]) => new URL(location.href).searchParams.get(key) === value"""
@@ -65,8 +67,12 @@ LAST_STEP_DRAWN = """() => { const b = [...document.querySelectorAll('button')].
 # the navigation started.
 WATCH_CHARTS = """() => {
     window.__seen = {};
+    // a chart on screen: drawn, with data, and not hidden (the app's first run hides a chart built for the
+    // design window in a window of another size, page.script)
+    const shown = (plot) => plot.querySelector('.main-svg') && plot.data && plot.data.length > 0
+        && getComputedStyle(plot).visibility === 'visible';
     new MutationObserver(() => {
-        if (!window.__seen.chart && document.querySelector('.js-plotly-plot .main-svg')) {
+        if (!window.__seen.chart && [...document.querySelectorAll('.js-plotly-plot')].some(shown)) {
             window.__seen.chart = performance.now();
             performance.mark('first-chart');  // for a trace of the page (perf.local.first_view --trace)
         }
@@ -147,10 +153,10 @@ def script_runs(messages, since_ms: float = 0.0) -> dict:
             "sent": [m for m in later if m[1] == "out"]}
 
 
-def new_session_page(browser):
-    """A fresh browser context (its own Streamlit session, an empty HTTP cache) at projector size, watching its
-    websocket and when its charts appear."""
-    context = browser.new_context(viewport=PROJECTOR)
+def new_session_page(browser, viewport: dict | None = None):
+    """A fresh browser context (its own Streamlit session, an empty HTTP cache) at projector size (or `viewport`),
+    watching its websocket and when its charts appear."""
+    context = browser.new_context(viewport=viewport or PROJECTOR)
     context.add_init_script(script=f"({WATCH_SOCKET})()")
     context.add_init_script(script=f"({WATCH_CHARTS})()")
     page = context.new_page()

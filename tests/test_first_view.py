@@ -1,0 +1,89 @@
+"""A session's first view comes in steps (page.script): the picture first, built for the window, then the controls
+into places held at their height. These tests drive the steps the way the page script does, through its state."""
+import pytest
+
+from page import script
+from tests.support_app import APP, assert_no_exception, plotly_specs
+
+from streamlit.testing.v1 import AppTest
+
+
+@pytest.fixture
+def from_a_browser(monkeypatch):
+    """The session as a browser opens it (AppTest sends no Host header: it gets everything at once)."""
+    monkeypatch.setattr(script, "_browser_connected", lambda: True)
+
+
+def headline(state: dict | None = None) -> AppTest:
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.query_params.update({"source": "recorded", "scene": "headline"})
+    if state is not None:
+        app.session_state[script.PAGE_SCRIPT_KEY] = state
+    return app.run()
+
+
+def styles(app: AppTest) -> str:
+    return " ".join(str(element.proto.body) for element in app.get("html"))
+
+
+SMALL, DESIGN = {"width": 1280, "height": 720}, {"width": 1920, "height": 1080}
+
+
+@pytest.mark.parametrize("state, step, window", [
+    (None, "window", None), ({"viewport": None, "drawn": None}, "window", None),
+    ({"viewport": SMALL, "drawn": None}, "picture", SMALL),
+    ({"viewport": SMALL, "drawn": SMALL}, "controls", SMALL),
+    # in the design window the page script sends only "drawn", with the window's size: one rerun
+    ({"viewport": None, "drawn": DESIGN}, "controls", DESIGN),
+    # resized after the picture was drawn: the last viewport is the window
+    ({"viewport": SMALL, "drawn": DESIGN}, "controls", SMALL),
+    ({"viewport": SMALL, "drawn": True}, "picture", SMALL),        # only a window's size says drawn
+    ({"viewport": SMALL, "drawn": {"width": 1280}}, "picture", SMALL),
+    ({"viewport": "1280x720", "drawn": None}, "window", None),     # not a window's size
+])
+def test_the_step_follows_what_the_page_script_reported(monkeypatch, from_a_browser, state, step, window):
+    monkeypatch.setattr(script.st, "session_state", {} if state is None else {script.PAGE_SCRIPT_KEY: state})
+    assert script.first_view_step() == step
+    assert script.controls_ready() == (step == "controls")
+    assert script.window_size() == window
+
+
+def test_without_a_browser_everything_comes_at_once(monkeypatch):
+    monkeypatch.setattr(script.st, "session_state", {})
+    assert script.first_view_step() == "controls"
+    app = headline()
+    assert_no_exception(app)
+    assert app.get("select_slider") and plotly_specs(app) and len(app.metric) == 3
+
+
+def test_the_first_run_draws_the_picture_for_the_design_window_and_holds_the_controls(from_a_browser):
+    app = headline()
+    assert_no_exception(app)
+    assert not app.get("select_slider") and not app.button, "no control before the picture is drawn"
+    (spec,) = plotly_specs(app)
+    assert spec["layout"]["height"] == pytest.approx(720)  # HEADLINE_CHART_PX at the design scale
+    # shown only in a window where the design size is right; elsewhere hidden, clipped to its height in rem
+    css = styles(app)
+    assert "visibility: hidden" in css and f"@media {script.DESIGN_WINDOW}" in css and "max-height: 30rem" in css
+    held = [m.value for m in app.markdown if 'class="stage-held"' in m.value]
+    assert any("height: 4.333rem" in place for place in held), "the slider's place: 104 design px"
+    assert len(app.metric) == 3, "the numbers come with the picture"
+
+
+def test_the_picture_run_builds_the_charts_for_the_window(from_a_browser):
+    app = headline({"viewport": SMALL, "drawn": None})
+    assert_no_exception(app)
+    (spec,) = plotly_specs(app)
+    assert spec["layout"]["height"] == pytest.approx(480)  # 720 design px at 2/3
+    assert "visibility: hidden" not in styles(app), "built for this window: nothing to hide"
+    assert not app.get("select_slider"), "the controls still wait for the picture"
+
+
+def test_once_drawn_the_controls_come_in_their_places(from_a_browser):
+    app = headline({"viewport": SMALL, "drawn": SMALL})
+    assert_no_exception(app)
+    assert app.get("select_slider") and app.button
+    assert not [m for m in app.markdown if 'class="stage-held"' in m.value]
+    (spec,) = plotly_specs(app)
+    assert spec["layout"]["height"] == pytest.approx(480)
+
