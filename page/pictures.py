@@ -143,12 +143,16 @@ def kernel_trace(request: TraceRequest) -> dict:
     On the CPU, Triton's interpreter runs one kernel at a time for the whole server (kernels.runtime): a
     viewer whose animation waits behind other viewers' is told so while it waits."""
     from kernels import runtime, trace
-    waiting = st.empty()
+    # the message's place is made only when the viewer queues: a place made on every call would be one element
+    # more on a run that builds the trace than on the next run (a cache hit), which moves the scene's chart one
+    # place on and makes Streamlit draw it anew: a picture that flickers, an animation cut off as it plays
+    waiting = []
 
     def queued(ahead: int) -> None:
         whose = "viewer's kernel run" if ahead == 1 else "viewers' kernel runs"
-        waiting.info(f"Queued behind {ahead} other {whose}: Triton's CPU interpreter runs one at a time, so "
-                     "this animation starts when theirs are done.", icon=":material/hourglass_top:")
+        waiting.append(st.empty())
+        waiting[-1].info(f"Queued behind {ahead} other {whose}: Triton's CPU interpreter runs one at a time, so "
+                         "this animation starts when theirs are done.", icon=":material/hourglass_top:")
 
     def build() -> dict:
         with runtime.kernel_launch_lock(on_wait=queued):  # the trace's kernel runs re-enter it
@@ -158,7 +162,8 @@ def kernel_trace(request: TraceRequest) -> dict:
     try:
         return TRACES.get(request, build, _trace_bytes)
     finally:
-        waiting.empty()
+        for place in waiting:
+            place.empty()
 
 
 # Building a figure holds the interpreter's one Python thread for 0.1–2 s: one build at a time for the whole
