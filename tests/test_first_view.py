@@ -4,7 +4,8 @@ import zlib
 
 import pytest
 
-from page import script
+from app import SCENE_KEYS
+from page import VIEWS, script
 from tests.support_app import APP, SMALL_ANIMATION, assert_no_exception, plotly_specs
 
 from streamlit.testing.v1 import AppTest
@@ -99,9 +100,9 @@ def _layout(node, path=()) -> list[tuple]:
     return places
 
 
-SCENE_CASES = [{"scene": key} for key in ("headline", "hierarchy", "problem", "compare", "roofline", "seqlen",
-                                           "evolution", "timeline", "inside", "takeaways")]
-SCENE_CASES += [{"scene": "tiling", "view": view, **SMALL_ANIMATION} for view in ("tiles", "hbm", "source", "rereads")]
+# every scene of the talk, and the tiling scene in each of its views (a new scene or view is checked as it comes)
+SCENE_CASES = [{"scene": key} for key in SCENE_KEYS if key != "tiling"]
+SCENE_CASES += [{"scene": "tiling", "view": view, **SMALL_ANIMATION} for view in VIEWS]
 
 
 @pytest.mark.parametrize("params", SCENE_CASES, ids=lambda params: "-".join(params.get(k, "") for k in ("scene", "view")))
