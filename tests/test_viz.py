@@ -772,3 +772,19 @@ def test_fmt_ms_reads_as_milliseconds() -> None:
     assert [fmt_ms(v) for v in (0.1234, 7.234, 99.94, 100.0, 2412.4, 2080.0)] == [
         "0.123 ms", "7.23 ms", "99.9 ms", "100 ms", "2,412 ms", "2,080 ms"]
     assert fmt_ms(None) == "—"
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_a_figure_styled_from_the_shared_template_cannot_change_the_next(theme):
+    """The theme's template is built once (viz.theme.template is cached): what one figure does to its own template
+    does not reach the next figure, and each theme keeps its own colours."""
+    from viz.theme import style, template
+    first = style(go.Figure(go.Scatter(y=[1, 2])), theme)
+    first.layout.template.layout.font.size = 99
+    first.layout.template.layout.paper_bgcolor = "#123456"
+    second = style(go.Figure(go.Scatter(y=[1, 2])), theme)
+    assert second.layout.template.layout.font.size != 99
+    assert second.layout.template.layout.paper_bgcolor == surface(theme)["background"] != "#123456"
+    assert template(theme) is template(theme), "built once per theme"
+    other = "dark" if theme == "light" else "light"
+    assert style(go.Figure(), other).layout.template.layout.paper_bgcolor == surface(other)["background"]

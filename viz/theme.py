@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import functools
 import plotly.colors
 import plotly.graph_objects as go
 
@@ -113,6 +114,7 @@ def translucent(color: str, alpha: float) -> str:
     return f"rgba({red}, {green}, {blue}, {alpha})"
 
 
+@functools.lru_cache(maxsize=None)  # one per theme: plotly copies a template into each figure it styles
 def template(theme: str = "light") -> go.layout.Template:
     """The plotly template of a theme: large fonts, high-contrast axes, Okabe–Ito colourway."""
     colors = surface(theme)
