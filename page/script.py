@@ -50,8 +50,8 @@ html { font-size: min(calc(100vh / 45), calc(100vw / 80)) !important; }
 /* Streamlit's header keeps only the sidebar's arrow (top left, over the page's left padding) */
 [data-testid="stHeader"] { background: transparent; pointer-events: none; }
 [data-testid="stHeader"] button { pointer-events: auto; }
-/* a held place (hold_place) is exactly as tall as it says: no paragraph margin to take back */
-[data-testid="stMarkdownContainer"]:has(> .stage-held) { margin-bottom: 0; }
+/* a held place (hold_place) is exactly as tall as it says */
+[data-testid="stHtml"]:has(> .stage-held) { margin: 0; padding: 0; }
 </style>"""
 
 
@@ -190,8 +190,9 @@ def controls_ready() -> bool:
 
 def hold_place(design_px: float) -> None:
     """An empty block as tall as the element that will fill it, in design px (scaled with the window)."""
-    st.markdown(f'<div class="stage-held" style="height: {design_px / DESIGN_PX_PER_REM:.4g}rem"></div>',
-                unsafe_allow_html=True)
+    # st.html, not markdown: markdown with HTML in it has the browser fetch and run an HTML parser for markdown
+    # (three more JS chunks on the first view) for an empty block
+    st.html(f'<div class="stage-held" style="height: {design_px / DESIGN_PX_PER_REM:.4g}rem"></div>')
 
 
 @contextmanager

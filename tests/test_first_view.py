@@ -29,6 +29,13 @@ def styles(app: AppTest) -> str:
     return " ".join(str(element.proto.body) for element in app.get("html"))
 
 
+def held_places(app: AppTest) -> list[str]:
+    """The places held for the controls: st.html blocks (markdown with HTML would make the browser load a parser
+    before the first chart)."""
+    assert not [m for m in app.markdown if "stage-held" in m.value], "held places are not markdown"
+    return [str(e.proto.body) for e in app.get("html") if 'class="stage-held"' in str(e.proto.body)]
+
+
 SMALL, DESIGN = {"width": 1280, "height": 720}, {"width": 1920, "height": 1080}
 
 
@@ -68,7 +75,7 @@ def test_the_first_run_draws_the_picture_for_the_design_window_and_holds_the_con
     # shown only in a window where the design size is right; elsewhere hidden, clipped to its height in rem
     css = styles(app)
     assert "visibility: hidden" in css and f"@media {script.DESIGN_WINDOW}" in css and "max-height: 30rem" in css
-    held = [m.value for m in app.markdown if 'class="stage-held"' in m.value]
+    held = held_places(app)
     assert any("height: 4.333rem" in place for place in held), "the slider's place: 104 design px"
     assert len(app.metric) == 3, "the numbers come with the picture"
 
@@ -86,7 +93,7 @@ def test_once_drawn_the_controls_come_in_their_places(from_a_browser):
     app = headline({"viewport": SMALL, "drawn": SMALL})
     assert_no_exception(app)
     assert app.get("select_slider") and app.button
-    assert not [m for m in app.markdown if 'class="stage-held"' in m.value]
+    assert not held_places(app)
     (spec,) = plotly_specs(app)
     assert spec["layout"]["height"] == pytest.approx(480)
 
