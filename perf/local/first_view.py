@@ -17,12 +17,16 @@ page drawing the app's own first figure (its JSON as the app sent it), and both 
 app itself through a wrapper that changes one thing (APP_EXPERIMENTS: the metric cards held with the controls; the
 page script sent last; the headline's figure cached; --only TEXT picks those whose name contains TEXT). With
 --trace N, N visits each of the app and the trivial page under chromium's tracing: how the page's main thread
-spent the time before the first chart (JS modules, React, style and layout).
+spent the time before the first chart (JS modules, React, style and layout). With --against REV, the app as it was
+at git revision REV (a temporary worktree, served through the same wrapper) in the same rounds: an A/B of a change.
+With --server-times, the app once more through a wrapper that notes when the server sent each message of the
+session's first run: how long the server took to send the chart, and how long the page took to take it in (the
+browser reads the websocket on the same main thread that renders the elements before it).
 
 Last, the tiling animation's frame rate at the fastest play speed in the app, through tiling_fps.frames_per_s.
 
     python -m perf.local.first_view [--rounds 7] [--window 1920x1080] [--breakdown] [--experiments [--only TEXT]]
-                                    [--trace 3] [--fps-runs 3] [--no-fps]
+                                    [--against REV] [--server-times] [--trace 3] [--fps-runs 3] [--no-fps]
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ import os
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -131,6 +136,59 @@ if not hasattr(viz, "_real_memory_figure"):
         return _built[key]
     viz.memory_figure = _cached''',
 }
+# --server-times: the wrapper notes, for each run, when it started and when each message left for the browser (every
+# element, the page's config and info: what ScriptRunContext.enqueue passes on), and which of them was the first
+# chart, one JSON line per run in SERVER_TIMES next to the wrapper (wall-clock ms: the page's performance.timeOrigin
+# turns them into ms since its navigation)
+SERVER_TIMES = "server-times.jsonl"
+SERVER_TIMED = '''import json, time
+from pathlib import Path
+import streamlit.runtime.scriptrunner_utils.script_run_context as _context
+_Context = _context.ScriptRunContext
+if not hasattr(_Context, "_timed_runs"):  # once per server: each session's run finds its own notes by its context
+    _Context._timed_runs = {{}}
+    def _enqueue(self, msg, _real=_Context.enqueue):
+        run = _Context._timed_runs.get(id(self))
+        if run is not None:
+            if run["chart"] is None and msg.WhichOneof("type") == "delta" \\
+                    and msg.delta.new_element.WhichOneof("type") == "plotly_chart":
+                run["chart"] = len(run["sent_ms"])
+            run["sent_ms"].append(time.time() * 1000)
+        return _real(self, msg)
+    _Context.enqueue = _enqueue
+_key = id(_context.get_script_run_ctx())
+_Context._timed_runs[_key] = _run = {{"step": page.script.first_view_step(), "start_ms": time.time() * 1000,
+                                     "sent_ms": [], "chart": None}}
+try:
+    import app
+    app.main()
+finally:
+    _Context._timed_runs.pop(_key, None)
+    with (Path(__file__).with_name({times!r})).open("a") as _log:
+        _log.write(json.dumps(_run) + "\\n")
+st.stop()'''
+
+
+def server_timeline(row: dict, messages: list, origin_ms: float, folder: Path) -> None:
+    """From the server's notes of the session's first run (SERVER_TIMED): ms since navigation when the server
+    started it and sent its first chart, and when the page took that message in (the same message by its place:
+    the run's elements, config and info come in the order they were sent, after its new_session)."""
+    runs = [json.loads(line) for line in (folder / SERVER_TIMES).read_text().splitlines() if line.strip()]
+    (folder / SERVER_TIMES).write_text("")
+    # the visit's session's first run: a "window" run (a new session's first); the last one logged, since a run of
+    # the visit before may have ended after its log was read
+    first = next((run for run in reversed(runs) if run["step"] == "window" and run["chart"] is not None), None)
+    starts = [i for i, m in enumerate(messages) if m[1] == "in" and m[3] == "new_session"]
+    if first is None or not starts:
+        return
+    forwarded = [m for m in messages[starts[0] + 1:]
+                 if m[1] == "in" and m[3] in ("delta", "page_config_changed", "page_info_changed")]
+    row["server_start_ms"] = first["start_ms"] - origin_ms
+    row["server_chart_ms"] = first["sent_ms"][first["chart"]] - origin_ms
+    if first["chart"] < len(forwarded):
+        row["page_chart_ms"] = forwarded[first["chart"]][0]
+
+
 # the JS chunks the page fetched once its websocket spoke (Streamlit loads each element's code when one first
 # appears): how many, and when the last arrived
 CHUNKS = """since => { const js = performance.getEntriesByType('resource')
@@ -154,8 +212,10 @@ def page_server(folder: Path, script: str):
         process.wait(timeout=30)
 
 
-def visit(browser, server: str, query: dict | None = None, viewport: dict | None = None) -> dict:
-    """One first view in a fresh context: ms to the first chart on screen, and the page's own timeline."""
+def visit(browser, server: str, query: dict | None = None, viewport: dict | None = None,
+          timed: Path | None = None) -> dict:
+    """One first view in a fresh context: ms to the first chart on screen, and the page's own timeline; with
+    `timed` (the folder of a SERVER_TIMED wrapper), the server's side of its first run too (server_timeline)."""
     context, page = new_session_page(browser, viewport)
     address = link(server, query) if query else f"{server}/"
     page.goto(address, wait_until="commit")
@@ -173,6 +233,8 @@ def visit(browser, server: str, query: dict | None = None, viewport: dict | None
     row.update(second_run_ms=asks[1] if len(asks) > 1 else None, ws_first_ms=messages[0][0] if messages else None, run_start_ms=runs["first_start_ms"],
                run_end_ms=runs["first_end_ms"], run_messages=runs["first_run_messages"],
                run_bytes=runs["first_run_bytes"], runs=runs["started"])
+    if timed is not None:
+        server_timeline(row, messages, page.evaluate("performance.timeOrigin"), timed)
     context.close()
     return row
 
@@ -300,6 +362,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="also time the app with one thing changed in a wrapper (APP_EXPERIMENTS)")
     parser.add_argument("--only", default="", metavar="TEXT",
                         help="with --experiments, only those whose name contains TEXT")
+    parser.add_argument("--against", metavar="REV", default="",
+                        help="also time the app as it was at this git revision (a temporary worktree): an A/B")
+    parser.add_argument("--server-times", action="store_true",
+                        help="also time the app through a wrapper that notes when the server sent the first chart")
     parser.add_argument("--trace", type=int, default=0, metavar="N",
                         help="after the rounds, N traced visits each of the app and the trivial page: how the "
                              "browser's main thread spent the time before the first chart")
@@ -352,14 +418,33 @@ def main(argv: list[str] | None = None) -> int:
                 where = folder / re.sub(r"\W+", "-", name)
                 _, server = stack.enter_context(page_server(where, APP_WRAPPER.format(root=str(ROOT), change=change)))
                 pages[name] = (server, FIRST_SCENE)
-        for server, query in pages.values():
-            visit(browser, server, query, window)
+        if args.against:
+            tree = folder / "against"
+            made = subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), args.against],
+                                  capture_output=True, text=True)
+            if made.returncode:
+                parser.error(f"--against {args.against}: {made.stderr.strip()}")
+            stack.callback(subprocess.run, ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+                           capture_output=True)
+            _, server = stack.enter_context(page_server(folder / "against-page",
+                                                        APP_WRAPPER.format(root=str(tree), change="")))
+            pages[f"app at {args.against}"] = (server, FIRST_SCENE)
+        timed: dict[str, Path] = {}
+        if args.server_times:
+            where = folder / "server-timed"
+            script = APP_WRAPPER.replace("import app\napp.main()\n", "").format(
+                root=str(ROOT), change=SERVER_TIMED.format(times=SERVER_TIMES))
+            _, server = stack.enter_context(page_server(where, script))
+            pages["app, server timed"] = (server, FIRST_SCENE)
+            timed["app, server timed"] = where
+        for name, (server, query) in pages.items():
+            visit(browser, server, query, window, timed.get(name))
         rows: dict[str, list[dict]] = {name: [] for name in pages}
         print(f"\n{args.rounds} interleaved rounds, a fresh browser context per visit; ms from navigation to the "
               f"first chart drawn:", flush=True)
         for n in range(args.rounds):
             for name, (server, query) in pages.items():
-                rows[name].append(visit(browser, server, query, window))
+                rows[name].append(visit(browser, server, query, window, timed.get(name)))
             print(f"  round {n + 1}: " + ", ".join(f"{name} {rows[name][-1]['chart_ms']:.0f}" for name in pages)
                   + f" (load {os.getloadavg()[0]:.1f})", flush=True)
         medians = {name: statistics.median(row["chart_ms"] for row in rows[name]) for name in pages}
@@ -380,6 +465,18 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name in pages:
         print(timeline(name, rows[name]))
+    for name in timed:
+        done = [row for row in rows[name] if "server_chart_ms" in row]
+        if not done:
+            continue
+        def spent(a: str, b: str) -> str:
+            gaps = [row[b] - row[a] for row in done if a in row and b in row]
+            return f"{statistics.median(gaps):.0f}" if gaps else "—"
+        print(f"\n{name}, the session's first run ({len(done)} visits; medians, ms): the server sent the chart "
+              f"{spent('server_start_ms', 'server_chart_ms')} ms after the run started; the page took it in "
+              f"{spent('server_chart_ms', 'page_chart_ms')} ms after it was sent, and asked for plotly's code "
+              f"{spent('page_chart_ms', 'plotly_asked_ms')} ms after that; the chart was drawn "
+              f"{spent('server_start_ms', 'chart_ms')} ms after the run started")
     if args.trace:
         print(f"\nThe browser's main thread before the first chart (chromium's trace, {args.trace} visit(s) each; ms, "
               f"medians): busy · evaluating JS modules · React (react-dom) · other JS · style and layout")
