@@ -158,6 +158,13 @@ def chart(fig) -> None:
 # (AppTest) has no page script to report: everything at once, at the design size.
 FIRST_VIEW_STEPS = ("window", "picture", "controls")
 PLOTLY_DEFAULT_HEIGHT_PX = 450
+# How a browser reads the stage's state off the page (the CSS variables page_style_and_script sets), for the tests
+# and perf/ to wait on, written here once: the charts were built for a window of SIZE ("WxH"); the session's first
+# view is complete (its last step, the controls, has come).
+STAGE_BUILT_FOR_JS = ("size => getComputedStyle(document.documentElement).getPropertyValue('--stage-window')"
+                      ".includes(size)")
+FIRST_VIEW_COMPLETE_JS = ("() => getComputedStyle(document.documentElement).getPropertyValue('--stage-first-view')"
+                          f".includes('{FIRST_VIEW_STEPS[-1]}')")
 # the windows in which stage_scale() is 1: a figure built for the design window is the right one there
 DESIGN_WINDOW = (f"(height: {DESIGN_HEIGHT_PX}px) and (min-width: {DESIGN_WIDTH_PX}px), "
                  f"(width: {DESIGN_WIDTH_PX}px) and (min-height: {DESIGN_HEIGHT_PX}px)")

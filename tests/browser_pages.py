@@ -8,6 +8,7 @@ import urllib.parse
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
+from page.script import FIRST_VIEW_COMPLETE_JS, STAGE_BUILT_FOR_JS
 from tests.browser_support import ARTIFACTS
 
 PROJECTOR = {"width": 1920, "height": 1080}
@@ -149,7 +150,7 @@ def first_view_complete(page, timeout_ms: int = STEP_MS) -> None:
     """Wait until the session's first view has all its parts: the picture, then the controls (page.script), each
     with its code loaded (Streamlit shows a skeleton until then), and the run that brought them is over."""
     page.wait_for_function(
-        "() => getComputedStyle(document.documentElement).getPropertyValue('--stage-first-view').includes('controls')"
+        f"() => ({FIRST_VIEW_COMPLETE_JS})()"
         " && document.querySelector('[data-testid=stApp]').dataset.testScriptState === 'notRunning'"
         " && !document.querySelector('[data-testid=stSkeleton]')", timeout=timeout_ms)
 
@@ -317,9 +318,7 @@ def show(page, server: str, **params: str) -> None:
     page.locator('[data-testid="stSidebar"]').wait_for(state="attached")
     close_drawer(page)
     size = page.viewport_size
-    page.wait_for_function(
-        "size => getComputedStyle(document.documentElement).getPropertyValue('--stage-window').includes(size)",
-        arg=f"{size['width']}x{size['height']}")
+    page.wait_for_function(STAGE_BUILT_FOR_JS, arg=f"{size['width']}x{size['height']}")
     first_view_complete(page)
     page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for(state="attached")
     expect(page.locator('[data-testid="stException"]')).to_have_count(0)

@@ -41,6 +41,7 @@ import streamlit.logger
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
+from page.script import FIRST_VIEW_COMPLETE_JS, STAGE_BUILT_FOR_JS
 from perf.local.server_memory import rss_mib
 from perf.local.tiling_fps import PROJECTOR
 from perf.local.viewers_wait import CAPTION, app_and_browser
@@ -55,9 +56,8 @@ IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 # the page is ready for keys: the page script listens, the animation's frames are loaded, and the rerun the
 # page script's first viewport report asks for has come and gone (the stage says which window it was built for), and
 # the first view is complete (its controls are drawn: page.script's first-view steps)
-READY = """() => !!window.__flashLivePage
-    && getComputedStyle(document.documentElement).getPropertyValue('--stage-window').includes('1920x1080')
-    && getComputedStyle(document.documentElement).getPropertyValue('--stage-first-view').includes('controls')"""
+READY = (f"() => !!window.__flashLivePage && ({STAGE_BUILT_FOR_JS})('1920x1080') "
+         f"&& ({FIRST_VIEW_COMPLETE_JS})()")
 HAS_FRAMES = """() => [...document.querySelectorAll('.js-plotly-plot')].some((plot) =>
     plot._transitionData && plot._transitionData._frames && plot._transitionData._frames.length > 0)"""
 LINK_SAYS = """([key, value]) => new URL(location.href).searchParams.get(key) === value"""
