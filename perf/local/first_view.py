@@ -432,8 +432,8 @@ def main(argv: list[str] | None = None) -> int:
         timed: dict[str, Path] = {}
         if args.server_times:
             where = folder / "server-timed"
-            script = APP_WRAPPER.replace("import app\napp.main()\n", "").format(
-                root=str(ROOT), change=SERVER_TIMED.format(times=SERVER_TIMES))
+            # it runs the app itself and stops, like the experiment "page script last"
+            script = APP_WRAPPER.format(root=str(ROOT), change=SERVER_TIMED.format(times=SERVER_TIMES))
             _, server = stack.enter_context(page_server(where, script))
             pages["app, server timed"] = (server, FIRST_SCENE)
             timed["app, server timed"] = where
