@@ -1,10 +1,12 @@
-"""perf.local.first_view's reading of the server's notes (--server-times): which message the page took in as the
-chart, from the server's log of one session's first run and the page's websocket log."""
+"""perf.local.first_view: its reading of the server's notes (--server-times: which message the page took in as the
+chart, from the server's log of one session's first run and the page's websocket log), and how it keeps its rounds
+fair (each round in another order; each visit on a quiet machine)."""
 from __future__ import annotations
 
 import json
 
-from perf.local.first_view import SERVER_TIMES, server_timeline
+import perf.local.first_view as first_view
+from perf.local.first_view import SERVER_TIMES, round_order, server_timeline
 
 
 def _log(folder, *runs):
@@ -35,3 +37,47 @@ def test_no_window_run_with_a_chart_says_nothing(tmp_path):
     row = {}
     server_timeline(row, MESSAGES, origin_ms=0.0, folder=tmp_path)
     assert row == {}
+
+
+def test_no_page_always_follows_the_same_one():
+    names = ["app", "trivial", "app at HEAD"]
+    orders = [round_order(names, n) for n in range(6)]
+    assert orders[:3] == [["app", "trivial", "app at HEAD"], ["trivial", "app at HEAD", "app"],
+                          ["app at HEAD", "app", "trivial"]]
+    assert orders[3:] == orders[:3]
+    # each page opens as many rounds as any; with two pages, each follows the other in every other round
+    assert sorted(order[0] for order in orders) == sorted(names * 2)
+    assert [round_order(["app", "trivial"], n) for n in range(3)] == [["app", "trivial"], ["trivial", "app"],
+                                                                      ["app", "trivial"]]
+
+
+def _machine(monkeypatch, busy_fractions):
+    """/proc/stat as a machine whose CPUs are busy these fractions of each window, one after the other (100
+    jiffies a window), and a clock that moves only as quiet() sleeps."""
+    samples, busy, total = [], 0, 0
+    for fraction in busy_fractions:
+        samples += [(busy, total), (busy + round(fraction * 100), total + 100)]
+        busy, total = busy + round(fraction * 100), total + 100
+    clock = [0.0]
+    monkeypatch.setattr(first_view, "_cpu_times", lambda: samples.pop(0))
+    monkeypatch.setattr(first_view.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(first_view.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+    return samples
+
+
+def test_a_visit_waits_for_the_machine_to_go_quiet(monkeypatch):
+    left = _machine(monkeypatch, [0.9, 0.5, 0.05, 0.9])
+    assert first_view.quiet() == 3 * first_view.QUIET_WINDOW_S
+    assert len(left) == 2, "it stopped at the first quiet window"
+
+
+def test_a_machine_that_never_goes_quiet_is_waited_for_at_most_the_limit(monkeypatch):
+    windows = int(first_view.QUIET_LIMIT_S / first_view.QUIET_WINDOW_S) + 5
+    _machine(monkeypatch, [0.8] * windows)
+    waited = first_view.quiet()
+    assert first_view.QUIET_LIMIT_S <= waited < first_view.QUIET_LIMIT_S + 2 * first_view.QUIET_WINDOW_S
+
+
+def test_the_cpu_times_are_this_machines():
+    busy, total = first_view._cpu_times()
+    assert 0 <= busy <= total and total > 0

@@ -3,7 +3,8 @@ their goals (issue 20: first view ≤ 1.1× the trivial page; ≥ 20 frames/s at
 
 Two warm servers started with the same helper and settings (perf.local.tiling_fps.app_server, the app's own
 .streamlit/config.toml): `streamlit run app.py` on the CPU path, and a one-chart page written to a temporary
-folder. Then, interleaved (app, trivial, app, trivial, …), each visit a fresh browser context (a new session, an
+folder. Then, interleaved (app, trivial, then trivial, app, …: each round starts one page later), each visit on a
+quiet machine (quiet(): the last visit's server and browser done) and in a fresh browser context (a new session, an
 empty HTTP cache) with a window of --window (the projector's 1920×1080 by default): milliseconds from the start of
 navigation to the first chart on screen (performance.now() in the page when a `.js-plotly-plot` with data has its
 SVG and is not hidden: the app's first run hides a chart built for the design window in a window of another size,
@@ -210,6 +211,38 @@ def page_server(folder: Path, script: str):
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+QUIET_BUSY = 0.10  # the machine is quiet when its CPUs are busy less than this over QUIET_WINDOW_S
+QUIET_WINDOW_S, QUIET_LIMIT_S = 0.2, 10.0
+
+
+def _cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs since boot (/proc/stat)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def quiet() -> float:
+    """Wait until the machine is quiet (QUIET_BUSY), at most QUIET_LIMIT_S; seconds waited. A visit ends when its
+    chart is drawn, while its server starts the next run (the controls) and the browser tears the context down:
+    the next visit, to another page, would pay for that on the same CPUs. Without this, whichever page came after
+    the app in a round was timed on a busier machine."""
+    start = time.monotonic()
+    while time.monotonic() - start < QUIET_LIMIT_S:
+        busy0, total0 = _cpu_times()
+        time.sleep(QUIET_WINDOW_S)
+        busy1, total1 = _cpu_times()
+        if total1 > total0 and (busy1 - busy0) / (total1 - total0) < QUIET_BUSY:
+            break
+    return time.monotonic() - start
+
+
+def round_order(names: list[str], n: int) -> list[str]:
+    """The pages in round n's order: each round starts one page later (app, trivial; trivial, app; …)."""
+    shift = n % len(names)
+    return names[shift:] + names[:shift]
 
 
 def visit(browser, server: str, query: dict | None = None, viewport: dict | None = None,
@@ -442,11 +475,18 @@ def main(argv: list[str] | None = None) -> int:
         rows: dict[str, list[dict]] = {name: [] for name in pages}
         print(f"\n{args.rounds} interleaved rounds, a fresh browser context per visit; ms from navigation to the "
               f"first chart drawn:", flush=True)
+        waits = []
         for n in range(args.rounds):
-            for name, (server, query) in pages.items():
+            # each round starts one page later (no page always comes first), each visit on a quiet machine
+            for name in round_order(list(pages), n):
+                waits.append(quiet())
+                server, query = pages[name]
                 rows[name].append(visit(browser, server, query, window, timed.get(name)))
             print(f"  round {n + 1}: " + ", ".join(f"{name} {rows[name][-1]['chart_ms']:.0f}" for name in pages)
                   + f" (load {os.getloadavg()[0]:.1f})", flush=True)
+        print(f"  before each visit the machine was let go quiet (CPUs < {QUIET_BUSY:.0%} busy over "
+              f"{QUIET_WINDOW_S:g} s): waited {statistics.median(waits):.1f} s (median), {max(waits):.1f} s at most",
+              flush=True)
         medians = {name: statistics.median(row["chart_ms"] for row in rows[name]) for name in pages}
         best = {name: min(row["chart_ms"] for row in rows[name]) for name in pages}  # the least disturbed visit
         ratio = medians["app"] / medians["trivial"]
