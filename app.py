@@ -48,9 +48,9 @@ def main() -> None:
 def memory_chart(stage: Stage, records: list[dict], **figure_options) -> None:
     s = stage.settings
     hbm_bytes = stage.facts.get("hbm_bytes") if stage.facts else None
-    chart(viz.memory_figure(story.with_failures(records), s.batch, s.heads, s.head_dim, s.dtype_bytes,
-                            seq_len_marker=s.seq_len, theme=s.theme, hbm_bytes=hbm_bytes,
-                            wall=story.memory_wall(records), **figure_options))
+    chart(page.built_figure(viz.memory_figure, records=story.with_failures(records), batch=s.batch, heads=s.heads,
+                            head_dim=s.head_dim, dtype_bytes=s.dtype_bytes, seq_len_marker=s.seq_len, theme=s.theme,
+                            hbm_bytes=hbm_bytes, wall=story.memory_wall(records), **figure_options))
 
 
 def scene_headline(stage: Stage) -> None:

@@ -4,11 +4,15 @@ the link), and the order in which a session's first view arrives (the picture fi
 """
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
 import streamlit as st
 
+from page.cache import ByteBudgetCache
+from page.pictures import FIGURE_BYTES_PER_JSON_BYTE
 from viz.theme import scaled_figure
 
 # Plotly's own toolbar exports any figure for slides; twice the pixels for a sharp PNG.
@@ -119,6 +123,22 @@ def stage_scale() -> float:
     return min(max(scale, 0.25), 4.0)
 
 
+
+
+# A chart's figure built once per its inputs and shared by every session, bounded in bytes (README, "What a server
+# needs"): on a warm server the headline's figure took 40-60 ms to build in each session's first run (plotly
+# validates every property), the longest step of that run, and again at every slider stop seen before.
+CHART_FIGURE_BYTES = 16 << 20
+CHART_FIGURES: ByteBudgetCache = ByteBudgetCache("chart figures", CHART_FIGURE_BYTES)
+
+
+def built_figure(builder: Callable, **inputs):
+    """`builder(**inputs)` (a viz figure function), built once per its inputs in this process (CHART_FIGURES). The
+    inputs are plain data (records, numbers, strings), told apart by their JSON; the figure is shared between
+    sessions, so nothing may change it (chart() does not: scaled_figure makes a new one)."""
+    key = (builder.__module__, builder.__qualname__, json.dumps(inputs, sort_keys=True, default=repr))
+    return CHART_FIGURES.get(key, lambda: builder(**inputs),
+                             lambda fig: FIGURE_BYTES_PER_JSON_BYTE * len(fig.to_json()))
 
 
 def chart(fig) -> None:

@@ -2,6 +2,7 @@
 into places held at their height. These tests drive the steps the way the page script does, through its state."""
 import zlib
 
+import plotly.graph_objects as go
 import pytest
 
 from app import SCENE_KEYS
@@ -125,3 +126,41 @@ def test_a_run_that_computes_and_the_next_put_every_element_in_the_same_place(pa
     first = _layout(app.run()._tree.children[0])
     assert_no_exception(app)
     assert first == _layout(app.run()._tree.children[0])
+
+
+# -- a chart's figure built once per its inputs, for every session (page.script.built_figure) ----------------------
+
+def test_a_figure_is_built_once_per_its_inputs():
+    built = []
+
+    def figure(records, height):
+        built.append((records, height))
+        return go.Figure(go.Scatter(x=[r["seq_len"] for r in records], y=[r["ms"] for r in records]),
+                         layout={"height": height})
+
+    first = script.built_figure(figure, records=[{"seq_len": 1024, "ms": 0.25}], height=720)
+    again = script.built_figure(figure, records=[{"seq_len": 1024, "ms": 0.25}], height=720)
+    assert again is first and len(built) == 1
+    other = script.built_figure(figure, records=[{"seq_len": 1024, "ms": 0.26}], height=720)  # one number differs
+    assert other is not first and len(built) == 2
+    assert script.built_figure(figure, records=[{"seq_len": 1024, "ms": 0.25}], height=480) is not first
+    assert len(built) == 3
+
+
+def test_a_new_session_draws_the_headline_without_building_its_figure_again(monkeypatch, from_a_browser):
+    import viz
+    script.CHART_FIGURES.clear()
+    calls = []
+    real = viz.memory_figure
+    monkeypatch.setattr(viz, "memory_figure", lambda **inputs: calls.append(inputs) or real(**inputs))
+    design = headline()
+    assert_no_exception(design)
+    assert len(calls) == 1
+    small = headline({"viewport": SMALL, "drawn": SMALL})  # another session, in another window
+    assert_no_exception(small)
+    assert len(calls) == 1, "the second session's headline was built again"
+    # the shared figure is scaled into a new one for each window, never changed itself
+    assert plotly_specs(design)[0]["layout"]["height"] == pytest.approx(720)
+    assert plotly_specs(small)[0]["layout"]["height"] == pytest.approx(480)
+    (kept,) = [fig for fig, _ in script.CHART_FIGURES._entries.values()]
+    assert kept.layout.height == pytest.approx(720)
