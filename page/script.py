@@ -126,7 +126,7 @@ def stage_scale() -> float:
 
 
 # A chart's figure built once per its inputs and shared by every session, bounded in bytes (README, "What a server
-# needs"): on a warm server the headline's figure took 40-60 ms to build in each session's first run (plotly
+# needs"): on a warm server the headline's figure took 40-63 ms to build in each session's first run (plotly
 # validates every property), the longest step of that run, and again at every slider stop seen before.
 CHART_FIGURE_BYTES = 16 << 20
 CHART_FIGURES: ByteBudgetCache = ByteBudgetCache("chart figures", CHART_FIGURE_BYTES)

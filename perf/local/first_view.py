@@ -16,14 +16,14 @@ With --breakdown, the same interleaved rounds also time pages in between (tempor
 page/ or viz/ edited): the trivial page with the app's stylesheet and page script (page.script), the trivial
 page drawing the app's own first figure (its JSON as the app sent it), and both at once. With --experiments, the
 app itself through a wrapper that changes one thing (APP_EXPERIMENTS: the metric cards held with the controls; the
-page script sent last; a one-trace chart sent first, an upper bound on any reordering; the headline's figure
-cached; --only TEXT picks those whose name contains TEXT). With --trace N, N visits each of the app and the
-trivial page under chromium's tracing: how the page's main thread spent the time before the first chart (JS
-modules, React, style and layout). With --against REV, the app as it was at git revision REV (a temporary
-worktree, served through the same wrapper) in the same rounds: an A/B of a change. With --server-times, the app
-once more through a wrapper that notes when the server sent each message of the session's first run: how long the
-server took to send the chart, and how long the page took to take it in (the browser reads the websocket on the
-same main thread that renders the elements before it).
+page script sent last; a one-trace chart sent first, an upper bound on any reordering; --only TEXT picks those
+whose name contains TEXT). With --trace N, N visits each of the app and the trivial page under chromium's tracing:
+how the page's main thread spent the time before the first chart (JS modules, React, style and layout). With
+--against REV, the app as it was at git revision REV (a temporary worktree, served through the same wrapper) in
+the same rounds: an A/B of a change. With --server-times, the app once more through a wrapper that notes when the
+server sent each message of the session's first run: how long the server took to send the chart, and how long the
+page took to take it in (the browser reads the websocket on the same main thread that renders the elements before
+it).
 
 Last, the tiling animation's frame rate at the fastest play speed in the app, through tiling_fps.frames_per_s.
 
@@ -130,17 +130,6 @@ st.stop()''',
     "app, a chart first": '''import plotly.graph_objects as _go
 if not page.script.controls_ready():
     st.plotly_chart(_go.Figure(_go.Scatter(y=[1, 3, 2])))''',
-    # the headline's figure built once per setting in the process, not once per session
-    "app, the headline's figure cached": '''import json, viz
-if not hasattr(viz, "_real_memory_figure"):
-    viz._real_memory_figure = viz.memory_figure
-    _built = {}
-    def _cached(*args, **kwargs):
-        key = json.dumps([args, kwargs], default=str, sort_keys=True)
-        if key not in _built:
-            _built[key] = viz._real_memory_figure(*args, **kwargs)
-        return _built[key]
-    viz.memory_figure = _cached''',
 }
 # --server-times: the wrapper notes, for each run, when it started and when each message left for the browser (every
 # element, the page's config and info: what ScriptRunContext.enqueue passes on), and which of them was the first
