@@ -132,11 +132,23 @@ CHART_FIGURE_BYTES = 16 << 20
 CHART_FIGURES: ByteBudgetCache = ByteBudgetCache("chart figures", CHART_FIGURE_BYTES)
 
 
+def _plain(value):
+    """A numpy scalar (a live measurement) as the Python number it holds, for the cache's key; anything else that
+    JSON cannot say exactly (an array's repr is cut short) is not a key."""
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"not plain data: {type(value).__name__}")
+
+
 def built_figure(builder: Callable, **inputs):
     """`builder(**inputs)` (a viz figure function), built once per its inputs in this process (CHART_FIGURES). The
-    inputs are plain data (records, numbers, strings), told apart by their JSON; the figure is shared between
-    sessions, so nothing may change it (chart() does not: scaled_figure makes a new one)."""
-    key = (builder.__module__, builder.__qualname__, json.dumps(inputs, sort_keys=True, default=repr))
+    inputs are plain data (records, numbers, strings), told apart by their JSON; inputs that are not are built
+    every time, never mistaken for others. The figure is shared between sessions, so nothing may change it
+    (chart() does not: scaled_figure makes a new one)."""
+    try:
+        key = (builder.__module__, builder.__qualname__, json.dumps(inputs, sort_keys=True, default=_plain))
+    except TypeError:
+        return builder(**inputs)
     return CHART_FIGURES.get(key, lambda: builder(**inputs),
                              lambda fig: FIGURE_BYTES_PER_JSON_BYTE * len(fig.to_json()))
 

@@ -147,6 +147,26 @@ def test_a_figure_is_built_once_per_its_inputs():
     assert len(built) == 3
 
 
+def test_inputs_that_json_cannot_say_exactly_are_never_mistaken_for_others():
+    import numpy as np
+    built = []
+
+    def figure(values):
+        built.append(values)
+        return go.Figure(go.Scatter(y=list(values)))
+
+    # a numpy number is the number it holds: cached like it
+    assert script.built_figure(figure, values=[np.int64(3), 1.5]) is script.built_figure(figure, values=[3, 1.5])
+    assert len(built) == 1
+    # two arrays whose repr is cut short to the same text are two figures, built each time
+    a, b = np.arange(5000.0), np.arange(5000.0)
+    b[2500] = -1.0
+    assert repr(a) == repr(b)
+    first, second = script.built_figure(figure, values=a), script.built_figure(figure, values=b)
+    assert list(first.data[0].y) != list(second.data[0].y)
+    assert len(built) == 3
+
+
 def test_a_new_session_draws_the_headline_without_building_its_figure_again(monkeypatch, from_a_browser):
     import viz
     script.CHART_FIGURES.clear()
