@@ -66,6 +66,9 @@ def scene_headline(stage: Stage) -> None:
     with picture:  # drawn first: the scene's picture reaches the browser before its cards
         memory_chart(stage, records, height=HEADLINE_CHART_PX - said)
     with cards:
+        if not page.controls_ready():  # the numbers come with the controls: the first view is the picture
+            page.hold_place(page.metric_cards_px(3))
+            return
         st.metric(f"Standard: extra memory at {fmt_tokens(s.seq_len)}", fmt_bytes(numbers.naive_bytes),
                   help="S (fp32) + P + O for every batch and head: grows as N²", border=True)
         st.metric(f"Flash: extra memory at {fmt_tokens(s.seq_len)}", fmt_bytes(numbers.flash_bytes),

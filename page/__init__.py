@@ -24,15 +24,16 @@ from page.frame import no_numbers, recording_coverage, scene_navigation, seq_len
     warm_up_if_asked
 from page.pictures import LOOP_ORDERS, VIEWS, PictureDevice, PictureRequest, TraceRequest, kernel_trace, \
     order_label, picture, traced_tiles
-from page.script import SCENE_BODY_PX, built_figure, chart, controls_ready, hold_place, page_style_and_script
+from page.script import SCENE_BODY_PX, built_figure, chart, controls_ready, hold_place, metric_cards_px, \
+    page_style_and_script
 from page.settings import Settings, resolve
 from page.stage import Stage, is_live, kernel_backend, live_sm_timeline, prepare_stage, shipped_recording
 from page.url import asked_for, bound, correct_link, hold_notes, move_step, read_url, write_url
 
 __all__ = ["LOOP_ORDERS", "SCENE_BODY_PX", "VIEWS", "PictureDevice", "PictureRequest", "Scene", "Settings", "Stage",
-           "TraceRequest", "bound", "built_figure", "chart", "correct_link", "kernel_trace", "live_sm_timeline", "move_step", "no_numbers", "order_label",
-           "picture", "present", "recording_coverage", "seq_len_slider", "shipped_recording", "tile_controls",
-           "traced_tiles"]
+           "TraceRequest", "bound", "built_figure", "chart", "controls_ready", "correct_link", "hold_place",
+           "kernel_trace", "live_sm_timeline", "metric_cards_px", "move_step", "no_numbers", "order_label", "picture",
+           "present", "recording_coverage", "seq_len_slider", "shipped_recording", "tile_controls", "traced_tiles"]
 
 
 NAVIGATION_PX = 60  # the frame's buttons (◀ Previous, Next ▶; the settings popover), as tall as drawn at 1080p
@@ -58,9 +59,8 @@ def present(scenes: Sequence[Scene], choices: dict[str, tuple[str, ...]] | None 
         st.error("This page was opened from another site's page; open the app's own address instead.")
         st.stop()
     keys = tuple(scene.key for scene in scenes)
-    page_style_and_script(keys)
+    resolved = page_style_and_script(keys)  # notes on the page script's reports in the link, if a hand wrote them
     settings, notes = read_url()
-    resolved = []
     tables = {"scene": keys, "view": tuple(VIEWS), "order": tuple(LOOP_ORDERS), **(choices or {})}
     for field, table in tables.items():
         settings, found = resolve(settings, field, table)

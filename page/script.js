@@ -1,10 +1,19 @@
-// The page's own script (a Streamlit components-v2 component: it runs in the page, not in an iframe).
-// page/script.py mounts it once per session, in the sidebar; it stays mounted across reruns.
+// The page's own script. page/script.py writes it into the page, in the sidebar, through st.html with
+// unsafe_allow_javascript: `(this function)(the run's data)` in a script element. It runs in the page, not
+// in an iframe, and runs again only when its data changes. (Not a Streamlit component: the component runtime
+// is 4 JS chunks, the component's and Arrow's, that the first view would load for this script alone.)
+// Streamlit cleans its HTML with DOMPurify, which drops a script with a "<" before a letter, "/" or "!":
+// none here.
 //
-// - The window's size goes to the app (state "viewport"): the charts are built for it, the way the
-//   page's CSS sizes text from the window's height (page/script.py PAGE_STYLE).
-// - A session's first view (page/script.py FIRST_VIEW_STEPS): "drawn" (state: the window's size) once the
-//   charts built for this window are on screen, which brings the controls.
+// It tells the app what it sees through the link, the way Streamlit follows the browser's back and forward
+// buttons (the address changes, then a popstate event: the app reruns with the new query): `window=WxH` (the
+// window's size) and `drawn=WxH` (the session's first picture is on screen, in a window of that size). The app
+// takes both out of the link at the start of its run (page.script.take_reports).
+//
+// - The window's size goes to the app: the charts are built for it, the way the page's CSS sizes text
+//   from the window's height (page/script.py PAGE_STYLE).
+// - A session's first view (page/script.py FIRST_VIEW_STEPS): "drawn" once the charts built for this
+//   window are on screen, which brings the controls.
 // - ← / → (the animation's step) and Page Up / Page Down (the scene) are gathered here, not sent to the
 //   app one press at a time: each press moves the target, and the link is written (the app reruns) once
 //   the keys stop, or every COMMIT_EVERY_MS while one is held. A held key or a fast clicker lands where
@@ -18,23 +27,36 @@
 // - plotly.js rejects the promise of an animation that pause cuts short, with no reason, and its
 //   play buttons leave that rejection unhandled: the page handles it (nothing else rejects with
 //   `undefined` here), so the console stays clean.
-const DRAWN_WAIT_MS = 3000;
-
-export default function (component) {
-  const { setStateValue, data } = component;
+(function flashLivePage(data) {
+  const DRAWN_WAIT_MS = 3000;
   // Streamlit may run this again (new data after a rerun) before the last run's cleanup: one set of
   // listeners per page, whatever happens
   if (window.__flashLivePage) window.__flashLivePage();
 
+  // -- telling the app: new values in the link, then the event Streamlit reruns the app on ----------------
+  const setLink = (values) => {
+    const url = new URL(window.location.href);
+    let changed = false;
+    for (const [name, value] of Object.entries(values)) {
+      if (value === null || url.searchParams.get(name) === value) continue;
+      url.searchParams.set(name, value);
+      changed = true;
+    }
+    if (!changed) return;
+    window.history.replaceState(window.history.state, "", url.toString());
+    window.dispatchEvent(new PopStateEvent("popstate", { state: window.history.state }));
+  };
+  const sizeOf = (size) => `${size.width}x${size.height}`;
+
   // -- the window's size, for the charts ---------------------------------------------------------
-  let reported = data && data.viewport ? `${data.viewport.width}x${data.viewport.height}` : "";
+  let reported = data && data.viewport ? sizeOf(data.viewport) : "";
   let resizeTimer;
   const report = () => {
     const size = { width: window.innerWidth, height: window.innerHeight };
-    const key = `${size.width}x${size.height}`;
+    const key = sizeOf(size);
     if (key === reported || !size.width || !size.height) return;
     reported = key;
-    setStateValue("viewport", size);
+    setLink({ window: key });
   };
   const onResize = () => { window.clearTimeout(resizeTimer); resizeTimer = window.setTimeout(report, 250); };
   window.addEventListener("resize", onResize);
@@ -63,12 +85,12 @@ export default function (component) {
       if (idle && (charts.every(drawn)
                    || performance.now() - idleSince > DRAWN_WAIT_MS)) {
         drawnTimer = 0;
-        // "drawn" carries the window's size: one value, one rerun (page/script.py); a window resized since it
-        // was reported is reported first
-        const size = { width: window.innerWidth, height: window.innerHeight };
-        if (reported) report();
-        reported = `${size.width}x${size.height}`;
-        setStateValue("drawn", size);
+        // "drawn" carries the window's size, and a window resized since it was reported comes with it: one
+        // change of the link, one rerun (page/script.py)
+        const key = sizeOf({ width: window.innerWidth, height: window.innerHeight });
+        const resized = reported && key !== reported;
+        reported = key;
+        setLink({ drawn: key, window: resized ? key : null });
         return;
       }
       drawnTimer = window.setTimeout(pictureDrawn, 40);
@@ -80,13 +102,7 @@ export default function (component) {
   const animated = () => [...document.querySelectorAll(".js-plotly-plot")]
     .find((plot) => plot.querySelector(".updatemenu-button"));
   const urlStep = () => new URL(window.location.href).searchParams.get("step");
-  const goToStep = (step) => {
-    const url = new URL(window.location.href);
-    if (step === undefined || url.searchParams.get("step") === step) return;
-    url.searchParams.set("step", step);
-    window.history.replaceState(window.history.state, "", url.toString());
-    window.dispatchEvent(new PopStateEvent("popstate", { state: window.history.state }));
-  };
+  const goToStep = (step) => { if (step !== undefined) setLink({ step: String(step) }); };
   const keepStep = (chart) => {
     // A chart drawn at a step (the app's start_step) has not animated yet: tell plotly which frame is on
     // screen, so that Play (`fromcurrent`) goes on from there rather than from the first step.
@@ -131,21 +147,10 @@ export default function (component) {
     window.clearTimeout(nav.quiet);
     nav.quiet = 0;
     nav.since = 0;
-    const url = new URL(window.location.href);
-    let changed = false;
-    if (nav.scene !== null && url.searchParams.get("scene") !== nav.scene) {
-      url.searchParams.set("scene", nav.scene);
-      changed = true;
-    }
-    if (nav.step !== null && url.searchParams.get("step") !== String(nav.step)) {
-      url.searchParams.set("step", String(nav.step));
-      changed = true;
-    }
+    const values = { scene: nav.scene, step: nav.step === null ? null : String(nav.step) };
     nav.step = null;
     nav.scene = null;
-    if (!changed) return;
-    window.history.replaceState(window.history.state, "", url.toString());
-    window.dispatchEvent(new PopStateEvent("popstate", { state: window.history.state }));
+    setLink(values);
   };
   const later = () => {
     const now = performance.now();
@@ -229,4 +234,4 @@ export default function (component) {
   };
   window.__flashLivePage = cleanup;
   return cleanup;
-}
+})

@@ -5,6 +5,7 @@ the link), and the order in which a session's first view arrives (the picture fi
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,6 +55,8 @@ html { font-size: min(calc(100vh / 45), calc(100vw / 80)) !important; }
 /* Streamlit's header keeps only the sidebar's arrow (top left, over the page's left padding) */
 [data-testid="stHeader"] { background: transparent; pointer-events: none; }
 [data-testid="stHeader"] button { pointer-events: auto; }
+/* the page script's row: none (its container and the wrapper Streamlit puts around it, which would keep a gap) */
+[data-testid="stLayoutWrapper"]:has(> .st-key-page-script), .st-key-page-script { display: none; }
 /* a held place (hold_place) is exactly as tall as it says */
 [data-testid="stHtml"]:has(> .stage-held) { margin: 0; padding: 0; }
 </style>"""
@@ -62,16 +65,53 @@ html { font-size: min(calc(100vh / 45), calc(100vw / 80)) !important; }
 
 # -- the page's style and script -------------------------------------------------------------------
 
-PAGE_SCRIPT_KEY = "page_script"
-_page_script = st.components.v2.component(
-    "flash_live_page", js=(Path(__file__).with_name("script.js")).read_text(), isolate_styles=False)
+PAGE_SCRIPT_KEY = "page_script"  # the session's state: what the page script has reported ("viewport", "drawn")
+# what the page script writes into the link, and the name of its state (page/script.js: the link, then popstate)
+REPORTS = {"window": "viewport", "drawn": "drawn"}
+# sent with every run whose data changed: without its comment lines (a third of its bytes)
+_PAGE_JS = "\n".join(line for line in Path(__file__).with_name("script.js").read_text().splitlines()
+                      if not line.lstrip().startswith("//"))
+PAGE_SCRIPT_CLASS = "flash-live-page"  # the page script's element
+_REPORTED_SIZE = re.compile(r"(\d{1,6})x(\d{1,6})")
 
 
-def page_style_and_script(scenes: tuple[str, ...] = ()) -> None:
+def take_reports() -> list[str]:
+    """What the page script reported through the link (`window=WxH`, `drawn=WxH`), into the session's state and out
+    of the link, before anything reads either; a note for a value that is no size (not the page script's: a link
+    typed or edited by hand), which is dropped. A size no browser window has is kept, and never used (_window)."""
+    state = st.session_state.get(PAGE_SCRIPT_KEY)
+    state = dict(state) if isinstance(state, dict) else {}
+    notes = []
+    for param, name in REPORTS.items():
+        if param not in st.query_params:
+            continue
+        said = st.query_params.get(param)
+        size = _REPORTED_SIZE.fullmatch(said)
+        if size:
+            state[name] = {"width": int(size[1]), "height": int(size[2])}
+        else:
+            notes.append(f"`{param}` is the page's own report of its window, as WIDTHxHEIGHT; "
+                         f"`{said[:40]}` is not one: ignored")
+        del st.query_params[param]
+    st.session_state[PAGE_SCRIPT_KEY] = state
+    return notes
+
+
+def page_script_html(data: dict) -> str:
+    """The page script with the run's data, for st.html: JSON with every "<" escaped (DOMPurify, which Streamlit
+    cleans HTML with, drops a script that has one before a letter, "/" or "!")."""
+    said = json.dumps(data, sort_keys=True).replace("<", "\\u003c")
+    return f'<script class="{PAGE_SCRIPT_CLASS}">{_PAGE_JS.strip()}({said});</script>'
+
+
+
+def page_style_and_script(scenes: tuple[str, ...] = ()) -> list[str]:
     """The stage's CSS, and the page script (page/script.js): the window's size for the charts; Space to play
     and pause; the animation's paused step into the link; ← / → and Page Up / Page Down gathered in the browser,
     so a held key or a fast clicker moves the chart at once and reruns the app once, where it landed (`scenes`:
-    the talk's scene keys in order). Mounted in the sidebar: no row in the scene."""
+    the talk's scene keys in order). Its row is hidden: no row in the scene. First in a run:
+    it takes the page script's reports out of the link (take_reports), and returns its notes on them."""
+    notes = take_reports()
     # style only: Streamlit applies it without adding a row to the page. --stage-window says which window
     # the charts were built for (tests wait for it after a resize), --stage-first-view which run of the
     # session's first view this is ("controls" once it is complete).
@@ -82,11 +122,11 @@ def page_style_and_script(scenes: tuple[str, ...] = ()) -> None:
                      for kind, (px, _) in CONTROL_PLACES.items())
     st.html(PAGE_STYLE.replace("</style>", f':root {{ --stage-window: "{built_for}"; '
                                            f'--stage-first-view: "{first_view_step()}"; }}\n{places}</style>'))
-    with st.sidebar:
-        _page_script(key=PAGE_SCRIPT_KEY, height=0, default={"viewport": None, "drawn": None},
-                     data={"viewport": size, "scenes": list(scenes), "first_view": first_view_step(),
-                           "design": {"width": DESIGN_WIDTH_PX, "height": DESIGN_HEIGHT_PX}},
-                     on_viewport_change=lambda: None, on_drawn_change=lambda: None)
+    with st.container(key="page-script"):  # its row hidden (PAGE_STYLE)
+        st.html(page_script_html({"viewport": size, "scenes": list(scenes), "first_view": first_view_step(),
+                                  "design": {"width": DESIGN_WIDTH_PX, "height": DESIGN_HEIGHT_PX}}),
+                unsafe_allow_javascript=True)
+    return notes
 
 
 MIN_WINDOW_PX, MAX_WINDOW_PX = 200, 16384  # what a browser window measures; anything else is not a window
@@ -176,7 +216,7 @@ def chart(fig) -> None:
 # code (one chunk per kind: radio, slider, select, uploader, popover …) and renders it on the one thread that must
 # also evaluate plotly's 4.7 MB bundle before any chart is drawn; and the server learns the window only when the
 # page script reports it. So a session's first view comes in steps, one run each:
-#   "window":   the frame, the text, the numbers and the charts built for the 1920×1080 design window (right
+#   "window":   the frame, the text and the charts built for the 1920×1080 design window (right
 #               in a window of that scale, hidden in any other); each control's place held. In a design window
 #               the page script waits for the charts to be drawn and sends "drawn" with the window's size
 #               (straight to "controls", in one rerun: two values set one after the other would make two, the
@@ -184,7 +224,9 @@ def chart(fig) -> None:
 #               reports the window at once;
 #   "picture":  the charts built for that window; the controls' places still held. The page script sends
 #               "drawn" (the window's size) when the charts are drawn;
-#   "controls": everything (this and every later run).
+#   "controls": everything (this and every later run). The headline's metric cards come here too, with the
+#               controls (metric_cards_px): without Metric's code (9 JS chunks) the first chart came 0.17 s
+#               sooner (25 fair rounds, BENCHMARKS.md).
 # A held place is as tall as what fills it, in rem, which scales with the window as the charts do: the picture
 # does not move when the controls arrive, and is never shown at another window's size. A session with no browser
 # (AppTest) has no page script to report: everything at once, at the design size.
@@ -208,6 +250,16 @@ _CHART_NUMBER = "stage_chart_number"  # charts drawn so far in this run (page_st
 # the sidebar and in popovers, where no place is seen; they are here so that every control has one.)
 CONTROL_PLACES = {"select_slider": (104, "stretch"), "segmented_control": (48, "content"), "toggle": (36, "content"),
                   "selectbox": (102, "stretch"), "radio": (133, "stretch"), "number_input": (102, "stretch")}
+
+
+# A bordered metric card (st.metric with a one-line label and help), as tall as drawn in chromium at 1920×1080, in
+# design px, and the gap between two cards in a column (PAGE_STYLE: 0.6rem)
+METRIC_CARD_PX, CARD_GAP_PX = 154, 0.6 * DESIGN_PX_PER_REM
+
+
+def metric_cards_px(cards: int) -> float:
+    """How tall a column of `cards` metric cards stands, in design px: the place held for them in the first view."""
+    return cards * METRIC_CARD_PX + (cards - 1) * CARD_GAP_PX
 
 
 def _browser_connected() -> bool:

@@ -111,6 +111,16 @@ def test_first_view_draws_the_picture_first_and_nothing_moves(browser, server, s
         # built for this window from its first showing: the headline's chart at its design height, scaled
         scale = min(viewport["height"] / DESIGN_HEIGHT_PX, viewport["width"] / DESIGN_WIDTH_PX)
         assert first["box"][3] == pytest.approx(HEADLINE_CHART_PX * scale, abs=2)
+        # the page script told the app through the link, and the app took its reports out again
+        link = tab.evaluate("Object.fromEntries(new URL(location.href).searchParams)")
+        assert link["scene"] == "headline" and not {"window", "drawn"} & set(link), link
+        # its row takes no room: it and the wrapper Streamlit puts around it are not displayed
+        assert tab.evaluate("""() => { const row = document.querySelector('.st-key-page-script');
+            return !!row && !row.parentElement.checkVisibility()
+                && !!row.querySelector('script.flash-live-page'); }""")
+        # and it is no Streamlit component: the first view loads no component runtime (4 JS chunks)
+        loaded = tab.evaluate("performance.getEntriesByType('resource').map((r) => r.name)")
+        assert not [name for name in loaded if re.search(r"/(BidiComponent|ComponentInstance)\.", name)]
         snap(tab, f"00-first-view-{size}")
     finally:
         context.close()

@@ -59,6 +59,66 @@ def test_the_step_follows_what_the_page_script_reported(monkeypatch, from_a_brow
     assert script.window_size() == window
 
 
+@pytest.mark.parametrize("link, step, window", [
+    ({"window": "1280x720"}, "picture", SMALL),
+    ({"window": "1280x720", "drawn": "1280x720"}, "controls", SMALL),
+    ({"drawn": "1920x1080"}, "controls", DESIGN),        # the design window: "drawn" alone, one rerun
+    ({"window": "10x10"}, "window", None),              # a size, but no browser window's: kept, never used
+])
+def test_the_page_script_reports_through_the_link_and_the_app_takes_them_out(from_a_browser, link, step, window):
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.query_params.update({"source": "recorded", "scene": "headline", **link})
+    app.run()
+    assert_no_exception(app)
+    assert not {"window", "drawn"} & set(app.query_params), "the reports stay out of the link a presenter shares"
+    assert app.session_state[script.PAGE_SCRIPT_KEY] == {REPORTED[param]: {"width": int(size.split("x")[0]),
+                                                                          "height": int(size.split("x")[1])}
+                                                         for param, size in link.items()}
+    css = styles(app)
+    assert f'--stage-first-view: "{step}"' in css
+    assert f'--stage-window: "{window["width"]}x{window["height"]}"' in css if window else '"design"' in css
+    assert bool(app.get("select_slider")) == (step == "controls")
+    assert not any("unknown parameter" in str(note.value) for note in app.warning)
+
+
+REPORTED = script.REPORTS
+
+
+def test_a_report_that_is_no_size_is_a_note_on_the_link(from_a_browser):
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.query_params.update({"source": "recorded", "scene": "headline", "window": "wide", "drawn": "1920x1080"})
+    app.run()
+    assert_no_exception(app)
+    assert "window" not in app.query_params and "drawn" not in app.query_params
+    assert app.get("select_slider"), "the report that was a size was taken: the first view is complete"
+    said = " ".join(str(element.value) for element in app.warning)
+    assert "`window` is the page's own report of its window, as WIDTHxHEIGHT; `wide` is not one: ignored" in said
+    assert "unknown" not in said
+
+
+def test_the_page_script_is_html_with_its_data_and_nothing_dompurify_drops():
+    """Streamlit cleans st.html with DOMPurify, which removes a script whose text has a "<" before a letter, "/" or
+    "!" (mXSS): the script has none, and its data (JSON) escapes every "<"."""
+    import json
+    import re
+    html = script.page_script_html({"scenes": ["a</script><b>"], "viewport": None})
+    body = html[html.index(">") + 1:html.rindex("</script>")]
+    assert not re.search(r"<[/\w!]", body)
+    assert html.startswith(f'<script class="{script.PAGE_SCRIPT_CLASS}">(function flashLivePage(data) {{')
+    data = json.loads(body[body.rindex("})(") + 3:-2])
+    assert data == {"scenes": ["a</script><b>"], "viewport": None}
+
+
+def test_each_run_mounts_the_page_script_allowed_to_run_in_a_hidden_row(from_a_browser):
+    app = headline()
+    assert not [e for e in app.sidebar.get("html") if script.PAGE_SCRIPT_CLASS in str(e.proto.body)]
+    (mounted,) = [e for e in app.get("html") if script.PAGE_SCRIPT_CLASS in str(e.proto.body)]
+    assert '[data-testid="stLayoutWrapper"]:has(> .st-key-page-script), .st-key-page-script { display: none; }' \
+        in styles(app)
+    assert mounted.proto.unsafe_allow_javascript
+    assert '"first_view": "window"' in mounted.proto.body and '"scenes": ["headline"' in mounted.proto.body
+
+
 def test_without_a_browser_everything_comes_at_once(monkeypatch):
     monkeypatch.setattr(script.st, "session_state", {})
     assert script.first_view_step() == "controls"
@@ -78,7 +138,9 @@ def test_the_first_run_draws_the_picture_for_the_design_window_and_holds_the_con
     assert "visibility: hidden" in css and f"@media {script.DESIGN_WINDOW}" in css and "max-height: 30rem" in css
     held = held_places(app)
     assert any("height: 4.333rem" in place for place in held), "the slider's place: 104 design px"
-    assert len(app.metric) == 3, "the numbers come with the picture"
+    # the numbers come with the controls, into the place of three bordered cards (154 design px each, 0.6rem apart)
+    assert not app.metric
+    assert any("height: 20.45rem" in place for place in held), held
 
 
 def test_the_picture_run_builds_the_charts_for_the_window(from_a_browser):
@@ -87,13 +149,13 @@ def test_the_picture_run_builds_the_charts_for_the_window(from_a_browser):
     (spec,) = plotly_specs(app)
     assert spec["layout"]["height"] == pytest.approx(480)  # 720 design px at 2/3
     assert "visibility: hidden" not in styles(app), "built for this window: nothing to hide"
-    assert not app.get("select_slider"), "the controls still wait for the picture"
+    assert not app.get("select_slider") and not app.metric, "the controls and the numbers still wait for the picture"
 
 
 def test_once_drawn_the_controls_come_in_their_places(from_a_browser):
     app = headline({"viewport": SMALL, "drawn": SMALL})
     assert_no_exception(app)
-    assert app.get("select_slider") and app.button
+    assert app.get("select_slider") and app.button and len(app.metric) == 3
     assert not held_places(app)
     (spec,) = plotly_specs(app)
     assert spec["layout"]["height"] == pytest.approx(480)

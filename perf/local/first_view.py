@@ -15,9 +15,8 @@ bundle arrived.
 With --breakdown, the same interleaved rounds also time pages in between (temporary copies, nothing of app.py,
 page/ or viz/ edited): the trivial page with the app's stylesheet and page script (page.script), the trivial
 page drawing the app's own first figure (its JSON as the app sent it), and both at once. With --experiments, the
-app itself through a wrapper that changes one thing (APP_EXPERIMENTS: the metric cards held with the controls; the
-page script sent last; a one-trace chart sent first, an upper bound on any reordering; --only TEXT picks those
-whose name contains TEXT). With --trace N, N visits each of the app and the trivial page under chromium's tracing:
+app itself through a wrapper that changes one thing (APP_EXPERIMENTS: a one-trace chart sent first, an upper
+bound on any reordering; --only TEXT picks those whose name contains TEXT). With --trace N, N visits each of the app and the trivial page under chromium's tracing:
 how the page's main thread spent the time before the first chart (JS modules, React, style and layout). With
 --against REV, the app as it was at git revision REV (a temporary worktree, served through the same wrapper) in
 the same rounds: an A/B of a change. With --server-times, the app once more through a wrapper that notes when the
@@ -65,7 +64,7 @@ import streamlit as st
 
 st.plotly_chart(go.Figure(go.Scatter(y=[1, 3, 2])))
 '''
-# The trivial page with the app's stylesheet and page script (its CSS and its components-v2 script)
+# The trivial page with the app's stylesheet and page script (its CSS, and its script in an st.html)
 WITH_STAGE = '''import sys
 sys.path.insert(0, {root!r})
 import plotly.graph_objects as go
@@ -109,23 +108,6 @@ import app
 app.main()
 '''
 APP_EXPERIMENTS = {
-    # the metric cards' places held until the picture is drawn, as the controls' are (page.script's first view)
-    "app, metric cards with the controls": '''if not hasattr(st, "_real_metric"):
-    st._real_metric = st.metric
-st.metric = lambda *args, **kwargs: (page.script.hold_place(154) if not page.script.controls_ready()
-                                     else st._real_metric(*args, **kwargs))''',
-    # the page script (a components-v2 element: its own chunks) sent at the end of the run, after the chart
-    "app, page script last": '''import page.script as _ps
-if not hasattr(_ps, "_real_page_script"):
-    _ps._real_page_script = _ps._page_script
-_calls = []
-_ps._page_script = lambda **kw: _calls.append(kw)
-import app
-app.main()
-with st.sidebar:
-    for _kw in _calls:
-        _ps._real_page_script(**_kw)
-st.stop()''',
     # an upper bound, not the app: a one-trace chart as the run's very first element, the app after it
     "app, a chart first": '''import plotly.graph_objects as _go
 if not page.script.controls_ready():
@@ -459,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
         timed: dict[str, Path] = {}
         if args.server_times:
             where = folder / "server-timed"
-            # it runs the app itself and stops, like the experiment "page script last"
+            # it runs the app itself and stops (st.stop: the wrapper's own `import app` below it is not run again)
             script = APP_WRAPPER.format(root=str(ROOT), change=SERVER_TIMED.format(times=SERVER_TIMES))
             _, server = stack.enter_context(page_server(where, script))
             pages["app, server timed"] = (server, FIRST_SCENE)
