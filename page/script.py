@@ -14,6 +14,7 @@ import streamlit as st
 
 from page.cache import ByteBudgetCache
 from page.pictures import FIGURE_BYTES_PER_JSON_BYTE
+from page.settings import quoted
 from viz.theme import scaled_figure
 
 # Plotly's own toolbar exports any figure for slides; twice the pixels for a sharp PNG.
@@ -91,7 +92,7 @@ def take_reports() -> list[str]:
             state[name] = {"width": int(size[1]), "height": int(size[2])}
         else:
             notes.append(f"`{param}` is the page's own report of its window, as WIDTHxHEIGHT; "
-                         f"`{said[:40]}` is not one: ignored")
+                         f"{quoted(said)} is not one: ignored")
         del st.query_params[param]
     st.session_state[PAGE_SCRIPT_KEY] = state
     return notes
@@ -102,7 +103,6 @@ def page_script_html(data: dict) -> str:
     cleans HTML with, drops a script that has one before a letter, "/" or "!")."""
     said = json.dumps(data, sort_keys=True).replace("<", "\\u003c")
     return f'<script class="{PAGE_SCRIPT_CLASS}">{_PAGE_JS.strip()}({said});</script>'
-
 
 
 def page_style_and_script(scenes: tuple[str, ...] = ()) -> list[str]:

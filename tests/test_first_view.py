@@ -96,6 +96,15 @@ def test_a_report_that_is_no_size_is_a_note_on_the_link(from_a_browser):
     assert "unknown" not in said
 
 
+def test_a_report_in_the_link_is_quoted_like_any_other_value_from_a_link(from_a_browser):
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.query_params.update({"source": "recorded", "scene": "headline", "window": "`**x**` " + "9" * 60})
+    app.run()
+    assert_no_exception(app)
+    said = " ".join(str(element.value) for element in app.warning)
+    assert "`?**x**? " + "9" * 32 + "…` is not one: ignored" in said  # 40 characters, no backtick
+
+
 def test_the_page_script_is_html_with_its_data_and_nothing_dompurify_drops():
     """Streamlit cleans st.html with DOMPurify, which removes a script whose text has a "<" before a letter, "/" or
     "!" (mXSS): the script has none, and its data (JSON) escapes every "<"."""
