@@ -1,6 +1,6 @@
-// The page's own script. page/script.py writes it into the page, in the sidebar, through st.html with
-// unsafe_allow_javascript: `(this function)(the run's data)` in a script element. It runs in the page, not
-// in an iframe, and runs again only when its data changes. (Not a Streamlit component: the component runtime
+// The page's own script. page/script.py writes it into the page, in a hidden row at the top of the main
+// area, through st.html with unsafe_allow_javascript: `(this function)(the run's data)` in a script element.
+// It runs in the page, not in an iframe, and runs again only when its data changes. (Not a Streamlit component: the component runtime
 // is 4 JS chunks, the component's and Arrow's, that the first view would load for this script alone.)
 // Streamlit cleans its HTML with DOMPurify, which drops a script with a "<" before a letter, "/" or "!":
 // none here.

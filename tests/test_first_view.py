@@ -71,17 +71,14 @@ def test_the_page_script_reports_through_the_link_and_the_app_takes_them_out(fro
     app.run()
     assert_no_exception(app)
     assert not {"window", "drawn"} & set(app.query_params), "the reports stay out of the link a presenter shares"
-    assert app.session_state[script.PAGE_SCRIPT_KEY] == {REPORTED[param]: {"width": int(size.split("x")[0]),
-                                                                          "height": int(size.split("x")[1])}
-                                                         for param, size in link.items()}
+    sizes = {param: [int(side) for side in size.split("x")] for param, size in link.items()}
+    assert app.session_state[script.PAGE_SCRIPT_KEY] == {
+        script.REPORTS[param]: {"width": width, "height": height} for param, (width, height) in sizes.items()}
     css = styles(app)
     assert f'--stage-first-view: "{step}"' in css
     assert f'--stage-window: "{window["width"]}x{window["height"]}"' in css if window else '"design"' in css
     assert bool(app.get("select_slider")) == (step == "controls")
     assert not any("unknown parameter" in str(note.value) for note in app.warning)
-
-
-REPORTED = script.REPORTS
 
 
 def test_a_report_that_is_no_size_is_a_note_on_the_link(from_a_browser):

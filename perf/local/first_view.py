@@ -16,8 +16,9 @@ With --breakdown, the same interleaved rounds also time pages in between (tempor
 page/ or viz/ edited): the trivial page with the app's stylesheet and page script (page.script), the trivial
 page drawing the app's own first figure (its JSON as the app sent it), and both at once. With --experiments, the
 app itself through a wrapper that changes one thing (APP_EXPERIMENTS: a one-trace chart sent first, an upper
-bound on any reordering; --only TEXT picks those whose name contains TEXT). With --trace N, N visits each of the app and the trivial page under chromium's tracing:
-how the page's main thread spent the time before the first chart (JS modules, React, style and layout). With
+bound on any reordering; --only TEXT picks those whose name contains TEXT). With --trace N, N visits each of the
+app and the trivial page under chromium's tracing: how the page's main thread spent the time before the first
+chart (JS modules, React, style and layout). With
 --against REV, the app as it was at git revision REV (a temporary worktree, served through the same wrapper) in
 the same rounds: an A/B of a change. With --server-times, the app once more through a wrapper that notes when the
 server sent each message of the session's first run: how long the server took to send the chart, and how long the
