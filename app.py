@@ -27,6 +27,7 @@ import story
 import viz
 from fmt import fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens, markdown_text, plotly_text
 
+HEADLINE_COLUMNS = [1, 3]  # the metric cards, the picture
 HEADLINE_CHART_PX = 720  # beside the headline's numbers, under the slider: the scene's picture, legend included
 HIERARCHY_CHART_PX = 760  # the scene body under its sentence: the hierarchy fills the screen
 COMPARE_CHART_PX = 465  # fits SCENE_BODY_PX under the numbers and the caption
@@ -62,9 +63,9 @@ def scene_headline(stage: Stage) -> None:
     numbers = stage.headline_numbers(records)
     said = recording_coverage(stage)
     # the picture is the biggest thing on screen: the three numbers stand in a column beside it
-    cards, picture = st.columns([1, 3], vertical_alignment="top")
+    cards, picture = st.columns(HEADLINE_COLUMNS, vertical_alignment="top")
     with picture:  # drawn first: the scene's picture reaches the browser before its cards
-        memory_chart(stage, records, height=HEADLINE_CHART_PX - said)
+        memory_chart(stage, records, height=HEADLINE_CHART_PX - said, width=page.column_px(HEADLINE_COLUMNS, 1))
     with cards:
         if not page.controls_ready():  # the numbers come with the controls: the first view is the picture
             page.hold_place(page.metric_cards_px(3))
@@ -230,7 +231,7 @@ def scene_seqlen(stage: Stage) -> None:
     bound(st.segmented_control, "Show", "tab", s, options=tuple(SEQLEN_TABS), required=True,
           format_func=SEQLEN_TABS.get, label_visibility="collapsed")
     if s.tab == "memory":
-        memory_chart(stage, records, height=height)
+        memory_chart(stage, records, height=height, width=page.BODY_WIDTH_PX)
     elif s.tab == "time":
         chart(viz.timing_figure(story.with_failures(records), seq_len_marker=s.seq_len, theme=s.theme, height=height))
     elif s.tab == "throughput":

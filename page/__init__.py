@@ -24,14 +24,14 @@ from page.frame import no_numbers, recording_coverage, scene_navigation, seq_len
     warm_up_if_asked
 from page.pictures import LOOP_ORDERS, VIEWS, PictureDevice, PictureRequest, TraceRequest, kernel_trace, \
     order_label, picture, traced_tiles
-from page.script import SCENE_BODY_PX, built_figure, chart, controls_ready, hold_place, metric_cards_px, \
-    page_style_and_script
+from page.script import BODY_WIDTH_PX, SCENE_BODY_PX, built_figure, chart, column_px, controls_ready, hold_place, \
+    metric_cards_px, page_style_and_script
 from page.settings import Settings, resolve
 from page.stage import Stage, is_live, kernel_backend, live_sm_timeline, prepare_stage, shipped_recording
 from page.url import asked_for, bound, correct_link, hold_notes, move_step, read_url, write_url
 
-__all__ = ["LOOP_ORDERS", "SCENE_BODY_PX", "VIEWS", "PictureDevice", "PictureRequest", "Scene", "Settings", "Stage",
-           "TraceRequest", "bound", "built_figure", "chart", "controls_ready", "correct_link", "hold_place",
+__all__ = ["BODY_WIDTH_PX", "LOOP_ORDERS", "SCENE_BODY_PX", "VIEWS", "PictureDevice", "PictureRequest", "Scene", "Settings", "Stage",
+           "TraceRequest", "bound", "built_figure", "chart", "column_px", "controls_ready", "correct_link", "hold_place",
            "kernel_trace", "live_sm_timeline", "metric_cards_px", "move_step", "no_numbers", "order_label", "picture",
            "present", "recording_coverage", "seq_len_slider", "shipped_recording", "tile_controls", "traced_tiles"]
 

@@ -111,6 +111,16 @@ def test_first_view_draws_the_picture_first_and_nothing_moves(browser, server, s
         # built for this window from its first showing: the headline's chart at its design height, scaled
         scale = min(viewport["height"] / DESIGN_HEIGHT_PX, viewport["width"] / DESIGN_WIDTH_PX)
         assert first["box"][3] == pytest.approx(HEADLINE_CHART_PX * scale, abs=2)
+        # its margins already hold its tick labels and legend (viz.fit): plotly kept them, so it drew the chart
+        # once, not twice; and they are no more than a few px wider than plotly needs
+        margins = tab.evaluate("""() => { const layout = document.querySelector('.js-plotly-plot')._fullLayout;
+            const pushed = layout._pushmargin;
+            return {given: [layout.margin.l, layout.margin.b], drawn: [layout._size.l, layout._size.b],
+                    needed: [pushed['y.automargin'].l.size,
+                             pushed['x.automargin'].b.size + (layout.legend ? layout.legend._height : 0)]}; }""")
+        for given, drawn, needed in zip(margins["given"], margins["drawn"], margins["needed"]):
+            assert drawn == pytest.approx(given, abs=1), f"plotly grew a margin, drawing twice: {margins}"
+            assert needed <= given <= needed + 3, margins
         # the page script told the app through the link, and the app took its reports out again
         link = tab.evaluate("Object.fromEntries(new URL(location.href).searchParams)")
         assert link["scene"] == "headline" and not {"window", "drawn"} & set(link), link

@@ -20,7 +20,9 @@ from viz.evolution import PUBLISHED
 import costmodel
 from costmodel import flash_extra_bytes, naive_extra_bytes, step_traffic, tile_schedule
 from viz.animation import LOOP_ORDERS, MAX_SLIDER_STEPS
-from viz.theme import ALGORITHMS, PALETTE, SMALLEST_TEXT_PX, algorithm_color, algorithm_label, surface
+from viz import fit
+from viz.theme import ALGORITHMS, PALETTE, SMALLEST_TEXT_PX, algorithm_color, algorithm_label, scaled_figure, \
+    surface
 import fmt
 from fmt import fmt_bytes, fmt_ms, fmt_ratio
 from viz.tiling import (
@@ -493,6 +495,57 @@ def test_memory_figure_draws_no_wall_it_is_not_given(records) -> None:
     unknown = [{**r, "need_bytes": None} if r["status"] == "oom" else r for r in records]  # nothing to place it at
     assert not list(next(t for t in viz.memory_figure(unknown, 1, 8, 64, 2).data if t.mode == "markers"
                           and t.name.startswith("out of memory")).x)
+
+
+# The legend entries' text as plotly laid it out in chromium (getComputedTextLength, 24 px, Liberation Sans)
+LEGEND_TEXT_PX = {"standard (ours, 3 Triton kernels): S (fp32) + P + O (formula)": 630,
+                  "standard (ours, 3 Triton kernels), measured peak": 519, "flash (ours, Triton): O + LSE (formula)": 401,
+                  "flash (ours, Triton), measured peak": 372, "out of memory (what it needs)": 317}
+
+
+def test_text_widths_are_arial_as_plotly_draws_them() -> None:
+    for text, drawn in LEGEND_TEXT_PX.items():
+        # a hair wider than drawn (no kerning): a margin from it is never short
+        assert drawn <= fit.text_px(text, 24) <= drawn * 1.005, text
+    assert fit.text_px("32 MiB", 48) == pytest.approx(2 * fit.text_px("32 MiB", 24))
+    assert fit.text_px("✕", 24) > fit.text_px("M", 24)  # an unknown character counts as the widest
+
+
+def test_legend_rows_follow_plotly() -> None:
+    """All entries in one row where they fit; else columns as wide as the widest entry (measured in chromium:
+    five rows at the headline's width, three in the sequence-length scene's, one for the two formula curves)."""
+    names = list(LEGEND_TEXT_PX)
+    assert fit.legend_rows(names, 24, 1338 - 125 - 40) == 5
+    assert fit.legend_rows(names, 24, 1800 - 125 - 40) == 3
+    assert fit.legend_rows(names[::2][:2], 24, 1338 - 125 - 40) == 1
+    assert fit.legend_rows(names[:1], 24, 500) == 1 and fit.legend_rows([], 24, 500) == 0
+
+
+def test_memory_figure_margins_hold_its_labels(records) -> None:
+    """Given its width, the memory chart's margins hold its y labels and legend (viz.fit): more rows, more
+    bottom margin; a narrower chart, more rows. Without a width, plotly sizes them (as before)."""
+    oom = [r for r in records if r["status"] == "oom"]
+    assert oom  # so that the legend has its five entries
+    wide = viz.memory_figure(records, 2, 16, 128, 2, width=1800)
+    narrow = viz.memory_figure(records, 2, 16, 128, 2, width=1338)
+    formulas = viz.memory_figure([], 2, 16, 128, 2, width=1338)
+    widest_label = max(fit.text_px(label, SMALLEST_TEXT_PX) for label in narrow.layout.yaxis.ticktext)
+    assert narrow.layout.margin.l > widest_label + fit.Y_AXIS_EXTRA[0]
+    assert formulas.layout.margin.b < wide.layout.margin.b < narrow.layout.margin.b
+    assert narrow.layout.meta[fit.FIXED_MARGIN_KEY]["l"] == fit.Y_AXIS_EXTRA[0]
+    plain = viz.memory_figure(records, 2, 16, 128, 2)
+    assert plain.layout.margin.b == 150 and plain.layout.margin.l is None and plain.layout.meta is None
+
+
+def test_scaling_keeps_a_margins_fixed_pixels(records) -> None:
+    """plotly does not scale tick lengths and paddings with the fonts: scaled_figure scales only the rest."""
+    fig = viz.memory_figure(records, 2, 16, 128, 2, width=1338)
+    fixed = fig.layout.meta[fit.FIXED_MARGIN_KEY]
+    small = scaled_figure(fig, 2 / 3)
+    for side in ("l", "b"):
+        given = fig.layout.margin[side]
+        assert small.layout.margin[side] == pytest.approx(fixed[side] + (given - fixed[side]) * 2 / 3)
+    assert scaled_figure(fig, 1).layout.margin.b == fig.layout.margin.b
 
 
 def test_failed_records_without_their_words_are_refused(records) -> None:

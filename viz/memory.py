@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 
 from costmodel import SEQ_LENS, flash_extra_bytes, naive_extra_bytes
 from fmt import fmt_bytes, fmt_tokens, plotly_text
+from viz.fit import FIXED_MARGIN_KEY, bottom_legend_margins
 from viz.marks import bytes_axis, bytes_curve, horizontal_marker, token_axis, vertical_marker
 from viz.theme import PALETTE, algorithm_color, algorithm_label, style, surface
 
@@ -101,6 +102,7 @@ def memory_figure(
     hbm_bytes: int | None = None,
     height: int = 620,
     wall: dict | None = None,
+    width: int | None = None,
 ) -> go.Figure:
     """Log-log extra device memory (bytes) vs sequence length (tokens) for standard and flash attention.
 
@@ -111,6 +113,8 @@ def memory_figure(
     hbm_bytes: device memory, drawn as a horizontal line. seq_len_marker: the slider's N, a vertical line.
     wall: {"seq_len": the first out-of-memory N, "text": its words (story.wall_text)}: shaded from seq_len on,
     its text under the title; None: no wall.
+    width: how wide the chart is drawn at the design size (px): its left and bottom margins then hold its tick
+    labels and legend (viz.fit), so plotly draws it once; None: plotly grows them (a second draw).
     """
     # The default span is always included: a lone marker (no records) must not collapse the curves to a point.
     seq_lens = [r["seq_len"] for r in records] + ([seq_len_marker] if seq_len_marker else []) + list(DEFAULT_SEQ_LENS)
@@ -137,8 +141,20 @@ def memory_figure(
     style(fig, theme, title=title)
     fig.update_xaxes(title_text="sequence length N (tokens)", **token_axis([lo, hi]))
     fig.update_yaxes(title_text="extra memory", **bytes_axis(plotted))
-    # the legend at the figure's foot, under the axis title at any height: two rows of entries
+    # the legend at the figure's foot, under the axis title at any height: as many rows as its entries need
     # a second title line (the wall) needs room above the "N = …" marker's label
     fig.update_layout(height=height, margin_b=150, margin_t=150 if wall else 110,
                       legend=dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom"))
+    if width:
+        _fit_margins(fig, width)
     return fig
+
+
+def _fit_margins(fig: go.Figure, width: int) -> None:
+    """The left and bottom margins that hold the y tick labels and the legend at this width (viz.fit)."""
+    font = fig.layout.template.layout
+    legend = [trace.name for trace in fig.data if trace.showlegend is not False and trace.name]
+    margins = bottom_legend_margins(list(fig.layout.yaxis.ticktext or ()), legend if len(legend) > 1 else [],
+                                    tick_px=font.yaxis.tickfont.size, legend_px=font.legend.font.size,
+                                    width_px=width, right_px=fig.layout.margin.r or font.margin.r)
+    fig.update_layout(margin_l=margins["l"], margin_b=margins["b"], meta={FIXED_MARGIN_KEY: margins[FIXED_MARGIN_KEY]})

@@ -17,6 +17,7 @@ import plotly.colors
 import plotly.graph_objects as go
 
 from fmt import THEMES  # noqa: F401 (the theme names live in the formatting leaf; viz draws them)
+from viz.fit import FIXED_MARGIN_KEY
 
 
 # The Okabe–Ito colours this house uses, and two of the same family: a medium purple and an indigo (each
@@ -200,7 +201,13 @@ def scaled_figure(fig: go.Figure, factor: float) -> go.Figure:
     it. A new figure that shares `fig`'s frames (frames carry data, never sizes); `fig` is not changed."""
     layout = fig.layout.to_plotly_json()
     layout.setdefault("height", 450)  # plotly's default height, so that it scales too
+    given = dict(layout.get("margin", {}))
     _scale_px(layout, factor, "layout")
+    # the px of a margin that plotly does not scale with the fonts stay as they are (viz.fit)
+    fixed = layout.get("meta", {}).get(FIXED_MARGIN_KEY, {}) if isinstance(layout.get("meta"), dict) else {}
+    for side, px in fixed.items():
+        if isinstance(given.get(side), (int, float)):
+            layout["margin"][side] = px + (given[side] - px) * factor
     data = [trace.to_plotly_json() for trace in fig.data]
     _scale_px(data, factor, "data")
     scaled = go.Figure(data=data, layout=layout, skip_invalid=False)
