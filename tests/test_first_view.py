@@ -252,3 +252,30 @@ def test_a_new_session_draws_the_headline_without_building_its_figure_again(monk
     assert plotly_specs(small)[0]["layout"]["height"] == pytest.approx(480)
     (kept,) = [fig for fig, _ in script.CHART_FIGURES._entries.values()]
     assert kept.layout.height == pytest.approx(720)
+
+
+# -- what the server's settings cost a viewer's first run -------------------------------------------------------
+
+def test_no_magic_and_nothing_in_app_py_that_magic_would_have_written():
+    """Streamlit clears its compiled copy of app.py whenever a session starts: with magic on, every viewer's first
+    run rewrote app.py's syntax tree again before anything was sent (40-150 ms here). Off, and nothing is lost:
+    app.py has no bare expression for magic to write (a docstring is not written either way)."""
+    import ast
+    from pathlib import Path
+
+    from streamlit import config
+    config.get_config_options(force_reparse=True)  # .streamlit/config.toml, as `streamlit run` reads it
+    assert config.get_option("runner.magicEnabled") is False
+    tree = ast.parse(Path(APP).read_text())
+    bare = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Expr)
+            and not isinstance(node.value, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom))
+            and not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, str))]
+    assert not bare, f"app.py lines {bare}: a bare expression magic would have written to the page"
+
+
+def test_no_embedding_page_may_drive_the_talk():
+    """No origin is trusted to send Streamlit's host messages (rerun, stop, set the query): the page checks none
+    of its own messages against Streamlit's 16 default Community Cloud patterns on the way to the first chart."""
+    from streamlit import config
+    config.get_config_options(force_reparse=True)
+    assert list(config.get_option("client.allowedOrigins")) == []
