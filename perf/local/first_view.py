@@ -18,12 +18,11 @@ page drawing the app's own first figure (its JSON as the app sent it), and both 
 app itself through a wrapper that changes one thing (APP_EXPERIMENTS: a one-trace chart sent first, an upper
 bound on any reordering; --only TEXT picks those whose name contains TEXT). With --trace N, N visits each of the
 app and the trivial page under chromium's tracing: how the page's main thread spent the time before the first
-chart (JS modules, React, style and layout). With
---against REV, the app as it was at git revision REV (a temporary worktree, served through the same wrapper) in
-the same rounds: an A/B of a change. With --server-times, the app once more through a wrapper that notes when the
-server sent each message of the session's first run: how long the server took to send the chart, and how long the
-page took to take it in (the browser reads the websocket on the same main thread that renders the elements before
-it).
+chart (JS modules, React, style and layout). With --against REV, the app as it was at git revision REV (a
+temporary worktree, `streamlit run app.py` there with its own settings) in the same rounds: an A/B of a change.
+With --server-times, the app once more through a wrapper that notes when the server sent each message of the
+session's first run: how long the server took to send the chart, and how long the page took to take it in (the
+browser reads the websocket on the same main thread that renders the elements before it).
 
 Last, the tiling animation's frame rate at the fastest play speed in the app, through tiling_fps.frames_per_s.
 
@@ -175,19 +174,28 @@ CHUNKS = """since => { const js = performance.getEntriesByType('resource')
 
 
 @contextmanager
-def page_server(folder: Path, script: str):
-    """`streamlit run app.py` in `folder` with `script` as its app.py and the app's own server settings: the
-    same helper that starts the app (tiling_fps.app_server, pointed at this folder)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "app.py").write_text(script)
-    shutil.copytree(ROOT / ".streamlit", folder / ".streamlit", dirs_exist_ok=True)
-    with mock.patch.object(tiling_fps, "ROOT", folder):
+def checkout_server(tree: Path):
+    """`streamlit run app.py` in `tree` with the settings there (its .streamlit): the same helper that starts the
+    app (tiling_fps.app_server, pointed at this folder). For another checkout of the app (--against), this is
+    how a presenter starts it: through APP_WRAPPER its app.py would be imported once, where Streamlit compiles
+    the script it runs again for each new session, and it would take this checkout's settings."""
+    with mock.patch.object(tiling_fps, "ROOT", tree):
         process, server = app_server()
     try:
         yield process, server
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+@contextmanager
+def page_server(folder: Path, script: str):
+    """`streamlit run app.py` in `folder` with `script` as its app.py and the app's own server settings."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "app.py").write_text(script)
+    shutil.copytree(ROOT / ".streamlit", folder / ".streamlit", dirs_exist_ok=True)
+    with checkout_server(folder) as served:
+        yield served
 
 
 QUIET_BUSY = 0.10  # the machine is quiet when its CPUs are busy less than this over QUIET_WINDOW_S
@@ -436,8 +444,7 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"--against {args.against}: {made.stderr.strip()}")
             stack.callback(subprocess.run, ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
                            capture_output=True)
-            _, server = stack.enter_context(page_server(folder / "against-page",
-                                                        APP_WRAPPER.format(root=str(tree), change="")))
+            _, server = stack.enter_context(checkout_server(tree))
             pages[f"app at {args.against}"] = (server, FIRST_SCENE)
         timed: dict[str, Path] = {}
         if args.server_times:
