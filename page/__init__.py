@@ -30,10 +30,11 @@ from page.settings import Settings, resolve
 from page.stage import Stage, is_live, kernel_backend, live_sm_timeline, prepare_stage, shipped_recording
 from page.url import asked_for, bound, correct_link, hold_notes, move_step, read_url, write_url
 
-__all__ = ["BODY_WIDTH_PX", "LOOP_ORDERS", "SCENE_BODY_PX", "VIEWS", "PictureDevice", "PictureRequest", "Scene", "Settings", "Stage",
-           "TraceRequest", "bound", "built_figure", "chart", "column_px", "controls_ready", "correct_link", "hold_place",
-           "kernel_trace", "live_sm_timeline", "metric_cards_px", "move_step", "no_numbers", "order_label", "picture",
-           "present", "recording_coverage", "seq_len_slider", "shipped_recording", "tile_controls", "traced_tiles"]
+__all__ = ["BODY_WIDTH_PX", "LOOP_ORDERS", "SCENE_BODY_PX", "VIEWS", "PictureDevice", "PictureRequest", "Scene",
+           "Settings", "Stage", "TraceRequest", "bound", "built_figure", "chart", "column_px", "controls_ready",
+           "correct_link", "hold_place", "kernel_trace", "live_sm_timeline", "metric_cards_px", "move_step",
+           "no_numbers", "order_label", "picture", "present", "recording_coverage", "seq_len_slider",
+           "shipped_recording", "tile_controls", "traced_tiles"]
 
 
 NAVIGATION_PX = 60  # the frame's buttons (◀ Previous, Next ▶; the settings popover), as tall as drawn at 1080p

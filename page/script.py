@@ -32,16 +32,6 @@ DESIGN_WIDTH_PX, DESIGN_HEIGHT_PX = 1920, 1080
 FRAME_PX = 170
 SCENE_BODY_PX = DESIGN_HEIGHT_PX - FRAME_PX
 DESIGN_PX_PER_REM = DESIGN_HEIGHT_PX / 45  # the root font size below: 1rem is 24 design px in any window
-# The main area's width in design px (PAGE_STYLE's paddings: 2.5rem each side), and how wide a column of
-# st.columns(weights) is there: its share of the width, less an equal share of the 1rem gaps between the
-# columns (Streamlit's "small" gap; the headline's [1, 3] columns measured 438 and 1338 px in chromium at 1920×1080)
-BODY_WIDTH_PX = DESIGN_WIDTH_PX - 2 * 2.5 * DESIGN_PX_PER_REM
-
-
-def column_px(weights: list[float], index: int) -> float:
-    """How wide column `index` of st.columns(weights) is, in design px, in the main area."""
-    gaps = (len(weights) - 1) * DESIGN_PX_PER_REM
-    return BODY_WIDTH_PX * weights[index] / sum(weights) - gaps / len(weights)
 # Streamlit's own sizes are in rem: one root size scales them all. Text the audience reads is at
 # least 1rem (max(1rem, 1em) lifts captions, labels, badges and table cells that Streamlit sets
 # smaller); the frame's paddings shrink so the scene gets the height.
@@ -72,6 +62,16 @@ html { font-size: min(calc(100vh / 45), calc(100vw / 80)) !important; }
 [data-testid="stHtml"]:has(> .stage-held) { margin: 0; padding: 0; }
 </style>"""
 
+# The main area's width in design px (PAGE_STYLE's paddings: 2.5rem each side), and how wide a column of
+# st.columns(weights) is there: its share of the width, less an equal share of the 1rem gaps between the
+# columns (Streamlit's "small" gap; the headline's [1, 3] columns measured 438 and 1338 px in chromium at 1920×1080)
+BODY_WIDTH_PX = DESIGN_WIDTH_PX - 2 * 2.5 * DESIGN_PX_PER_REM
+
+
+def column_px(weights: list[float], index: int) -> float:
+    """How wide column `index` of st.columns(weights) is, in design px, in the main area."""
+    gaps = (len(weights) - 1) * DESIGN_PX_PER_REM
+    return BODY_WIDTH_PX * weights[index] / sum(weights) - gaps / len(weights)
 
 
 # -- the page's style and script -------------------------------------------------------------------

@@ -499,8 +499,9 @@ def test_memory_figure_draws_no_wall_it_is_not_given(records) -> None:
 
 # The legend entries' text as plotly laid it out in chromium (getComputedTextLength, 24 px, Liberation Sans)
 LEGEND_TEXT_PX = {"standard (ours, 3 Triton kernels): S (fp32) + P + O (formula)": 630,
-                  "standard (ours, 3 Triton kernels), measured peak": 519, "flash (ours, Triton): O + LSE (formula)": 401,
-                  "flash (ours, Triton), measured peak": 372, "out of memory (what it needs)": 317}
+                  "standard (ours, 3 Triton kernels), measured peak": 519,
+                  "flash (ours, Triton): O + LSE (formula)": 401, "flash (ours, Triton), measured peak": 372,
+                  "out of memory (what it needs)": 317}
 
 
 def test_text_widths_are_arial_as_plotly_draws_them() -> None:

@@ -4,7 +4,7 @@ With `automargin` on (viz.theme's axes), plotly.js draws a figure, measures its 
 legend, and when they need more room than the margins give, grows the margins and draws the whole figure
 again. The headline's chart paid for that second draw on every first view and every slider stop: its first
 draw took 225 ms in chromium with the margins plotly grows to, against 141-171 ms when they are given up front
-(BENCHMARKS.md, "Margins that hold the labels"). automargin stays on: a margin given too small costs the
+(BENCHMARKS.md, "One draw, no magic"). automargin stays on: a margin given too small costs the
 second draw, never a clipped label.
 
 The text widths are Arial's: viz.theme's font family is "Source Sans Pro, Arial, sans-serif", and the page

@@ -102,7 +102,7 @@ def memory_figure(
     hbm_bytes: int | None = None,
     height: int = 620,
     wall: dict | None = None,
-    width: int | None = None,
+    width: float | None = None,
 ) -> go.Figure:
     """Log-log extra device memory (bytes) vs sequence length (tokens) for standard and flash attention.
 
@@ -150,11 +150,12 @@ def memory_figure(
     return fig
 
 
-def _fit_margins(fig: go.Figure, width: int) -> None:
+def _fit_margins(fig: go.Figure, width: float) -> None:
     """The left and bottom margins that hold the y tick labels and the legend at this width (viz.fit)."""
-    font = fig.layout.template.layout
+    themed = fig.layout.template.layout  # viz.theme's sizes: tick labels, legend, margins
     legend = [trace.name for trace in fig.data if trace.showlegend is not False and trace.name]
-    margins = bottom_legend_margins(list(fig.layout.yaxis.ticktext or ()), legend if len(legend) > 1 else [],
-                                    tick_px=font.yaxis.tickfont.size, legend_px=font.legend.font.size,
-                                    width_px=width, right_px=fig.layout.margin.r or font.margin.r)
+    margins = bottom_legend_margins(list(fig.layout.yaxis.ticktext or ()),
+                                    legend if len(legend) > 1 else [],  # plotly shows no legend for one trace
+                                    tick_px=themed.yaxis.tickfont.size, legend_px=themed.legend.font.size,
+                                    width_px=width, right_px=fig.layout.margin.r or themed.margin.r)
     fig.update_layout(margin_l=margins["l"], margin_b=margins["b"], meta={FIXED_MARGIN_KEY: margins[FIXED_MARGIN_KEY]})

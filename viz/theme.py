@@ -204,7 +204,8 @@ def scaled_figure(fig: go.Figure, factor: float) -> go.Figure:
     given = dict(layout.get("margin", {}))
     _scale_px(layout, factor, "layout")
     # the px of a margin that plotly does not scale with the fonts stay as they are (viz.fit)
-    fixed = layout.get("meta", {}).get(FIXED_MARGIN_KEY, {}) if isinstance(layout.get("meta"), dict) else {}
+    meta = layout.get("meta")
+    fixed = meta.get(FIXED_MARGIN_KEY, {}) if isinstance(meta, dict) else {}
     for side, px in fixed.items():
         if isinstance(given.get(side), (int, float)):
             layout["margin"][side] = px + (given[side] - px) * factor
