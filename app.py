@@ -51,7 +51,8 @@ def memory_chart(stage: Stage, records: list[dict], **figure_options) -> None:
     hbm_bytes = stage.facts.get("hbm_bytes") if stage.facts else None
     chart(page.built_figure(viz.memory_figure, records=story.with_failures(records), batch=s.batch, heads=s.heads,
                             head_dim=s.head_dim, dtype_bytes=s.dtype_bytes, seq_len_marker=s.seq_len, theme=s.theme,
-                            hbm_bytes=hbm_bytes, wall=story.memory_wall(records), **figure_options))
+                            hbm_bytes=hbm_bytes, wall=story.memory_wall(records), **figure_options),
+          width=figure_options.get("width", page.BODY_WIDTH_PX))
 
 
 def scene_headline(stage: Stage) -> None:

@@ -74,6 +74,12 @@ def column_px(weights: list[float], index: int) -> float:
     return BODY_WIDTH_PX * weights[index] / sum(weights) - gaps / len(weights)
 
 
+def chart_width_px(design_px: float, scale: float) -> int:
+    """The width in screen px that Streamlit measures for a chart whose place is `design_px` wide at this scale
+    (the stage's screen px per design px): the place's width, rounded down to whole px."""
+    return max(int(design_px * scale + 1e-6), 1)
+
+
 # -- the page's style and script -------------------------------------------------------------------
 
 PAGE_SCRIPT_KEY = "page_script"  # the session's state: what the page script has reported ("viewport", "drawn")
@@ -203,8 +209,9 @@ def built_figure(builder: Callable, **inputs):
                              lambda fig: FIGURE_BYTES_PER_JSON_BYTE * len(fig.to_json()))
 
 
-def chart(fig) -> None:
+def chart(fig, width: float = BODY_WIDTH_PX) -> None:
     """A figure built in design px (viz), scaled to the window; theme=None keeps viz's projector template.
+    `width`: how wide its place on the page is, in design px (the main area's width, or a column's, column_px).
     Each chart of a run stands in its own keyed container (`st-key-stage-chart-N` in the page), where the page
     script sees whether the run's charts are drawn. Before the page has reported its window (a session's first
     run) the figure is built for the 1920×1080 design window: shown at once in a window of that size, hidden in
@@ -212,8 +219,15 @@ def chart(fig) -> None:
     number = st.session_state.get(_CHART_NUMBER, 0)
     st.session_state[_CHART_NUMBER] = number + 1
     key = f"stage-chart-{number}"
+    scale = stage_scale()
+    scaled = scaled_figure(fig, scale)
+    if scaled.layout.width is None:
+        # the width Streamlit will measure for it: a new chart element is drawn first at its figure's own width
+        # and hidden while that has none, then drawn again at the width measured; one draw when they agree
+        # (chart_width_px)
+        scaled.layout.width = chart_width_px(width, scale)
     with st.container(key=key):
-        st.plotly_chart(scaled_figure(fig, stage_scale()), theme=None, config=CHART_CONFIG)
+        st.plotly_chart(scaled, theme=None, config=CHART_CONFIG)
         if first_view_step() == "window":
             height = fig.layout.height if fig.layout.height is not None else PLOTLY_DEFAULT_HEIGHT_PX
             st.html(f"<style>.st-key-{key} {{ visibility: hidden; overflow: hidden; "

@@ -72,6 +72,11 @@ def test_first_view_shows_the_data_source(page, server, timings):
 WATCH_FIRST_PICTURE = """() => {
     const shown = (plot) => plot.querySelector('.main-svg') && getComputedStyle(plot).visibility === 'visible';
     new MutationObserver(() => {
+        // the width each chart's figure asked for when plotly first drew it (none: plotly's own until Streamlit
+        // has measured the element and draws it again at that width)
+        for (const plot of document.querySelectorAll('.js-plotly-plot'))
+            if (!('__firstWidth' in plot) && plot.querySelector('.main-svg'))
+                plot.__firstWidth = plot.layout ? plot.layout.width ?? null : null;
         if (window.__firstPicture) return;
         const plot = [...document.querySelectorAll('.js-plotly-plot')].find(shown);
         if (!plot) return;
@@ -105,8 +110,11 @@ def test_first_view_draws_the_picture_first_and_nothing_moves(browser, server, s
         expect(tab.get_by_role("button", name=re.compile("Next"))).to_be_visible()
         final = tab.evaluate("""() => { const plot = document.querySelector('.js-plotly-plot');
             const box = plot.getBoundingClientRect(); return {box: [box.x, box.y, box.width, box.height],
-            same: plot.__first === true}; }""")
+            same: plot.__first === true, first_width: plot.__firstWidth, width: plot._fullLayout.width}; }""")
         assert final["same"], "the picture was drawn again when the controls came"
+        # plotly's first draw of it was at the width Streamlit measured for it (page.script.chart): not drawn at
+        # a width of its own first and again at the measured one
+        assert final["first_width"] == final["width"], final
         assert final["box"] == pytest.approx(first["box"], abs=1.5), "the picture moved when the controls came"
         # built for this window from its first showing: the headline's chart at its design height, scaled
         scale = min(viewport["height"] / DESIGN_HEIGHT_PX, viewport["width"] / DESIGN_WIDTH_PX)

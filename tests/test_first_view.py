@@ -139,6 +139,9 @@ def test_the_first_run_draws_the_picture_for_the_design_window_and_holds_the_con
     assert not app.get("select_slider") and not app.button, "no control before the picture is drawn"
     (spec,) = plotly_specs(app)
     assert spec["layout"]["height"] == pytest.approx(720)  # HEADLINE_CHART_PX at the design scale
+    # as wide as its column (3 of 4 in the 1800 design px body, less half a 24 px gap): the width Streamlit
+    # measures for it, so the browser draws it once (page.script.chart)
+    assert spec["layout"]["width"] == 1338
     # shown only in a window where the design size is right; elsewhere hidden, clipped to its height in rem
     css = styles(app)
     assert "visibility: hidden" in css and f"@media {script.DESIGN_WINDOW}" in css and "max-height: 30rem" in css
@@ -154,6 +157,7 @@ def test_the_picture_run_builds_the_charts_for_the_window(from_a_browser):
     assert_no_exception(app)
     (spec,) = plotly_specs(app)
     assert spec["layout"]["height"] == pytest.approx(480)  # 720 design px at 2/3
+    assert spec["layout"]["width"] == 892  # its column at 2/3: 1338 design px
     assert "visibility: hidden" not in styles(app), "built for this window: nothing to hide"
     assert not app.get("select_slider") and not app.metric, "the controls and the numbers still wait for the picture"
 
@@ -194,6 +198,39 @@ def test_a_run_that_computes_and_the_next_put_every_element_in_the_same_place(pa
     first = _layout(app.run()._tree.children[0])
     assert_no_exception(app)
     assert first == _layout(app.run()._tree.children[0])
+
+
+# -- a chart as wide as its place: plotly draws it once (page.script.chart) ---------------------------------------
+
+@pytest.mark.parametrize("params", SCENE_CASES, ids=lambda params: "-".join(params.get(k, "") for k in ("scene", "view")))
+def test_every_chart_asks_for_the_width_of_its_place(params):
+    """Streamlit draws a new chart element at its figure's own width (hidden while that has none), then again at
+    the width it measured for the element. Each chart says the width of its place, so the two agree and plotly draws
+    it once (at 1920x1080: the headline's in 3 of 4 columns, every other chart across the main area)."""
+    app = AppTest.from_file(APP, default_timeout=300)
+    app.query_params.update({"source": "recorded", **params})
+    app.run()
+    assert_no_exception(app)
+    widths = [spec["layout"].get("width") for spec in plotly_specs(app)]
+    expected = script.column_px([1, 3], 1) if params["scene"] == "headline" else script.BODY_WIDTH_PX
+    assert widths == [expected] * len(widths)
+
+
+def test_a_chart_width_is_its_place_scaled_in_whole_px_and_a_figure_keeps_its_own():
+    assert script.chart_width_px(1338, 1) == 1338
+    assert script.chart_width_px(1338, 2 / 3) == 892  # 891.99999… in floats
+    assert script.chart_width_px(1800, 2) == 3600
+    assert script.chart_width_px(1338, 0.7111) == 951  # rounded down: never wider than its place
+
+
+def test_a_figure_with_a_width_of_its_own_keeps_it(monkeypatch):
+    sent = []
+    monkeypatch.setattr(script.st, "plotly_chart", lambda fig, **options: sent.append(fig))
+    monkeypatch.setattr(script.st, "session_state", {})
+    monkeypatch.setattr(script, "first_view_step", lambda: "controls")
+    script.chart(go.Figure(layout={"width": 500, "height": 300}))
+    script.chart(go.Figure(layout={"height": 300}), width=900)
+    assert [fig.layout.width for fig in sent] == [500, 900]
 
 
 # -- a chart's figure built once per its inputs, for every session (page.script.built_figure) ----------------------
