@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import streamlit as st
 
@@ -47,13 +48,18 @@ class Scene:
     show: Callable[[Stage], None]  # lays the scene out from the stage
 
 
+# the tab's icon: a PNG, not an emoji (Streamlit draws an emoji icon as an SVG image of the emoji's text, which the
+# browser parses on the page's main thread with the color emoji font: ~30 ms before the first chart, BENCHMARKS.md)
+PAGE_ICON = str(Path(__file__).with_name("icon.png"))
+
+
 def present(scenes: Sequence[Scene], choices: dict[str, tuple[str, ...]] | None = None, warm_up: bool = False) -> None:
     """One run of the page: the frame, the stage, then the scene the link names.
 
     choices: the scenes' own tables of link keys (e.g. {"tab": (...)}), resolved like the scene, the tiling
     view and the loop order (page.settings.resolve): a bad value falls back to the first with a note.
     warm_up: measure every slider stop of the setting before its first view (`streamlit run app.py -- --warm-up`)."""
-    st.set_page_config(page_title="FlashAttention, live", page_icon="⚡", layout="wide",
+    st.set_page_config(page_title="FlashAttention, live", page_icon=PAGE_ICON, layout="wide",
                        initial_sidebar_state="collapsed")
     guard.install()
     if not guard.same_origin():
