@@ -6,7 +6,7 @@ Every number on the page comes from the Triton kernels in kernels/ (flash, its F
 Gluon kernel, naive): measured live on the GPU in front of the audience or, without a GPU that Triton can drive,
 read from a recording of those kernels (results/) while the tiling animation runs the same kernel source in
 Triton's CPU interpreter. This file decides what to show: `main()`, the scenes in the order of the talk (SCENES,
-at the end), one function per scene. page/ is the machinery around them, story.py the numbers they quote,
+at the end), one function per scene. page/ is the machinery around them, story/ the numbers they quote,
 viz/ the figures.
 
 Keys for a presenter's clicker: Page Down / Page Up move between scenes, ← / → step the animation.
@@ -22,7 +22,6 @@ import streamlit as st
 import page
 from page import Stage, bound, chart, no_numbers, recording_coverage, seq_len_slider
 from page.settings import TRACE_SEQ_LENS, MAX_SEED
-import costmodel
 import story
 import viz
 from fmt import fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens, markdown_text, plotly_text
@@ -93,7 +92,7 @@ def scene_hierarchy(stage: Stage) -> None:
 def scene_problem(stage: Stage) -> None:
     s = stage.settings
     seq_len_slider(s)
-    scores = story.scores_memory(s.seq_len, s.heads, s.head_dim, s.dtype_bytes)
+    scores = story.scores_memory(s.shape)
     st.markdown(
         f"One head's scores at N = {fmt_tokens(s.seq_len)} in {s.dtype}: **{fmt_bytes(scores.per_head)}**; all "
         f"{s.heads} heads: **{fmt_bytes(scores.all_heads)}**. The often-quoted \"8K = 256 MB per head\" holds for "
@@ -101,7 +100,7 @@ def scene_problem(stage: Stage) -> None:
         f"extra memory is not constant either: it grows as O(N), {fmt_bytes(scores.flash_per_head)} per head here.")
     hbm_bytes = stage.facts.get("hbm_bytes") if stage.facts else None
     chart(viz.scores_memory_figure(s.seq_len, s.heads, s.dtype_bytes, hbm_bytes=hbm_bytes, theme=s.theme,
-                                   wall=story.standard_wall(stage.facts, s.batch, s.heads, s.head_dim, s.dtype_bytes)))
+                                   wall=story.standard_wall(stage.facts, s.shape)))
 
 
 def scene_compare(stage: Stage) -> None:
@@ -110,7 +109,7 @@ def scene_compare(stage: Stage) -> None:
     records = stage.ours_over_lengths()
     panels = stage.hbm_traffic(records)
     moved = story.hbm_bytes(panels, records, s.seq_len)
-    naive = next((r for r in records if r["algorithm"] == "naive" and r["seq_len"] == s.seq_len), None)
+    naive = story.record_at(records, "naive", s.seq_len)
     block_m, block_n = panels.tiles
     standard, flash, ratio = st.columns(3)
     def badge(text: str | None) -> dict:  # a grey line under a card's number, where there is something to say
@@ -179,7 +178,7 @@ def scene_tiling(stage: Stage) -> None:
     with st.container(horizontal=True, vertical_alignment="center"):
         bound(st.segmented_control, "View", "view", s, options=tuple(page.VIEWS), required=True,
               format_func=lambda key: page.VIEWS[key].label, label_visibility="collapsed")
-        bound(st.segmented_control, "Loop order", "order", s, options=tuple(page.LOOP_ORDERS), required=True,
+        bound(st.segmented_control, "Loop order", "order", s, options=tuple(page.loop_orders()), required=True,
               format_func=page.order_label, label_visibility="collapsed")
         bound(st.toggle, "Causal", "causal", s)
         with st.popover(f"N {s.trace_len} · {s.block_m}×{s.block_n} · seed {s.seed}"):
@@ -250,14 +249,13 @@ def scene_evolution(stage: Stage) -> None:
         return
     records = stage.every_algorithm_at_length()
     said = recording_coverage(stage)
-    history = stage.records_for(costmodel.ALGORITHMS, page.settings.SEQ_LENS) if not stage.live else None
+    history = stage.records_for(story.prefill_algorithms(), page.settings.SEQ_LENS) if not stage.live else None
     measured = [{**point, "label": viz.algorithm_label(point["algorithm"])}
                 for point in story.evolution_points(records, s.seq_len, history)]
     chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.measured_text,
                                height=EVOLUTION_CHART_PX - said // 2))
     if stage.recording and stage.facts and not said:  # a setting the recording lacks has no gap to split
-        gap = story.fa1_gap(stage.recording.records, s.seq_len, s.batch, s.heads, s.head_dim, s.dtype, s.causal,
-                            stage.facts.get("sm_count"))
+        gap = story.fa1_gap(stage.recording.records, s.shape, stage.facts.get("sm_count"))
         st.caption(" ".join(filter(None, (gap.sentence, story.runs_sentence(stage.recording.meta)))))
     with st.expander("Sources of the published numbers"):
         st.markdown("\n".join(f"- **{entry['version']}** ({entry['year']}, {entry['gpu']}): {entry['citation']}. "
@@ -281,7 +279,7 @@ def scene_timeline(stage: Stage) -> None:
         st.info(f"The SM timeline needs a GPU or a recording with timelines: "
                 f"{stage.recording_problem or 'this recording has none'}.")
         return
-    st.caption(story.timeline_caption(timeline, s.seq_len, s.batch, s.heads, s.head_dim, s.causal, stage.live))
+    st.caption(story.timeline_caption(timeline, s.shape, stage.live))
     stats = story.timeline_stats(timeline)
     programs, waves, busy = st.columns(3)
     programs.metric("Programs (Q blocks × heads)", f"{stats['programs']:,}", border=True)
@@ -306,7 +304,7 @@ def scene_inside(stage: Stage) -> None:
     shape = phases[0]
     rates = [r for r in recording.records if (r["seq_len"], r["batch"], r["heads"], r["head_dim"], r["causal"]) ==
              (s.seq_len, s.batch, s.heads, shape["head_dim"], shape["causal"])]  # the kernels' rates at the talk's N
-    names = {**viz.short_labels(), "flash": "flash (ours), FA-2 order"}
+    names = {**viz.short_labels(), "fa2": "flash (ours), FA-2 order"}
     kernels = story.phase_kernels(phases, rates, recording.facts, names)
     st.markdown(story.phases_sentence(kernels))
     cards = st.columns(len(kernels))
@@ -330,22 +328,21 @@ def scene_takeaways(stage: Stage) -> None:
     error = None
     try:
         with st.spinner(f"Running both kernels on the same inputs {stage.kernels_run}…"):
-            flash = replace(page.TraceRequest.of(s), order="flash")  # the teaching kernel, whatever the view's order
+            flash = replace(page.TraceRequest.of(s), order="fa2")  # the teaching kernel, whatever the view's order
             error = page.kernel_trace(page.traced_tiles(flash)[0])["max_abs_err"]
     except ValueError as why:
         st.error(f"No exactness check for these settings: {why}")
     numbers = {scene.key: number for number, scene in enumerate(SCENES, start=1)}
     panels = stage.hbm_traffic(records)
-    slides = story.takeaway_slides(records, at_length, panels, stage.facts, s.seq_len, s.batch, s.heads, s.head_dim,
-                                   s.dtype, numbers, error, s.trace_len)
+    evidence = story.Evidence(records, at_length, panels, stage.facts, stage.gpu_name, error, s.trace_len)
+    slides = story.takeaway_slides(evidence, s.shape, numbers)
     for row in range(0, len(slides), 3):  # slides: a number and a line each, three to a row
         for column, slide in zip(st.columns(3), slides[row:row + 3]):
             with column.container(border=True, height="stretch"):
                 st.metric(slide.title, slide.number)
                 st.markdown(f"{slide.line} · scene {slide.scene}")
     with st.expander("Each takeaway in words"):
-        points = story.takeaways(records, at_length, panels, stage.facts, stage.gpu_name, s.seq_len, s.batch,
-                                 s.heads, s.head_dim, s.dtype, numbers, error, s.trace_len)
+        points = story.takeaways(evidence, s.shape, numbers)
         st.markdown("\n".join(f"{number}. {point}" for number, point in enumerate(points, start=1)))
 
 

@@ -14,15 +14,17 @@ from pathlib import Path
 
 import torch
 
-from costmodel import SEQ_LENS
+from costmodel import SEQ_LENS, Shape
 
-from bench.algorithms import ALGORITHM_KEYS as ALGORITHMS, FLASH_V1_TIMED_MAX_SEQ_LEN, OURS
 from bench.device import device_facts
 from bench.measure import Setting, measure, model_extra_bytes, time_cuda
 from bench.results import dump_results
-from kernels.flash import FlashConfig, flash_attention
+from kernels import specs
+from kernels.fa2 import FlashConfig, flash_attention
 from kernels.inputs import DTYPES_BY_NAME, SUPPORTED_HEAD_DIMS
 from kernels.runtime import INTERPRET
+
+BASE = "fa2"  # the ratio table's columns are each kernel's time ÷ this one's (our teaching kernel)
 
 RATIO_SEQ_LEN = 8192
 TUNE_CANDIDATES = tuple(FlashConfig(*c) for c in (
@@ -67,8 +69,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seq-lens", type=_int_list, default=list(SEQ_LENS),
                    help="comma-separated sequence lengths (default: powers of two 1K..256K)")
-    p.add_argument("--algorithms", type=_choice_list(ALGORITHMS), default=list(ALGORITHMS),
-                   help=f"comma-separated, from {', '.join(ALGORITHMS)} (default: all)")
+    keys = specs.keys(passes=("prefill",))
+    p.add_argument("--algorithms", type=_choice_list(keys), default=list(keys),
+                   help=f"comma-separated, from {', '.join(keys)} (default: all)")
     p.add_argument("--head-dims", type=_int_list, default=[64, 128], help="comma-separated head dims (default 64,128)")
     p.add_argument("--dtypes", type=_choice_list(tuple(DTYPES_BY_NAME)), default=["bfloat16"])
     p.add_argument("--causal", choices=("both", "true", "false"), default="both")
@@ -81,13 +84,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--shapes", type=_shape_list, default=[],
                    help="more (batch x heads) shapes to sweep like the main one, e.g. 1x32 (Llama 3 8B's heads)")
     p.add_argument("--fill", action="store_true",
-                   help="also time flash and the FA1-order kernel at a shape that fills the GPU (batch·heads ≥ "
+                   help="also time FA-2 and the FA1-order kernel at a shape that fills the GPU (batch·heads ≥ "
                         "2 × SMs programs for FA1), N = 4K: the loop order's cost apart from idle SMs")
     p.add_argument("--phases", action="store_true",
                    help="also record, with Proton, what each warpgroup of one launch does over time, for the teaching "
-                        "kernel (flash) and the FA-3 style kernel (flash_v3): batch 1 × 4 heads, N = 4K, head_dim 128")
+                        "kernel (fa2) and the FA-3 style kernel (fa3): batch 1 × 4 heads, N = 4K, head_dim 128")
     p.add_argument("--phases-only", type=Path, default=None, help=argparse.SUPPRESS)  # record_phases' child
-    p.add_argument("--tune", action="store_true", help="time flash tile configs at seq_len 8K and print the best")
+    p.add_argument("--tune", action="store_true", help="time FA-2 tile configs at seq_len 8K and print the best")
     p.add_argument("--out", type=Path, default=None, help="write a results JSON file here")
     p.add_argument("--merge-into", action="store_true",
                    help="with --out naming an existing results file: keep its records of settings this run did not "
@@ -117,26 +120,30 @@ def print_table(records: list[dict], file=sys.stdout) -> None:
 def ratio_table(records: list[dict], seq_len: int = RATIO_SEQ_LEN, batch: int | None = None,
                 heads: int | None = None) -> list[dict]:
     """The side-by-side ratios at one seq_len and one (batch, heads) (the first record's when not given), from
-    records of the same run."""
+    records of the same run: every kernel whose spec is in the ratio table, as its time ÷ FA-2's (> 1: FA-2 is
+    faster), and the memory each kernel of ours took against its design."""
     if records and batch is None:
         batch, heads = records[0]["batch"], records[0]["heads"]
-    by_key = {(r["algorithm"], r["head_dim"], r["causal"], r["dtype"]): r for r in records
+    by_key = {(specs.canonical(r["algorithm"]), r["head_dim"], r["causal"], r["dtype"]): r for r in records
               if r["seq_len"] == seq_len and r["status"] == "ok" and (r["batch"], r["heads"]) == (batch, heads)}
     rows = []
     for (algo, d, causal, dtype), r in sorted(by_key.items()):
-        if algo != "flash":
+        if algo != BASE:
             continue
-        row = {"head_dim": d, "causal": causal, "dtype": dtype, "flash_ms": r["time_ms"], "flash_tflops": r["tflops"]}
-        for other in ("sdpa_flash", "sdpa_default", "flash_v1", "flash_v3"):
+        row = {"head_dim": d, "causal": causal, "dtype": dtype, f"{BASE}_ms": r["time_ms"],
+               f"{BASE}_tflops": r["tflops"]}
+        for other in specs.keys(ratio=True):
             o = by_key.get((other, d, causal, dtype))
-            row[f"flash_vs_{other}"] = o["time_ms"] / r["time_ms"] if o else None
+            row[f"{BASE}_vs_{other}"] = o["time_ms"] / r["time_ms"] if o else None
         naive, eager = by_key.get(("naive", d, causal, dtype)), by_key.get(("torch_naive", d, causal, dtype))
         row["naive_vs_torch_naive"] = eager["time_ms"] / naive["time_ms"] if naive and eager else None
-        setting = Setting("flash", r["seq_len"], r["batch"], r["heads"], d, dtype, causal)
-        row["flash_extra_vs_o_lse"] = r["peak_extra_bytes"] / model_extra_bytes(setting) if r["peak_extra_bytes"] else None
+        setting = Setting(BASE, Shape.of_record(r))
+        row[f"{BASE}_extra_vs_o_lse"] = (r["peak_extra_bytes"] / model_extra_bytes(setting)
+                                         if r["peak_extra_bytes"] else None)
         if naive and naive["peak_extra_bytes"]:
             b, h, n = naive["batch"], naive["heads"], naive["seq_len"]
-            row["naive_extra_vs_s_plus_p"] = naive["peak_extra_bytes"] / (b * h * n * n * (4 + setting.dtype_bytes))
+            row["naive_extra_vs_s_plus_p"] = (naive["peak_extra_bytes"]
+                                              / (b * h * n * n * (4 + setting.shape.dtype_bytes)))
         rows.append(row)
     return rows
 
@@ -190,15 +197,15 @@ def record_phases(timeout_s: float = 420) -> tuple[list[dict], str]:
 
 
 def record_phases_here() -> tuple[list[dict], str]:
-    """kernels.phase_timeline for each kernel it knows, as the results file keeps it; and what could not be
+    """bench.phases for each kernel it knows, as the results file keeps it; and what could not be
     recorded, in words (a kernel Proton could not instrument here is a sentence, not a lost run)."""
-    from kernels import phase_timeline
+    from bench import phases
     kept, skipped = [], []
-    for kernel in ("flash_v3", "flash"):  # the Gluon kernel first: the tl one turns Proton's Triton semantic on
-        why = phase_timeline.phase_timeline_unavailable_reason(kernel)
+    for kernel in phases.recording_order():  # Gluon kernels first: a tl one turns Proton's Triton semantic on
+        why = phases.unavailable_reason(kernel)
         if why is None:
             try:
-                data = phase_timeline.record_phase_timeline(kernel, max_programs=PHASE_PROGRAMS, **PHASE_SHAPE)
+                data = phases.record_phase_timeline(kernel, max_programs=PHASE_PROGRAMS, **PHASE_SHAPE)
             except Exception as exc:  # noqa: BLE001 - a failed recording is said, the bench goes on
                 why = f"{type(exc).__name__}: {str(exc)[:300]}"
             else:
@@ -220,16 +227,16 @@ def record_phases_here() -> tuple[list[dict], str]:
 
 
 def fill_settings(head_dims: list[int], dtypes: list[str], causals: list[bool], sm_count: int) -> list[Setting]:
-    """flash and the FA1-order kernel at a shape whose batch·heads (FA1's programs, one per head) is at least
+    """FA-2 and the FA1-order kernel at a shape whose batch·heads (FA1's programs, one per head) is at least
     twice the SMs, so that no SM idles: there the two differ by their loop order alone."""
     heads = 64
     batch = max(1, -(-2 * sm_count // heads))
-    return [Setting(a, FILL_SEQ_LEN, batch, heads, d, dt_, c)
-            for dt_, d, c, a in itertools.product(dtypes, head_dims, causals, ("flash", "flash_v1"))]
+    return [Setting(a, Shape(FILL_SEQ_LEN, batch, heads, d, dt_, c))
+            for dt_, d, c, a in itertools.product(dtypes, head_dims, causals, ("fa2", "fa1"))]
 
 
 def _setting_key(record: dict) -> tuple:
-    return tuple(record[k] for k in ("algorithm", "seq_len", "batch", "heads", "head_dim", "dtype", "causal"))
+    return (specs.canonical(record["algorithm"]), Shape.of_record(record))
 
 
 def merged(path: Path, records: list[dict], timelines: list[dict], phases: list[dict], extra: dict,
@@ -266,7 +273,7 @@ def main(argv=None) -> int:
     shapes = [(args.batch, args.heads, d) for d in args.head_dims]
     for shape in args.shapes:  # a shape with its own head_dim is swept at that one only
         shapes += [shape] if len(shape) == 3 else [(*shape, d) for d in args.head_dims]
-    settings = [Setting(a, n, b, h, d, dt_, c)
+    settings = [Setting(a, Shape(n, b, h, d, dt_, c))
                 for (b, h, d), dt_, c, a, n in itertools.product(shapes, args.dtypes, causals, args.algorithms,
                                                                  args.seq_lens)]
     if args.fill:
@@ -274,17 +281,18 @@ def main(argv=None) -> int:
     records = []
     oom_at = {}
     for i, s in enumerate(settings, 1):
-        key = (s.algorithm, s.batch, s.heads, s.head_dim, s.causal, s.dtype)
-        if s.algorithm == "flash_v1" and s.seq_len > FLASH_V1_TIMED_MAX_SEQ_LEN:
-            continue  # one program per head: past this, minutes of GPU time for a point the story does not need
-        if key in oom_at and s.seq_len > oom_at[key] and s.algorithm not in OURS:
+        n = s.shape.seq_len
+        key = (s.algorithm, s.shape.at(seq_len=1, kv_len=1))
+        if s.spec.max_seq_len and n > s.spec.max_seq_len:
+            continue  # its spec says why: minutes of GPU time for a point the story does not need
+        if key in oom_at and n > oom_at[key] and not s.spec.ours:
             continue  # PyTorch's eager path past its own wall: nothing new to learn
         r = measure(s, rep_ms=args.rep_ms).to_dict()
         if r["status"] == "oom":
-            oom_at.setdefault(key, s.seq_len)
+            oom_at.setdefault(key, n)
         records.append(r)
-        print(f"[{i}/{len(settings)}] {s.algorithm} D={s.head_dim} causal={s.causal} N={s.seq_len}: {r['status']} "
-              f"{_fmt(r['time_ms'], '.3f')} ms", file=sys.stderr, flush=True)
+        print(f"[{i}/{len(settings)}] {s.algorithm} D={s.shape.head_dim} causal={s.shape.causal} N={n}: "
+              f"{r['status']} {_fmt(r['time_ms'], '.3f')} ms", file=sys.stderr, flush=True)
     timelines = []
     if args.timeline:
         from kernels.trace import sm_timeline

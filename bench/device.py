@@ -6,7 +6,7 @@ Roofs are measured as the best of several sizes, each larger than the L2 where t
 
 - copy: device-to-device copies of 1, 2 and 4 GiB, read + write bytes / s (each 17× the H200's L2 or more).
 - matmul: dense bf16 products of 4096³, 8192³ and 16384³ through PyTorch (cuBLAS), on random data.
-- L2: a kernel that reads an L2-resident buffer over and over (kernels/l2_read.py): a copy through PyTorch of a
+- L2: a kernel that reads an L2-resident buffer over and over (bench/l2_read.py): a copy through PyTorch of a
   buffer small enough to stay in L2 takes a few microseconds, so launch overhead would dominate its timing.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from kernels.runtime import INTERPRET  # first: it sets TRITON_INTERPRET before 
 import torch
 import triton.testing
 
-from kernels.l2_read import L2_BLOCK, read_repeatedly
+from bench.l2_read import L2_BLOCK, read_repeatedly
 
 COPY_SIZES_BYTES = (1 << 30, 2 << 30, 4 << 30)
 MATMUL_SIZES = (4096, 8192, 16384)

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 import torch
 
 import costmodel
-from costmodel import DTYPE_BYTES, HEAD_DIMS as SUPPORTED_HEAD_DIMS
-from bench.algorithms import ALGORITHMS, ON_INTERPRETER
+from costmodel import HEAD_DIMS as SUPPORTED_HEAD_DIMS, Shape
 from bench.device import device_facts
 from bench.record import Record
+from kernels import specs
 from kernels.inputs import DTYPES_BY_NAME
 from kernels.runtime import DEVICE, INTERPRET, kernel_launch_lock
 
@@ -40,66 +40,64 @@ GPU_LOCK_TIMEOUT_S = 300.0
 
 @dataclass(frozen=True)
 class Setting:
+    """What one measurement measures: an algorithm (a spec's key; an older name is read as today's) at a shape."""
     algorithm: str
-    seq_len: int
-    batch: int = 1
-    heads: int = 16
-    head_dim: int = 128
-    dtype: str = "bfloat16"
-    causal: bool = False
+    shape: Shape
 
     def __post_init__(self):
-        if self.algorithm not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {self.algorithm!r}: choose one of {tuple(ALGORITHMS)}")
-        for name in ("seq_len", "batch", "heads"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if self.seq_len > MAX_SEQ_LEN:
-            raise ValueError(f"seq_len {self.seq_len} is above the supported {MAX_SEQ_LEN}")
-        if self.head_dim not in SUPPORTED_HEAD_DIMS:
-            raise ValueError(f"unsupported head_dim {self.head_dim!r}: supported are {SUPPORTED_HEAD_DIMS}")
-        if self.dtype not in DTYPES_BY_NAME:
-            raise ValueError(f"unsupported dtype {self.dtype!r}: use one of {tuple(DTYPES_BY_NAME)}")
-        if not isinstance(self.causal, bool):
-            raise ValueError(f"causal must be True or False, got {self.causal!r}")
+        if not isinstance(self.algorithm, str) or specs.canonical(self.algorithm) not in specs.SPECS:
+            raise ValueError(f"unknown algorithm {self.algorithm!r}: choose one of {tuple(specs.SPECS)}")
+        object.__setattr__(self, "algorithm", specs.canonical(self.algorithm))
+        if not isinstance(self.shape, Shape):
+            raise ValueError(f"shape must be a costmodel.Shape, got {type(self.shape).__name__}")
+        if max(self.shape.seq_len, self.shape.kv_len) > MAX_SEQ_LEN:
+            raise ValueError(f"seq_len {max(self.shape.seq_len, self.shape.kv_len)} is above the supported "
+                             f"{MAX_SEQ_LEN}")
+        if self.shape.head_dim not in SUPPORTED_HEAD_DIMS:
+            raise ValueError(f"unsupported head_dim {self.shape.head_dim!r}: supported are {SUPPORTED_HEAD_DIMS}")
 
     @property
-    def dtype_bytes(self) -> int:
-        return DTYPE_BYTES[self.dtype]
+    def spec(self) -> specs.Spec:
+        return specs.spec(self.algorithm)
 
 
 def attention_flops(s: Setting) -> float:
     """Matmul FLOPs of the forward pass (costmodel.attention_flops)."""
-    return costmodel.attention_flops(s.seq_len, s.batch, s.heads, s.head_dim, s.causal)
+    return costmodel.attention_flops(s.shape)
 
 
 def flash_tiles(s: Setting) -> tuple[int, int] | None:
     """(block_m, block_n) our kernel runs this setting with; None for algorithms without tiles we choose."""
-    return ALGORITHMS[s.algorithm].tiles(s)
+    return s.spec.load("tiles")(s.shape) if s.spec.tiles else None
 
 
 def bytes_moved(s: Setting, machine: costmodel.Machine | None = None) -> int:
-    """HBM bytes the algorithm moves by the cost model (costmodel.traffic): flash with the tiles it runs,
+    """HBM bytes the algorithm moves by the cost model (its spec's traffic): flash with the tiles it runs,
     L2-aware on `machine` (else the no-cache bound); naive with its softmax's passes on this path."""
     tiles = flash_tiles(s) or (None, None)
-    return costmodel.total_bytes(costmodel.traffic(s.algorithm, s.seq_len, s.batch, s.heads, s.head_dim,
-                                                   s.dtype_bytes, s.causal, *tiles, machine=machine,
-                                                   interpreter=INTERPRET))
+    return costmodel.total_bytes(specs.traffic(s.algorithm, s.shape, *tiles, machine=machine, interpreter=INTERPRET))
 
 
 def model_extra_bytes(s: Setting) -> int:
-    """Device memory the algorithm needs beyond its inputs, by its design (costmodel.extra_bytes)."""
-    return costmodel.extra_bytes(s.algorithm, s.seq_len, s.batch, s.heads, s.head_dim, s.dtype_bytes)
+    """Device memory the algorithm needs beyond its inputs, by its design (its spec's extra_bytes)."""
+    return specs.extra_bytes(s.algorithm, s.shape)
 
 
 def runner(s: Setting, q, k, v):
-    """The call to time for this setting's algorithm (bench.algorithms); ValueError where it does not run."""
-    algorithm = ALGORITHMS[s.algorithm]
-    why = algorithm.unavailable(s)
+    """The call to time for this setting's algorithm: ours through the library's face (kernels.flash_attention),
+    the others as their spec names them. ValueError where it does not run (its spec says why)."""
+    spec = s.spec
+    why = spec.load("unavailable")(s.shape) if spec.unavailable else None
     if why:
         raise ValueError(why)
-    return algorithm.runner(s, q, k, v)
+    if spec.max_seq_len and s.shape.seq_len > spec.max_seq_len:
+        raise ValueError(f"the {spec.short} kernel is not timed past {spec.max_seq_len} tokens ({spec.max_seq_len_why})")
+    causal = s.shape.causal
+    if spec.library:
+        from kernels.attention import flash_attention
+        return lambda: flash_attention(q, k, v, causal=causal, kernel=spec.key)
+    call = spec.load("call")
+    return lambda: call(q, k, v, causal=causal)
 
 
 # -- measuring -----------------------------------------------------------------------------------
@@ -127,9 +125,11 @@ def make_record(s: Setting, status: str, device: str, timing_kind: str, times_ms
             tflops = attention_flops(s) / (median * 1e-3) / 1e12
             gbps = moved / (median * 1e-3) / 1e9
     block_m, block_n = flash_tiles(s) or (None, None)
-    return Record(s.algorithm, s.seq_len, s.batch, s.heads, s.head_dim, s.dtype, s.causal, status, median, p20,
-                  p80, tflops, gbps, moved, peak, needed, message, device, timing_kind, block_m, block_n,
-                  counters="not counted: hardware counters are read by `python -m bench.counters`")
+    shape = s.shape
+    return Record(s.algorithm, shape.seq_len, shape.batch, shape.heads, shape.head_dim, shape.dtype, shape.causal,
+                  status, median, p20, p80, tflops, gbps, moved, peak, needed, message, device, timing_kind, block_m,
+                  block_n, counters="not counted: hardware counters are read by `python -m bench.counters`",
+                  kv_len=shape.kv_len, kv_heads=shape.kv_heads, pass_=shape.pass_)
 
 
 @functools.cache
@@ -139,11 +139,14 @@ def _machine() -> costmodel.Machine | None:
 
 
 def inputs(s: Setting, seed: int):
-    """Random q, k, v of the setting's shape and dtype (never zeros), from `seed`, on the active device."""
+    """Random q, k, v of the setting's shape and dtype (never zeros), from `seed`, on the active device: q (batch,
+    heads, seq_len, head_dim), k and v (batch, kv_heads, kv_len, head_dim)."""
     gen = torch.Generator(device=DEVICE).manual_seed(seed)
-    shape = (s.batch, s.heads, s.seq_len, s.head_dim)
-    dtype = DTYPES_BY_NAME[s.dtype]
-    return tuple(torch.randn(shape, generator=gen, device=DEVICE, dtype=torch.float32).to(dtype) for _ in range(3))
+    shape = s.shape
+    dtype = DTYPES_BY_NAME[shape.dtype]
+    sizes = [(shape.batch, shape.heads, shape.seq_len, shape.head_dim)]
+    sizes += [(shape.batch, shape.kv_heads, shape.kv_len, shape.head_dim)] * 2
+    return tuple(torch.randn(size, generator=gen, device=DEVICE, dtype=torch.float32).to(dtype) for size in sizes)
 
 
 def time_cuda(fn, warmup_ms: float, rep_ms: float, max_reps: int = 200) -> list[float]:
@@ -197,10 +200,10 @@ def _measure_cuda(s: Setting, seed: int, warmup_ms: float, rep_ms: float) -> Rec
 
 
 def _measure_interpreter(s: Setting, seed: int) -> Record:
-    if s.algorithm not in ON_INTERPRETER:
+    if not s.spec.interpreter:
         raise ValueError(f"{s.algorithm} needs a GPU: it runs on CUDA only (the interpreter path is active)")
-    if s.seq_len > INTERPRETER_MAX_SEQ_LEN:
-        raise ValueError(f"seq_len {s.seq_len} is too large for the CPU interpreter "
+    if s.shape.seq_len > INTERPRETER_MAX_SEQ_LEN:
+        raise ValueError(f"seq_len {s.shape.seq_len} is too large for the CPU interpreter "
                          f"(at most {INTERPRETER_MAX_SEQ_LEN}); the recorded H200 results cover larger N")
     q, k, v = inputs(s, seed)
     fn = runner(s, q, k, v)

@@ -12,8 +12,8 @@ STATUSES = ("ok", "oom", "error")
 
 @dataclass(frozen=True)
 class Record:
-    algorithm: str
-    seq_len: int
+    algorithm: str                 # a kernel's spec key (kernels/specs.py)
+    seq_len: int                   # the shape (costmodel.Shape): query tokens per sequence …
     batch: int
     heads: int
     head_dim: int
@@ -25,7 +25,7 @@ class Record:
     time_ms_p80: float | None
     tflops: float | None           # None on the interpreter (CPU time says nothing about GPU speed)
     gbps: float | None
-    bytes_moved: int               # HBM bytes by the cost model (costmodel.traffic; flash: L2-aware on a GPU)
+    bytes_moved: int               # HBM bytes by the cost model (its spec's traffic; flash: L2-aware on a GPU)
     peak_extra_bytes: int | None   # None where it cannot be measured
     needed_bytes: int | None       # oom: the size of the allocation that failed
     message: str
@@ -39,12 +39,19 @@ class Record:
     l2_bytes: int | None = None            # bytes through L2 (reads and writes), likewise
     counters: str = ""                     # how the counts were read, or why there are none
     kernels: list[dict] | None = None      # per kernel launched: name, time_ms, dram_read_bytes, dram_write_bytes, l2_bytes
+    kv_len: int | None = None              # … keys per sequence (None: seq_len) …
+    kv_heads: int | None = None            # … K/V heads (None: heads) …
+    pass_: str = "prefill"                 # … and what was computed ("pass" in the file: prefill, decode, backward)
+    page_size: int | None = None           # decode: tokens per page of a paged cache (None: contiguous)
+    num_splits: int | None = None          # decode: splits of the cache (programs per sequence and K/V head)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        out["pass"] = out.pop("pass_")
+        return out
 
 
-RECORD_FIELDS = tuple(f.name for f in fields(Record))
+RECORD_FIELDS = tuple("pass" if f.name == "pass_" else f.name for f in fields(Record))
 OPTIONAL_RECORD_FIELDS = ("block_m", "block_n", "dram_read_bytes", "dram_write_bytes", "l2_bytes", "counters",
-                          "kernels")
+                          "kernels", "kv_len", "kv_heads", "pass", "page_size", "num_splits")
 REQUIRED_RECORD_FIELDS = tuple(name for name in RECORD_FIELDS if name not in OPTIONAL_RECORD_FIELDS)

@@ -20,17 +20,21 @@ import json
 import math
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import costmodel
-from costmodel import DTYPE_BYTES, SEQ_LENS
-from bench.algorithms import ALGORITHM_KEYS as ALGORITHMS
+from costmodel import DTYPE_BYTES, PASSES, SEQ_LENS, Shape
 from bench.record import OPTIONAL_RECORD_FIELDS, RECORD_FIELDS, STATUSES
+from kernels import specs
 
 SCHEMA = "flash-live-results"
-SCHEMA_VERSION = 2            # 2 added "phases" (what each warpgroup of one launch did, Proton); 1 still reads
-READABLE_VERSIONS = (1, 2)
+# 3: the kernels' one vocabulary ("fa2", "fa1", "fa3": files of 1 and 2 say "flash", "flash_v1", "flash_v3", read as
+# these) and the shape's K/V length and heads, the pass, a decode's page size and splits; 2 added "phases" (what each
+# warpgroup of one launch did, Proton). 1 and 2 still read.
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 MAX_FILE_BYTES = 20 << 20
 MAX_DEPTH = 10                # the deepest our files go is 9 (file → phases → … → lane → spans → span)
@@ -69,9 +73,10 @@ class _Field:
     low: float = 0                    # numbers: inclusive bounds
     high: float = 0
     nullable: bool = False
-    choices: tuple[str, ...] = ()     # text: one of these
+    choices: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()  # text: one of these (a callable: asked each time)
     max_chars: int = MAX_TEXT
     unit: str = ""
+    aliases: Callable[[], dict[str, str]] | None = None  # text: older names read as today's
 
 
 def _int(low: int, high: int, nullable: bool = False, unit: str = "") -> _Field:
@@ -82,8 +87,17 @@ def _float(high: float, nullable: bool = True, low: float = MIN_MS, unit: str = 
     return _Field(float, low, high, nullable, unit=unit)
 
 
-def _text(max_chars: int = MAX_TEXT, nullable: bool = False, choices: tuple[str, ...] = ()) -> _Field:
-    return _Field(str, nullable=nullable, choices=choices, max_chars=max_chars)
+def _text(max_chars: int = MAX_TEXT, nullable: bool = False, choices=(), aliases=None) -> _Field:
+    return _Field(str, nullable=nullable, choices=choices, max_chars=max_chars, aliases=aliases)
+
+
+def _algorithms() -> tuple[str, ...]:
+    """The names a record may carry: every spec's key (kernels/specs.py), read when a file is."""
+    return tuple(specs.SPECS)
+
+
+def _proton_kernels() -> tuple[str, ...]:
+    return tuple(spec.key for spec in specs.with_facet("proton"))
 
 
 _BOOL = _Field(bool)
@@ -91,7 +105,8 @@ _BYTES = _int(0, MAX_BYTES, nullable=True, unit="bytes")
 _TIME = _float(MAX_MS, unit="ms")
 
 RECORD_SCHEMA: dict[str, _Field] = {
-    "algorithm": _text(choices=ALGORITHMS), "seq_len": _int(1, 1 << 24), "batch": _int(1, 1 << 16),
+    "algorithm": _text(choices=_algorithms, aliases=specs.aliases), "seq_len": _int(1, 1 << 24),
+    "batch": _int(1, 1 << 16),
     "heads": _int(1, 1 << 12), "head_dim": _int(1, 1 << 12), "dtype": _text(choices=tuple(DTYPE_BYTES)),
     "causal": _BOOL, "status": _text(choices=STATUSES),
     "time_ms": _TIME, "time_ms_p20": _TIME, "time_ms_p80": _TIME,
@@ -101,7 +116,9 @@ RECORD_SCHEMA: dict[str, _Field] = {
     # optional (bench.record.OPTIONAL_RECORD_FIELDS): a bad value is dropped with a note
     "block_m": _int(1, 1024, nullable=True), "block_n": _int(1, 1024, nullable=True),
     "dram_read_bytes": _BYTES, "dram_write_bytes": _BYTES, "l2_bytes": _BYTES, "counters": _text(600),
-    "kernels": _Field(list, nullable=True),
+    "kernels": _Field(list, nullable=True), "kv_len": _int(1, 1 << 24, nullable=True),
+    "kv_heads": _int(1, 1 << 12, nullable=True), "pass": _text(choices=PASSES, nullable=True),
+    "page_size": _int(1, 1 << 16, nullable=True), "num_splits": _int(1, 1 << 16, nullable=True),
 }
 KERNEL_SCHEMA: dict[str, _Field] = {
     "name": _text(), "time_ms": _TIME, "dram_read_bytes": _BYTES, "dram_write_bytes": _BYTES, "l2_bytes": _BYTES,
@@ -176,9 +193,12 @@ def _checked(spec: _Field, value):
     if spec.kind is str:
         if not isinstance(value, str):
             raise _Bad("is not text")
+        if spec.aliases is not None:
+            value = spec.aliases().get(value, value)
         if spec.choices:
-            if value not in spec.choices:
-                raise _Bad(f"is not one of {', '.join(spec.choices)}")
+            choices = spec.choices() if callable(spec.choices) else spec.choices
+            if value not in choices:
+                raise _Bad(f"is not one of {', '.join(choices)}")
             return value
         return plain_text(value, spec.max_chars)
     if spec.kind is list:
@@ -384,13 +404,12 @@ def _near(recorded: float, derived: float) -> bool:
 def _check_plausible(record: dict, facts: dict, where: str, notes: _Notes) -> None:
     """Cross-field and physical checks of one record (numbers a GPU can produce); refuses the file, naming the
     field, when a required number is impossible; drops an optional one (tiles, counts) with a note."""
-    shape = (record["seq_len"], record["batch"], record["heads"], record["head_dim"])
     e = DTYPE_BYTES[record["dtype"]]
     _check_tiles_in(record, facts, where, notes, e)
     if record["status"] != "ok":
         return
     seconds = record["time_ms"] * 1e-3
-    flops = costmodel.attention_flops(*shape, record["causal"])
+    flops = costmodel.attention_flops(Shape.of_record(record))
     if record["timing_kind"] == "cuda":
         derived = flops / seconds / 1e12
         if record["tflops"] is None or not _near(record["tflops"], derived):
@@ -414,7 +433,7 @@ def _check_plausible(record: dict, facts: dict, where: str, notes: _Notes) -> No
 
 
 def _check_tiles_in(record: dict, facts: dict, where: str, notes: _Notes, e: int) -> None:
-    """Tiles the cost model takes (costmodel.check_algorithm_tiles: the rule the record's own kernel applies), and
+    """Tiles the cost model takes (specs.check_tiles: the rule the record's own kernel applies), and
     that fit the GPU."""
     tiles = (record["block_m"], record["block_n"])
     if None in tiles:  # one side alone says nothing (a side the schema dropped has its note already)
@@ -422,7 +441,7 @@ def _check_tiles_in(record: dict, facts: dict, where: str, notes: _Notes, e: int
         return
     why = None
     try:
-        costmodel.check_algorithm_tiles(record["algorithm"], *tiles)
+        specs.check_tiles(record["algorithm"], *tiles)
     except ValueError as error:
         why = str(error)
     limit = facts.get("smem_per_block_bytes")
@@ -463,13 +482,15 @@ def _one_record_per_setting(records: list[dict], name: str) -> list[dict]:
     first: dict[tuple, tuple[int, dict]] = {}
     kept = []
     for i, record in enumerate(records):
-        key = tuple(record[k] for k in ("algorithm", "seq_len", "batch", "heads", "head_dim", "dtype", "causal"))
+        shape = Shape.of_record(record)
+        key = (record["algorithm"], shape, record.get("page_size"))
         if key in first:
             j, earlier = first[key]
             if earlier != record:
-                raise ResultsError(f"{name}: records {j} and {i} measure the same setting ({key[0]}, N = {key[1]}, "
-                                   f"batch {key[2]}, {key[3]} heads, head_dim {key[4]}, {key[5]}"
-                                   f"{', causal' if key[6] else ''}) with different results")
+                raise ResultsError(f"{name}: records {j} and {i} measure the same setting ({key[0]}, N = "
+                                   f"{shape.seq_len}, batch {shape.batch}, {shape.heads} heads, head_dim "
+                                   f"{shape.head_dim}, {shape.dtype}{', causal' if shape.causal else ''}) with "
+                                   f"different results")
             continue
         first[key] = (i, record)
         kept.append(record)
@@ -494,6 +515,12 @@ def _check_record(rec, where: str, notes: _Notes) -> dict:
     out = _object(rec, RECORD_SCHEMA, required, where, notes, _counter_fallback)
     if out["counters"] is None:
         out["counters"] = ""
+    # the shape's newer fields: a record that lacks them (an older file) is a prefill of every query against every key
+    out["kv_len"] = out["kv_len"] or out["seq_len"]
+    out["kv_heads"] = out["kv_heads"] or out["heads"]
+    out["pass"] = out["pass"] or "prefill"
+    if out["heads"] % out["kv_heads"]:
+        raise ResultsError(f"{where}: heads = {out['heads']} is not a multiple of kv_heads = {out['kv_heads']}")
     if out["kernels"] is not None:
         try:
             out["kernels"] = _check_kernels(out["kernels"])
@@ -607,7 +634,8 @@ MAX_PHASE_LANES = 16
 MAX_PHASE_SPANS = 20_000     # spans of one lane: a 256K-token program has 2 048 K/V tiles × 4 phases
 MAX_PHASE_CYCLES = 10**12    # ~8 minutes at 2 GHz: far past any program
 PHASE_SCHEMA: dict[str, _Field] = {
-    "kernel": _text(choices=("flash", "flash_v3")), "batch": _int(1, 1 << 16), "heads": _int(1, 1 << 12),
+    "kernel": _text(choices=_proton_kernels, aliases=specs.aliases), "batch": _int(1, 1 << 16),
+    "heads": _int(1, 1 << 12),
     "seq_len": _int(1, 1 << 24), "head_dim": _int(1, 1 << 12), "causal": _BOOL,
     "dtype": _text(choices=tuple(DTYPE_BYTES)), "program_count": _int(1, MAX_PROGRAMS),
     "plain_ms": _TIME, "instrumented_launch_ms": _TIME, "sm_clock_mhz": _float(1e5, unit="MHz"),

@@ -1,6 +1,6 @@
 """The differences between the two Triton versions our Gluon kernel meets, in one place.
 
-The H200 runs triton 3.6; requirements.txt pins 3.7.1. Both have what kernels/flash_v3.py uses (TMA copies,
+The H200 runs triton 3.6; requirements.txt pins 3.7.1. Both have what kernels/fa3.py uses (TMA copies,
 mbarriers, async wgmma, warp_specialize) under the same names, except:
 
 - the partition-wide barrier (bar.sync over the calling partition's warps) is `gl.thread_barrier()` in 3.6 and
@@ -13,7 +13,7 @@ mbarriers, async wgmma, warp_specialize) under the same names, except:
   3.7; we build it with keywords both accept.
 
 Importing this module never raises: on a Triton without Gluon (or one too old), `GLUON_IMPORT_ERROR` says why and
-the names below are None. Gluon does not run in Triton's CPU interpreter; that is kernels.flash_v3's concern.
+the names below are None. Gluon does not run in Triton's CPU interpreter; that is kernels.fa3's concern.
 """
 from __future__ import annotations
 

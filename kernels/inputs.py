@@ -75,6 +75,12 @@ def _kernel_ready(t: torch.Tensor, seq_len: int) -> torch.Tensor:
     return t
 
 
+def example_qkv(head_dim: int, dtype: torch.dtype, seq_len: int = 128, batch: int = 1, heads: int = 2):
+    """Small random CPU tensors q, k, v of a shape class: what the ahead-of-time compile check launches with (a
+    launcher reads only shapes, strides, dtypes and, for alignment, data pointers)."""
+    return tuple(torch.randn(batch, heads, seq_len, head_dim).to(dtype) for _ in range(3))
+
+
 def dot_modes(dtype: torch.dtype) -> tuple[bool, str]:
     """(upcast operands to fp32 before tl.dot, tl.dot input_precision) for this dtype and path.
 

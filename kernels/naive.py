@@ -192,3 +192,23 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
             HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
             DOT_FP32=dot_fp32, PRECISION=precision, num_warps=num_warps, num_stages=num_stages)
     return (o, s, p) if return_intermediates else o
+
+
+def shipped_launches():
+    """Every configuration the three kernels ship, as (label, targets, launch) for the ahead-of-time compile check:
+    the softmax kernel's constexprs follow seq_len (one row block per power of two up to the single-pass limit, then
+    the two-pass kernel), the matmuls' follow head_dim and dtype."""
+    import costmodel
+    from kernels.inputs import example_qkv
+    seq_lens = [16 << i for i in range((costmodel.SOFTMAX_SINGLE_PASS_MAX // 16).bit_length())]
+    seq_lens.append(costmodel.SOFTMAX_SINGLE_PASS_MAX + 16)
+    launches = []
+    for head_dim in costmodel.HEAD_DIMS:
+        for dtype in (torch.bfloat16, torch.float32):
+            for causal in (False, True):
+                for seq_len in (seq_lens if head_dim == 64 else seq_lens[:1]):  # softmax: dtype, not head_dim
+                    q, k, v = example_qkv(head_dim, dtype, seq_len=seq_len, heads=1)
+                    label = f"D={head_dim} {str(dtype)[6:]} {'causal' if causal else 'full'} N={seq_len}"
+                    launches.append((label, ("sm_90", "sm_80"),
+                                     lambda q=q, k=k, v=v, c=causal: naive_attention(q, k, v, causal=c)))
+    return launches

@@ -2,11 +2,11 @@
 
 The choice is made once, at import, before any ``@triton.jit`` decorator runs: Triton reads
 ``TRITON_INTERPRET`` when it decorates a kernel, so this module must be imported before
-``kernels.flash`` and ``kernels.naive`` (``kernels/__init__.py`` does that).
+``kernels.fa2``, ``kernels.naive`` and the other kernel modules (``kernels/__init__.py`` does that).
 
 ``FLASH_LIVE_BACKEND=interpreter`` forces the interpreter even on a GPU machine (tests, demos).
 ``FLASH_LIVE_BACKEND=aot`` (ahead of time) leaves TRITON_INTERPRET unset and launches nothing: the kernels are
-real ``@triton.jit`` / Gluon functions that ``kernels.compile_check`` compiles for a GPU target (sm_90, sm_80)
+real ``@triton.jit`` / Gluon functions that ``bench.compile_check`` compiles for a GPU target (sm_90, sm_80)
 on a machine without one.
 """
 from __future__ import annotations

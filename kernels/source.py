@@ -1,9 +1,9 @@
 """The flash kernels' own source, cut into the phases the animation shows (no torch, no Triton).
 
-The kernels mark each phase with a comment line that starts with a fixed prefix (`# -- compute qk`, …);
-this module reads the kernel file at run time and finds those lines, so the source beside the animation
-is always the code that ran. A phase runs from its comment line down to the line before the next phase
-comment, the next comment or loop at its own depth, a trace or profiling hook (`if TRACE…`, `if PROFILE:`), or the
+The kernels mark each phase with a comment line that starts with a fixed prefix (`# -- compute qk`, …; a traced
+kernel's spec lists them, kernels/specs.py); this module reads the kernel file at run time and finds those lines, so
+the source beside the animation is always the code that ran. A phase runs from its comment line down to the line
+before the next phase comment, the next comment or loop at its own depth, an instrumentation hook (HOOKS), or the
 end of its block.
 A missing phase comment is an error (tests/test_picture.py keeps it that way).
 """
@@ -12,29 +12,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from costmodel import IO_TENSORS
+from kernels import specs
 
 KERNEL_DIR = Path(__file__).resolve().parent
+# Lines that are instrumentation, not the algorithm (the trace, the SM timeline, Proton's scopes): they end a phase.
+HOOKS = ("if TRACE", "if RECORD_SM", "if PROFILE", "_enter(", "_exit(", "_record_step(")
 
-# Per loop order: the kernel file and its phases in the order they run, (name, comment prefix, required).
-KERNELS: dict[str, tuple[str, tuple[tuple[str, str, bool], ...]]] = {
-    "flash": ("flash.py", (
-        ("load_q", "# -- load the Q block once", True),
-        ("load_k", "# -- load the K tile", True),
-        ("qk", "# -- compute qk", True),
-        ("softmax", "# -- update m_i and l_i", True),
-        ("load_v", "# -- load the V tile", False),
-        ("pv", "# -- rescale the accumulator, then add P·V --", True),
-        ("write", "# -- write O and the row log-sum-exp", True),
-    )),
-    "flash_v1": ("flash_v1.py", (
-        ("load_kv", "# -- load the K tile and the V tile", True),
-        ("load_q", "# -- load the Q block, and its O, m_i and l_i so far", True),
-        ("qk", "# -- compute qk", True),
-        ("softmax", "# -- update m_i and l_i", True),
-        ("pv", "# -- rescale O, then add P·V", True),
-        ("write", "# -- write O, m_i and l_i back to HBM", True),
-    )),
-}
+
+def _traced(order: str) -> specs.Trace:
+    keys = tuple(spec.key for spec in specs.with_facet("trace"))
+    if order not in keys:
+        raise ValueError(f"order must be one of {keys}, got {order!r}")
+    return specs.spec(order).trace
+
+
 PHASE_TITLES = {
     "load_q": "load the Q block", "load_k": "load the K tile", "load_v": "load the V tile",
     "load_kv": "load the K and V tiles", "qk": "S = QKᵀ", "softmax": "new max m, α, P = exp(S − m), l",
@@ -50,18 +41,17 @@ def _ends_phase(line: str, indent: int, prefixes: tuple[str, ...]) -> bool:
     text = line.strip()
     if not text:
         return False
-    return (_indent(line) < indent or text.startswith(prefixes) or text.startswith(("if TRACE", "if PROFILE"))
+    return (_indent(line) < indent or text.startswith(prefixes) or text.startswith(HOOKS)
             or (_indent(line) == indent and text.startswith(("#", "for "))))
 
 
 def kernel_source(order: str, text: str | None = None) -> dict:
-    """The kernel of a loop order ("flash": kernels/flash.py, "flash_v1": kernels/flash_v1.py) as plain data:
+    """The kernel of a loop order (a traced spec: "fa2", kernels/fa2.py; "fa1", kernels/fa1.py) as plain data:
     "path", "lines" (the file's lines) and "phases": {name: [first, last]} 1-based inclusive line numbers
     of each phase found, in the order they run. `text` replaces the file's text (tests).
     Raises ValueError naming the missing comment when a required phase comment is gone."""
-    if order not in KERNELS:
-        raise ValueError(f"order must be one of {tuple(KERNELS)}, got {order!r}")
-    filename, phases = KERNELS[order]
+    trace = _traced(order)
+    filename, phases = trace.source, trace.phases
     path = KERNEL_DIR / filename
     lines = (path.read_text(encoding="utf-8") if text is None else text).splitlines()
     prefixes = tuple(prefix for _, prefix, _ in phases)
@@ -88,9 +78,10 @@ def step_phases(order: str, loads, stores, phases: dict[str, list[int]]) -> list
     """The phases each step of a trace ran, in source order, from what the step loaded and stored
     (a trace's `loads` / `stores`: (T, len(IO_TENSORS), 2) row ranges)."""
     q, k, o = IO_TENSORS.index("Q"), IO_TENSORS.index("K"), IO_TENSORS.index("O")
+    kv_outer = _traced(order).kv_outer  # K/V tile outer (FA1 order): O, m, l are written back every step
     result = []
     for load, store in zip(loads, stores):
         moved = {"load_q": load[q][1] > load[q][0], "load_k": load[k][1] > load[k][0],
-                 "load_kv": load[k][1] > load[k][0], "write": store[o][1] > store[o][0] or order == "flash_v1"}
+                 "load_kv": load[k][1] > load[k][0], "write": store[o][1] > store[o][0] or kv_outer}
         result.append([name for name in phases if moved.get(name, True)])
     return result

@@ -5,9 +5,9 @@ made to show the online softmax at work: in every query block one row meets its 
 so the running max jumps and the rescale factor α = exp(m_old − m_new) matters. The same inputs go
 through the naive kernel, so the last frame can show max |O_flash − O_standard|.
 
-With order="flash_v1" it runs the FlashAttention-1-order kernel (kernels/flash_v1.py) instead: its steps
-come in the order the kernel ran them (K/V tile outer, Q block inner), read from the kernel's own step
-counter. Both traces say what each step loaded from and stored to HBM (`loads`, `stores`: row ranges
+Which kernel runs is the `order`: a kernel whose spec has a trace facet (kernels/specs.py): "fa2" (kernels/fa2.py,
+Q block outer) or "fa1" (kernels/fa1.py, K/V tile outer), whose steps come in the order the kernel ran them, read
+from the kernel's own step counter. Both traces say what each step loaded from and stored to HBM (`loads`, `stores`: row ranges
 of Q, K, V, O, LSE and FA1's fp32 O, m, l), the picture of the HBM ↔ SRAM view.
 
 `sm_timeline` runs the kernel at a real size on the GPU recording, per program, the SM it ran on and
@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from kernels.flash import config_for, flash_attention_sm_timeline, flash_attention_traced
-from kernels.flash_v1 import flash_attention_v1_traced
 from costmodel import IO_TENSORS
+from kernels import specs
+from kernels.fa2 import config_for, flash_attention_sm_timeline
 from kernels.inputs import DTYPES_BY_NAME
 from kernels.naive import naive_attention
 from kernels.runtime import DEVICE, INTERPRET, backend, kernel_launch_lock
@@ -33,8 +33,17 @@ TRACE_MAX_SEQ_LEN = 1024
 # running max jump late (to m ≈ 15 or more), not a property of random data.
 LATE_MAX_INPUTS = ("random normal inputs; in every Q block one key planted to meet its row's max late "
                    "(k = 1.5·q)")
-ORDERS = ("flash", "flash_v1")  # the kernels by algorithm name: kernels/flash.py (FA2 order: Q block outer),
-# kernels/flash_v1.py (FA1 order: K/V tile outer)
+
+
+def orders() -> tuple[str, ...]:
+    """The kernels a trace can come from: the specs with a trace facet (their loop orders)."""
+    return tuple(spec.key for spec in specs.with_facet("trace"))
+
+
+def _traced(order: str) -> specs.Spec:
+    if order not in orders():
+        raise ValueError(f"order must be one of {orders()}, got {order!r}")
+    return specs.spec(order)
 
 
 @dataclass(frozen=True)
@@ -57,7 +66,7 @@ class FlashTrace:
     out_naive: np.ndarray  # (seq_len, head_dim)
     max_abs_err: float        # max |O_flash − O_standard|
     scores: np.ndarray        # (seq_len, seq_len) float64 sm_scale·QKᵀ, NaN where the causal mask hides a key
-    order: str = "flash"      # which kernel: "flash" (kernels/flash.py) or "flash_v1" (kernels/flash_v1.py)
+    order: str = "fa2"        # which kernel: a spec with a trace facet ("fa2": kernels/fa2.py, "fa1": kernels/fa1.py)
     loads: np.ndarray | None = None   # (T, len(IO_TENSORS), 2) int: rows [start, end) loaded from HBM
     stores: np.ndarray | None = None  # (T, len(IO_TENSORS), 2) int: rows [start, end) stored to HBM
     inputs: str = LATE_MAX_INPUTS     # what q, k, v are, in one sentence (late_max_inputs plants one key a block)
@@ -84,10 +93,11 @@ def step_io(order: str, steps: np.ndarray, seq_len: int, block_m: int, block_n: 
     """What each step of a kernel loads from and stores to HBM, as the kernels' code does it: row ranges
     [start, end) per IO_TENSORS entry, int64 (T, len(IO_TENSORS), 2); an empty range where it moves none.
 
-    flash (kernels/flash.py, FA2 order): the Q block at its first step, the K and V tiles every step, O and the LSE at
-    the Q block's last step. flash_v1 (kernels/flash_v1.py, FA1 order): the K and V tiles when the outer loop reaches
-    them, the Q block every step, the block's O, m, l ("state") read back at every step but its first
+    Q block outer (FA2 order, kernels/fa2.py): the Q block at its first step, the K and V tiles every step, O and the
+    LSE at the Q block's last step. K/V tile outer (FA1 order, kernels/fa1.py): the K and V tiles when the outer loop
+    reaches them, the Q block every step, the block's O, m, l ("state") read back at every step but its first
     and written back at every step but its last, where O and the LSE are written instead."""
+    kv_outer = _traced(order).trace.kv_outer
     steps = np.asarray(steps, dtype=np.int64).reshape(-1, 2)
     q_block, k_block = steps[:, 0], steps[:, 1]
     rows = np.stack([q_block * block_m, np.minimum((q_block + 1) * block_m, seq_len)], axis=1)
@@ -105,46 +115,40 @@ def step_io(order: str, steps: np.ndarray, seq_len: int, block_m: int, block_n: 
     loads = np.zeros((len(steps), len(IO_TENSORS), 2), dtype=np.int64)
     stores = np.zeros_like(loads)
     q, k, v, o, lse, state = range(len(IO_TENSORS))
-    if order == "flash":
+    if not kv_outer:
         loads[:, q] = np.where(first[:, None], rows, 0)
         loads[:, k] = loads[:, v] = cols
         stores[:, o] = stores[:, lse] = np.where(last[:, None], rows, 0)
-    elif order == "flash_v1":
+    else:
         tile_start = np.r_[True, k_block[1:] != k_block[:-1]]
         loads[:, k] = loads[:, v] = np.where(tile_start[:, None], cols, 0)
         loads[:, q] = rows
         loads[:, state] = np.where(first[:, None], 0, rows)
         stores[:, state] = np.where(last[:, None], 0, rows)
         stores[:, o] = stores[:, lse] = np.where(last[:, None], rows, 0)
-    else:
-        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
     return loads, stores
 
 
 def trace_flash(seq_len: int = 256, head_dim: int = 64, block_m: int = 64, block_n: int = 64,
-                causal: bool = False, dtype: str = "float32", seed: int = 0, order: str = "flash") -> FlashTrace:
-    """Run the flash kernel (order "flash": kernels/flash.py; "flash_v1": kernels/flash_v1.py) in trace mode on
-    one (batch, head) and return its step-by-step state, in the order the kernel ran the steps."""
+                causal: bool = False, dtype: str = "float32", seed: int = 0, order: str = "fa2") -> FlashTrace:
+    """Run a traced kernel (order: "fa2", kernels/fa2.py; "fa1", kernels/fa1.py) in trace mode on one (batch, head)
+    and return its step-by-step state, in the order the kernel ran the steps."""
     if not isinstance(seq_len, int) or not 1 <= seq_len <= TRACE_MAX_SEQ_LEN:
         raise ValueError(f"the traced animation runs at 1 ≤ seq_len ≤ {TRACE_MAX_SEQ_LEN}; got {seq_len!r}")
     if dtype not in DTYPES_BY_NAME:
         raise ValueError(f"unsupported dtype {dtype!r}: use one of {tuple(DTYPES_BY_NAME)}")
-    if order not in ORDERS:
-        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+    traced = specs.load(_traced(order).trace.traced)
     torch_dtype = DTYPES_BY_NAME[dtype]
     q, k, v = late_max_inputs(seq_len, head_dim, block_m, causal, torch_dtype, seed)
     sm_scale = 1.0 / math.sqrt(head_dim)
     with kernel_launch_lock():  # one viewer's trace runs both kernels before the next viewer's starts
-        if order == "flash":
-            o_flash, _, trace = flash_attention_traced(q, k, v, causal, block_m, block_n, sm_scale)
-        else:
-            o_flash, _, trace = flash_attention_v1_traced(q, k, v, causal, block_m, block_n, sm_scale)
+        o_flash, _, trace = traced(q, k, v, causal, block_m, block_n, sm_scale)
         o_std = naive_attention(q, k, v, causal=causal, sm_scale=sm_scale)
     stats = trace.stats[0].cpu().double().numpy()  # (n_q, n_k, 3, block_m)
     outs = trace.out[0].cpu().double().numpy()     # (n_q, n_k, block_m, head_dim)
     visited = ~np.isnan(stats[:, :, 1, 0])          # steps the kernel ran (l is never NaN there)
     steps = np.argwhere(visited)                    # row-major: q block, then k blocks ascending
-    if order == "flash_v1":  # the kernel numbered its steps as it ran them
+    if getattr(trace, "order", None) is not None:  # the kernel numbered its steps as it ran them (FA1 order)
         ran_at = trace.order[0].cpu().numpy()[steps[:, 0], steps[:, 1]]
         steps = steps[np.argsort(ran_at, kind="stable")]
     rows_valid = (steps[:, :1] * block_m + np.arange(block_m)[None, :]) < seq_len  # (T, block_m)

@@ -19,11 +19,12 @@ from pathlib import Path
 
 import streamlit as st
 
+from kernels import specs
 from page import guard
 from page.frame import no_numbers, recording_coverage, scene_navigation, seq_len_slider, show_notes, \
     sidebar_settings, sidebar_source, source_badges, talk_settings, tile_controls, recording_notes, \
     warm_up_if_asked
-from page.pictures import LOOP_ORDERS, VIEWS, PictureDevice, PictureRequest, TraceRequest, kernel_trace, \
+from page.pictures import VIEWS, PictureDevice, PictureRequest, TraceRequest, kernel_trace, loop_orders, \
     order_label, picture, traced_tiles
 from page.script import BODY_WIDTH_PX, SCENE_BODY_PX, built_figure, chart, column_px, controls_ready, hold_place, \
     metric_cards_px, page_style_and_script
@@ -31,9 +32,10 @@ from page.settings import Settings, resolve
 from page.stage import Stage, is_live, kernel_backend, live_sm_timeline, prepare_stage, shipped_recording
 from page.url import asked_for, bound, correct_link, hold_notes, move_step, read_url, write_url
 
-__all__ = ["BODY_WIDTH_PX", "LOOP_ORDERS", "SCENE_BODY_PX", "VIEWS", "PictureDevice", "PictureRequest", "Scene",
+__all__ = ["BODY_WIDTH_PX", "SCENE_BODY_PX", "VIEWS", "PictureDevice", "PictureRequest", "Scene",
            "Settings", "Stage", "TraceRequest", "bound", "built_figure", "chart", "column_px", "controls_ready",
-           "correct_link", "hold_place", "kernel_trace", "live_sm_timeline", "metric_cards_px", "move_step",
+           "correct_link", "hold_place", "kernel_trace", "live_sm_timeline", "loop_orders", "metric_cards_px",
+           "move_step",
            "no_numbers", "order_label", "picture", "present", "recording_coverage", "seq_len_slider",
            "shipped_recording", "tile_controls", "traced_tiles"]
 
@@ -68,9 +70,9 @@ def present(scenes: Sequence[Scene], choices: dict[str, tuple[str, ...]] | None 
     keys = tuple(scene.key for scene in scenes)
     resolved = page_style_and_script(keys)  # notes on the page script's reports in the link, if a hand wrote them
     settings, notes = read_url()
-    tables = {"scene": keys, "view": tuple(VIEWS), "order": tuple(LOOP_ORDERS), **(choices or {})}
+    tables = {"scene": keys, "view": tuple(VIEWS), "order": tuple(loop_orders()), **(choices or {})}
     for field, table in tables.items():
-        settings, found = resolve(settings, field, table)
+        settings, found = resolve(settings, field, table, specs.aliases() if field == "order" else None)
         resolved += found
     if resolved:
         notes = [*notes, *resolved]

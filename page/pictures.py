@@ -31,9 +31,9 @@ FIGURES: ByteBudgetCache = ByteBudgetCache("animations", ANIMATION_CACHE_BYTES /
 
 # -- the tables: loop orders and views ------------------------------------------------------------------
 
-# The kernels a trace can come from, keyed by algorithm: viz's table (their schedules and bytes by the cost model,
-# their names on screen from viz.theme), the same keys as kernels/trace.py's ORDERS.
-LOOP_ORDERS = viz.animation.LOOP_ORDERS
+# The kernels a trace can come from: the specs with a trace facet (kernels/specs.py), by key; their names on screen
+# from viz.theme (the link's `order` is resolved against them, page.present).
+loop_orders = viz.animation.loop_orders
 order_label = viz.animation.order_label
 
 
@@ -47,11 +47,11 @@ class TraceRequest:
     causal: bool
     dtype: str
     seed: int
-    order: str = "flash"
+    order: str = "fa2"
 
     @classmethod
     def of(cls, s: Settings) -> TraceRequest:
-        return cls(s.trace_len, s.head_dim, s.block_m, s.block_n, s.causal, s.dtype, s.seed, s.order or "flash")
+        return cls(s.trace_len, s.head_dim, s.block_m, s.block_n, s.causal, s.dtype, s.seed, s.order or "fa2")
 
 
 @dataclass(frozen=True)

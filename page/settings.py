@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 
-from costmodel import DTYPE_BYTES, HEAD_DIMS, SEQ_LENS, TILE_SIZES, TRACE_SEQ_LENS
+from costmodel import DTYPE_BYTES, HEAD_DIMS, SEQ_LENS, TILE_SIZES, TRACE_SEQ_LENS, Shape
 from fmt import THEMES
 
 SOURCES = ("live", "recorded")
@@ -84,12 +84,17 @@ class Settings:
     theme: str = "auto"
     model: str = CUSTOM_MODEL
     view: str = ""       # the tiling scene's view (tiles, HBM ↔ SRAM, source, re-reads)
-    order: str = ""      # the tiling scene's kernel: its loop order (flash = FA2 order, flash_v1 = FA1 order)
+    order: str = ""      # the tiling scene's kernel: its loop order (fa2 = FA2 order, fa1 = FA1 order)
     tab: str = ""        # the sequence-length scene's tab (memory, time, throughput, table)
 
     @property
     def dtype_bytes(self) -> int:
         return DTYPE_BYTES[self.dtype]
+
+    @property
+    def shape(self) -> Shape:
+        """The talk's attention shape at the slider's N: what every scene's numbers are of."""
+        return Shape(self.seq_len, self.batch, self.heads, self.head_dim, self.dtype, self.causal)
 
 
 DEFAULTS = Settings()
@@ -146,13 +151,17 @@ def _key(raw: str) -> str:
     return name  # which keys exist is the table's to say that owns them: resolve()
 
 
-def resolve(settings: Settings, field: str, keys: tuple[str, ...]) -> tuple[Settings, list[str]]:
+def resolve(settings: Settings, field: str, keys: tuple[str, ...],
+            aliases: Mapping[str, str] | None = None) -> tuple[Settings, list[str]]:
     """The settings with `field` (scene, view, order) one of `keys`, the table that owns them (app.py's scenes,
     the picture's views and loop orders): a number picks by position ("?scene=5" is what a speaker types), ""
-    the first; an unknown name or number falls back to the first with a note."""
+    the first, an older name (`aliases`: a link from before a rename, "?order=flash") today's; an unknown name or
+    number falls back to the first with a note."""
     raw = getattr(settings, field)
     if raw in keys:
         return settings, []
+    if aliases and aliases.get(raw) in keys:
+        return replace(settings, **{field: aliases[raw]}), []
     if raw.isdigit() and 1 <= int(raw) <= len(keys):
         return replace(settings, **{field: keys[int(raw) - 1]}), []
     notes = [] if raw == "" else [f"{field}: {quoted(raw)} is not one of {', '.join(keys)} (or 1 … {len(keys)}); "

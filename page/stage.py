@@ -19,6 +19,7 @@ import streamlit as st
 
 import costmodel
 import story
+from costmodel import Shape
 from fmt import fmt_tokens, markdown_text
 from page.cache import ByteBudgetCache
 from page.pictures import SharedMemoryBudget, fit_tiles
@@ -114,15 +115,15 @@ class Stage:
 
     def every_algorithm_at_length(self) -> list[dict]:
         """Every algorithm's records at the slider's length (ours, SDPA's, the FA1-order kernel, PyTorch eager)."""
-        return self.records_for(costmodel.ALGORITHMS, (self.settings.seq_len,))
+        return self.records_for(story.prefill_algorithms(), (self.settings.seq_len,))
 
     def ours_over_lengths(self) -> list[dict]:
-        """Flash and naive records over the slider's lengths: every recorded one, or live up to the slider.
+        """FA-2 and naive records over the slider's lengths: every recorded one, or live up to the slider.
 
         Live, the sweep stops at the slider: the audience watches it grow, and a huge setting cannot
         hold the GPU for minutes."""
         lengths = tuple(n for n in SEQ_LENS if n <= self.settings.seq_len) if self.live else SEQ_LENS
-        return self.records_for(("flash", "naive"), lengths)
+        return self.records_for(("fa2", "naive"), lengths)
 
     # -- the story's numbers that several scenes quote -----------------------------------------------
 
@@ -131,8 +132,7 @@ class Stage:
         records say ran and the programs per SM the kernel's SM timeline measured (story.traffic_panels)."""
         s = self.settings
         per_sm, how = self.residency()
-        return story.traffic_panels(s.seq_len, s.batch, s.heads, s.head_dim, s.dtype_bytes, s.causal, records,
-                                    self.facts, per_sm, how)
+        return story.traffic_panels(s.shape, records, self.facts, per_sm, how)
 
     def residency(self) -> tuple[int | None, str]:
         """Programs of the flash kernel resident on one SM at once: live, from the SM timeline measured now at
@@ -158,12 +158,14 @@ class Stage:
     def headline_numbers(self, records: list[dict]) -> story.Headline:
         s = self.settings
         missing = self.recording_problem if not self.live and self.recording is None else "not measured at this setting"
-        return story.headline(records, s.seq_len, s.batch, s.heads, s.head_dim, s.dtype_bytes, missing)
+        return story.headline(records, s.shape, missing)
 
 
 def same_setting(record: dict, settings: Settings) -> bool:
-    return (record["batch"], record["heads"], record["head_dim"], record["dtype"], bool(record["causal"])) == (
-        settings.batch, settings.heads, settings.head_dim, settings.dtype, settings.causal)
+    """Whether a record is of the talk's shape (its length aside): batch, heads and K/V heads, head_dim, dtype, mask,
+    and a prefill of every query against every key."""
+    shape = Shape.of_record(record)
+    return shape.kv_len == shape.seq_len and shape.at(seq_len=1, kv_len=1) == settings.shape.at(seq_len=1, kv_len=1)
 
 
 # -- loaders (cached) --------------------------------------------------------------------------------------
@@ -223,7 +225,8 @@ def measure_live(algorithm: str, seq_len: int, batch: int, heads: int, head_dim:
                  causal: bool) -> dict:
     """One record from the GPU (bench.measure serializes GPU work between sessions)."""
     from bench import measure
-    return measure.measure(measure.Setting(algorithm, seq_len, batch, heads, head_dim, dtype, causal)).to_dict()
+    shape = Shape(seq_len, batch, heads, head_dim, dtype, causal)
+    return measure.measure(measure.Setting(algorithm, shape)).to_dict()
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -276,7 +279,7 @@ def warm_up(stage: Stage) -> str:
     s = stage.settings
     start = time.perf_counter()
     if stage.live:
-        jobs = [(a, n) for n in SEQ_LENS for a in costmodel.ALGORITHMS]
+        jobs = [(a, n) for n in SEQ_LENS for a in story.prefill_algorithms()]
         done = len(_measure_with_progress(stage, jobs))
         try:
             live_sm_timeline(s.seq_len, s.batch, s.heads, s.head_dim, s.dtype, s.causal)

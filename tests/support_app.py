@@ -6,6 +6,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from bench import results
+from costmodel import Shape
 from bench.measure import Setting, make_record
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -52,9 +53,9 @@ def uploaded_recording() -> bytes:
     records = []
     for seq_len in (1024, 2048, 4096):
         flash_ms = seq_len / 1024
-        records.append(make_record(Setting("flash", seq_len, 2, 16, 128), "ok", "Test GPU", "cuda", [flash_ms] * 3,
+        records.append(make_record(Setting("fa2", Shape(seq_len=seq_len, batch=2, heads=16, head_dim=128)), "ok", "Test GPU", "cuda", [flash_ms] * 3,
                                peak=seq_len * 1000).to_dict())
-        naive = Setting("naive", seq_len, 2, 16, 128)
+        naive = Setting("naive", Shape(seq_len=seq_len, batch=2, heads=16, head_dim=128))
         records.append((make_record(naive, "oom", "Test GPU", "cuda", needed=1 << 40, message="out of memory")
                         if seq_len == 4096 else
                         make_record(naive, "ok", "Test GPU", "cuda", [3 * flash_ms] * 3, peak=seq_len**2)).to_dict())

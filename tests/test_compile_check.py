@@ -18,7 +18,7 @@ def check(tmp_path_factory):
     out = tmp_path_factory.mktemp("compile-check") / "results.json"
     env = {**os.environ, "FLASH_LIVE_BACKEND": "aot"}
     env.pop("TRITON_INTERPRET", None)
-    run = subprocess.run([sys.executable, "-m", "kernels.compile_check", "--json", str(out)], cwd=ROOT, env=env,
+    run = subprocess.run([sys.executable, "-m", "bench.compile_check", "--json", str(out)], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=1500)
     return run, (json.loads(out.read_text()) if out.exists() else None)
 
@@ -37,7 +37,7 @@ def test_every_configuration_compiles(check):
 def test_every_kernel_and_target_is_covered(check):
     _, data = check
     assert data is not None
-    from kernels import flash, flash_v3
+    from kernels import fa2 as flash, fa3 as flash_v3
     seen = {(r["kernel"].split(":")[-1], r["target"]) for r in data["results"]}
     for kernel in ("_attn_fwd", "_attn_fwd_fa1", "_scores_kernel", "_softmax_kernel", "_pv_kernel",
                    "_read_repeatedly"):
@@ -48,7 +48,8 @@ def test_every_kernel_and_target_is_covered(check):
         tag = f"D={head_dim} {'bfloat16' if dtype_bytes == 2 else 'float32'} {'causal' if causal else 'full'} "
         assert {r["target"] for r in flash_rows if r["label"].startswith(tag)} == {"sm_90", "sm_80"}, tag
     fa3_rows = [r for r in data["results"] if r["kernel"].endswith(":_fa3_fwd")]
-    assert len(fa3_rows) == 2 * len(flash_v3.V3_CONFIGS)  # fp16 and bf16
+    ladder_only = [c for c in flash_v3.LADDER.values() if c not in flash_v3.SHIPPED.values()]
+    assert len(fa3_rows) == 2 * (len(flash_v3.SHIPPED) + len(ladder_only))  # fp16 and bf16, shipped and the ladder
     for r in fa3_rows:  # the point of the Gluon kernel: wgmma in the SASS, and no spills
         assert r["hgmma"] and r["hgmma"] > 0 and r["stack"] == 0 and r["local"] == 0, r
 
@@ -59,9 +60,9 @@ def test_fa3_operands_come_from_where_the_configs_say(check):
     too, so every wgmma's A operand is a register; without it the QKᵀ wgmmas read Q from shared memory."""
     _, data = check
     assert data is not None
-    from kernels import flash_v3
+    from kernels import fa3 as flash_v3
     rows = [r for r in data["results"] if r["kernel"].endswith(":_fa3_fwd")]
-    for (head_dim, causal), config in flash_v3.V3_CONFIGS.items():
+    for (head_dim, causal), config in flash_v3.SHIPPED.items():
         tag = f"D={head_dim} "
         mine = [r for r in rows if r["label"].startswith(tag) and ("causal" in r["label"]) == causal]
         assert len(mine) == 2, (head_dim, causal)  # fp16, bf16
@@ -72,7 +73,7 @@ def test_fa3_operands_come_from_where_the_configs_say(check):
                 assert r["hgmma_reg_a"] == r["hgmma"], r
             else:
                 assert r["hgmma_reg_a"] < r["hgmma"], r
-    assert flash_v3.V3_CONFIGS[(128, False)].q_in_regs and flash_v3.V3_CONFIGS[(128, True)].q_in_regs
+    assert flash_v3.SHIPPED[(128, False)].q_in_regs and flash_v3.SHIPPED[(128, True)].q_in_regs
 
 
 @pytest.mark.timeout(1600)
@@ -82,14 +83,14 @@ def test_fa3_handoff_and_rescale_are_built_as_the_configs_say(check):
     each shipped build has them exactly when its config asks."""
     _, data = check
     assert data is not None
-    from kernels import flash_v3
+    from kernels import fa3 as flash_v3
     rows = [r for r in data["results"] if r["kernel"].endswith(":_fa3_fwd")]
-    for (head_dim, causal), config in flash_v3.V3_CONFIGS.items():
+    for (head_dim, causal), config in flash_v3.SHIPPED.items():
         mine = [r for r in rows if r["label"].startswith(f"D={head_dim} ") and ("causal" in r["label"]) == causal]
         assert len(mine) == 2, (head_dim, causal)
         for r in mine:
             assert (r["named_arrives"] > 0) == config.named_turns, r
             assert (r["votes"] > 0) == config.lazy_rescale, r
             assert (" named" in r["label"]) == config.named_turns and (" lazy" in r["label"]) == config.lazy_rescale
-    assert flash_v3.V3_CONFIGS[(128, False)].named_turns and flash_v3.V3_CONFIGS[(128, True)].lazy_rescale
+    assert flash_v3.SHIPPED[(128, False)].named_turns and flash_v3.SHIPPED[(128, True)].lazy_rescale
 

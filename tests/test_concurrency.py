@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from kernels import flash_attention, naive_attention, runtime
-from kernels.flash_v1 import flash_attention_v1
+from kernels.fa1 import flash_attention_v1
 from kernels.reference import reference_attention
 from kernels.trace import late_max_inputs, trace_flash
 
@@ -63,7 +63,7 @@ def _kernel_on_many_threads(fn):
 
 
 @INTERPRETER_ONLY
-@pytest.mark.parametrize("kernel", [naive_attention, flash_attention_v1], ids=["naive", "flash_v1"])
+@pytest.mark.parametrize("kernel", [naive_attention, flash_attention_v1], ids=["naive", "fa1"])
 def test_kernel_on_many_threads_matches_float64(kernel):
     _kernel_on_many_threads(kernel)
 
@@ -78,7 +78,7 @@ def test_flash_and_naive_on_many_threads_match_float64():
 def test_traces_on_many_threads_are_each_correct():
     """What two viewers opening /?scene=tiling&seed=300 and &seed=301 at once do, with four viewers."""
     settings = [dict(seq_len=64 + 16 * (i % 3), head_dim=16, block_m=32, block_n=16, causal=i % 2 == 0,
-                     dtype="float32", seed=300 + i, order=("flash", "flash_v1")[i // 2]) for i in range(4)]
+                     dtype="float32", seed=300 + i, order=("fa2", "fa1")[i // 2]) for i in range(4)]
     traces = _run_together(lambda i: trace_flash(**settings[i]), threads=len(settings))
     for s, trace in zip(settings, traces):
         q, k, v = late_max_inputs(s["seq_len"], s["head_dim"], s["block_m"], s["causal"], torch.float32, s["seed"])

@@ -1,4 +1,4 @@
-"""The cost model (costmodel.py) against closed forms, brute force and hand-worked numbers."""
+"""The cost model (costmodel/) against closed forms, brute force and hand-worked numbers."""
 
 from __future__ import annotations
 
@@ -21,10 +21,18 @@ from costmodel import (
     tile_schedule,
     total_bytes,
 )
+from costmodel import Shape
 from fmt import fmt_bytes, fmt_tokens
+from kernels import specs
 
 TILES = (16, 32, 64, 128)
 GiB = 2**30
+DTYPE_OF_BYTES = {2: "bfloat16", 4: "float32"}
+
+
+def S(seq_len: int, batch: int, heads: int, head_dim: int, dtype_bytes: int, causal: bool) -> Shape:
+    """The cost model's shape, as these hand-worked cases write it: (N, batch, heads, head_dim, bytes, causal)."""
+    return Shape(seq_len, batch, heads, head_dim, DTYPE_OF_BYTES[dtype_bytes], causal)
 
 
 def brute_force_tiles(seq_len: int, block_m: int, block_n: int, causal: bool) -> list[tuple[int, int, bool]]:
@@ -107,7 +115,7 @@ def test_invalid_arguments_are_rejected(seq_len: int, block_m: int, block_n: int
 def test_step_traffic_hand_worked() -> None:
     # N = 20 tokens, d = 4, 16-token tiles, 2-byte elements: tiles (0,0) (0,1) (1,0) (1,1),
     # Q block rows 16 then 4, K/V tile columns 16 then 4.
-    traffic = step_traffic(20, 4, 16, 16, causal=False, dtype_bytes=2)
+    traffic = step_traffic(S(20, 1, 1, 4, 2, False), 16, 16)
     flash_steps = [
         16 * 4 * 2 + 2 * 16 * 4 * 2,  # (0,0): Q tile + K, V tiles = 384
         2 * 4 * 4 * 2 + 16 * 4 * 2 + 16 * 4,  # (0,1): K, V (4 rows) + O + fp32 LSE = 256
@@ -128,7 +136,7 @@ def test_step_traffic_hand_worked() -> None:
         4 * 16 * 4 + 4 * 16 * 2,  # 384
         4 * 4 * 4 + 4 * 4 * 2 + 32,  # 128
     ]
-    assert traffic["flash_bytes"].tolist() == [384, 640, 928, 1040] == np.cumsum(flash_steps).tolist()
+    assert traffic["fa2_bytes"].tolist() == [384, 640, 928, 1040] == np.cumsum(flash_steps).tolist()
     assert traffic["naive_read"].tolist() == np.cumsum(naive_read).tolist()
     assert traffic["naive_written"].tolist() == np.cumsum(naive_written).tolist()
     assert traffic["naive_bytes"][-1] == 5440
@@ -141,57 +149,57 @@ def test_step_traffic_totals_are_the_whole_kernel_models(seq_len: int, block_m: 
                                                          causal: bool) -> None:
     """The animation's counters end where the cost model's whole-kernel traffic is: one source."""
     head_dim, b = 64, 2
-    traffic = step_traffic(seq_len, head_dim, block_m, block_n, causal, b)
-    flash = flash_traffic_no_cache(seq_len, 1, 1, head_dim, b, causal, block_m, block_n)
-    naive = naive_traffic(seq_len, 1, 1, head_dim, b, causal)
-    assert traffic["flash_read"][-1] == sum(part.reads for part in flash)
-    assert traffic["flash_written"][-1] == sum(part.writes for part in flash)
+    traffic = step_traffic(S(seq_len, 1, 1, head_dim, b, causal), block_m, block_n)
+    flash = flash_traffic_no_cache(S(seq_len, 1, 1, head_dim, b, causal), block_m, block_n)
+    naive = naive_traffic(S(seq_len, 1, 1, head_dim, b, causal))
+    assert traffic["fa2_read"][-1] == sum(part.reads for part in flash)
+    assert traffic["fa2_written"][-1] == sum(part.writes for part in flash)
     assert traffic["naive_read"][-1] == sum(part.reads for part in naive)
     assert traffic["naive_written"][-1] == sum(part.writes for part in naive)
-    assert len(traffic["flash_bytes"]) == len(tile_schedule(seq_len, block_m, block_n, causal))
-    assert np.all(np.diff(traffic["flash_bytes"]) > 0) and np.all(np.diff(traffic["naive_bytes"]) > 0)
+    assert len(traffic["fa2_bytes"]) == len(tile_schedule(seq_len, block_m, block_n, causal))
+    assert np.all(np.diff(traffic["fa2_bytes"]) > 0) and np.all(np.diff(traffic["naive_bytes"]) > 0)
 
 
 def test_naive_traffic_hand_worked() -> None:
     # N = 256, d = 64, 2-byte elements: one N×d matrix is 256·64·2 = 32768 bytes; S is 256²·4 = 262144
     # bytes (fp32), P is 256²·2 = 131072 bytes
-    parts = naive_traffic(256, 1, 1, 64, 2, causal=False)
+    parts = naive_traffic(S(256, 1, 1, 64, 2, False))
     assert [p.name for p in parts] == ["S = QKᵀ", "P = softmax(S)", "O = PV"]
     assert [(p.reads, p.writes) for p in parts] == [(65536, 262144), (262144, 131072), (131072 + 32768, 32768)]
     assert [p.flops for p in parts] == [2 * 256 * 256 * 64, 5 * 256 * 256, 2 * 256 * 256 * 64]
     # causal: the visible triangle (256·257/2 = 32896 scores) of S written and read, and of P read; P written whole
     tri = 256 * 257 // 2
-    causal = naive_traffic(256, 1, 1, 64, 2, causal=True)
+    causal = naive_traffic(S(256, 1, 1, 64, 2, True))
     assert [(p.reads, p.writes) for p in causal] == [(65536, tri * 4), (tri * 4, 131072), (tri * 2 + 32768, 32768)]
 
 
 def test_naive_softmax_reads_s_twice_past_one_block() -> None:
-    one, two = (naive_traffic(n, 1, 1, 64, 2, False)[1] for n in (8192, 16384))
+    one, two = (naive_traffic(S(n, 1, 1, 64, 2, False))[1] for n in (8192, 16384))
     assert one.reads == 8192 * 8192 * 4 and two.reads == 2 * 16384 * 16384 * 4
-    assert naive_traffic(2048, 1, 1, 64, 2, False, interpreter=True)[1].reads == 2 * 2048 * 2048 * 4
+    assert naive_traffic(S(2048, 1, 1, 64, 2, False), interpreter=True)[1].reads == 2 * 2048 * 2048 * 4
 
 
 def test_the_issue_setting_by_hand() -> None:
     """8K tokens, batch 2 × 16 heads, d = 128, bf16: standard moves ~26 GB (what the H200's counters gave)."""
-    naive = total_bytes(naive_traffic(8192, 2, 16, 128, 2, False))
+    naive = total_bytes(naive_traffic(S(8192, 2, 16, 128, 2, False)))
     square = 32 * 8192 * 8192
     assert naive == square * (4 + 4 + 2 + 2) + 32 * 8192 * 128 * 2 * 4
     assert 25.9e9 < naive < 26.1e9
     # flash with 128×64 tiles and no cache: K, V re-read by each of 64 Q blocks: 8 GiB plus Q, O and LSE
-    no_cache = total_bytes(flash_traffic_no_cache(8192, 2, 16, 128, 2, False, 128, 64))
+    no_cache = total_bytes(flash_traffic_no_cache(S(8192, 2, 16, 128, 2, False), 128, 64))
     assert no_cache == 32 * (8192 * 128 * 2 * 2 + 64 * 2 * 8192 * 128 * 2 + 8192 * 4)
     # L2-aware on an H200 (60 MiB L2, 132 programs at once: ~3 heads in flight, 12 MiB of K/V): read once
-    l2 = total_bytes(flash_traffic_l2(8192, 2, 16, 128, 2, False, 128, 64, 60 << 20, 132))
+    l2 = total_bytes(flash_traffic_l2(S(8192, 2, 16, 128, 2, False), 128, 64, 60 << 20, 132))
     assert l2 == 32 * (8192 * 128 * 2 * 4 + 8192 * 4)
 
 
 def test_flash_l2_model_streams_once_per_wave_when_a_head_does_not_fit() -> None:
     # 256K tokens, d = 128, bf16: one head's K and V are 128 MiB > the usable L2; 2048 Q blocks of 128 over
     # 132 programs at once make 16 waves, each streaming K and V once
-    kv = costmodel.flash_kv_reads_l2(262144, 128, 2, False, 128, 64, 60 << 20, 132)
+    kv = costmodel.flash_kv_reads_l2(S(262144, 1, 1, 128, 2, False), 128, 64, 60 << 20, 132)
     assert kv == 16 * 2 * 262144 * 128 * 2
     # causal: a wave streams the keys its furthest Q block needs
-    causal = costmodel.flash_kv_reads_l2(1024, 64, 2, True, 128, 64, 64 << 10, 2)
+    causal = costmodel.flash_kv_reads_l2(S(1024, 1, 1, 64, 2, True), 128, 64, 64 << 10, 2)
     waves_last_block = [1, 3, 5, 7]  # Q blocks 0..7 in waves of 2: keys up to 256, 512, 768, 1024
     assert causal == sum(2 * (b + 1) * 128 * 64 * 2 for b in waves_last_block)
 
@@ -205,16 +213,17 @@ def test_roofline_arithmetic() -> None:
 
 
 def test_scores_bytes_headline() -> None:
-    assert scores_bytes(131072, 1, 1, 2) == 32 * GiB
-    assert fmt_bytes(scores_bytes(131072, 1, 1, 2)) == "32.0 GiB"
-    assert scores_bytes(1024, heads=8, batch=2, dtype_bytes=4) == 1024 * 1024 * 4 * 16
+    assert scores_bytes(S(131072, 1, 1, 64, 2, False)) == 32 * GiB
+    assert fmt_bytes(scores_bytes(S(131072, 1, 1, 64, 2, False))) == "32.0 GiB"
+    assert scores_bytes(S(1024, 2, 8, 64, 4, False)) == 1024 * 1024 * 4 * 16
+    assert scores_bytes(S(1024, 2, 8, 64, 2, False), 4) == 1024 * 1024 * 4 * 16  # fp32 scores of bf16 inputs
 
 
 def test_extra_bytes_formulas() -> None:
     # batch 2 × 3 heads, N = 1024, d = 64, 2 bytes: naive keeps S (fp32) + P + O per head
-    assert naive_extra_bytes(1024, 2, 3, 64, 2) == 6 * (1024 * 1024 * (4 + 2) + 1024 * 64 * 2) == 38535168
+    assert naive_extra_bytes(S(1024, 2, 3, 64, 2, False)) == 6 * (1024 * 1024 * (4 + 2) + 1024 * 64 * 2) == 38535168
     # flash keeps O + the fp32 LSE per head
-    assert flash_extra_bytes(1024, 2, 3, 64, 2) == 6 * 1024 * (64 * 2 + 4) == 811008
+    assert flash_extra_bytes(S(1024, 2, 3, 64, 2, False)) == 6 * 1024 * (64 * 2 + 4) == 811008
 
 
 @pytest.mark.parametrize(
@@ -245,7 +254,7 @@ def test_fa1_schedule_is_kv_outer_over_the_same_tiles() -> None:
 def test_fa1_step_traffic_hand_worked() -> None:
     # N = 20 tokens, d = 4, 16-token tiles, 2-byte elements; FA1 order (0,0) (1,0) (0,1) (1,1): Q block
     # rows 16 then 4, K/V tile columns 16 then 4; the state (O, m, l in fp32) is (4 + 2)·4 = 24 B a row.
-    traffic = costmodel.fa1_step_traffic(20, 4, 16, 16, causal=False, dtype_bytes=2)
+    traffic = costmodel.fa1_step_traffic(S(20, 1, 1, 4, 2, False), 16, 16)
     read = [
         2 * 16 * 4 * 2 + 16 * 4 * 2,  # (0,0): K, V tiles + Q block = 384
         4 * 4 * 2,  # (1,0): Q (4 rows), K/V still in SRAM = 32
@@ -258,44 +267,63 @@ def test_fa1_step_traffic_hand_worked() -> None:
         16 * 4 * 2 + 16 * 4,  # (0,1): the block's last tile: O + fp32 LSE = 192
         4 * 4 * 2 + 4 * 4,  # (1,1): 48
     ]
-    assert traffic["flash_v1_read"].tolist() == np.cumsum(read).tolist() == [384, 416, 992, 1120]
-    assert traffic["flash_v1_written"].tolist() == np.cumsum(written).tolist() == [384, 480, 672, 720]
+    assert traffic["fa1_read"].tolist() == np.cumsum(read).tolist() == [384, 416, 992, 1120]
+    assert traffic["fa1_written"].tolist() == np.cumsum(written).tolist() == [384, 480, 672, 720]
     assert traffic["state_read"].tolist() == [0, 0, 384, 480]
     assert traffic["state_written"].tolist() == [384, 480, 480, 480]
-    assert traffic["flash_v1_bytes"][-1] == 1840
+    assert traffic["fa1_bytes"][-1] == 1840
     # the same kernel by phase
-    parts = {p.name: p for p in costmodel.flash_v1_traffic(20, 1, 1, 4, 2, False, 16, 16)}
+    parts = {p.name: p for p in costmodel.fa1_traffic(S(20, 1, 1, 4, 2, False), 16, 16)}
     assert parts["load K, V tiles (once each)"].reads == 2 * 20 * 4 * 2
     assert parts["load Q blocks (every step)"].reads == 2 * 20 * 4 * 2  # every Q block twice
     assert parts["read back O, m, l"].reads == parts["write back O, m, l"].writes == 20 * 24
-    assert costmodel.total_bytes(costmodel.traffic("flash_v1", 20, 1, 1, 4, 2, False, 16, 16)) == 1840
+    assert costmodel.total_bytes(specs.traffic("fa1", S(20, 1, 1, 4, 2, False), 16, 16)) == 1840
 
 
 @pytest.mark.parametrize("seq_len", [1, 17, 100, 257, 512])
 @pytest.mark.parametrize("block_m,block_n", [(16, 16), (32, 16), (16, 64), (64, 64)])
 @pytest.mark.parametrize("causal", [False, True])
 def test_fa1_step_totals_are_the_whole_kernel(seq_len: int, block_m: int, block_n: int, causal: bool) -> None:
-    steps = costmodel.fa1_step_traffic(seq_len, 32, block_m, block_n, causal, 2)
-    parts = costmodel.flash_v1_traffic(seq_len, 1, 1, 32, 2, causal, block_m, block_n)
-    assert steps["flash_v1_read"][-1] == sum(p.reads for p in parts)
-    assert steps["flash_v1_written"][-1] == sum(p.writes for p in parts)
+    steps = costmodel.fa1_step_traffic(S(seq_len, 1, 1, 32, 2, causal), block_m, block_n)
+    parts = costmodel.fa1_traffic(S(seq_len, 1, 1, 32, 2, causal), block_m, block_n)
+    assert steps["fa1_read"][-1] == sum(p.reads for p in parts)
+    assert steps["fa1_written"][-1] == sum(p.writes for p in parts)
     # FA1 reads Q once per step and K/V once; FA2 (no cache) K/V once per step and Q once: same step count
-    fa2 = flash_traffic_no_cache(seq_len, 1, 1, 32, 2, causal, block_m, block_n)
+    fa2 = flash_traffic_no_cache(S(seq_len, 1, 1, 32, 2, causal), block_m, block_n)
     assert parts[-1] == fa2[-1]  # both write O and the LSE once
     num_steps = len(tile_schedule(seq_len, block_m, block_n, causal))
-    assert len(steps["flash_v1_read"]) == num_steps
+    assert len(steps["fa1_read"]) == num_steps
 
 
 def test_fa1_moves_more_than_fa2_at_length() -> None:
     # at N = 4096, d = 64, 64-token tiles: the O, m, l round trips dwarf what FA2 saves on Q
-    fa1 = total_bytes(costmodel.traffic("flash_v1", 4096, 1, 1, 64, 2, False, 64, 64))
-    fa2 = total_bytes(costmodel.traffic("flash", 4096, 1, 1, 64, 2, False, 64, 64))
+    fa1 = total_bytes(specs.traffic("fa1", S(4096, 1, 1, 64, 2, False), 64, 64))
+    fa2 = total_bytes(specs.traffic("fa2", S(4096, 1, 1, 64, 2, False), 64, 64))
     round_trips = 2 * 4096 * (64 - 1) * (64 + 2) * 4  # every row, 63 tiles after its first, both ways
     assert fa1 - fa2 == round_trips + 4096 * 64 * 2 * (64 - 1) - 2 * 4096 * 64 * 2 * (64 - 1)
 
 
-def test_flash_v1_extra_bytes_and_sram_buffers() -> None:
-    assert costmodel.extra_bytes("flash_v1", 100, 2, 3, 64, 2) == 2 * 3 * 100 * (64 * 2 + 4 + 66 * 4)
+def test_fa1_extra_bytes_and_sram_buffers() -> None:
+    assert specs.extra_bytes("fa1", S(100, 2, 3, 64, 2, False)) == 2 * 3 * 100 * (64 * 2 + 4 + 66 * 4)
     buffers = costmodel.sram_buffers(64, 32, 128, 2)
     assert buffers == {"Q block": 16384, "K tile": 8192, "V tile": 8192, "S tile": 8192, "m": 256, "l": 256,
                        "O acc": 32768}
+
+
+def test_the_shape_value() -> None:
+    shape = Shape(8192, 2, 32, 128, "bfloat16", True, kv_heads=8)
+    assert shape.kv_len == 8192 and shape.group == 4 and shape.dtype_bytes == 2 and shape.pass_ == "prefill"
+    assert shape.one_head() == Shape(8192, 1, 1, 128, "bfloat16", True)
+    assert Shape(8192) == Shape(8192, kv_len=8192, kv_heads=1)  # the defaults are the prefill's
+    assert costmodel.attention_flops(shape) == 4 * 2 * 32 * 8192 * 8192 * 128 / 2  # the papers' causal half
+    decode = Shape(1, 1, 32, 128, "bfloat16", True, kv_len=4096, kv_heads=8, pass_="decode")
+    assert costmodel.attention_flops(decode) == 4 * 32 * 128 * (4096 - 0.5)
+    assert costmodel.kv_bytes(decode) == 2 * 8 * 4096 * 128 * 2  # the cache a decode step streams: 4× fewer heads
+    record = {**shape.record_fields(), "algorithm": "fa2"}
+    assert Shape.of_record(record) == shape
+    older = {key: value for key, value in record.items() if key not in ("kv_len", "kv_heads", "pass")}
+    assert Shape.of_record(older) == shape.at(kv_heads=32)  # a record before the fields: every head its own K/V
+    for bad in ({"heads": 6, "kv_heads": 4}, {"seq_len": 0}, {"dtype": "int8"}, {"pass_": "sideways"},
+                {"causal": "yes"}, {"kv_len": -1}):
+        with pytest.raises(ValueError):
+            Shape(**{"seq_len": 16, **bad})

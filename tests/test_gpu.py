@@ -6,9 +6,11 @@ import pytest
 import torch
 
 from kernels import naive_attention
+from costmodel import Shape
+from kernels import specs
 from bench import measure as m
-from kernels.flash import FlashConfig, config_for, flash_attention, flash_attention_traced
-from kernels.flash_v1 import flash_attention_v1
+from kernels.fa2 import FlashConfig, config_for, flash_attention, flash_attention_traced
+from kernels.fa1 import flash_attention_v1
 from bench.measure import Setting, measure, model_extra_bytes
 
 pytestmark = pytest.mark.gpu
@@ -50,24 +52,24 @@ def test_trace_records_sms_and_changes_no_bit(causal):
 def test_oom_is_a_result_and_the_gpu_recovers():
     torch.cuda.empty_cache()
     baseline = torch.cuda.memory_allocated()
-    huge = Setting("naive", seq_len=65536, batch=1, heads=8, head_dim=64)  # S + P: 206 GB > 141 GB
+    huge = Setting("naive", Shape(seq_len=65536, batch=1, heads=8, head_dim=64))  # S + P: 206 GB > 141 GB
     r = measure(huge)
     assert r.status == "oom" and r.needed_bytes and r.needed_bytes > 2**30
     assert "out of memory" in r.message.lower()
     assert torch.cuda.memory_allocated() == baseline
     assert not m.GPU_LOCK.locked()
-    after = measure(Setting("flash", seq_len=65536, batch=1, heads=8, head_dim=64))
+    after = measure(Setting("fa2", Shape(seq_len=65536, batch=1, heads=8, head_dim=64)))
     assert after.status == "ok" and after.time_ms > 0
 
 
-@pytest.mark.parametrize("algorithm", m.ALGORITHMS)
+@pytest.mark.parametrize("algorithm", tuple(specs.SPECS))
 def test_every_algorithm_gives_a_record(algorithm):
-    s = Setting(algorithm, seq_len=4096, batch=1, heads=8, head_dim=64)
+    s = Setting(algorithm, Shape(seq_len=4096, batch=1, heads=8, head_dim=64))
     r = measure(s)
     assert r.status == "ok", r.message
     assert r.timing_kind == "cuda" and r.tflops > 0 and r.gbps > 0
     assert r.time_ms_p20 <= r.time_ms <= r.time_ms_p80
-    if algorithm == "flash":
+    if algorithm == "fa2":
         assert r.peak_extra_bytes <= 1.05 * model_extra_bytes(s)
     if algorithm == "naive":
         assert r.peak_extra_bytes >= 8 * 4096 * 4096 * (4 + 2)
@@ -77,7 +79,7 @@ def test_lock_serializes_concurrent_sessions():
     results = {}
 
     def session(n):
-        results[n] = measure(Setting("flash", seq_len=n, batch=1, heads=8, head_dim=64))
+        results[n] = measure(Setting("fa2", Shape(seq_len=n, batch=1, heads=8, head_dim=64)))
     threads = [threading.Thread(target=session, args=(n,)) for n in (1024, 2048, 4096, 8192)]
     for t in threads:
         t.start()
@@ -121,7 +123,7 @@ def test_counters_read_what_the_cost_model_says(tmp_path):
                        "flash,naive", "--rep-ms", "20", "--out", str(path)]) == 0
     assert counters.main(["--results", str(path)]) == 0
     records = {r["algorithm"]: r for r in parse_results(path.read_bytes()).records}
-    for algorithm, low, high in (("naive", 0.9, 1.05), ("flash", 0.5, 1.2)):
+    for algorithm, low, high in (("naive", 0.9, 1.05), ("fa2", 0.5, 1.2)):
         record = records[algorithm]
         counted = record["dram_read_bytes"] + record["dram_write_bytes"]
         assert low < counted / record["bytes_moved"] < high, (algorithm, counted, record["bytes_moved"])

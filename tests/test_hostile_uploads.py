@@ -5,6 +5,7 @@ import json
 import pytest
 
 from app import SCENE_KEYS as SCENES
+from costmodel import Shape
 from bench.measure import Setting, make_record
 from fmt import markdown_text
 from tests.support_app import assert_no_exception, badges, open_app, plotly_specs, shown, upload, \
@@ -76,7 +77,7 @@ def test_file_text_is_shown_as_text_not_markup():
         doc["records"].append({**doc["records"][0], "algorithm": "naive", "seq_len": 8192, "status": "error",
                                "time_ms": None, "time_ms_p20": None, "time_ms_p80": None, "tflops": None,
                                "gbps": None, "message": MARKUP})
-        doc["records"].append(make_record(Setting("flash", 8192, 2, 16, 128), "ok", "Test GPU", "cuda", [64.0] * 3,
+        doc["records"].append(make_record(Setting("fa2", Shape(seq_len=8192, batch=2, heads=16, head_dim=128)), "ok", "Test GPU", "cuda", [64.0] * 3,
                                           peak=8192 * 1000).to_dict())  # times consistent with N = 8192
     data = recording(hostile_text)
     seen_markdown, seen_figures = [], []

@@ -4,11 +4,18 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import costmodel
+from costmodel import Shape
+from kernels import specs
 import story
 from page.settings import DEFAULTS
 from bench.results import load_results
 from tests.support_app import APP, assert_no_exception, metric_values
 from fmt import fmt_bytes
+
+def S(seq_len, batch, heads, head_dim, dtype_bytes, causal):
+    """The cost model's shape as these tests write it: (N, batch, heads, head_dim, bytes per element, causal)."""
+    return Shape(seq_len, batch, heads, head_dim, {2: "bfloat16", 4: "float32"}[dtype_bytes], causal)
+
 
 RECORDED = load_results("h200.json")
 SHAPE = (DEFAULTS.batch, DEFAULTS.heads, DEFAULTS.head_dim, DEFAULTS.dtype_bytes)
@@ -23,13 +30,13 @@ def open_scene(scene: str, seq_len: int, causal: bool) -> AppTest:
 
 def expected_flash_bytes(seq_len: int, causal: bool) -> int:
     """Flash's L2-aware bytes with the tiles the recording says the kernel ran."""
-    records = [r for r in RECORDED.records if r["algorithm"] == "flash" and r["head_dim"] == DEFAULTS.head_dim
+    records = [r for r in RECORDED.records if r["algorithm"] == "fa2" and r["head_dim"] == DEFAULTS.head_dim
                and r["causal"] == causal]
-    tiles = next(((r["block_m"], r["block_n"]) for r in records if r.get("block_m")), costmodel.ASSUMED_FLASH_TILES)
+    tiles = next(((r["block_m"], r["block_n"]) for r in records if r.get("block_m")), specs.spec("fa2").assumed_tiles)
     # programs per SM as the recording's SM timeline of this kernel measured them (story.residency)
     machine = costmodel.machine_from_facts(RECORDED.facts, story.residency(RECORDED.timelines, DEFAULTS.head_dim,
                                                                            causal))
-    return costmodel.total_bytes(costmodel.traffic("flash", seq_len, *SHAPE, causal, *tiles, machine=machine))
+    return costmodel.total_bytes(specs.traffic("fa2", S(seq_len, *SHAPE, causal), *tiles, machine=machine))
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -37,17 +44,15 @@ def expected_flash_bytes(seq_len: int, causal: bool) -> int:
 def test_compare_and_headline_numbers_are_the_cost_model_at_every_stop(seq_len, causal):
     compare = open_scene("compare", seq_len, causal)
     assert_no_exception(compare)
-    naive = costmodel.total_bytes(costmodel.naive_traffic(seq_len, *SHAPE, causal))
+    naive = costmodel.total_bytes(costmodel.naive_traffic(S(seq_len, *SHAPE, causal)))
     flash = expected_flash_bytes(seq_len, causal)
     standard_shown, flash_shown, _ = metric_values(compare)
     assert (standard_shown, flash_shown) == (fmt_bytes(naive), fmt_bytes(flash))
     headline = open_scene("headline", seq_len, causal)
     assert_no_exception(headline)
     memory = metric_values(headline)[:2]
-    assert memory == [fmt_bytes(costmodel.naive_extra_bytes(seq_len, DEFAULTS.batch, DEFAULTS.heads,
-                                                           DEFAULTS.head_dim, DEFAULTS.dtype_bytes)),
-                      fmt_bytes(costmodel.flash_extra_bytes(seq_len, DEFAULTS.batch, DEFAULTS.heads,
-                                                           DEFAULTS.head_dim, DEFAULTS.dtype_bytes))]
+    shape = S(seq_len, *SHAPE, False)
+    assert memory == [fmt_bytes(costmodel.naive_extra_bytes(shape)), fmt_bytes(costmodel.flash_extra_bytes(shape))]
 
 
 def test_the_recordings_bytes_moved_are_the_cost_models():
@@ -56,10 +61,9 @@ def test_the_recordings_bytes_moved_are_the_cost_models():
     machine = costmodel.machine_from_facts(RECORDED.facts)
     checked = 0
     for r in RECORDED.records:
-        if r["algorithm"] not in ("flash", "naive"):
+        if r["algorithm"] not in ("fa2", "naive"):
             continue
-        shape = (r["seq_len"], r["batch"], r["heads"], r["head_dim"], costmodel.dtype_bytes(r["dtype"]), r["causal"])
-        model = costmodel.traffic(r["algorithm"], *shape, r.get("block_m"), r.get("block_n"), machine=machine)
+        model = specs.traffic(r["algorithm"], Shape.of_record(r), r.get("block_m"), r.get("block_n"), machine=machine)
         assert r["bytes_moved"] == costmodel.total_bytes(model), r
         checked += 1
     assert checked >= 36

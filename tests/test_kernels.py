@@ -6,13 +6,13 @@ import torch
 
 import kernels
 from kernels import naive_attention
-from kernels.flash import FlashConfig, flash_attention  # the teaching kernel (kernels.flash_attention picks one)
+from kernels.fa2 import FlashConfig, flash_attention  # the teaching kernel (kernels.flash_attention picks one)
 from kernels.runtime import DEVICE
 from tests.support_kernels import TOLERANCE, random_qkv, reference, rel_error
 
 # (batch, heads, seq_len, head_dim): every head dim, seq_lens that are not multiples of the tile
 SHAPES = [(2, 2, 1, 16), (1, 3, 17, 32), (2, 2, 100, 64), (1, 2, 257, 128), (1, 1, 70, 256)]
-KERNELS = {"flash": flash_attention, "naive": naive_attention}
+KERNELS = {"fa2": flash_attention, "naive": naive_attention}
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])

@@ -16,10 +16,10 @@ from costmodel import IO_TENSORS
 from kernels import source
 from kernels.trace import trace_flash
 from viz import hbm, rereads, source_view, tiling
-from viz.animation import LOOP_ORDERS
+from viz.animation import loop
 
-CASES = [(100, 32, 16, False, "flash"), (100, 32, 16, True, "flash_v1"), (64, 16, 32, True, "flash"),
-         (70, 16, 16, False, "flash_v1"), (130, 32, 32, True, "flash_v1")]
+CASES = [(100, 32, 16, False, "fa2"), (100, 32, 16, True, "fa1"), (64, 16, 32, True, "fa2"),
+         (70, 16, 16, False, "fa1"), (130, 32, 32, True, "fa1")]
 
 
 @pytest.fixture(scope="module", params=CASES, ids=lambda c: "-".join(map(str, c)))
@@ -51,7 +51,7 @@ def replay_io(order: str, seq_len: int, block_m: int, block_n: int, causal: bool
     cols = {k: set(range(k * block_n, min((k + 1) * block_n, seq_len))) for k in range(n_k)}
     tiles_of = {q: [k for k in range(n_k) if visible(q, k)] for q in range(n_q)}
     steps = []
-    if order == "flash":  # program per Q block: Q once, K and V per tile, O and LSE at the end
+    if order == "fa2":  # program per Q block: Q once, K and V per tile, O and LSE at the end
         for q in range(n_q):
             for k in tiles_of[q]:
                 first, last = k == tiles_of[q][0], k == tiles_of[q][-1]
@@ -80,7 +80,7 @@ def test_hbm_frames_replay_the_kernels_io(traced) -> None:
     order = traced["order"]
     expected = replay_io(order, seq_len, block_m, block_n, causal)
     assert len(fig.frames) == len(expected) == len(traced["steps"])
-    columns = [name for name in IO_TENSORS if order == "flash_v1" or name != "state"]
+    columns = [name for name in IO_TENSORS if order == "fa1" or name != "state"]
     element = costmodel.dtype_bytes(traced["dtype"])
     row_bytes = {"Q": 16 * element, "K": 16 * element, "V": 16 * element, "O": 16 * element, "LSE": 4,
                  "state": (16 + 2) * 4}
@@ -109,17 +109,18 @@ def test_hbm_frames_replay_the_kernels_io(traced) -> None:
 
 def test_hbm_counters_are_the_cost_model_at_every_step(traced) -> None:
     fig = hbm.hbm_sram_figure(traced)
-    args = (traced["seq_len"], 16, traced["block_m"], traced["block_n"], traced["causal"], 2)
+    args = (costmodel.Shape(traced["seq_len"], 1, 1, 16, "bfloat16", traced["causal"]), traced["block_m"],
+            traced["block_n"])
     fa2, fa1 = costmodel.step_traffic(*args), costmodel.fa1_step_traffic(*args)
     for t in range(len(fig.frames)):
         read = values(frame_trace(fig, t, hbm.READ_BARS).x)
         written = values(frame_trace(fig, t, hbm.WRITTEN_BARS).x)
-        assert list(read) == [fa2["flash_read"][t], fa1["flash_v1_read"][t], fa1["state_read"][t],
+        assert list(read) == [fa2["fa2_read"][t], fa1["fa1_read"][t], fa1["state_read"][t],
                               fa2["naive_read"][t]]
-        assert list(written) == [fa2["flash_written"][t], fa1["flash_v1_written"][t], fa1["state_written"][t],
+        assert list(written) == [fa2["fa2_written"][t], fa1["fa1_written"][t], fa1["state_written"][t],
                                  fa2["naive_written"][t]]
     # at the end the standard counters are naive_traffic's totals
-    naive = costmodel.naive_traffic(traced["seq_len"], 1, 1, 16, 2, traced["causal"])
+    naive = costmodel.naive_traffic(args[0])
     assert read[-1] == sum(p.reads for p in naive) and written[-1] == sum(p.writes for p in naive)
 
 
@@ -133,7 +134,7 @@ def test_hbm_shared_memory_says_fits_or_not_or_unknown(traced) -> None:
 
 def test_tiles_view_plays_either_order(traced) -> None:
     fig = tiling.tiling_figure(traced)
-    schedule = LOOP_ORDERS[traced["order"]].schedule(traced["seq_len"], traced["block_m"], traced["block_n"],
+    schedule = loop(traced["order"]).schedule(traced["seq_len"], traced["block_m"], traced["block_n"],
                                                      traced["causal"])
     assert len(fig.frames) == len(schedule)
     for t, step in enumerate(schedule):  # the tile in SRAM is the step's, at the step's K/V tile
@@ -147,10 +148,10 @@ def test_tiles_view_plays_either_order(traced) -> None:
 
 # -- the kernel source ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("order", ["flash", "flash_v1"])
+@pytest.mark.parametrize("order", ["fa2", "fa1"])
 def test_every_phase_comment_is_in_the_kernel(order) -> None:
     kernel = source.kernel_source(order)
-    _, phases = source.KERNELS[order]
+    phases = loop(order).phases
     for name, prefix, required in phases:
         if required:
             assert name in kernel["phases"], f"{kernel['path']} lost its phase comment {prefix!r}"
@@ -165,9 +166,9 @@ def test_every_phase_comment_is_in_the_kernel(order) -> None:
 
 
 def test_a_missing_phase_comment_is_an_error() -> None:
-    text = (source.KERNEL_DIR / "flash.py").read_text().replace("# -- compute qk", "# compute the scores")
+    text = (source.KERNEL_DIR / "fa2.py").read_text().replace("# -- compute qk", "# compute the scores")
     with pytest.raises(ValueError, match="# -- compute qk"):
-        source.kernel_source("flash", text)
+        source.kernel_source("fa2", text)
     with pytest.raises(ValueError, match="order"):
         source.kernel_source("fa3")
 
@@ -176,11 +177,11 @@ def test_every_step_maps_to_source_lines_that_exist(traced) -> None:
     order = traced["order"]
     kernel = source.kernel_source(order)
     per_step = source.step_phases(order, traced["loads"], traced["stores"], kernel["phases"])
-    schedule = LOOP_ORDERS[order].schedule(traced["seq_len"], traced["block_m"], traced["block_n"], traced["causal"])
+    schedule = loop(order).schedule(traced["seq_len"], traced["block_m"], traced["block_n"], traced["causal"])
     tile_start = [t == 0 or schedule[t - 1].k_block != s.k_block for t, s in enumerate(schedule)]
     for t, (step, names) in enumerate(zip(schedule, per_step)):
         assert {"qk", "softmax", "pv"} <= set(names)
-        if order == "flash":
+        if order == "fa2":
             assert ("load_q" in names) == step.first and ("write" in names) == step.last and "load_k" in names
         else:
             assert ("load_kv" in names) == tile_start[t] and {"load_q", "write"} <= set(names)
@@ -201,7 +202,7 @@ def test_every_step_maps_to_source_lines_that_exist(traced) -> None:
 
 
 def test_source_listing_fits_and_says_what_it_leaves_out() -> None:
-    kernel = source.kernel_source("flash")
+    kernel = source.kernel_source("fa2")
     rows = source_view.listing(kernel, 30)
     assert len(rows) == 30
     assert all(len(row["text"]) <= source_view.MAX_CHARS for row in rows)
@@ -221,7 +222,7 @@ def test_source_listing_fits_and_says_what_it_leaves_out() -> None:
 
 
 def test_source_of_the_other_order_is_refused(traced) -> None:
-    other = "flash_v1" if traced["order"] == "flash" else "flash"
+    other = "fa1" if traced["order"] == "fa2" else "fa2"
     kernel = source.kernel_source(other)
     with pytest.raises(ValueError, match="source is of"):
         source_view.kernel_source_figure(traced, kernel, [[]] * len(traced["steps"]))
@@ -231,18 +232,19 @@ def test_source_of_the_other_order_is_refused(traced) -> None:
 
 def test_rereads_count_each_tile_load(traced) -> None:
     counts, nth = rereads.kv_loads(traced)
-    schedule = LOOP_ORDERS[traced["order"]].schedule(traced["seq_len"], traced["block_m"], traced["block_n"],
+    schedule = loop(traced["order"]).schedule(traced["seq_len"], traced["block_m"], traced["block_n"],
                                                      traced["causal"])
     visitors = np.bincount([s.k_block for s in schedule], minlength=counts.shape[1])
-    if traced["order"] == "flash":  # once per Q block that needs the tile
+    if traced["order"] == "fa2":  # once per Q block that needs the tile
         assert counts.sum(axis=0).tolist() == visitors.tolist()
         assert nth.max(axis=0).tolist() == visitors.tolist()
     else:  # once
         assert counts.sum(axis=0).tolist() == [1] * counts.shape[1]
     rows = np.minimum(traced["block_n"], traced["seq_len"] - np.arange(counts.shape[1]) * traced["block_n"])
     loaded = int((counts.sum(axis=0) * rows).sum()) * 2 * 16 * 2
-    assert loaded == rereads.kv_bytes(traced["order"], traced["seq_len"], 16, 2, traced["causal"],
-                                      traced["block_m"], traced["block_n"])
+    assert loaded == rereads.kv_bytes(traced["order"], costmodel.Shape(traced["seq_len"], 1, 1, 16, "bfloat16",
+                                                                      traced["causal"]), traced["block_m"],
+                                      traced["block_n"])
     machine = costmodel.machine_from_facts({"l2_bytes": 60 << 20, "sm_count": 132})
     fig = rereads.rereads_figure(traced, machine, "H200 (recorded)", talk_seq_len=16384)
     note = fig.layout.annotations[0].text

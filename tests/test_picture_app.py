@@ -10,11 +10,11 @@ from page import pictures
 from tests.support_app import SMALL_ANIMATION, assert_no_exception, open_app, page_text, plotly_specs
 
 
-@pytest.mark.parametrize("order", ["flash", "flash_v1"])
+@pytest.mark.parametrize("order", ["fa2", "fa1"])
 def test_every_view_of_either_order(order):
     app = open_app(scene="tiling", causal="true", **SMALL_ANIMATION)
     app.segmented_control(key="control_order").set_value(order).run()
-    schedule = (fa1_schedule if order == "flash_v1" else tile_schedule)(64, 16, 32, True)
+    schedule = (fa1_schedule if order == "fa1" else tile_schedule)(64, 16, 32, True)
     for view in pictures.VIEWS:
         app.segmented_control(key="control_view").set_value(view).run()
         assert_no_exception(app)
@@ -40,7 +40,7 @@ def test_tiles_the_kernel_cannot_run_get_a_note_and_smaller_tiles(monkeypatch):
         return real(request)
 
     monkeypatch.setattr(pictures, "kernel_trace", cannot_run_big_tiles)
-    asked = pictures.TraceRequest(64, 128, 32, 32, False, "bfloat16", 0, "flash_v1")
+    asked = pictures.TraceRequest(64, 128, 32, 32, False, "bfloat16", 0, "fa1")
     fitted, notes = pictures.traced_tiles(asked)
     assert fitted == replace(asked, block_m=16, block_n=16)
     assert notes and "could not run 32×32" in notes[0] and "showing 16×16" in notes[0]

@@ -1,34 +1,70 @@
-"""One table per concept, keyed the same way in every layer: what names an algorithm, a loop order, a scene or a
-tiling view in one room names the same thing in the others (docs/architecture.md says where each table is)."""
+"""One spec per kernel, read by every room: a spec is complete, and a kernel added as one more spec is seen by every
+layer (the library's dispatch, the bench's runner and ratio table, the results file's names, the cost model's
+traffic, the roofline, the colours), with no table to edit elsewhere. Scenes and views keep one table each."""
+import dataclasses
+import json
+import math
+
+import pytest
+import torch
+
 import app
 import costmodel
+import story
 import viz
-from bench import algorithms, record, results
-from kernels import source, trace
+from bench import record, results
+from bench.cli import ratio_table
+from bench.measure import Setting, bytes_moved, flash_tiles, model_extra_bytes
+from costmodel import Shape
+from kernels import specs, trace
 from page import pictures
 from viz import animation
+from tests.support_kernels import random_qkv, reference, rel_error
 
 
-def test_every_layer_names_the_same_algorithms_in_one_order():
-    assert tuple(costmodel.ALGORITHM_MODELS) == tuple(algorithms.ALGORITHMS) == tuple(viz.ALGORITHMS)
-    assert results.RECORD_SCHEMA["algorithm"].choices == tuple(algorithms.ALGORITHMS)  # a file may name each
-    assert set(costmodel.EXTRA_BYTES) == set(algorithms.ALGORITHMS)
+def test_every_spec_is_complete():
+    assert specs.all_specs(), "no specs"
+    keys = [s.key for s in specs.all_specs()]
+    assert len(set(keys)) == len(keys) and tuple(specs.SPECS) == tuple(keys)
+    colours = [s.color for s in specs.all_specs()]
+    assert len(set(colours)) == len(colours), "two algorithms share a colour"
+    shape = Shape(1024, 1, 2, 64, "bfloat16")
+    for s in specs.all_specs():
+        assert s.label and s.short and s.color in viz.COLORS, s.key
+        assert callable(s.load("call")), s.key
+        assert costmodel.total_bytes(specs.traffic(s.key, shape)) > 0, s.key
+        assert specs.extra_bytes(s.key, shape) > 0, s.key
+        assert set(s.passes) <= set(costmodel.PASSES), s.key
+        for facet in ("tiles", "unavailable", "proton", "compile"):
+            if getattr(s, facet):
+                assert callable(s.load(facet)), (s.key, facet)
+        if s.tile_rule:
+            assert s.assumed_tiles, s.key
+            s.tile_rule(*s.assumed_tiles)
+        if s.trace:
+            assert s.trace.order_label and callable(specs.load(s.trace.traced)), s.key
+            assert s.trace.source and s.trace.phases, s.key
+        if s.library:
+            assert s.ours, s.key
+        if s.max_seq_len:
+            assert s.max_seq_len_why, s.key
+        for alias in s.aliases:
+            assert specs.canonical(alias) == s.key and alias not in specs.SPECS
+    assert results.RECORD_SCHEMA["algorithm"].choices() == tuple(specs.SPECS)  # a file may name each
 
 
-def test_every_algorithm_has_a_model_a_runner_and_a_look():
-    for key in algorithms.ALGORITHMS:
-        row = algorithms.ALGORITHMS[key]
-        assert row.key == key and callable(row.runner) and callable(row.tiles) and callable(row.unavailable)
-        traffic = costmodel.traffic(key, 1024, 1, 2, 64, 2, False)
-        assert costmodel.total_bytes(traffic) > 0, key
-        assert costmodel.extra_bytes(key, 1024, 1, 2, 64, 2) > 0, key
-        look = viz.ALGORITHMS[key]
-        assert look.color.startswith("#") and look.label and look.short, key
+def test_older_names_still_read():
+    assert specs.canonical("flash") == "fa2" and specs.canonical("flash_v1") == "fa1"
+    assert specs.canonical("flash_v3") == "fa3" and specs.canonical("naive") == "naive"
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        specs.spec("nope")
 
 
 def test_loop_orders_are_the_traced_kernels_and_their_sources():
-    assert tuple(animation.LOOP_ORDERS) == trace.ORDERS == tuple(source.KERNELS) == tuple(pictures.LOOP_ORDERS)
-    assert all(order in algorithms.ALGORITHMS and viz.ALGORITHMS[order].order_label for order in trace.ORDERS)
+    traced = tuple(s.key for s in specs.with_facet("trace"))
+    assert traced == trace.orders() == tuple(animation.loop_orders()) == tuple(pictures.loop_orders())
+    assert traced == ("fa2", "fa1")
+    assert all(viz.order_label(order) for order in traced)
 
 
 def test_one_table_of_scenes_and_one_of_views():
@@ -37,3 +73,66 @@ def test_one_table_of_scenes_and_one_of_views():
     assert all(scene.title for scene in app.SCENES)
     assert set(pictures.VIEWS) == {"tiles", "hbm", "source", "rereads"}
     assert record.RECORD_FIELDS == tuple(results.RECORD_SCHEMA)
+
+
+# -- a new kernel is its file plus one spec ---------------------------------------------------------------------
+
+TOY = specs.Spec("toy", "toy (ours, a test's)", "toy (ours)", "sky_blue", "kernels.fa2:flash_attention",
+                 specs.SPECS["fa2"].traffic, costmodel.flash_extra_bytes, interpreter=True, library=True, ratio=True,
+                 tiles="kernels.fa2:tiles_for", assumed_tiles=(64, 64), tile_rule=costmodel.check_tiles)
+
+
+def _record(algorithm: str, time_ms: float, shape: Shape) -> dict:
+    """A GPU record as the bench writes it (its derived fields consistent with its time)."""
+    s = Setting(algorithm, shape)
+    moved = bytes_moved(s)
+    flops = costmodel.attention_flops(shape)
+    tiles = (None, None) if algorithm in ("naive", "sdpa_default") else flash_tiles(s) or (None, None)
+    return record.Record(algorithm, shape.seq_len, shape.batch, shape.heads, shape.head_dim, shape.dtype,
+                         shape.causal, "ok", time_ms, time_ms, time_ms, flops / (time_ms * 1e-3) / 1e12,
+                         moved / (time_ms * 1e-3) / 1e9, moved, 1 << 20, None, "", "NVIDIA H200", "cuda",
+                         *tiles).to_dict()
+
+
+def test_a_new_spec_is_seen_by_every_layer():
+    shape = Shape(8192, 2, 16, 128, "bfloat16")
+    with specs.registered(TOY):
+        # the library's dispatch: kernel="toy" runs it, and it is among the choices
+        from kernels.attention import flash_attention, kernel_choices
+        assert "toy" in kernel_choices()
+        q, k, v = random_qkv((1, 2, 40, 32), torch.float32, seed=5)
+        out = flash_attention(q, k, v, causal=True, kernel="toy")
+        assert rel_error(out, reference(q, k, v, True, 32 ** -0.5)[0]) < 1e-5
+        # the bench: a setting of it, its tiles, bytes and memory through its spec
+        s = Setting("toy", shape)
+        assert flash_tiles(s) == flash_tiles(Setting("fa2", shape))
+        assert bytes_moved(s) == bytes_moved(Setting("fa2", shape)) and model_extra_bytes(s) > 0
+        # the results file accepts its name, and the ratio table has its column
+        records = [_record("fa2", 2.0, shape), _record("toy", 4.0, shape), _record("sdpa_default", 3.0, shape)]
+        doc = {"schema": results.SCHEMA, "schema_version": results.SCHEMA_VERSION,
+               "meta": {"created": "2026-12-04T00:00:00Z", "command": "test"},
+               "device": {"name": "NVIDIA H200", "sm_count": 132, "smem_per_sm_bytes": 233472,
+                          "smem_per_block_bytes": 232448, "l2_bytes": 62914560, "hbm_bytes": 150109110272,
+                          "copy_gbps": 4270.0, "compute_capability": "9.0", "driver": "580", "torch": "2.11",
+                          "triton": "3.6", "matmul_tflops": 720.0},
+               "records": records, "timelines": []}
+        loaded = results.parse_results(json.dumps(doc).encode(), "toy.json")
+        assert [r["algorithm"] for r in loaded.records] == ["fa2", "toy", "sdpa_default"]
+        row = ratio_table(loaded.records)[0]
+        assert row["fa2_vs_toy"] == pytest.approx(2.0) and row["fa2_vs_sdpa_default"] == pytest.approx(1.5)
+        # the roofline draws its point, named by its spec; the evolution scene has its entry
+        points = story.roofline_points(loaded.records, viz.short_labels())
+        toy = next(p for p in points if p.algorithm == "toy")
+        assert toy.label == "toy (ours)" and math.isclose(toy.tflops, loaded.records[1]["tflops"])
+        assert "toy" in [e["algorithm"] for e in story.evolution_points(loaded.records, 8192)]
+        # the colours and legend names
+        assert viz.algorithm_color("toy") == viz.COLORS["sky_blue"] and viz.algorithm_label("toy") == TOY.label
+    assert "toy" not in specs.SPECS and viz.algorithm_color("toy") == viz.PALETTE["published"]
+    with pytest.raises(results.ResultsError, match="toy"):  # gone again: a file naming it is refused
+        results.parse_results(json.dumps(doc).encode(), "toy.json")
+
+
+def test_a_spec_key_cannot_be_registered_twice():
+    with pytest.raises(ValueError, match="already"):
+        with specs.registered(dataclasses.replace(TOY, key="fa2")):
+            pass

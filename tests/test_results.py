@@ -4,6 +4,7 @@ import json
 import pytest
 
 from bench import results as res
+from costmodel import Shape
 from bench.measure import Setting, make_record
 
 FACTS = {"name": "NVIDIA H200", "sm_count": 132, "smem_per_sm_bytes": 233472, "smem_per_block_bytes": 232448,
@@ -12,8 +13,8 @@ FACTS = {"name": "NVIDIA H200", "sm_count": 132, "smem_per_sm_bytes": 233472, "s
 
 
 def good_doc():
-    ok = make_record(Setting("flash", 8192, 2, 16, 128), "ok", "NVIDIA H200", "cuda", [2.0, 2.1, 2.2], peak=100)
-    oom = make_record(Setting("naive", 32768, 2, 16, 128), "oom", "NVIDIA H200", "cuda", needed=1 << 37, message="oom")
+    ok = make_record(Setting("fa2", Shape(seq_len=8192, batch=2, heads=16, head_dim=128)), "ok", "NVIDIA H200", "cuda", [2.0, 2.1, 2.2], peak=100)
+    oom = make_record(Setting("naive", Shape(seq_len=32768, batch=2, heads=16, head_dim=128)), "oom", "NVIDIA H200", "cuda", needed=1 << 37, message="oom")
     timeline = {"sm_count": 132, "seq_len": 16384, "heads": 32, "batch": 1, "head_dim": 128, "block_m": 128,
                 "causal": False, "sm_id": [0, 1], "t_start_ns": [0, 5], "t_end_ns": [10, 12], "q_block": [0, 1],
                 "bh": [0, 0]}
@@ -68,7 +69,7 @@ def _mutate(path, value):
     (_mutate(["records", 0, "time_ms"], "fast"), "time_ms"),
     (_mutate(["records", 0, "seq_len"], True), "seq_len"),
     (_mutate(["records", 0, "seq_len"], -4), "seq_len = -4 is outside 1"),
-    (_mutate(["records", 0, "algorithm"], "magic"), "algorithm = 'magic' is not one of flash"),
+    (_mutate(["records", 0, "algorithm"], "magic"), "algorithm = 'magic' is not one of fa2"),
     (_mutate(["records", 0, "status"], "great"), "status = 'great' is not one of ok"),
     (_mutate(["records", 0, "time_ms"], None), "no time"),
     (encode(good_doc()).replace(b'"time_ms": 2.1', b'"time_ms": NaN'), "NaN"),

@@ -42,7 +42,7 @@ def test_the_page_script_gathers_arrow_and_page_keys():
 # -- 2. the picture cache keeps one figure per trace and view, not one per step -----------------------------
 
 def test_a_picture_request_holds_what_changes_the_figure_and_no_step():
-    trace = pictures.TraceRequest(64, 16, 16, 32, True, "float32", 0, "flash")
+    trace = pictures.TraceRequest(64, 16, 16, 32, True, "float32", 0, "fa2")
     device = pictures.PictureDevice(232448, 62914560, 132, "NVIDIA H200")
     tiles = [pictures.PictureRequest.of(trace, "tiles", "light", 700, device, n) for n in (1024, 8192)]
     assert tiles[0] == tiles[1] and hash(tiles[0]) == hash(tiles[1])  # the talk's N is only the re-reads'
@@ -62,8 +62,8 @@ def test_a_cached_figure_shown_at_a_step_is_the_figure_built_at_that_step(view):
     build = {"tiles": lambda step: viz.tiling_figure(trace, start_step=step),
              "hbm": lambda step: viz.hbm_sram_figure(trace, start_step=step),
              "source": lambda step: viz.kernel_source_figure(
-                 trace, source.kernel_source("flash"),
-                 source.step_phases("flash", trace["loads"], trace["stores"], source.kernel_source("flash")["phases"]),
+                 trace, source.kernel_source("fa2"),
+                 source.step_phases("fa2", trace["loads"], trace["stores"], source.kernel_source("fa2")["phases"]),
                  start_step=step)}[view]
     base = build(0)
     for step in (3, len(base.frames) - 1):
@@ -75,7 +75,7 @@ def test_viewers_at_different_steps_share_one_build(monkeypatch):
     real = pictures.VIEWS["tiles"].build
     monkeypatch.setitem(pictures.VIEWS, "tiles", pictures.View("Tiles", lambda t, r: built.append(r) or real(t, r)))
     pictures.FIGURES.clear()
-    request = pictures.PictureRequest.of(pictures.TraceRequest(64, 16, 16, 32, False, "float32", 5, "flash"),
+    request = pictures.PictureRequest.of(pictures.TraceRequest(64, 16, 16, 32, False, "float32", 5, "fa2"),
                                          "tiles", "dark", 700, pictures.PictureDevice(), 8192)
     sliders = [pictures.picture(request, step).layout.sliders[0].active for step in (0, 3, 7)]
     assert len(built) == 1 and len(set(sliders)) == 3
@@ -185,9 +185,8 @@ def test_the_closest_recorded_setting_is_offered_only_when_the_link_can_hold_it(
                 for key in ("time_ms", "time_ms_p20", "time_ms_p80"):
                     record[key] *= grow
                 record["gbps"] /= grow
-                record["tflops"] = costmodel.attention_flops(record["seq_len"], record["batch"], record["heads"],
-                                                             record["head_dim"], record["causal"]) / (
-                                                                 record["time_ms"] * 1e-3) / 1e12
+                record["tflops"] = costmodel.attention_flops(costmodel.Shape.of_record(record)) / (
+                    record["time_ms"] * 1e-3) / 1e12
     app = upload(open_app(scene="seqlen"), recording(change))
     assert_no_exception(app)
     assert not [b for b in app.button if b.label == "Show the closest recorded setting"]
@@ -216,12 +215,12 @@ def test_a_step_past_the_end_is_corrected_in_the_link():
 # -- 6. the library's softmax scale and memory -------------------------------------------------------------
 
 @pytest.mark.parametrize("scale", [0.0, -0.125, -1e-30])
-@pytest.mark.parametrize("name", ["flash", "naive"])
+@pytest.mark.parametrize("name", ["fa2", "naive"])
 def test_a_non_positive_softmax_scale_is_refused(name, scale):
     from kernels import flash_attention, naive_attention
     q = torch.randn(1, 1, 37, 16)
     with pytest.raises(ValueError, match="sm_scale must be a positive"):
-        {"flash": flash_attention, "naive": naive_attention}[name](q, q, q, causal=True, sm_scale=scale)
+        {"fa2": flash_attention, "naive": naive_attention}[name](q, q, q, causal=True, sm_scale=scale)
 
 
 def test_scores_larger_than_the_device_are_refused_before_any_launch():

@@ -8,12 +8,12 @@ import costmodel
 import page.settings as page_settings
 from app import SCENE_KEYS
 from app import SEQLEN_TABS as SEQLEN_TAB_NAMES
-from page.pictures import LOOP_ORDERS, VIEWS, SharedMemoryBudget, fit_tiles
+from page.pictures import VIEWS, SharedMemoryBudget, fit_tiles, loop_orders
 from page.settings import QUERY_KEYS, Settings, resolve, settings_to_query
 from page.settings import settings_from_query as parse_only
 
 # the tables that own those keys
-TABLES = {"scene": SCENE_KEYS, "view": tuple(VIEWS), "order": tuple(LOOP_ORDERS), "tab": tuple(SEQLEN_TAB_NAMES)}
+TABLES = {"scene": SCENE_KEYS, "view": tuple(VIEWS), "order": tuple(loop_orders()), "tab": tuple(SEQLEN_TAB_NAMES)}
 
 
 def settings_from_query(params):
@@ -189,7 +189,7 @@ def test_every_setting_has_a_query_key():
 
 def test_sizes_agree_with_what_the_kernels_accept():
     inputs = pytest.importorskip("kernels.inputs")
-    flash = pytest.importorskip("kernels.flash")
+    flash = pytest.importorskip("kernels.fa2")
     assert page_settings.HEAD_DIMS == tuple(inputs.SUPPORTED_HEAD_DIMS)
     for size in page_settings.TILE_SIZES:
         costmodel.check_tiles(size, size)

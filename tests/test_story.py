@@ -1,9 +1,11 @@
-"""story.py: the numbers the scenes quote, from records and the cost model; and the roofline figure."""
+"""story/: the numbers the scenes quote, from records and the cost model; and the roofline figure."""
 import math
 
 import pytest
 
 import costmodel
+from costmodel import Shape
+from kernels import specs
 import story
 import viz.roofline
 import viz.theme
@@ -11,8 +13,13 @@ import viz.theme
 PEAK, COPY = 700.0, 4250.0  # TFLOPS, GB/s (the H200's measured roofs are of this size)
 
 
+def S(seq_len, batch, heads, head_dim, dtype_bytes, causal):
+    """The cost model's shape as these tests write it: (N, batch, heads, head_dim, bytes per element, causal)."""
+    return Shape(seq_len, batch, heads, head_dim, {2: "bfloat16", 4: "float32"}[dtype_bytes], causal)
+
+
 def record(algorithm: str, time_ms: float, **extra) -> dict:
-    flops = costmodel.attention_flops(8192, 2, 16, 128, False)
+    flops = costmodel.attention_flops(S(8192, 2, 16, 128, 2, False))
     base = {"algorithm": algorithm, "seq_len": 8192, "batch": 2, "heads": 16, "head_dim": 128, "dtype": "bfloat16",
             "causal": False, "status": "ok", "time_ms": time_ms, "tflops": flops / (time_ms * 1e-3) / 1e12,
             "bytes_moved": 270_000_000, "dram_read_bytes": None, "dram_write_bytes": None, "kernels": None}
@@ -23,15 +30,15 @@ def test_roofline_points_use_counted_bytes_and_split_the_standard_kernels():
     kernels = [{"name": n, "time_ms": t, "dram_read_bytes": r, "dram_write_bytes": w, "l2_bytes": 0}
                for n, t, r, w in (("_scores_kernel", 2.0, 200, 8_600_000_000), ("_softmax_kernel", 2.5, 8e9, 4e9),
                                   ("_pv_kernel", 2.0, 4_300_000_000, 67_000_000))]
-    records = [record("flash", 2.3, dram_read_bytes=201_000_000, dram_write_bytes=58_000_000),
+    records = [record("fa2", 2.3, dram_read_bytes=201_000_000, dram_write_bytes=58_000_000),
                record("naive", 7.2, kernels=kernels, bytes_moved=26_000_000_000),
                record("sdpa_flash", 3.1),  # no counters: the model's bytes, hollow marker
-               record("torch_naive", 20.0), {**record("flash", 1.0), "status": "oom", "tflops": None}]
+               record("torch_naive", 20.0), {**record("fa2", 1.0), "status": "oom", "tflops": None}]
     points = {p.label: p for p in story.roofline_points(records, viz.theme.short_labels())}
     assert list(points) == ["flash (ours)", *story.NAIVE_KERNEL_LABELS, "SDPA flash"]
     flash = points["flash (ours)"]
     assert flash.counted and flash.hbm_bytes == 259_000_000
-    assert flash.intensity == pytest.approx(costmodel.attention_flops(8192, 2, 16, 128, False) / 259e6)
+    assert flash.intensity == pytest.approx(costmodel.attention_flops(S(8192, 2, 16, 128, 2, False)) / 259e6)
     assert flash.tflops == pytest.approx(records[0]["tflops"])
     scores = points["standard: S = QKᵀ"]
     assert scores.flops == 2 * 32 * 8192**2 * 128 and scores.hbm_bytes == 8_600_000_200 and scores.time_ms == 2.0
@@ -40,7 +47,7 @@ def test_roofline_points_use_counted_bytes_and_split_the_standard_kernels():
 
 def test_roofline_y_ticks_stay_readable_when_the_points_share_one_decade():
     # past the wall only the fast kernels are left: 300–600 TFLOPS under a 685 TFLOPS roof
-    fast = [story.RoofPoint("flash (ours)", "flash", 1.1e12, 70e6, 2.2, True).as_dict()]
+    fast = [story.RoofPoint("flash (ours)", "fa2", 1.1e12, 70e6, 2.2, True).as_dict()]
     axis = viz.roofline.roofline_figure(fast, PEAK, COPY).layout.yaxis
     lo, hi = (10 ** v for v in axis.range)
     assert list(axis.tickvals) == [v for v in (100, 200, 500, 1000, 2000) if lo <= v <= hi]
@@ -51,14 +58,14 @@ def test_roofline_y_ticks_stay_readable_when_the_points_share_one_decade():
 
 def test_verdicts_place_points_left_or_right_of_the_ridge():
     points = [story.RoofPoint("memory", "naive", 1e12, 10**10, 10.0, True),   # 100 FLOPs/byte < ridge 165
-              story.RoofPoint("compute", "flash", 1e12, 10**8, 2.0, True)]    # 10,000 FLOPs/byte
+              story.RoofPoint("compute", "fa2", 1e12, 10**8, 2.0, True)]    # 10,000 FLOPs/byte
     memory, compute = story.roofline_verdicts(points, PEAK, COPY)
     assert "memory-bound" in memory and f"{100 / (COPY * 100 / 1000):.0%}" in memory  # 100 TFLOPS of 425
     assert "compute-bound" in compute and f"{500 / PEAK:.0%}" in compute
 
 
 def test_roofline_figure_puts_points_where_their_records_say():
-    points = [story.RoofPoint("flash (ours)", "flash", 1.1e12, 259_000_000, 2.3, True).as_dict(),
+    points = [story.RoofPoint("flash (ours)", "fa2", 1.1e12, 259_000_000, 2.3, True).as_dict(),
               story.RoofPoint("SDPA flash", "sdpa_flash", 1.1e12, 270_000_000, 3.1, False).as_dict()]
     fig = viz.roofline.roofline_figure(points, PEAK, COPY, l2_gbps=9000.0)
     markers = {t.name: t for t in fig.data if t.mode == "markers"}
@@ -86,7 +93,7 @@ SCENE = {key: number for number, key in enumerate(
 COMBOS = sorted({(r["head_dim"], r["causal"]) for r in RECORDED.records})
 
 
-def recorded(head_dim: int, causal: bool, algorithms=("flash", "naive")) -> list[dict]:
+def recorded(head_dim: int, causal: bool, algorithms=("fa2", "naive")) -> list[dict]:
     return [r for r in RECORDED.records if r["head_dim"] == head_dim and r["causal"] == causal
             and r["algorithm"] in algorithms and r["batch"] == 2 and r["heads"] == 16]
 
@@ -94,8 +101,8 @@ def recorded(head_dim: int, causal: bool, algorithms=("flash", "naive")) -> list
 @pytest.mark.parametrize(("head_dim", "causal"), COMBOS)
 def test_at_8k_the_traffic_ratio_explains_the_measured_speedup(head_dim, causal):
     records = recorded(head_dim, causal)
-    panels = story.traffic_panels(8192, 2, 16, head_dim, 2, causal, records, RECORDED.facts)
-    numbers = story.headline(records, 8192, 2, 16, head_dim, 2)
+    panels = story.traffic_panels(S(8192, 2, 16, head_dim, 2, causal), records, RECORDED.facts)
+    numbers = story.headline(records, S(8192, 2, 16, head_dim, 2, False))
     speedup = float(numbers.speedup.rstrip("×"))
     assert speedup > 1.5
     assert story.hbm_bytes(panels, records, 8192).ratio >= speedup
@@ -107,13 +114,13 @@ def test_past_the_wall_every_claim_says_out_of_memory_with_the_same_bytes(head_d
     wall = story.first_out_of_memory(records)
     assert wall is not None
     for seq_len in sorted({r["seq_len"] for r in records if r["seq_len"] >= wall["seq_len"]}):
-        numbers = story.headline(records, seq_len, 2, 16, head_dim, 2)
+        numbers = story.headline(records, S(seq_len, 2, 16, head_dim, 2, False))
         naive = story.record_at(records, "naive", seq_len)
         assert numbers.speedup == story.OUT_OF_MEMORY and oom_text(naive) in numbers.speedup_why
-        panels = story.traffic_panels(seq_len, 2, 16, head_dim, 2, causal, records, RECORDED.facts)
-        at_length = recorded(head_dim, causal, story.ROOFLINE_ALGORITHMS)
-        points = story.takeaways(records, at_length, panels, RECORDED.facts, "H200", seq_len, 2, 16, head_dim,
-                                 "bfloat16", SCENE)
+        panels = story.traffic_panels(S(seq_len, 2, 16, head_dim, 2, causal), records, RECORDED.facts)
+        at_length = recorded(head_dim, causal, specs.keys(roofline=True))
+        points = story.takeaways(story.Evidence(records, at_length, panels, RECORDED.facts, "H200"),
+                                 S(seq_len, 2, 16, head_dim, 2, causal), SCENE)
         text = "\n".join(points)
         assert "n/a" not in text and "standard moves" not in text
         assert f"{story.OUT_OF_MEMORY} ({oom_text(naive)})" in text
@@ -124,19 +131,19 @@ def test_past_the_wall_every_claim_says_out_of_memory_with_the_same_bytes(head_d
 def test_headline_times_read_as_milliseconds_at_every_length(head_dim, causal):
     records = recorded(head_dim, causal)
     for seq_len in sorted({r["seq_len"] for r in records}):
-        why = story.headline(records, seq_len, 2, 16, head_dim, 2).speedup_why
+        why = story.headline(records, S(seq_len, 2, 16, head_dim, 2, False)).speedup_why
         assert "e+" not in why and "e-" not in why, why  # never 2.08e+03 ms
-        flash = story.record_at(records, "flash", seq_len)
+        flash = story.record_at(records, "fa2", seq_len)
         if flash is not None and flash["status"] == "ok":
             assert fmt_ms(flash["time_ms"]) in why
 
 
 def test_takeaways_quote_the_scenes_by_their_numbers():
     records = recorded(128, False)
-    panels = story.traffic_panels(8192, 2, 16, 128, 2, False, records, RECORDED.facts)
-    text = "\n".join(story.takeaways(records, recorded(128, False, story.ROOFLINE_ALGORITHMS), panels,
-                                     RECORDED.facts, "H200", 8192, 2, 16, 128, "bfloat16",
-                                     {**SCENE, "compare": 44}, 1e-3, 256))
+    panels = story.traffic_panels(S(8192, 2, 16, 128, 2, False), records, RECORDED.facts)
+    evidence = story.Evidence(records, recorded(128, False, specs.keys(roofline=True)), panels, RECORDED.facts,
+                              "H200", 1e-3, 256)
+    text = "\n".join(story.takeaways(evidence, S(8192, 2, 16, 128, 2, False), {**SCENE, "compare": 44}))
     assert "scene 44" in text and f"scene {SCENE['tiling']}" in text
 
 
@@ -145,15 +152,15 @@ def test_takeaways_quote_the_scenes_by_their_numbers():
 def test_the_fa3_takeaway_quotes_it_against_pytorchs_default_and_our_fa2(head_dim, causal):
     """The FA-3 slide says what the kernel beats, from the same records the evolution scene draws: its ratio to
     SDPA's default (cuDNN on the H200) and to our FA-2-order kernel, at the talk's length."""
-    algorithms = ("flash", "naive", "flash_v3", "sdpa_default")
+    algorithms = ("fa2", "naive", "fa3", "sdpa_default")
     records = [r for r in RECORDED.records if r["head_dim"] == head_dim and r["causal"] == causal
                and r["batch"] == 2 and r["heads"] == 16]
     at_length = [r for r in records if r["algorithm"] in algorithms]
-    panels = story.traffic_panels(8192, 2, 16, head_dim, 2, causal, recorded(head_dim, causal), RECORDED.facts)
-    slides = story.takeaway_slides(recorded(head_dim, causal), at_length, panels, RECORDED.facts, 8192, 2, 16,
-                                   head_dim, "bfloat16", SCENE)
+    panels = story.traffic_panels(S(8192, 2, 16, head_dim, 2, causal), recorded(head_dim, causal), RECORDED.facts)
+    slides = story.takeaway_slides(story.Evidence(recorded(head_dim, causal), at_length, panels, RECORDED.facts),
+                                   S(8192, 2, 16, head_dim, 2, causal), SCENE)
     (fa3,) = [s for s in slides if s.title == "FA-3 style, ours"]
-    v3, sdpa, flash = (story.record_at(at_length, a, 8192) for a in ("flash_v3", "sdpa_default", "flash"))
+    v3, sdpa, flash = (story.record_at(at_length, a, 8192) for a in ("fa3", "sdpa_default", "fa2"))
     assert fa3.number == f"{v3['tflops']:,.0f} TFLOPS"
     assert f"{v3['tflops'] / sdpa['tflops']:.2f}× PyTorch SDPA's default" in fa3.line
     assert f"{v3['tflops'] / flash['tflops']:.2f}× our FA-2-order kernel" in fa3.line
@@ -163,8 +170,8 @@ def test_without_a_residency_the_l2_model_assumes_one_program_per_sm_and_says_so
     """Given no residency the L2-aware model takes one program per SM, says it is assumed, and is what the bench
     wrote as bytes_moved (the bench passes none). That it then meets the counters at 256K is a coincidence the
     recorded timeline contradicts (2 per SM): tests/test_story_truth.py pins the model at the measured residency."""
-    (record,) = [r for r in recorded(128, False) if r["algorithm"] == "flash" and r["seq_len"] == 262144]
-    panels = story.traffic_panels(262144, 2, 16, 128, 2, False, recorded(128, False), RECORDED.facts)
+    (record,) = [r for r in recorded(128, False) if r["algorithm"] == "fa2" and r["seq_len"] == 262144]
+    panels = story.traffic_panels(S(262144, 2, 16, 128, 2, False), recorded(128, False), RECORDED.facts)
     assert panels.flash_bytes == record["bytes_moved"]  # the bench wrote the same model
     assert panels.machine.programs_in_flight == RECORDED.facts["sm_count"]
     assert "1 per SM, assumed: no timeline" in panels.machine.how

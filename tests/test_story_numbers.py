@@ -1,4 +1,4 @@
-"""The numbers and words the charts used to compute themselves, now the story's (story.py): the speedup table,
+"""The numbers and words the charts used to compute themselves, now the story's (story/): the speedup table,
 the SM timeline's statistics, and what an out-of-memory record says. The charts draw them as given
 (tests/test_viz.py); these are the assertions that moved with them."""
 
@@ -8,8 +8,13 @@ import pytest
 
 import story
 from bench.results import load_results
-from costmodel import flash_extra_bytes, naive_extra_bytes
+from costmodel import Shape, flash_extra_bytes, naive_extra_bytes
 from fmt import fmt_bytes
+
+
+def S(seq_len, batch, heads, head_dim, dtype_bytes, causal):
+    """The cost model's shape as these tests write it: (N, batch, heads, head_dim, bytes per element, causal)."""
+    return Shape(seq_len, batch, heads, head_dim, {2: "bfloat16", 4: "float32"}[dtype_bytes], causal)
 
 
 def measured(algorithm: str, seq_len: int, status: str = "ok", time_ms: float | None = None, **extra) -> dict:
@@ -24,11 +29,11 @@ def records() -> list[dict]:
     """Flash and standard at 1K … 64K tokens; standard runs out of memory at 64K (its P allocation fails)."""
     rows = []
     for seq_len in (1024, 4096, 16384, 65536):
-        rows.append(measured("flash", seq_len, time_ms=seq_len**2 * 1e-9,
-                             peak_extra_bytes=flash_extra_bytes(seq_len, 1, 8, 64, 2)))
+        rows.append(measured("fa2", seq_len, time_ms=seq_len**2 * 1e-9,
+                             peak_extra_bytes=flash_extra_bytes(S(seq_len, 1, 8, 64, 2, False))))
         if seq_len < 65536:
             rows.append(measured("naive", seq_len, time_ms=seq_len**2 * 4e-9,
-                                 peak_extra_bytes=naive_extra_bytes(seq_len, 1, 8, 64, 2)))
+                                 peak_extra_bytes=naive_extra_bytes(S(seq_len, 1, 8, 64, 2, False))))
         else:
             rows.append(measured("naive", seq_len, "oom", needed_bytes=8 * seq_len * seq_len * 2))
     return rows
@@ -50,9 +55,9 @@ def test_interpreter_times_are_never_gpu_speed(records) -> None:
 def test_the_walls_words(records) -> None:
     wall = story.first_wall(records)
     assert (wall["algorithm"], wall["seq_len"]) == ("naive", 65536)
-    needed, failed = fmt_bytes(naive_extra_bytes(65536, 1, 8, 64, 2)), fmt_bytes(8 * 65536 * 65536 * 2)
+    needed, failed = fmt_bytes(naive_extra_bytes(S(65536, 1, 8, 64, 2, False))), fmt_bytes(8 * 65536 * 65536 * 2)
     # the ✕ goes on the formula (S + P + O at that N); the failed allocation is said beside it
-    assert story.oom_need(wall) == naive_extra_bytes(65536, 1, 8, 64, 2)
+    assert story.oom_need(wall) == naive_extra_bytes(S(65536, 1, 8, 64, 2, False))
     assert story.wall_text(wall) == f"out of memory at N = 64K (needs {needed}; a {failed} allocation failed)"
     assert story.failure_text(wall) == f"out of memory (needs {needed}; a {failed} allocation failed)"
     assert story.first_wall([r for r in records if r["status"] == "ok"]) is None
@@ -65,7 +70,7 @@ def test_the_first_wall_is_standards_when_it_has_one(records) -> None:
 
 
 def test_failed_records_carry_their_failure(records) -> None:
-    error = measured("flash", 2048, "error", message="illegal memory access")
+    error = measured("fa2", 2048, "error", message="illegal memory access")
     drawn = story.with_failures([*records, error])
     assert [r.get("failure") for r in drawn if r["status"] != "ok"] == [story.failure_text(records[-1]),
                                                                         "error: illegal memory access"]

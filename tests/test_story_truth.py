@@ -9,6 +9,8 @@ import re
 import pytest
 
 import costmodel
+from costmodel import Shape
+from kernels import specs
 import story
 import viz
 from bench import results
@@ -19,20 +21,25 @@ from kernels.trace import LATE_MAX_INPUTS, trace_flash
 from tests.support_app import assert_no_exception, open_app
 from viz import hbm, rereads, source_view, tiling
 
+def S(seq_len, batch, heads, head_dim, dtype_bytes, causal):
+    """The cost model's shape as these tests write it: (N, batch, heads, head_dim, bytes per element, causal)."""
+    return Shape(seq_len, batch, heads, head_dim, {2: "bfloat16", 4: "float32"}[dtype_bytes], causal)
+
+
 RECORDED = load_results("h200.json")
 FACTS = RECORDED.facts
 COPY_SIZES, MATMUL_SIZES = (1 << 30, 2 << 30, 4 << 30), (4096, 8192, 16384)  # bench/device.py's
 COMBOS = sorted({(r["head_dim"], r["causal"]) for r in RECORDED.records})
 
 
-def talk(head_dim: int, causal: bool, algorithms=("flash", "naive")) -> list[dict]:
+def talk(head_dim: int, causal: bool, algorithms=("fa2", "naive")) -> list[dict]:
     """The recording's records at the talk's shape (batch 2 × 16 heads, bf16)."""
     return [r for r in RECORDED.records if r["head_dim"] == head_dim and r["causal"] == causal
             and r["algorithm"] in algorithms and r["batch"] == 2 and r["heads"] == 16]
 
 
 def at_length(head_dim: int, causal: bool, seq_len: int) -> list[dict]:
-    return [r for r in talk(head_dim, causal, costmodel.ALGORITHMS) if r["seq_len"] == seq_len]
+    return [r for r in talk(head_dim, causal, tuple(specs.SPECS)) if r["seq_len"] == seq_len]
 
 
 # -- 1. waves and residency: the L2-aware model uses the residency the timeline measures ---------------------
@@ -53,16 +60,14 @@ def test_the_machine_takes_the_residency_and_says_where_it_comes_from():
     assert live.programs_in_flight == 3 * FACTS["sm_count"] and "measured occupancy on this GPU" in live.how
     assumed = costmodel.machine_from_facts(FACTS)
     assert assumed.programs_in_flight == FACTS["sm_count"] and "1 per SM, assumed: no timeline" in assumed.how
-    panels = story.traffic_panels(8192, 2, 16, 128, 2, False, talk(128, False), FACTS,
-                                  story.residency(RECORDED.timelines, 128, False))
+    panels = story.traffic_panels(S(8192, 2, 16, 128, 2, False), talk(128, False), FACTS, story.residency(RECORDED.timelines, 128, False))
     assert panels.machine.programs_in_flight == 264
     assert "264 programs in flight" in story.compare_caption(panels)
 
 
 def model_over_counted(head_dim: int, causal: bool, seq_len: int) -> float:
     records = talk(head_dim, causal)
-    panels = story.traffic_panels(seq_len, 2, 16, head_dim, 2, causal, records, FACTS,
-                                  story.residency(RECORDED.timelines, head_dim, causal))
+    panels = story.traffic_panels(S(seq_len, 2, 16, head_dim, 2, causal), records, FACTS, story.residency(RECORDED.timelines, head_dim, causal))
     return story.hbm_bytes(panels, records, seq_len).flash_model_over_counted
 
 
@@ -81,7 +86,7 @@ def test_at_the_measured_residency_the_model_meets_causal_and_undercounts_non_ca
 
 def test_the_compare_scene_can_say_model_against_counted():
     records = talk(128, False)
-    panels = story.traffic_panels(262144, 2, 16, 128, 2, False, records, FACTS, 2)
+    panels = story.traffic_panels(S(262144, 2, 16, 128, 2, False), records, FACTS, 2)
     moved = story.hbm_bytes(panels, records, 262144)
     text = story.model_vs_counted(moved, panels)
     assert f"flash {moved.flash_model_over_counted:.2f}" in text and "0.52" in text
@@ -91,22 +96,22 @@ def test_the_compare_scene_can_say_model_against_counted():
 # -- 2. the memory wall: one function, the talk's setting, what our kernel stores ----------------------------
 
 def test_one_wall_for_the_problem_scene_and_the_recorded_out_of_memory():
-    wall = costmodel.standard_memory_wall(FACTS["hbm_bytes"], 2, 16, 128, 2)
+    wall = costmodel.standard_memory_wall(FACTS["hbm_bytes"], S(1, 2, 16, 128, 2, False))
     assert wall.seq_len == 32768 and wall.fits_up_to < 32768
-    assert costmodel.standard_device_bytes(wall.fits_up_to, 2, 16, 128, 2) <= FACTS["hbm_bytes"]
-    assert costmodel.standard_device_bytes(wall.fits_up_to + 1, 2, 16, 128, 2) > FACTS["hbm_bytes"]
-    assert costmodel.standard_device_bytes(100, 2, 3, 64, 2) == (3 * 2 * 3 * 100 * 64 * 2
-                                                                 + costmodel.naive_extra_bytes(100, 2, 3, 64, 2))
+    assert costmodel.standard_device_bytes(S(wall.fits_up_to, 2, 16, 128, 2, False)) <= FACTS["hbm_bytes"]
+    assert costmodel.standard_device_bytes(S(wall.fits_up_to + 1, 2, 16, 128, 2, False)) > FACTS["hbm_bytes"]
+    assert costmodel.standard_device_bytes(S(100, 2, 3, 64, 2, False)) == (3 * 2 * 3 * 100 * 64 * 2
+                                                                 + costmodel.naive_extra_bytes(S(100, 2, 3, 64, 2, False)))
     for head_dim, causal in COMBOS:  # the recorded wall: where our naive kernels ran out of memory
-        said = story.standard_wall(FACTS, 2, 16, head_dim, 2)
+        said = story.standard_wall(FACTS, S(1, 2, 16, head_dim, 2, False))
         assert said["seq_len"] == story.first_out_of_memory(talk(head_dim, causal))["seq_len"]
-    said = story.standard_wall(FACTS, 2, 16, 128, 2)
+    said = story.standard_wall(FACTS, S(1, 2, 16, 128, 2, False))
     assert fmt_tokens(32768) in said["label"] and fmt_bytes(wall.need_bytes) in said["text"]
-    assert story.standard_wall({}, 2, 16, 128, 2) is None
+    assert story.standard_wall({}, S(1, 2, 16, 128, 2, False)) is None
 
 
 def test_the_problem_figure_draws_the_wall_it_is_given():
-    wall = story.standard_wall(FACTS, 2, 16, 128, 2)
+    wall = story.standard_wall(FACTS, S(1, 2, 16, 128, 2, False))
     fig = viz.scores_memory_figure(8192, 16, 2, hbm_bytes=FACTS["hbm_bytes"], wall=wall)
     lines = [s for s in fig.layout.shapes if s.x0 == s.x1 == wall["seq_len"]]
     assert len(lines) == 1 and lines[0].label.text == wall["label"]
@@ -121,10 +126,10 @@ def test_the_problem_figure_draws_the_wall_it_is_given():
 
 def test_past_the_wall_the_ratio_says_it_is_the_model():
     records = talk(128, False)
-    past = story.hbm_bytes(story.traffic_panels(262144, 2, 16, 128, 2, False, records, FACTS), records, 262144)
+    past = story.hbm_bytes(story.traffic_panels(S(262144, 2, 16, 128, 2, False), records, FACTS), records, 262144)
     assert past.modelled and past.ratio_title == "Standard ÷ flash (model)"
     assert "model" in past.ratio_note and story.OUT_OF_MEMORY in past.ratio_note
-    here = story.hbm_bytes(story.traffic_panels(8192, 2, 16, 128, 2, False, records, FACTS), records, 8192)
+    here = story.hbm_bytes(story.traffic_panels(S(8192, 2, 16, 128, 2, False), records, FACTS), records, 8192)
     assert not here.modelled and here.ratio_note is None and here.ratio_title == "Standard ÷ flash"
 
 
@@ -136,25 +141,25 @@ def test_the_roofline_paragraph_speaks_of_the_points_drawn():
     text = story.roofline_text(past, at_length(128, False, 65536), FACTS)
     assert "standard kernels" not in text and "bandwidth roof" not in text
     assert f"No standard point: standard attention did not run here ({story.OUT_OF_MEMORY})" in text
-    v3 = story.RoofPoint("FA-3 style (ours)", "flash_v3", 1.1e12, 70e6, 1.8, True)
+    v3 = story.RoofPoint("FA-3 style (ours)", "fa3", 1.1e12, 70e6, 1.8, True)
     assert "FA-3 style kernel" in story.roofline_text([*past, v3], at_length(128, False, 65536), FACTS)
 
 
 def test_every_algorithm_has_an_evolution_entry_and_says_why_it_has_no_number():
-    history = talk(128, False, costmodel.ALGORITHMS)
+    history = talk(128, False, tuple(specs.SPECS))
     points = story.evolution_points(at_length(128, False, 262144), 262144, history)
-    assert [p["algorithm"] for p in points] == list(costmodel.ALGORITHMS)
+    assert [p["algorithm"] for p in points] == list(story.prefill_algorithms())
     notes = {p["algorithm"]: p["note"] for p in points if p["tflops"] is None}
     assert notes == {"naive": story.OUT_OF_MEMORY, "torch_naive": f"{story.OUT_OF_MEMORY} (from 32K)",
-                     "flash_v1": "not timed past 16K (one program per head)"}
+                     "fa1": "not timed past 16K (one program per head)"}
     assert all(p["tflops"] and p["note"] is None for p in points if p["algorithm"] not in notes)
     measured = [{**p, "label": viz.algorithm_label(p["algorithm"])} for p in points]
     fig = viz.evolution_figure(measured)
     gaps = next(t for t in fig.data if t.customdata is not None and story.OUT_OF_MEMORY in t.customdata)
     assert sorted(gaps.customdata) == sorted(notes.values())  # each drawn in its column, labelled
-    assert len(fig.layout.xaxis.categoryarray) == len(viz.PUBLISHED) + len(costmodel.ALGORITHMS)
-    without_v3 = [r for r in at_length(128, False, 8192) if r["algorithm"] != "flash_v3"]
-    assert story.evolution_points(without_v3, 8192, history)[-1] == {"algorithm": "flash_v3", "tflops": None,
+    assert len(fig.layout.xaxis.categoryarray) == len(viz.PUBLISHED) + len(story.prefill_algorithms())
+    without_v3 = [r for r in at_length(128, False, 8192) if r["algorithm"] != "fa3"]
+    assert story.evolution_points(without_v3, 8192, history)[-1] == {"algorithm": "fa3", "tflops": None,
                                                                      "note": "not recorded"}
 
 
@@ -196,8 +201,8 @@ def test_each_roof_is_said_for_the_caption():
 
 def test_the_fa1_gap_without_a_filling_shape_says_so():
     talk_shape = [r for r in RECORDED.records if r["batch"] * r["heads"] < 2 * FACTS["sm_count"]]
-    gap = story.fa1_gap(talk_shape, 8192, 2, 16, 128, "bfloat16", False, FACTS["sm_count"])
-    v1, v2 = (story.record_at(at_length(128, False, 8192), a, 8192)["time_ms"] for a in ("flash_v1", "flash"))
+    gap = story.fa1_gap(talk_shape, Shape(8192, 2, 16, 128, "bfloat16", False), FACTS["sm_count"])
+    v1, v2 = (story.record_at(at_length(128, False, 8192), a, 8192)["time_ms"] for a in ("fa1", "fa2"))
     assert gap.talk_ratio == pytest.approx(v1 / v2) and 25 < gap.talk_ratio < 35
     assert gap.loop_order is None and gap.idle_sms is None and gap.filling is None
     assert "32 programs on 132 SMs" in gap.sentence and "not recorded" in gap.sentence
@@ -205,7 +210,7 @@ def test_the_fa1_gap_without_a_filling_shape_says_so():
 
 @pytest.mark.parametrize(("head_dim", "causal"), COMBOS)
 def test_the_recorded_fa1_gap_is_split_where_the_bench_filled_the_gpu(head_dim, causal):
-    gap = story.fa1_gap(RECORDED.records, 8192, 2, 16, head_dim, "bfloat16", causal, FACTS["sm_count"])
+    gap = story.fa1_gap(RECORDED.records, Shape(8192, 2, 16, head_dim, "bfloat16", causal), FACTS["sm_count"])
     (b, h), n = gap.filling, gap.split_seq_len
     assert b * h >= 2 * FACTS["sm_count"]
 
@@ -214,8 +219,8 @@ def test_the_recorded_fa1_gap_is_split_where_the_bench_filled_the_gpu(head_dim, 
                      r["head_dim"], r["causal"]) == (algorithm, n, batch, heads, head_dim, causal)]
         return record["time_ms"]
 
-    assert gap.loop_order == pytest.approx(ms("flash_v1", b, h) / ms("flash", b, h))
-    assert gap.loop_order * gap.idle_sms == pytest.approx(ms("flash_v1", 2, 16) / ms("flash", 2, 16))
+    assert gap.loop_order == pytest.approx(ms("fa1", b, h) / ms("fa2", b, h))
+    assert gap.loop_order * gap.idle_sms == pytest.approx(ms("fa1", 2, 16) / ms("fa2", 2, 16))
     assert "loop order" in gap.sentence and "idle" in gap.sentence and "not recorded" not in gap.sentence
 
 
@@ -224,23 +229,23 @@ def test_the_fa1_gap_splits_into_loop_order_and_idle_sms():
         return {"algorithm": algorithm, "seq_len": seq_len, "batch": batch, "heads": heads, "head_dim": 128,
                 "dtype": "bfloat16", "causal": False, "status": "ok", "time_ms": ms}
 
-    records = [timed("flash_v1", 4096, 2, 16, 30.0), timed("flash", 4096, 2, 16, 1.0),
-               timed("flash_v1", 8192, 2, 16, 124.0), timed("flash", 8192, 2, 16, 4.0),
-               timed("flash_v1", 4096, 8, 64, 48.0), timed("flash", 4096, 8, 64, 16.0)]  # 512 programs
-    gap = story.fa1_gap(records, 8192, 2, 16, 128, "bfloat16", False, 132)
+    records = [timed("fa1", 4096, 2, 16, 30.0), timed("fa2", 4096, 2, 16, 1.0),
+               timed("fa1", 8192, 2, 16, 124.0), timed("fa2", 8192, 2, 16, 4.0),
+               timed("fa1", 4096, 8, 64, 48.0), timed("fa2", 4096, 8, 64, 16.0)]  # 512 programs
+    gap = story.fa1_gap(records, Shape(8192, 2, 16, 128, "bfloat16", False), 132)
     assert gap.talk_ratio == pytest.approx(31.0) and gap.split_seq_len == 4096 and gap.filling == (8, 64)
     assert gap.loop_order == pytest.approx(3.0) and gap.idle_sms == pytest.approx(10.0)
     assert "3.0×" in gap.sentence and "10×" in gap.sentence and "loop order" in gap.sentence
     assert "idle" in gap.sentence
-    small = [r for r in records if r["batch"] != 8] + [timed("flash_v1", 4096, 4, 32, 1.0), timed("flash", 4096, 4,
+    small = [r for r in records if r["batch"] != 8] + [timed("fa1", 4096, 4, 32, 1.0), timed("fa2", 4096, 4,
                                                                                               32, 1.0)]
-    assert story.fa1_gap(small, 8192, 2, 16, 128, "bfloat16", False, 132).loop_order is None  # 128 < 2 × 132
+    assert story.fa1_gap(small, Shape(8192, 2, 16, 128, "bfloat16", False), 132).loop_order is None  # 128 < 2 × 132
 
 
 # -- 6. tiles said, registers apart from shared memory, planted inputs said ----------------------------------
 
 def test_flash_traffic_says_its_tiles_in_both_views():
-    panels = story.traffic_panels(8192, 2, 16, 128, 2, False, talk(128, False), FACTS, 2)
+    panels = story.traffic_panels(S(8192, 2, 16, 128, 2, False), talk(128, False), FACTS, 2)
     assert panels.tiles == (128, 64)
     titles = story.compare_titles(panels)
     assert "128×64 tiles" in titles["flash_no_cache"] and "128×64 tiles" in titles["flash_l2"]
@@ -298,7 +303,7 @@ def test_the_hierarchy_says_bandwidth_in_decimal_and_sizes_in_binary():
 
 # -- 8. the source view keeps online softmax whole ----------------------------------------------------------
 
-@pytest.mark.parametrize("order", ["flash", "flash_v1"])
+@pytest.mark.parametrize("order", ["fa2", "fa1"])
 def test_the_source_view_shows_softmax_and_the_rescale_at_the_apps_height(order):
     kernel = source.kernel_source(order)
     height = 930 - 210  # the app's picture height: page.SCENE_BODY_PX less the controls and caption rows

@@ -18,11 +18,12 @@ import viz
 from viz import sm_timeline
 from viz.evolution import PUBLISHED
 import costmodel
-from costmodel import flash_extra_bytes, naive_extra_bytes, step_traffic, tile_schedule
-from viz.animation import LOOP_ORDERS, MAX_SLIDER_STEPS
+from costmodel import Shape, flash_extra_bytes, naive_extra_bytes, step_traffic, tile_schedule
+from kernels import specs
+from viz.animation import MAX_SLIDER_STEPS, loop_orders
 from viz import fit
-from viz.theme import ALGORITHMS, PALETTE, SMALLEST_TEXT_PX, algorithm_color, algorithm_label, scaled_figure, \
-    surface
+from viz.theme import PALETTE, SMALLEST_TEXT_PX, algorithm_color, algorithm_label, algorithm_order, look, \
+    scaled_figure, surface
 import fmt
 from fmt import fmt_bytes, fmt_ms, fmt_ratio
 from viz.tiling import (
@@ -148,7 +149,7 @@ def record(algorithm: str, seq_len: int, status: str = "ok", time_ms: float | No
     return {**base, **extra}
 
 
-OOM_NEED = naive_extra_bytes(65536, 1, 8, 64, 2)  # what standard needs at 64K: S + P + O
+OOM_NEED = naive_extra_bytes(Shape(65536, 1, 8, 64))  # what standard needs at 64K: S + P + O
 OOM_FAILURE = f"out of memory (needs {fmt_bytes(OOM_NEED)}; a {fmt_bytes(8 * 65536 * 65536 * 2)} allocation failed)"
 WALL = {"seq_len": 65536, "text": f"out of memory at N = 64K (needs {fmt_bytes(OOM_NEED)}; …)"}
 
@@ -159,10 +160,10 @@ def records() -> list[dict]:
     charts: the failed record with what it needs and its failure in words (the story's to say)."""
     rows = []
     for seq_len in (1024, 4096, 16384, 65536):
-        flash_peak = flash_extra_bytes(seq_len, 1, 8, 64, 2)
-        rows.append(record("flash", seq_len, time_ms=seq_len**2 * 1e-9, peak_extra_bytes=flash_peak))
+        flash_peak = flash_extra_bytes(Shape(seq_len, 1, 8, 64))
+        rows.append(record("fa2", seq_len, time_ms=seq_len**2 * 1e-9, peak_extra_bytes=flash_peak))
         if seq_len < 65536:
-            naive_peak = naive_extra_bytes(seq_len, 1, 8, 64, 2)
+            naive_peak = naive_extra_bytes(Shape(seq_len, 1, 8, 64))
             rows.append(record("naive", seq_len, time_ms=seq_len**2 * 4e-9, peak_extra_bytes=naive_peak))
         else:
             rows.append(record("naive", seq_len, "oom", needed_bytes=8 * seq_len * seq_len * 2,  # P failed
@@ -264,9 +265,10 @@ def test_tile_states_follow_the_clock(tiling) -> None:
 
 def test_bytes_and_caption_per_frame(tiling) -> None:
     trace, fig = tiling
-    traffic = step_traffic(trace["seq_len"], trace["head_dim"], trace["block_m"], trace["block_n"], trace["causal"], 4)
+    shape = Shape(trace["seq_len"], 1, 1, trace["head_dim"], "float32", trace["causal"])
+    traffic = step_traffic(shape, trace["block_m"], trace["block_n"])
     for t in range(len(fig.frames)):
-        moved = [traffic["flash_bytes"][t], traffic["naive_bytes"][t]]
+        moved = [traffic["fa2_bytes"][t], traffic["naive_bytes"][t]]
         assert list(frame_trace(fig, t, HBM_BYTES).y) == moved
         labels = frame_trace(fig, t, HBM_LABELS)
         assert list(labels.y) == moved and list(labels.text) == [fmt_bytes(b) for b in moved]
@@ -460,14 +462,14 @@ def test_memory_figure(records) -> None:
     fig = viz.memory_figure(records, 1, 8, 64, 2, seq_len_marker=4096, hbm_bytes=141 * GiB, wall=WALL)
     by_name = {trace.name: trace for trace in fig.data}
     naive_curve = next(t for name, t in by_name.items() if name.startswith("standard") and "formula" in name)
-    np.testing.assert_allclose(naive_curve.y, [naive_extra_bytes(int(n), 1, 8, 64, 2) for n in naive_curve.x])
+    np.testing.assert_allclose(naive_curve.y, [naive_extra_bytes(Shape(int(n), 1, 8, 64)) for n in naive_curve.x])
     flash_points = next(t for name, t in by_name.items() if name.startswith("flash") and "measured" in name)
     assert list(flash_points.x) == [1024, 4096, 16384, 65536]
     # ✕ at what the record needs (here the formula, S + P + O at that N), its failure on hover; the wall's words
     # under the title, not across the curves
     assert WALL["text"] in fig.layout.title.text
     oom = by_name["out of memory (what it needs)"]
-    assert list(oom.x) == [65536] and list(oom.y) == [naive_extra_bytes(65536, 1, 8, 64, 2)]
+    assert list(oom.x) == [65536] and list(oom.y) == [naive_extra_bytes(Shape(65536, 1, 8, 64))]
     assert list(oom.text) == [f"standard (ours, 3 Triton kernels) {OOM_FAILURE}"]
     wall = next(shape for shape in fig.layout.shapes if shape.type == "rect")
     assert wall.x0 == 65536
@@ -581,7 +583,7 @@ def test_interpreter_times_are_never_gpu_speed(records) -> None:
 def test_tflops_figure(records) -> None:
     fig = viz.tflops_figure(records)
     flash = next(t for t in fig.data if t.name == "flash (ours, Triton)")
-    np.testing.assert_allclose(flash.y, [r["tflops"] for r in records if r["algorithm"] == "flash"])
+    np.testing.assert_allclose(flash.y, [r["tflops"] for r in records if r["algorithm"] == "fa2"])
 
 
 def test_hierarchy_figure() -> None:
@@ -624,11 +626,11 @@ def test_scores_memory_figure() -> None:
 
 
 def compare_panels(seq_len: int, causal: bool) -> list[dict]:
-    shape = (seq_len, 2, 4, 128, 2, causal)
-    return [{"key": "naive", "title": "standard", "parts": costmodel.naive_traffic(*shape), "counted": 123 << 20},
-            {"key": "flash_no_cache", "title": "flash, no cache", "parts": costmodel.traffic("flash", *shape, 128, 64)},
+    shape = Shape(seq_len, 2, 4, 128, "bfloat16", causal)
+    return [{"key": "naive", "title": "standard", "parts": costmodel.naive_traffic(shape), "counted": 123 << 20},
+            {"key": "flash_no_cache", "title": "flash, no cache", "parts": specs.traffic("fa2", shape, 128, 64)},
             {"key": "flash_l2", "title": "flash, L2", "counted": None,
-             "parts": costmodel.traffic("flash", *shape, 128, 64, machine=costmodel.Machine(60 << 20, 132, ""))}]
+             "parts": specs.traffic("fa2", shape, 128, 64, machine=costmodel.Machine(60 << 20, 132, ""))}]
 
 
 def test_compare_figure() -> None:
@@ -658,12 +660,12 @@ def test_published_entries_are_cited() -> None:
 
 def test_evolution_figure() -> None:
     measured = [
-        {"label": "ours (Triton)", "tflops": 500.0, "gpu": "H200", "algorithm": "flash"},
+        {"label": "ours (Triton)", "tflops": 500.0, "gpu": "H200", "algorithm": "fa2"},
         {"label": "PyTorch SDPA", "tflops": None, "gpu": "H200"},
     ]
     fig = viz.evolution_figure(measured)
     ours = next(t for t in fig.data if t.name == "measured on this GPU")
-    assert list(ours.y) == [500.0] and ours.marker.color[0] == algorithm_color("flash")
+    assert list(ours.y) == [500.0] and ours.marker.color[0] == algorithm_color("fa2")
     gap = next(t for t in fig.data if t.customdata is not None and "not measured" in t.customdata)
     assert list(gap.x) == ["PyTorch<br>SDPA"] and list(gap.text) == ["not<br>measured"]  # wrapped like its label
     categories = list(fig.layout.xaxis.categoryarray)
@@ -776,22 +778,24 @@ def contrast(a: str, b: str) -> float:
 
 
 def test_one_look_per_algorithm() -> None:
-    assert set(ALGORITHMS) == {"flash", "naive", "sdpa_default", "sdpa_flash", "torch_naive", "flash_v1", "flash_v3"}
-    colors = [look.color for look in ALGORITHMS.values()]
-    labels = [look.label for look in ALGORITHMS.values()]
+    looks = {key: look(key) for key in algorithm_order()}
+    assert set(looks) == {"fa2", "naive", "sdpa_default", "sdpa_flash", "torch_naive", "fa1", "fa3"}
+    colors = [found.color for found in looks.values()]
+    labels = [found.label for found in looks.values()]
     assert len(set(colors)) == len(colors) and len(set(labels)) == len(labels)
     assert PALETTE["published"] not in colors  # grey stays the papers' (and any unknown algorithm's)
-    assert not set(PALETTE) & set(ALGORITHMS)  # the palette holds what is not an algorithm
-    for key in ("flash_v1", "flash_v3"):  # the colours picked for this house: 3:1 on both backgrounds
+    assert not set(PALETTE) & set(looks)  # the palette holds what is not an algorithm
+    for key in ("fa1", "fa3"):  # the colours picked for this house: 3:1 on both backgrounds
         for theme in fmt.THEMES:
-            assert contrast(ALGORITHMS[key].color, surface(theme)["background"]) >= 3, (key, theme)
-    assert algorithm_label("flash_v3") == "flash, FA-3 style (ours, Gluon)"
+            assert contrast(looks[key].color, surface(theme)["background"]) >= 3, (key, theme)
+    assert algorithm_label("fa3") == "flash, FA-3 style (ours, Gluon)"
     assert algorithm_color("nope") == PALETTE["published"] and algorithm_label("nope") == "nope"
 
 
 def test_loop_orders_are_the_algorithms_with_an_order_name() -> None:
-    assert set(LOOP_ORDERS) == {key for key, look in ALGORITHMS.items() if look.order_label} == {"flash", "flash_v1"}
-    assert [ALGORITHMS[key].order_label for key in LOOP_ORDERS] == ["FA2 order", "FA1 order"]
+    orders = loop_orders()
+    assert set(orders) == {key for key in algorithm_order() if look(key).order_label} == {"fa2", "fa1"}
+    assert [look(key).order_label for key in orders] == ["FA2 order", "FA1 order"]
 
 
 VIZ = pathlib.Path(viz.__file__).parent

@@ -3,7 +3,7 @@
 No Streamlit, torch or triton here, and no numbers of the story's: viz draws what it is given. The records
 and traces come from kernels/ via the page (shapes in docs/data-contracts.md), the numbers and words the
 scenes quote from story.py, formatting from fmt.py, every formula from the cost model (costmodel.py).
-One look per algorithm (viz.theme.ALGORITHMS); the animated views share viz.animation.
+One look per algorithm (its spec's colour and names, viz.theme.look); the animated views share viz.animation.
 """
 
 from viz.animation import standalone_html
@@ -18,22 +18,26 @@ from viz.phases import phases_figure
 from viz.roofline import roofline_figure
 from viz.sm_timeline import sm_timeline_figure
 from viz.source_view import kernel_source_figure
-from viz.theme import ALGORITHMS, PALETTE, algorithm_color, algorithm_label, short_labels, style, template
+from viz.theme import (COLORS, PALETTE, algorithm_color, algorithm_label, algorithm_order, look, order_label,
+                       short_labels, style, template)
 from viz.tiling import tiling_figure
 from viz.timing import tflops_figure, timing_figure
 
 __all__ = [
-    "ALGORITHMS",
+    "COLORS",
     "PALETTE",
     "PUBLISHED",
     "algorithm_color",
     "algorithm_label",
+    "algorithm_order",
     "compare_figure",
     "evolution_figure",
     "hbm_sram_figure",
     "hierarchy_figure",
     "kernel_source_figure",
+    "look",
     "memory_figure",
+    "order_label",
     "rereads_figure",
     "phases_figure",
     "roofline_figure",

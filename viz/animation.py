@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
 
-from costmodel import (Step, Traffic, fa1_schedule, fa1_step_traffic, flash_traffic_no_cache, flash_v1_traffic,
-                       n_blocks, step_traffic, tile_schedule)
-from viz.theme import ALGORITHMS, BASE_FONT_PX, SMALLEST_TEXT_PX
+from costmodel import Shape, n_blocks
+from kernels import specs
+from viz.theme import BASE_FONT_PX, SMALLEST_TEXT_PX, order_label  # noqa: F401 (order_label: the views' import)
 
 SPEEDS = (0.5, 1.0, 2.0, 4.0, 8.0)  # play-button speed factors over the base frame duration
 MAX_SLIDER_STEPS = 64  # plotly re-reads every slider step in every frame, ~15 µs each
@@ -31,34 +30,29 @@ REQUIRED_KEYS = (
 STATE_KEYS = ("row_max", "row_sum", "alpha", "out_rows")  # per step and Q block row
 
 
-@dataclass(frozen=True)
-class LoopOrder:
-    """A traced kernel's loop order, by the cost model: the steps in the order the kernel runs them, the
-    cumulative bytes after each step (keys "<algorithm>_read", "_written", "_bytes"; and "naive_…" for standard
-    attention at the same tiles, where the model has them), and its HBM traffic by phase with no cache."""
-    schedule: Callable[[int, int, int, bool], list[Step]]
-    step_traffic: Callable[..., dict[str, np.ndarray]]
-    traffic: Callable[..., list[Traffic]]
+def loop_orders() -> dict[str, specs.Trace]:
+    """The kernels a trace can come from (the specs with a trace facet, kernels/specs.py), each with its loop order
+    by the cost model: the steps in the order the kernel runs them (`schedule`), the cumulative bytes after each step
+    (`step_traffic`: keys "<key>_read", "_written", "_bytes"; and "naive_…" for standard attention at the same tiles,
+    where the model has them) and its HBM traffic by phase with no cache (`traffic`)."""
+    return {spec.key: spec.trace for spec in specs.with_facet("trace")}
 
 
-# The kernels a trace can come from, keyed by algorithm (kernels/trace.py ORDERS); their names on screen are
-# viz.theme's ALGORITHMS[order].order_label.
-LOOP_ORDERS: dict[str, LoopOrder] = {
-    "flash": LoopOrder(tile_schedule, step_traffic, flash_traffic_no_cache),  # kernels/flash.py, Q block outer
-    "flash_v1": LoopOrder(fa1_schedule, fa1_step_traffic, flash_v1_traffic),  # kernels/flash_v1.py, K/V tile outer
-}
+def loop(order: str) -> specs.Trace:
+    orders = loop_orders()
+    if order not in orders:
+        raise ValueError(f"trace order must be one of {tuple(orders)}, got {order!r}")
+    return orders[order]
 
 
-def order_label(order: str) -> str:
-    """A loop order's short name on screen: "FA2 order", "FA1 order"."""
-    return ALGORITHMS[order].order_label
+def trace_shape(trace: dict) -> Shape:
+    """The one (batch, head) a trace ran, as the cost model's shape."""
+    return Shape(int(trace["seq_len"]), 1, 1, int(trace["head_dim"]), str(trace["dtype"]), bool(trace["causal"]))
 
 
-def step_bytes(order: str, seq_len: int, head_dim: int, block_m: int, block_n: int, causal: bool,
-               dtype_bytes: int) -> np.ndarray:
+def step_bytes(order: str, shape: Shape, block_m: int, block_n: int) -> np.ndarray:
     """Cumulative HBM bytes (read + written) after each step of a loop order's kernel, by the cost model."""
-    traffic = LOOP_ORDERS[order].step_traffic(seq_len, head_dim, block_m, block_n, causal, dtype_bytes)
-    return traffic[f"{order}_bytes"]
+    return loop(order).step_traffic(shape, block_m, block_n)[f"{order}_bytes"]
 
 
 def check_tiles(seq_len: int, block_m: int, block_n: int) -> None:
@@ -83,10 +77,8 @@ def validated(trace: dict) -> dict:
     if missing:
         raise ValueError(f"flash trace is missing {missing} (see docs/data-contracts.md)")
     steps = np.asarray(trace["steps"], dtype=np.int64).reshape(-1, 2)
-    order = trace.get("order", "flash")
-    if order not in LOOP_ORDERS:
-        raise ValueError(f"trace order must be one of {tuple(LOOP_ORDERS)}, got {order!r}")
-    make_schedule = LOOP_ORDERS[order].schedule
+    order = specs.canonical(trace.get("order", "fa2"))
+    make_schedule = loop(order).schedule
     schedule = make_schedule(trace["seq_len"], trace["block_m"], trace["block_n"], trace["causal"])
     expected = np.array([(step.q_block, step.k_block) for step in schedule], dtype=np.int64)
     if steps.shape != expected.shape or not np.array_equal(steps, expected):

@@ -11,7 +11,7 @@ from viz.theme import BASE_FONT_PX, algorithm_color, style, surface
 from fmt import fmt_bytes, fmt_ratio
 
 # each panel in the colour of the algorithm it models
-PANEL_ALGORITHMS = {"naive": "naive", "flash_no_cache": "flash", "flash_l2": "flash"}
+PANEL_ALGORITHMS = {"naive": "naive", "flash_no_cache": "fa2", "flash_l2": "fa2"}
 
 
 def _two_lines(label: str, width: int = 14) -> str:

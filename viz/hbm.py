@@ -23,7 +23,8 @@ import plotly.graph_objects as go
 
 from costmodel import IO_TENSORS, REGISTERS, SHARED_MEMORY, Step, dtype_bytes, on_chip_buffers, smem_bytes
 from fmt import fmt_bytes
-from viz.animation import LOOP_ORDERS, check_start_step, check_tiles, controls, frames, order_label, validated
+from viz.animation import (check_start_step, check_tiles, controls, frames, loop_orders, order_label, trace_shape,
+                           validated)
 from viz.theme import PALETTE, SMALLEST_TEXT_PX, algorithm_color, style, surface
 
 COLUMN_NAMES = {"Q": "Q", "K": "K", "V": "V", "O": "O", "LSE": "LSE", "state": "O, m, l"}
@@ -34,11 +35,11 @@ HEIGHT_PX = 700
 CAPTION_PX = 100
 CONTROLS_PX = 100
 KINDS = ("read", "written")
-COUNTER_ROWS = ("flash", "flash_v1", "flash_v1_state", "naive")
-COUNTER_NAMES = {"flash": f"flash, {order_label('flash')}", "flash_v1": f"flash, {order_label('flash_v1')}",
-                 "flash_v1_state": "of it O, m, l trips", "naive": "standard"}
-COUNTER_COLORS = {"flash": algorithm_color("flash"), "flash_v1": algorithm_color("flash_v1"),
-                  "flash_v1_state": algorithm_color("flash_v1"), "naive": algorithm_color("naive")}
+COUNTER_ROWS = ("fa2", "fa1", "fa1_state", "naive")
+COUNTER_NAMES = {"fa2": f"flash, {order_label('fa2')}", "fa1": f"flash, {order_label('fa1')}",
+                 "fa1_state": "of it O, m, l trips", "naive": "standard"}
+COUNTER_COLORS = {"fa2": algorithm_color("fa2"), "fa1": algorithm_color("fa1"),
+                  "fa1_state": algorithm_color("fa1"), "naive": algorithm_color("naive")}
 HBM_DOMAIN = ([0.0, 0.36], [0.0, 1.0])
 SRAM_DOMAIN = ([0.56, 1.0], [0.40, 0.84])  # under two title lines: what shared memory holds, and its limit
 SRAM_BOX_PAD = 0.01  # paper units between the SRAM box's left edge and its bars
@@ -50,17 +51,16 @@ ANIMATED = [O_DONE, READS, WRITES, READ_ARROWS, WRITE_ARROWS, BUFFERS, READ_BARS
             CAPTION]
 
 
-def counters(seq_len: int, head_dim: int, block_m: int, block_n: int, causal: bool,
-             element_bytes: int) -> dict[tuple[str, str], np.ndarray]:
+def counters(shape, block_m: int, block_n: int) -> dict[tuple[str, str], np.ndarray]:
     """Cumulative bytes read and written per COUNTER_ROWS entry after each step, from the cost model: flash in
     either order, of FA1's the O, m, l round trips, and standard attention. The step index is the
     kernel's own; the other order's counter is at its own step of the same number (both visit the same
     tiles, so both end at their totals together)."""
-    shape = (seq_len, head_dim, block_m, block_n, causal, element_bytes)
-    traffic = {order: loop.step_traffic(*shape) for order, loop in LOOP_ORDERS.items()}
-    counts = {(order, kind): traffic[order][f"{order}_{kind}"] for order in LOOP_ORDERS for kind in KINDS}
-    counts.update({("flash_v1_state", kind): traffic["flash_v1"][f"state_{kind}"] for kind in KINDS})
-    counts.update({("naive", kind): traffic["flash"][f"naive_{kind}"] for kind in KINDS})
+    orders = loop_orders()
+    traffic = {order: loop.step_traffic(shape, block_m, block_n) for order, loop in orders.items()}
+    counts = {(order, kind): traffic[order][f"{order}_{kind}"] for order in orders for kind in KINDS}
+    counts.update({("fa1_state", kind): traffic["fa1"][f"state_{kind}"] for kind in KINDS})
+    counts.update({("naive", kind): traffic["fa2"][f"naive_{kind}"] for kind in KINDS})
     return {(row, kind): counts[(row, kind)] for row in COUNTER_ROWS for kind in KINDS}
 
 
@@ -196,7 +196,7 @@ def hbm_data(trace: dict) -> HbmData:
     arrays = validated(trace)
     order, schedule = arrays["order"], arrays["schedule"]
     seq_len, head_dim = int(trace["seq_len"]), int(trace["head_dim"])
-    block_m, block_n, causal = int(trace["block_m"]), int(trace["block_n"]), bool(trace["causal"])
+    block_m, block_n = int(trace["block_m"]), int(trace["block_n"])
     check_tiles(seq_len, block_m, block_n)
     if trace.get("loads") is None or trace.get("stores") is None:
         raise ValueError("the trace says nothing of what each step loaded and stored (loads, stores): "
@@ -209,8 +209,8 @@ def hbm_data(trace: dict) -> HbmData:
     element_bytes = dtype_bytes(trace["dtype"])
     return HbmData(
         order=order, schedule=schedule, seq_len=seq_len,
-        columns=[name for name in IO_TENSORS if order == "flash_v1" or name != "state"],  # FA1 keeps O, m, l in HBM
-        loads=loads, stores=stores, counts=counters(seq_len, head_dim, block_m, block_n, causal, element_bytes),
+        columns=[name for name in IO_TENSORS if loop_orders()[order].kv_outer or name != "state"],  # FA1: O, m, l
+        loads=loads, stores=stores, counts=counters(trace_shape(trace), block_m, block_n),
         places=_buffers(block_m, block_n, head_dim, element_bytes),
         need=smem_bytes(block_m, block_n, head_dim, element_bytes),
         o_done=np.maximum.accumulate(stores[:, IO_TENSORS.index("O"), 1]),

@@ -8,16 +8,17 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from costmodel import SEQ_LENS, flash_extra_bytes, naive_extra_bytes
+from costmodel import SEQ_LENS, Shape, flash_extra_bytes, naive_extra_bytes
 from fmt import fmt_bytes, fmt_tokens, plotly_text
 from viz.fit import FIXED_MARGIN_KEY, bottom_legend_margins
 from viz.marks import bytes_axis, bytes_curve, horizontal_marker, token_axis, vertical_marker
 from viz.theme import PALETTE, algorithm_color, algorithm_label, style, surface
 
 DEFAULT_SEQ_LENS = (SEQ_LENS[0], SEQ_LENS[-1])  # the slider's span (tokens), always on the x axis
+_DTYPE_OF_BYTES = {2: "bfloat16", 4: "float32"}  # the formulas need the element's size only
 FORMULAS = {
     "naive": (naive_extra_bytes, "S (fp32) + P + O"),
-    "flash": (flash_extra_bytes, "O + LSE"),
+    "fa2": (flash_extra_bytes, "O + LSE"),
 }
 
 
@@ -38,13 +39,13 @@ def _oom_wall(fig: go.Figure, seq_len: int, x_max: float) -> None:
     )
 
 
-def _add_formulas_and_peaks(fig: go.Figure, records: list[dict], curve_x: np.ndarray, setting: tuple[int, ...],
+def _add_formulas_and_peaks(fig: go.Figure, records: list[dict], curve_x: np.ndarray, shape: Shape,
                             edge: str) -> list[float]:
-    """Per algorithm of FORMULAS: its formula curve over curve_x at the setting (batch, heads, head_dim,
-    dtype_bytes), and its measured peaks; returns the bytes plotted."""
+    """Per algorithm of FORMULAS: its formula curve over curve_x at the shape (its N aside), and its measured peaks;
+    returns the bytes plotted."""
     plotted: list[float] = []
     for algorithm, (formula, parts) in FORMULAS.items():
-        curve = [formula(int(n), *setting) for n in curve_x]
+        curve = [formula(shape.at(seq_len=int(n), kv_len=int(n))) for n in curve_x]
         plotted += curve
         name = f"{algorithm_label(algorithm)}: {parts} (formula)"
         fig.add_trace(bytes_curve(curve_x, curve, name, dict(color=algorithm_color(algorithm), width=3, dash="dot")))
@@ -106,7 +107,7 @@ def memory_figure(
 ) -> go.Figure:
     """Log-log extra device memory (bytes) vs sequence length (tokens) for standard and flash attention.
 
-    records: measurement records (docs/data-contracts.md); "ok" records of "naive"/"flash" with a
+    records: measurement records (docs/data-contracts.md); "ok" records of "naive"/"fa2" with a
     peak_extra_bytes become measured markers; "oom" records an ✕ at their `need_bytes` (the bytes the algorithm
     needs there, story.oom_need; None: no ✕) with their `failure` text (story.failure_text) on hover.
     batch, heads, head_dim, dtype_bytes: the setting the formula curves are drawn for.
@@ -123,7 +124,8 @@ def memory_figure(
     fig = go.Figure()
     edge = surface(theme)["background"]  # a ring in the background colour separates overlapping markers
     plotted: list[float] = [hbm_bytes] if hbm_bytes else []
-    plotted += _add_formulas_and_peaks(fig, records, curve_x, (batch, heads, head_dim, dtype_bytes), edge)
+    shape = Shape(seq_len_marker or lo, batch, heads, head_dim, _DTYPE_OF_BYTES[dtype_bytes])
+    plotted += _add_formulas_and_peaks(fig, records, curve_x, shape, edge)
     oom = [r for r in records if r["status"] == "oom"]
     if oom:
         plotted += _add_oom_markers(fig, oom)

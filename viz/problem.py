@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from costmodel import SEQ_LENS, scores_bytes
+from costmodel import SEQ_LENS, Shape, scores_bytes
 
 from viz.marks import bytes_axis, bytes_curve, horizontal_marker, token_axis, vertical_marker
 from viz.theme import PALETTE, REDDISH_PURPLE, VERMILLION, style
@@ -30,11 +30,11 @@ def scores_memory_figure(
     (story.standard_wall: "seq_len", "label" for the dashed line, "text" under the title); None: no wall.
     The figure computes no wall of its own."""
     seq_lens = np.array(sorted({*SEQ_LENS, seq_len, *([wall["seq_len"]] if wall else [])}), dtype=np.int64)
-    current = scores_bytes(seq_len, heads, 1, dtype_bytes)
+    current = scores_bytes(Shape(seq_len, 1, heads), dtype_bytes)
     fig = go.Figure()
     plotted: list[float] = [current] + ([hbm_bytes] if hbm_bytes else [])
     for element_bytes, name, color in DTYPES:
-        curve = [scores_bytes(int(n), heads, 1, element_bytes) for n in seq_lens]
+        curve = [scores_bytes(Shape(int(n), 1, heads), element_bytes) for n in seq_lens]
         plotted += curve
         width = 6 if element_bytes == dtype_bytes else 3  # the current dtype's line is the thick one
         fig.add_trace(bytes_curve(seq_lens, curve, name, dict(color=color, width=width)))

@@ -14,9 +14,9 @@ import textwrap
 import numpy as np
 import plotly.graph_objects as go
 
-from costmodel import IO_TENSORS, Machine, dtype_bytes, flash_kv_reads_l2, n_blocks
+from costmodel import IO_TENSORS, Machine, Shape, flash_kv_reads_l2, n_blocks
 from fmt import fmt_bytes, fmt_tokens
-from viz.animation import LOOP_ORDERS, order_label, validated
+from viz.animation import loop, loop_orders, order_label, trace_shape, validated
 from viz.theme import PALETTE, SMALLEST_TEXT_PX, style, surface
 
 HEIGHT_PX = 700
@@ -43,24 +43,22 @@ def kv_loads(trace: dict) -> tuple[np.ndarray, np.ndarray]:
     return counts, nth
 
 
-def kv_bytes(order: str, seq_len: int, head_dim: int, element_bytes: int, causal: bool, block_m: int,
-             block_n: int) -> int:
+def kv_bytes(order: str, shape: Shape, block_m: int, block_n: int) -> int:
     """K and V bytes one head's kernel of a loop order loads with no cache, by the cost model."""
-    parts = LOOP_ORDERS[order].traffic(seq_len, 1, 1, head_dim, element_bytes, causal, block_m, block_n)
+    parts = loop(order).traffic(shape.one_head(), block_m, block_n)
     return next(p.reads for p in parts if "K, V" in p.name)
 
 
-def _l2_line(seq_len: int, head_dim: int, element_bytes: int, causal: bool, block_m: int, block_n: int,
-             machine: Machine | None, device_label: str) -> str:
-    no_cache = kv_bytes("flash", seq_len, head_dim, element_bytes, causal, block_m, block_n)
-    once = 2 * seq_len * head_dim * element_bytes
+def _l2_line(shape: Shape, block_m: int, block_n: int, machine: Machine | None, device_label: str) -> str:
+    seq_len = shape.seq_len
+    no_cache = kv_bytes("fa2", shape, block_m, block_n)
+    once = 2 * seq_len * shape.head_dim * shape.dtype_bytes
     # the tiles said with the bytes: the compare scene's numbers are at the timed kernel's tiles, these at the trace's
-    head = (f"<b>N = {fmt_tokens(seq_len)}</b>, {order_label('flash')}, {block_m}×{block_n} tiles, K and V of one "
+    head = (f"<b>N = {fmt_tokens(seq_len)}</b>, {order_label('fa2')}, {block_m}×{block_n} tiles, K and V of one "
             f"head:<br>  no cache {fmt_bytes(no_cache)} (K, V once: {fmt_bytes(once)})")
     if machine is None:
         return f"{head}<br>  what L2 catches needs the GPU's L2 size (unknown here)"
-    l2 = flash_kv_reads_l2(seq_len, head_dim, element_bytes, causal, block_m, block_n, machine.l2_bytes,
-                           machine.programs_in_flight)
+    l2 = flash_kv_reads_l2(shape.one_head(), block_m, block_n, machine.l2_bytes, machine.programs_in_flight)
     repeats = no_cache - once
     caught = (no_cache - l2) / repeats if repeats > 0 else 1.0
     return (f"{head}<br>  L2-aware model: {fmt_bytes(l2)} from HBM, {caught:.0%} of re-reads hit<br>"
@@ -74,9 +72,8 @@ def rereads_figure(trace: dict, machine: Machine | None = None, device_label: st
     the cost model's word on re-reads with and without L2 (at the traced N and at `talk_seq_len`)."""
     arrays = validated(trace)
     order = arrays["order"]
-    seq_len, head_dim = int(trace["seq_len"]), int(trace["head_dim"])
-    block_m, block_n, causal = int(trace["block_m"]), int(trace["block_n"]), bool(trace["causal"])
-    element_bytes = dtype_bytes(trace["dtype"])
+    seq_len = int(trace["seq_len"])
+    block_m, block_n = int(trace["block_m"]), int(trace["block_n"])
     counts, nth = kv_loads(trace)
     per_tile = counts.sum(axis=0)
     num_q, num_k = counts.shape
@@ -93,9 +90,10 @@ def rereads_figure(trace: dict, machine: Machine | None = None, device_label: st
                          text=per_tile, textposition="outside", textfont=dict(size=SMALLEST_TEXT_PX), cliponaxis=False,
                          hovertemplate="K/V tile %{x}: loaded %{y} time(s)<extra></extra>", showlegend=False))
     total_loads = int(per_tile.sum())
-    traced = kv_bytes(order, seq_len, head_dim, element_bytes, causal, block_m, block_n)
-    other = next(name for name in LOOP_ORDERS if name != order)
-    other_bytes = kv_bytes(other, seq_len, head_dim, element_bytes, causal, block_m, block_n)
+    shape = trace_shape(trace)
+    traced = kv_bytes(order, shape, block_m, block_n)
+    other = next(name for name in loop_orders() if name != order)
+    other_bytes = kv_bytes(other, shape, block_m, block_n)
     notes = [
         f"<b>{order_label(order)}</b>: {total_loads} K/V tile loads for {num_k} tiles,",
         f"{fmt_bytes(traced)} of K, V from HBM (no cache; {order_label(other)}: {fmt_bytes(other_bytes)})",
@@ -103,10 +101,10 @@ def rereads_figure(trace: dict, machine: Machine | None = None, device_label: st
         "FA2 re-reads each tile once per Q block that needs it:",
         "the N²d²/M term of the IO bound (M: SRAM size)",
         "",
-        _l2_line(seq_len, head_dim, element_bytes, causal, block_m, block_n, machine, device_label),
+        _l2_line(shape, block_m, block_n, machine, device_label),
     ]
     if talk_seq_len and talk_seq_len != seq_len:
-        notes.append(_l2_line(talk_seq_len, head_dim, element_bytes, causal, block_m, block_n, machine,
+        notes.append(_l2_line(shape.at(seq_len=talk_seq_len, kv_len=talk_seq_len), block_m, block_n, machine,
                               device_label))
     fig.add_annotation(text="<br>".join(notes), x=0.5, y=1.0, xref="paper", yref="paper", xanchor="left",
                        yanchor="top", align="left", showarrow=False, font_size=SMALLEST_TEXT_PX)
@@ -114,7 +112,7 @@ def rereads_figure(trace: dict, machine: Machine | None = None, device_label: st
     fig.update_layout(
         height=height, margin=dict(t=60, b=80, l=90, r=20), showlegend=False, font_size=SMALLEST_TEXT_PX,
         title=dict(text=f"K/V tile loads over the whole run (N = {fmt_tokens(seq_len)}, "
-                        f"{block_m}×{block_n} tiles{', causal' if causal else ''})", font_size=SMALLEST_TEXT_PX + 2),
+                        f"{block_m}×{block_n} tiles{', causal' if shape.causal else ''})", font_size=SMALLEST_TEXT_PX + 2),
         xaxis=dict(domain=[0, 0.44], anchor="y", title_text="K/V tile", range=[-0.5, num_k - 0.5], dtick=1,
                    showgrid=False, tickfont_size=SMALLEST_TEXT_PX, title_font_size=SMALLEST_TEXT_PX),
         yaxis=dict(domain=[0, 0.68], anchor="x", title_text="Q block", range=[num_q - 0.5, -0.5], dtick=1,

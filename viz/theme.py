@@ -1,8 +1,8 @@
 """One palette and one plotly template for every figure: projector-friendly and colour-blind safe.
 
 Colours come from the Okabe–Ito palette (Okabe & Ito, "Color Universal Design", 2008), which stays
-distinguishable under the common colour-vision deficiencies. The algorithms' colours (ALGORITHMS, one
-entry per algorithm: colour, legend name, loop order) keep at least 3:1 contrast against both the light
+distinguishable under the common colour-vision deficiencies. The algorithms' colours (each kernel's spec names one
+of COLORS; `look` gives its colour, legend name and loop order) keep at least 3:1 contrast against both the light
 (white) and the dark (Streamlit's #0E1117) background, but for PyTorch eager's orange (2.3:1 on white);
 orange and sky blue are otherwise used only for large filled areas (tiles, bands), never for text.
 PALETTE holds the colours of everything else: tile states, failures, memory levels.
@@ -17,6 +17,7 @@ import plotly.colors
 import plotly.graph_objects as go
 
 from fmt import THEMES  # noqa: F401 (the theme names live in the formatting leaf; viz draws them)
+from kernels import specs
 from viz.fit import FIXED_MARGIN_KEY
 
 
@@ -27,29 +28,36 @@ ORANGE, SKY_BLUE, MEDIUM_PURPLE, INDIGO = "#E69F00", "#56B4E9", "#8C6BB1", "#405
 GREY, LIGHT_GREY, DARK_GREY = "#7F7F7F", "#BBBBBB", "#555555"
 
 
+# The palette by name: a kernel's spec names its colour here (kernels/specs.py, `color`), and nothing else draws it.
+COLORS: dict[str, str] = {"blue": BLUE, "vermillion": VERMILLION, "reddish_purple": REDDISH_PURPLE,
+                          "bluish_green": BLUISH_GREEN, "orange": ORANGE, "sky_blue": SKY_BLUE,
+                          "medium_purple": MEDIUM_PURPLE, "indigo": INDIGO, "grey": GREY, "dark_grey": DARK_GREY}
+
+
 @dataclass(frozen=True)
 class Look:
     """How an algorithm looks in every scene: its colour, its legend name, a short name (a point's label on the
-    roofline, a sentence of the story) and, for the kernels the tiling views animate, the name of its loop order."""
+    roofline, a sentence of the story) and, for the kernels the tiling views animate, the name of its loop order.
+    Read from its spec (kernels/specs.py) each time: a spec added later has its look at once."""
     color: str
     label: str
     short: str
     order_label: str | None = None
 
 
-# One entry per record "algorithm" (docs/data-contracts.md), in legend order.
-ALGORITHMS: dict[str, Look] = {
-    "flash": Look(BLUE, "flash (ours, Triton)", "flash (ours)", "FA2 order"),  # kernels/flash.py
-    "naive": Look(VERMILLION, "standard (ours, 3 Triton kernels)", "standard (ours)"),
-    "sdpa_default": Look(REDDISH_PURPLE, "PyTorch SDPA (default)", "SDPA default"),
-    "sdpa_flash": Look(BLUISH_GREEN, "PyTorch SDPA (flash backend)", "SDPA flash"),
-    "torch_naive": Look(ORANGE, "PyTorch eager (matmul, softmax, matmul)", "PyTorch eager"),
-    "flash_v1": Look(MEDIUM_PURPLE, "flash, FA1 loop order (ours, Triton)", "flash, FA1 order (ours)",
-                     "FA1 order"),  # kernels/flash_v1.py
-    # indigo: 5.9:1 on white, 3.2:1 on #0E1117; ΔE76 >= 38 from every colour above under simulated deutan and
-    # protan vision (>= 49 with full colour vision); nearest under tritan vision: flash's blue
-    "flash_v3": Look(INDIGO, "flash, FA-3 style (ours, Gluon)", "FA-3 style (ours)"),
-}
+def look(algorithm: str) -> Look | None:
+    """The look of a record's algorithm (a spec's key, or an older name of one); None for a name no spec has."""
+    try:
+        spec = specs.spec(algorithm)
+    except ValueError:
+        return None
+    return Look(COLORS[spec.color], spec.label, spec.short, spec.trace.order_label if spec.trace else None)
+
+
+def algorithm_order() -> tuple[str, ...]:
+    """Every algorithm in legend order (the specs' order)."""
+    return tuple(specs.SPECS)
+
 
 # Colours of what is not an algorithm.
 PALETTE: dict[str, str] = {
@@ -94,19 +102,27 @@ def surface(theme: str) -> dict[str, str]:
 
 def algorithm_color(algorithm: str) -> str:
     """Colour of a record's algorithm; unknown names get the foreground-neutral grey."""
-    look = ALGORITHMS.get(algorithm)
-    return look.color if look else PALETTE["published"]
+    found = look(algorithm)
+    return found.color if found else PALETTE["published"]
 
 
 def short_labels() -> dict[str, str]:
     """Every algorithm's short name, for the story's sentences and the roofline's points (passed as data)."""
-    return {key: look.short for key, look in ALGORITHMS.items()}
+    return {key: look(key).short for key in algorithm_order()}
 
 
 def algorithm_label(algorithm: str) -> str:
     """Legend name of a record's algorithm; unknown names are shown as they are."""
-    look = ALGORITHMS.get(algorithm)
-    return look.label if look else algorithm
+    found = look(algorithm)
+    return found.label if found else algorithm
+
+
+def order_label(order: str) -> str:
+    """A traced kernel's loop order, as the screen names it: "FA2 order", "FA1 order"."""
+    found = look(order)
+    if found is None or found.order_label is None:
+        raise ValueError(f"{order!r} is not a traced kernel")
+    return found.order_label
 
 
 def translucent(color: str, alpha: float) -> str:
@@ -136,7 +152,7 @@ def template(theme: str = "light") -> go.layout.Template:
         title=dict(font=dict(size=BASE_FONT_PX + 10), x=0.01, xanchor="left"),
         paper_bgcolor=colors["background"],
         plot_bgcolor=colors["background"],
-        colorway=[ALGORITHMS[name].color for name in ("flash", "naive", "sdpa_flash", "sdpa_default", "torch_naive")],
+        colorway=[algorithm_color(name) for name in ("fa2", "naive", "sdpa_flash", "sdpa_default", "torch_naive")],
         xaxis=axis,
         yaxis=axis,
         legend=dict(font=dict(size=SMALLEST_TEXT_PX), bgcolor="rgba(0,0,0,0)"),

@@ -32,9 +32,10 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
-from costmodel import Step, dtype_bytes, k_tiles_per_q_block, n_blocks, step_traffic
+from costmodel import Step, k_tiles_per_q_block, n_blocks, step_traffic
 from fmt import fmt_bytes, plotly_text
-from viz.animation import check_start_step, check_tiles, controls, frames, order_label, step_bytes, typed, validated
+from viz.animation import (check_start_step, check_tiles, controls, frames, order_label, step_bytes, trace_shape,
+                           typed, validated)
 from viz.marks import linear_bytes_axis
 from viz.theme import (BASE_FONT_PX, BLUE, BLUISH_GREEN, PALETTE, SMALLEST_TEXT_PX, algorithm_color, style, surface,
                         translucent)
@@ -305,15 +306,16 @@ def tiling_data(trace: dict) -> TilingData:
     block_m, block_n, causal = int(trace["block_m"]), int(trace["block_n"]), bool(trace["causal"])
     check_tiles(seq_len, block_m, block_n)
     arrays = validated(trace)
-    schedule, element_bytes = arrays["schedule"], dtype_bytes(trace["dtype"])
+    schedule = arrays["schedule"]
     out_rows, out_dims = _output_sample(block_m, head_dim)
     out_curves = _output_curves(arrays["out_rows"][:, out_rows][:, :, out_dims])  # (T, rows shown, dims shown)
     block_done = {step.q_block: t for t, step in enumerate(schedule)}  # each Q block's last step
-    shape = (seq_len, head_dim, block_m, block_n, causal, element_bytes)
+    shape = trace_shape(trace)
     return TilingData(
         seq_len=seq_len, head_dim=head_dim, block_m=block_m, block_n=block_n, causal=causal,
         order=arrays["order"], schedule=schedule, alpha=arrays["alpha"],
-        flash_bytes=step_bytes(arrays["order"], *shape), naive_bytes=step_traffic(*shape)["naive_bytes"],
+        flash_bytes=step_bytes(arrays["order"], shape, block_m, block_n),
+        naive_bytes=step_traffic(shape, block_m, block_n)["naive_bytes"],
         tile_bars=_tile_bars(arrays["steps"], n_blocks(seq_len, block_m), block_m, block_n, seq_len),
         lanes=_stat_lanes(arrays), out_rows=out_rows, out_dims=out_dims, out_curves=out_curves,
         out_final=out_curves[[block_done[step.q_block] for step in schedule]],
@@ -363,7 +365,7 @@ def _add_statistics(fig: go.Figure, data: TilingData, start: dict[int, dict]) ->
 def _add_output(fig: go.Figure, data: TilingData, start: dict[int, dict]) -> None:
     """(c) The output rows as curves over the head dims, the block's final rows in grey behind them."""
     curve_x = typed(np.tile(np.append(data.out_dims, np.nan), len(data.out_rows)).astype(np.float32))
-    for index, color, width in ((OUT_FINAL, PALETTE["pending"], 5), (OUT_ROWS, algorithm_color("flash"), 2)):
+    for index, color, width in ((OUT_FINAL, PALETTE["pending"], 5), (OUT_ROWS, algorithm_color("fa2"), 2)):
         fig.add_trace(_hidden(go.Scatter(**start[index], x=curve_x, xaxis="x3", yaxis="y3", mode="lines",
                                          line=dict(color=color, width=width))))
 
@@ -373,7 +375,7 @@ def _add_bytes_and_caption(fig: go.Figure, data: TilingData, start: dict[int, di
     the caption: a text trace standing on the tile grid's top left corner, in the top margin; its last line is
     blank, to clear the panel titles (a point outside the axis ranges would not be drawn, and an axis pair of
     its own costs more time every frame than the whole caption)."""
-    bytes_x = ["flash" if data.order == "flash" else "flash (FA1)", "standard"]
+    bytes_x = ["flash" if data.order == "fa2" else "flash (FA1)", "standard"]
     fig.add_trace(go.Bar(**start[HBM_BYTES], x=bytes_x, xaxis="x4", yaxis="y4", showlegend=False,
                          marker_color=[algorithm_color(data.order), algorithm_color("naive")],
                          hovertemplate="%{x}: %{y:,} bytes<extra></extra>"))
@@ -446,8 +448,8 @@ def tiling_figure(
     """The tile-by-tile animation of one (batch, head) of the flash forward pass.
 
     trace: a FlashTrace dict (docs/data-contracts.md); its steps must follow its order's schedule
-    (animation.LOOP_ORDERS: costmodel.tile_schedule for "flash", the default; costmodel.fa1_schedule for
-    "flash_v1"). frame_ms: duration of one step at 1× speed, in milliseconds. start_step: the step shown
+    (its spec's trace facet, animation.loop: costmodel.tile_schedule for "fa2", the default; costmodel.fa1_schedule
+    for "fa1"). frame_ms: duration of one step at 1× speed, in milliseconds. start_step: the step shown
     before play. Returns a figure with exactly one frame per step, named "0".."T-1", fixed axis ranges,
     play/pause buttons at 0.5×–8× speed and a slider over the steps.
     """

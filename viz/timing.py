@@ -15,18 +15,18 @@ import plotly.graph_objects as go
 
 from fmt import fmt_tokens, plotly_text
 from viz.marks import log_range, note, token_axis, vertical_marker
-from viz.theme import ALGORITHMS, algorithm_color, algorithm_label, style
+from viz.theme import algorithm_color, algorithm_label, algorithm_order, style
 
 
 FAILED_STRIP = 0.1  # of the plot's height: the throughput chart's failures get a strip of their own above it
 
 
 def _by_algorithm(records: list[dict]) -> dict[str, list[dict]]:
-    """Records grouped per algorithm (in ALGORITHMS' order), each sorted by seq_len."""
+    """Records grouped per algorithm (in the specs' legend order), each sorted by seq_len."""
     groups: dict[str, list[dict]] = {}
     for record in sorted(records, key=lambda r: r["seq_len"]):
         groups.setdefault(record["algorithm"], []).append(record)
-    rank = {name: i for i, name in enumerate(ALGORITHMS)}
+    rank = {name: i for i, name in enumerate(algorithm_order())}
     return dict(sorted(groups.items(), key=lambda item: rank.get(item[0], len(rank))))
 
 

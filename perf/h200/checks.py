@@ -2,7 +2,7 @@
 (kernels/reference.py) at lengths that are no multiple of any tile, before anything is timed.
 
 Inputs are the bench's own (bench.measure.inputs: random, from a seed, in the setting's dtype); a kernel is the
-bench's call for the setting's algorithm (bench.algorithms) unless a `call(setting, q, k, v) -> O` is given.
+bench's call for the setting's algorithm (its spec, kernels/specs.py) unless a `call(setting, q, k, v) -> O` is given.
 """
 from __future__ import annotations
 
@@ -26,15 +26,16 @@ def require_gpu(script: str) -> None:
 
 
 def describe(s: Setting, label: str | None = None) -> str:
-    return (f"{label or s.algorithm} {s.dtype} d={s.head_dim} {'causal' if s.causal else 'full'} "
-            f"N={s.seq_len}")
+    shape = s.shape
+    return (f"{label or s.algorithm} {shape.dtype} d={shape.head_dim} {'causal' if shape.causal else 'full'} "
+            f"N={shape.seq_len}")
 
 
 def relative_error_of(s: Setting, call: Call | None = None, seed: int = 0) -> float:
     """‖O − O_float64‖ / ‖O_float64‖ of one kernel on the setting's random inputs."""
     q, k, v = inputs(s, seed)
     out = call(s, q, k, v) if call is not None else runner(s, q, k, v)()
-    ref, _ = reference_attention(q, k, v, s.causal)
+    ref, _ = reference_attention(q, k, v, s.shape.causal)
     return relative_error(out, ref)
 
 
@@ -44,12 +45,12 @@ def sweep(settings: Iterable[Setting], call: Call | None = None, label: str | No
     for s in settings:
         checks += 1
         try:
-            err = relative_error_of(s, call, seed=s.seq_len + s.head_dim)
+            err = relative_error_of(s, call, seed=s.shape.seq_len + s.shape.head_dim)
         except Exception as exc:  # a config that does not fit or compile is a failure to report, not a crash
             failures += 1
             say(f"  FAILED {describe(s, label)}: {type(exc).__name__}: {str(exc)[:200]}")
             continue
-        if not err < TOLERANCE[s.dtype]:
+        if not err < TOLERANCE[s.shape.dtype]:
             failures += 1
             say(f"  WRONG {describe(s, label)}: relative error {err:.2e}")
     say(f"{label or 'kernels'}: {checks} checks against float64, {failures} failures")

@@ -24,8 +24,8 @@ import torch
 import triton.testing
 
 from kernels.runtime import backend  # first: the backend is chosen before any kernel is decorated
-from kernels.flash import flash_attention
-from kernels.flash_v3 import config_for_v3, flash_attention_v3
+from kernels.fa2 import flash_attention
+from kernels.fa3 import config_for_v3, flash_attention_v3
 from perf.h200.fa3_speed import sdpa, tflops
 
 FIELDS = "clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active"

@@ -6,7 +6,7 @@
    inputs against kernels.reference (float64), ragged N (1, 17, 255, 1000, 4097), its causal mode, fp16 and bf16,
    outputs poisoned with NaN beforehand; plus a non-contiguous input per head_dim. A config that fails is not timed.
 2. Timing, side by side in one run: ours FA-3 (shipped config; at N=8K the variants too), ours FA-2
-   (kernels.flash.flash_attention), SDPA default (cuDNN on the H200; at 8K also SDPA with CUDNN_ATTENTION forced,
+   (kernels.fa2.flash_attention), SDPA default (cuDNN on the H200; at 8K also SDPA with CUDNN_ATTENTION forced,
    to show the default is cuDNN) and SDPA's FLASH_ATTENTION backend. triton.testing.do_bench (L2 flushed before each
    call) gives a median per round; rounds interleave every shape and provider (order rotated per round); the table
    gives the median over rounds, in TFLOPS = 4·B·H·N²·D / t (half that when causal) and ratios.
@@ -34,8 +34,8 @@ from pathlib import Path
 import torch
 
 from kernels.runtime import backend, backend_reason  # first: picks the backend before any kernel is decorated
-from kernels.flash import config_for, flash_attention
-from kernels.flash_v3 import V3_CONFIGS, FlashV3Config, v3_unavailable_reason, flash_attention_v3
+from kernels.fa2 import config_for, flash_attention
+from kernels.fa3 import SHIPPED, Fa3Config, flash_attention_v3, v3_unavailable_reason
 from kernels.reference import reference_attention, relative_error
 
 OUT = Path(os.environ.get("OUT") or Path(__file__).parent / "logs")
@@ -54,12 +54,12 @@ SHAPE_SETS = {"goal": GOAL_SHAPES, "8k": [s for s in GOAL_SHAPES if s[3] == 8192
               "d128": [s for s in GOAL_SHAPES if s[4] == 128]}
 
 
-def variants(head_dim: int, causal: bool) -> dict[str, FlashV3Config]:
+def variants(head_dim: int, causal: bool) -> dict[str, Fa3Config]:
     """Candidates beside the shipped config of a class (today: v12's changes taken out one at a time, and v11).
     (Kernel-code experiments are not configs: 1 exponential in k on the FMA pipe, commit 0fa143a, persistent
     programs, commit 299e42d, and 192-key tiles, commit f587a49, each measured with this script and reverted; the
     row max and sum as trees were timed from a working tree; perf/h200/FA3_NOTES.md has the numbers.)"""
-    shipped = V3_CONFIGS[(head_dim, causal)]
+    shipped = SHIPPED[(head_dim, causal)]
     # ablations of v12 (FA3_NOTES.md): each of its three changes taken back out, and the other ring depth at D=128
     cands = [replace(shipped, lazy_rescale=False), replace(shipped, named_turns=False, kv_paired=False)]
     if head_dim == 128:
@@ -68,7 +68,7 @@ def variants(head_dim: int, causal: bool) -> dict[str, FlashV3Config]:
     return {name(c): c for c in cands if c != shipped}
 
 
-def name(c: FlashV3Config) -> str:
+def name(c: Fa3Config) -> str:
     return f"fa3 {c.label}"
 
 
@@ -115,7 +115,7 @@ def _compile_job(kind: str, head_dim: int, causal: bool, dtype_name: str, config
     dtype = getattr(torch, dtype_name)
     q, k, v = (torch.randn(1, 1, 256, head_dim, device="cuda", dtype=dtype) for _ in range(3))
     if kind == "fa3":
-        flash_attention_v3(q, k, v, causal=causal, config=FlashV3Config(*config))
+        flash_attention_v3(q, k, v, causal=causal, config=Fa3Config(*config))
     else:
         flash_attention(q, k, v, causal=causal)
     torch.cuda.synchronize()
@@ -155,7 +155,7 @@ def _random_qkv(n: int, head_dim: int, seed: int, late_spikes: bool) -> tuple[to
     return q, k, v
 
 
-def _check_one(config: FlashV3Config, head_dim: int, causal: bool, label: str, dtype, n: int,
+def _check_one(config: Fa3Config, head_dim: int, causal: bool, label: str, dtype, n: int,
                late_spikes: bool) -> bool:
     """One float64 comparison (O and the LSE), its outputs poisoned with NaN first; recorded and said if wrong."""
     what = f"{label} {dtype} N={n}{' late spikes' if late_spikes else ''}"
@@ -182,7 +182,7 @@ def _check_one(config: FlashV3Config, head_dim: int, causal: bool, label: str, d
     return good
 
 
-def check(config: FlashV3Config, head_dim: int, causal: bool, label: str) -> bool:
+def check(config: Fa3Config, head_dim: int, causal: bool, label: str) -> bool:
     ok = True
     for dtype in (torch.bfloat16, torch.float16):
         for n in RAGGED:
@@ -266,8 +266,8 @@ def main(argv=None) -> int:
         say(f"FA-3 kernel unavailable: {reason}")
         return 2
 
-    configs: dict[str, tuple[FlashV3Config, int, bool]] = {}
-    for (d, c), cfg in V3_CONFIGS.items():
+    configs: dict[str, tuple[Fa3Config, int, bool]] = {}
+    for (d, c), cfg in SHIPPED.items():
         configs[f"shipped {name(cfg)}|{d}|{c}"] = (cfg, d, c)
         if args.variants:
             for vname, vcfg in variants(d, c).items():
@@ -287,9 +287,9 @@ def main(argv=None) -> int:
 
     def providers_for(d, c, n):
         out = {}
-        shipped_key = f"shipped {name(V3_CONFIGS[(d, c)])}|{d}|{c}"
+        shipped_key = f"shipped {name(SHIPPED[(d, c)])}|{d}|{c}"
         if passed.get(shipped_key):
-            cfg = V3_CONFIGS[(d, c)]
+            cfg = SHIPPED[(d, c)]
             out["fa3"] = lambda q, k, v, causal, cfg=cfg: flash_attention_v3(q, k, v, causal=causal, config=cfg)
         if args.variants:
             for vname, vcfg in variants(d, c).items():

@@ -27,7 +27,7 @@ OUT = Path(os.environ.get("OUT") or "/tmp")
 
 def target(head_dim: int, causal: bool) -> None:
     import torch
-    from kernels.flash_v3 import flash_attention_v3
+    from kernels.fa3 import flash_attention_v3
     q, k, v = (torch.randn(2, 16, 8192, head_dim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     flash_attention_v3(q, k, v, causal=causal)
     torch.cuda.synchronize()

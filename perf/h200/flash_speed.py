@@ -3,8 +3,8 @@ every kernel checked against float64 first.
 
     python -m perf.h200.flash_speed [--tutorial PATH] [--rounds 5] [--rep-ms 60]    (on the GPU)
 
-Ours: kernels.flash.flash_attention as shipped (the tiles of kernels.flash.config_for), in fp16 and bf16.
-Peers, in bf16, as the bench runs them (bench.algorithms): torch SDPA's default backend (cuDNN on the H200) and its
+Ours: kernels.fa2.flash_attention as shipped (the tiles of kernels.fa2.config_for), in fp16 and bf16.
+Peers, in bf16, as the bench runs them (its spec, kernels/specs.py): torch SDPA's default backend (cuDNN on the H200) and its
 FLASH_ATTENTION backend (FlashAttention-2). With --tutorial, also Triton's tutorial 06 forward in fp16: PATH is a
 Python file of your own (the tutorial is not part of this repository) that defines
 `attention_fwd(q, k, v, causal, sm_scale) -> O` and may define `retune()`, called before each (head_dim, causal)
@@ -31,6 +31,7 @@ import torch
 import triton
 
 from bench.device import device_facts
+from costmodel import Shape
 from bench.measure import Setting, attention_flops, inputs, runner, time_cuda
 from perf.h200.checks import RAGGED, require_gpu, sweep
 
@@ -64,13 +65,14 @@ def load_tutorial(path: Path | None):
 def kernels_of_class(head_dim: int, causal: bool, tutorial) -> dict[str, tuple[Setting, object]]:
     """name → (the setting at the full shape, call(setting, q, k, v) or None for the bench's own call)."""
     def setting(algorithm: str, dtype: str) -> Setting:
-        return Setting(algorithm, SEQ_LEN, BATCH, HEADS, head_dim, dtype, causal)
+        return Setting(algorithm, Shape(SEQ_LEN, BATCH, HEADS, head_dim, dtype, causal))
 
-    entries = {name: (setting("flash", dtype), None) for name, dtype in OURS.items()}
+    entries = {name: (setting("fa2", dtype), None) for name, dtype in OURS.items()}
     entries.update({name: (setting(algorithm, "bfloat16"), None) for name, algorithm in PEERS.items()})
     if tutorial is not None:
-        entries[TUTORIAL] = (setting("flash", "float16"),
-                             lambda s, q, k, v: tutorial.attention_fwd(q, k, v, s.causal, s.head_dim ** -0.5))
+        entries[TUTORIAL] = (setting("fa2", "float16"),
+                             lambda s, q, k, v: tutorial.attention_fwd(q, k, v, s.shape.causal,
+                                                                                s.shape.head_dim ** -0.5))
     return entries
 
 
@@ -80,7 +82,8 @@ def wrong_kernels(entries: dict, say: Log) -> set[str]:
     for name, (full, call) in entries.items():
         lengths = RAGGED if name in OURS else (SEQ_LEN,) if name == TUTORIAL else (1000, SEQ_LEN)
         heads = 3 if name in OURS else 2
-        settings = [Setting(full.algorithm, n, 2, heads, full.head_dim, full.dtype, full.causal) for n in lengths]
+        settings = [Setting(full.algorithm, full.shape.at(seq_len=n, kv_len=n, batch=2, heads=heads, kv_heads=heads))
+                    for n in lengths]
         if sweep(settings, call, label=name, say=say):
             wrong.add(name)
         torch.cuda.empty_cache()

@@ -10,6 +10,7 @@ import sys
 import time
 
 from bench.device import device_facts, versions
+from costmodel import Shape
 from bench.measure import Setting
 from costmodel import HEAD_DIMS
 from kernels.runtime import backend_reason
@@ -22,8 +23,8 @@ def main() -> int:
     print(device_facts(measure_bandwidth=True))
     start = time.time()
     failures = 0
-    for algorithm in ("flash", "naive"):
-        settings = [Setting(algorithm, n, batch=2, heads=3, head_dim=d, dtype=dtype, causal=causal)
+    for algorithm in ("fa2", "naive"):
+        settings = [Setting(algorithm, Shape(n, 2, 3, d, dtype, causal))
                     for dtype, d, n, causal in itertools.product(TOLERANCE, HEAD_DIMS, RAGGED, (False, True))]
         failures += sweep(settings, label=algorithm)
     print(f"float64 sweep done in {time.time() - start:.0f} s, failures: {failures}")

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import costmodel
 from bench.results import parse_results
+from costmodel import Shape
+from kernels import specs
 
 
 def rows(path: Path) -> list[dict]:
@@ -17,8 +19,8 @@ def rows(path: Path) -> list[dict]:
     for r in loaded.records:
         if r["status"] != "ok" or r.get("dram_read_bytes") is None:
             continue
-        shape = (r["seq_len"], r["batch"], r["heads"], r["head_dim"], costmodel.dtype_bytes(r["dtype"]), r["causal"])
-        no_cache = costmodel.total_bytes(costmodel.traffic(r["algorithm"], *shape, r.get("block_m"), r.get("block_n")))
+        no_cache = costmodel.total_bytes(specs.traffic(r["algorithm"], Shape.of_record(r), r.get("block_m"),
+                                                       r.get("block_n")))
         counted = r["dram_read_bytes"] + r["dram_write_bytes"]
         table.append({"algorithm": r["algorithm"], "D": r["head_dim"], "causal": r["causal"], "N": r["seq_len"],
                       "model": r["bytes_moved"], "no_cache": no_cache, "counted": counted,

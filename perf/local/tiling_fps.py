@@ -27,7 +27,7 @@ from pathlib import Path
 
 from playwright.sync_api import Page, sync_playwright
 
-from viz.animation import LOOP_ORDERS
+from viz.animation import loop_orders
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 
@@ -66,7 +66,7 @@ def build_figure(view: str, trace: dict, theme: str):
 
 
 def build_page(seq_len: int, block: int, head_dim: int, causal: bool, theme: str, folder: Path,
-               view: str = "tiles", order: str = "flash") -> tuple[str, str]:
+               view: str = "tiles", order: str = "fa2") -> tuple[str, str]:
     """The animation as a standalone page in `folder`; its URL and a line on steps, build time and size."""
     from kernels.trace import trace_flash  # imports torch and Triton: only for the standalone page
     from viz import standalone_html
@@ -154,7 +154,7 @@ def main() -> None:
     parser.add_argument("--theme", choices=("light", "dark"), default="light")
     parser.add_argument("--view", choices=("tiles", "hbm", "source"), default="tiles",
                         help="which of the tiling scene's animated views (standalone page only)")
-    parser.add_argument("--order", choices=tuple(LOOP_ORDERS), default="flash",
+    parser.add_argument("--order", choices=tuple(loop_orders()), default="fa2",
                         help="the kernel's loop order: flash (FA2 order) or flash_v1 (FA1 order)")
     args = parser.parse_args()
     server, address = app_server() if args.app else (None, "")

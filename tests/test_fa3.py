@@ -1,4 +1,4 @@
-"""The FA-3 style Gluon kernel (kernels/flash_v3.py).
+"""The FA-3 style Gluon kernel (kernels/fa3.py).
 
 On a Hopper GPU (gpu-marked, skipped elsewhere): float64 checks on random inputs, ragged N, causal and not, fp16 and
 bf16, head_dim 64 and 128, with every output allocation poisoned with NaN first. Everywhere (CI's interpreter
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from kernels import gluon_compat
-from kernels.flash_v3 import (V3_CONFIGS, SUPPORTED_HEAD_DIMS, FlashV3Config, config_for_v3,
+from kernels.fa3 import (SHIPPED, SUPPORTED_HEAD_DIMS, Fa3Config, config_for_v3,
                                v3_unavailable_reason, flash_attention_v3)
 from kernels.reference import reference_attention, relative_error
 from kernels.runtime import DEVICE, INTERPRET, backend
@@ -62,7 +62,7 @@ def test_fa3_rows_whose_max_jumps_late(head_dim, causal, lazy, poisoned_allocati
     for pos in range(200, seq_len, 450):  # keys 200 and 650: tiles 1 and 5 of 128-key tiles
         k[:, :, pos] *= 30.0
     q, k, v = (t.bfloat16() for t in (q, k, v))
-    config = dataclasses.replace(V3_CONFIGS[(head_dim, causal)], lazy_rescale=lazy)
+    config = dataclasses.replace(SHIPPED[(head_dim, causal)], lazy_rescale=lazy)
     out, lse = flash_attention_v3(q, k, v, causal=causal, return_lse=True, config=config)
     ref, ref_lse = reference_attention(q, k, v, causal)
     assert relative_error(out, ref) < 1e-2
@@ -91,7 +91,7 @@ def test_fa3_at_8k_matches_sdpa(causal):
 @pytest.mark.gpu
 @needs_hopper
 def test_fa3_every_config_class_runs_its_own_config():
-    for (head_dim, causal), config in V3_CONFIGS.items():
+    for (head_dim, causal), config in SHIPPED.items():
         q, k, v = random_qkv((1, 2, 3 * config.tile_m + 5, head_dim), torch.bfloat16, seed=head_dim + causal)
         out = flash_attention_v3(q, k, v, causal=causal, config=config)
         assert relative_error(out, reference_attention(q, k, v, causal)[0]) < 1e-2, (head_dim, causal)
@@ -100,7 +100,7 @@ def test_fa3_every_config_class_runs_its_own_config():
 # -- everywhere -----------------------------------------------------------------------------------
 
 def test_configs_fit_the_hopper_sm():
-    for (head_dim, causal), config in V3_CONFIGS.items():
+    for (head_dim, causal), config in SHIPPED.items():
         assert config_for_v3(head_dim, causal) is config
         assert config.block_m % 64 == 0 and config.block_n % 16 == 0  # wgmma: M in 64s, K in 16s
         assert config.num_consumers in (2, 3)
@@ -113,7 +113,7 @@ def test_configs_fit_the_hopper_sm():
 def test_module_imports_and_gluon_is_there():
     assert gluon_compat.GLUON_IMPORT_ERROR is None, gluon_compat.GLUON_IMPORT_ERROR
     assert gluon_compat.partition_barrier is not None
-    assert set(V3_CONFIGS) == {(d, c) for d in SUPPORTED_HEAD_DIMS for c in (False, True)}
+    assert set(SHIPPED) == {(d, c) for d in SUPPORTED_HEAD_DIMS for c in (False, True)}
 
 
 @pytest.mark.skipif(backend() == "cuda", reason="off the GPU path only")
@@ -158,17 +158,17 @@ def test_inputs_are_checked_like_the_teaching_kernel():
 
 
 def test_config_is_a_frozen_table_entry():
-    config = FlashV3Config(64, 128, 2, 2, 240, 24)
+    config = Fa3Config(64, 128, 2, 2, 240, 24)
     assert config.tile_m == 128 and config.num_warps == 12 and config.maxnreg == 168
     with pytest.raises(Exception):
         config.block_m = 128
 
 
 def test_phase_timeline_reads_protons_chrome_trace(tmp_path):
-    """The parser of kernels/phase_timeline.py on a trace in the layout triton 3.6's Proton writes (seen on the H200):
+    """The parser of bench/phases.py on a trace in the layout triton 3.6's Proton writes (seen on the H200):
     pid '<kernel> Core<SM> CTA<id>', tid 'warp <id> (line <n>)', ts/dur = cycles / 1000."""
     import json
-    from kernels.phase_timeline import name_roles, parse_chrome_trace, phase_timeline_unavailable_reason
+    from bench.phases import name_roles, parse_chrome_trace, unavailable_reason
     from story import phase_fractions, softmax_overlap
     events = [{"name": "Kernel", "ph": "X", "pid": "Kernel Call Path", "tid": "path 0", "ts": 0, "dur": 9,
                "cat": "call_path"}]
@@ -186,8 +186,8 @@ def test_phase_timeline_reads_protons_chrome_trace(tmp_path):
     assert program["lanes"][0]["spans"][:2] == [["wait", 28, 228], ["qk", 300, 900]]
     assert abs(sum(phase_fractions(program["lanes"][0]).values()) - 2.2 / 2.322) < 1e-3
     assert abs(softmax_overlap(program) - 0.9 / 1.3) < 1e-9  # consumer 1's qk covers [1.0, 1.9] of [1.0, 2.3]
-    assert "unknown kernel" in phase_timeline_unavailable_reason("fa2")  # kernels go by their algorithm names
-    assert "interpreter" in (phase_timeline_unavailable_reason("flash") or "interpreter")
+    assert "unknown kernel" in unavailable_reason("fa1")  # the kernels whose specs have a Proton facet, by key
+    assert "interpreter" in (unavailable_reason("fa2") or "interpreter")
 
 
 def test_importing_gluon_compat_first_keeps_the_interpreter_whole():

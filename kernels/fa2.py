@@ -8,11 +8,12 @@ Nothing of size N×N is allocated: the extra memory is O plus the row log-sum-ex
 Two ways to move tiles, one constexpr apart (USE_TMA): fp16/bf16 on Hopper go through 4-D tensor
 descriptors (TMA copies, no pointer tensors in registers, which is what lets 4 warps hold a 128×128
 fp32 accumulator); fp32, older GPUs and unaligned strides use pointer loads. The interpreter runs the
-descriptor path too. Causal launches query blocks longest-first (LONGEST_FIRST) so short ones fill the tail.
+descriptor path too. Causal launches query blocks longest-first, so short ones fill the tail.
 
-A trace mode (compile-time flags, free when off) records what the kernel did: per (query block,
-key block) step the running max, sum and rescale factor of the block's rows and the block's output
-so far; and per program the SM it ran on with start and end timestamps (GPU only).
+Its instrumentation stays out of the math a learner reads: one line each, all compiled out unless asked for.
+The trace mode (TRACE) records per (query block, key block) step the running max, sum and rescale factor of the
+block's rows and the block's output so far (`_record_step`); RECORD_SM records per program the SM it ran on with
+start and end timestamps (GPU only); PROFILE adds Proton scopes on the phases (bench/phases.py).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 import costmodel
 from kernels.inputs import check_attention_inputs, dot_modes
 
-try:  # Proton's in-kernel scopes, compiled in only when PROFILE is on (kernels/phase_timeline.py)
+try:  # Proton's in-kernel scopes, compiled in only when PROFILE is on (bench/phases.py)
     import triton.profiler.language as pl
 except Exception:  # noqa: BLE001 - a Triton without Proton: the PROFILE build is unavailable, nothing else changes
     pl = None
@@ -49,6 +50,34 @@ def _global_timer_ns():
 
 
 @triton.jit
+def _enter(NAME: tl.constexpr, PROFILE: tl.constexpr):
+    # Proton scope around a phase, in the PROFILE build only (bench/phases.py); nothing otherwise
+    if PROFILE:
+        pl.enter_scope(NAME)
+
+
+@triton.jit
+def _exit(NAME: tl.constexpr, PROFILE: tl.constexpr):
+    if PROFILE:
+        pl.exit_scope(NAME)
+
+
+@triton.jit
+def _record_step(trace_stats, trace_out, start_n, m_i, l_i, alpha, acc, offs_d,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, TRACE: tl.constexpr):
+    # the trace mode's record of one step: m, l, alpha of the block's rows and its normalized output so far
+    if TRACE:
+        step = start_n // BLOCK_N
+        stats = trace_stats + step * (3 * BLOCK_M)
+        tl.store(stats + tl.arange(0, BLOCK_M), m_i)
+        tl.store(stats + BLOCK_M + tl.arange(0, BLOCK_M), l_i)
+        tl.store(stats + 2 * BLOCK_M + tl.arange(0, BLOCK_M), alpha)
+        out = trace_out + step * (BLOCK_M * HEAD_DIM)
+        rows = tl.arange(0, BLOCK_M)
+        tl.store(out + rows[:, None] * HEAD_DIM + offs_d[None, :], acc / l_i[:, None])
+
+
+@triton.jit
 def _attn_fwd_inner(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, off_b, off_h,
                     lo, hi, qk_scale, seq_len, offs_m, offs_n,
                     trace_stats, trace_out, offs_d,
@@ -58,8 +87,7 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, off_b,
                     USE_TMA: tl.constexpr, PROFILE: tl.constexpr):
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
-        if PROFILE:  # Proton scopes on the phases (kernels/phase_timeline.py); compiled out otherwise
-            pl.enter_scope("load")
+        _enter("load", PROFILE)
         # -- load the K tile (transposed, HEAD_DIM × BLOCK_N; keys past seq_len read as zeros) into SRAM --
         if USE_TMA:
             k = tl.trans(k_src.load([off_b, off_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM))
@@ -69,9 +97,8 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, off_b,
             k = tl.load(k_src + start_n * stride_kn)
         if DOT_FP32:
             k = k.to(tl.float32)
-        if PROFILE:
-            pl.exit_scope("load")
-            pl.enter_scope("qk")
+        _exit("load", PROFILE)
+        _enter("qk", PROFILE)
         # -- compute qk: raw scores of this tile (the scale is folded in below) --
         qk = tl.dot(q, k, input_precision=PRECISION)
         if MASKED:
@@ -79,17 +106,15 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, off_b,
             if CAUSAL:
                 keep = keep & (offs_m[:, None] >= (start_n + offs_n)[None, :])
             qk = tl.where(keep, qk, float("-inf"))
-        if PROFILE:
-            pl.exit_scope("qk")
-            pl.enter_scope("softmax")
+        _exit("qk", PROFILE)
+        _enter("softmax", PROFILE)
         # -- update m_i and l_i (online softmax, log2 units: one FMA per score, qk·scale − m) --
         m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
         p = tl.math.exp2(qk * qk_scale - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
-        if PROFILE:
-            pl.exit_scope("softmax")
-            pl.enter_scope("pv")
+        _exit("softmax", PROFILE)
+        _enter("pv", PROFILE)
         # -- rescale the accumulator, then add P·V --
         if USE_TMA:
             v = v_src.load([off_b, off_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
@@ -104,18 +129,8 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, off_b,
         acc = acc * alpha[:, None]
         acc = tl.dot(p, v, acc, input_precision=PRECISION)
         m_i = m_new
-        if PROFILE:
-            pl.exit_scope("pv")
-        if TRACE:
-            # -- record the step: m, l, alpha of the block's rows and its normalized output so far --
-            step = start_n // BLOCK_N
-            stats = trace_stats + step * (3 * BLOCK_M)
-            tl.store(stats + tl.arange(0, BLOCK_M), m_i)
-            tl.store(stats + BLOCK_M + tl.arange(0, BLOCK_M), l_i)
-            tl.store(stats + 2 * BLOCK_M + tl.arange(0, BLOCK_M), alpha)
-            out = trace_out + step * (BLOCK_M * HEAD_DIM)
-            rows = tl.arange(0, BLOCK_M)
-            tl.store(out + rows[:, None] * HEAD_DIM + offs_d[None, :], acc / l_i[:, None])
+        _exit("pv", PROFILE)
+        _record_step(trace_stats, trace_out, start_n, m_i, l_i, alpha, acc, offs_d, BLOCK_M, BLOCK_N, HEAD_DIM, TRACE)
     return acc, l_i, m_i
 
 
@@ -128,18 +143,17 @@ def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
               stride_ob, stride_oh, stride_on, stride_od,
               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               CAUSAL: tl.constexpr, DOT_FP32: tl.constexpr, PRECISION: tl.constexpr,
-              TRACE: tl.constexpr, TRACE_SM_ON: tl.constexpr, PROFILE: tl.constexpr,
-              USE_TMA: tl.constexpr, LONGEST_FIRST: tl.constexpr):
+              USE_TMA: tl.constexpr, TRACE: tl.constexpr, RECORD_SM: tl.constexpr, PROFILE: tl.constexpr):
     # Q, K, V, O: 4-D tensor descriptors (B, H, N, D) when USE_TMA (TMA copies on Hopper: rows past seq_len
     # load as zeros, stores are clipped), else plain pointers with masked loads and stores.
     n_q_blocks = tl.num_programs(0)
-    if LONGEST_FIRST:
-        # causal: the last query blocks see the most keys; launch them first so the light ones fill the tail
+    if CAUSAL:
+        # the last query blocks see the most keys; launch them first so the light ones fill the tail
         start_m = n_q_blocks - 1 - tl.program_id(0)
     else:
         start_m = tl.program_id(0)
     off_bh = tl.program_id(1)
-    if TRACE_SM_ON:
+    if RECORD_SM:
         t_start = _global_timer_ns()
     off_b = off_bh // heads
     off_h = off_bh % heads
@@ -184,8 +198,7 @@ def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
                                     trace_stats, trace_out, offs_d,
                                     BLOCK_M, BLOCK_N, HEAD_DIM, True, CAUSAL, DOT_FP32, PRECISION, TRACE,
                                     USE_TMA, PROFILE)
-    if PROFILE:
-        pl.enter_scope("epilogue")
+    _enter("epilogue", PROFILE)
     # -- write O and the row log-sum-exp (natural log) once --
     row_in_range = offs_m < seq_len
     lse = (m_i + tl.math.log2(l_i)) * LN2_KERNEL
@@ -197,9 +210,8 @@ def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
         o_ptrs = (O + off_b.to(tl.int64) * stride_ob + off_h.to(tl.int64) * stride_oh
                   + offs_m[:, None] * stride_on + offs_d[None, :] * stride_od)
         tl.store(o_ptrs, o.to(O.dtype.element_ty), mask=row_in_range[:, None])
-    if PROFILE:
-        pl.exit_scope("epilogue")
-    if TRACE_SM_ON:
+    _exit("epilogue", PROFILE)
+    if RECORD_SM:  # which SM ran this program, and when (the SM timeline)
         record = TRACE_SM + program.to(tl.int64) * 3
         tl.store(record, _sm_id().to(tl.int64))
         tl.store(record + 1, t_start)
@@ -282,10 +294,10 @@ def _tma_capable(*tensors: torch.Tensor) -> bool:
 
 def launch_flash(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
                  trace: _TraceBuffers | None = None, trace_sm: torch.Tensor | None = None,
-                 use_tma: bool | None = None, longest_first: bool | None = None, profile: bool = False):
+                 use_tma: bool | None = None, profile: bool = False):
     """The kernel's launch on checked inputs (flash_attention checks them): (O, LSE). trace / trace_sm: the trace
-    mode's buffers; use_tma, longest_first: None picks as the shipped kernel does; profile: the Proton-scoped build
-    (kernels/phase_timeline.py), a separate compile that no shipped call uses."""
+    mode's buffers; use_tma: None picks as the shipped kernel does; profile: the Proton-scoped build
+    (bench/phases.py), a separate compile that no shipped call uses."""
     batch, heads, seq_len, head_dim = q.shape  # (B, H, N, D)
     o = torch.empty_like(q, memory_format=torch.contiguous_format)  # (B, H, N, D)
     lse = torch.empty((batch, heads, seq_len), dtype=torch.float32, device=q.device)  # (B, H, N)
@@ -293,7 +305,6 @@ def launch_flash(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
     n_k_blocks = triton.cdiv(seq_len, config.block_n)
     dot_fp32, precision = dot_modes(q.dtype)
     use_tma = _tma_capable(q, k, v, o) if use_tma is None else use_tma
-    longest_first = causal if longest_first is None else longest_first
     q_arg, k_arg, v_arg, o_arg = q, k, v, o
     if use_tma:  # the descriptor pads rows past seq_len with zeros on load and clips them on store
         q_arg, o_arg = (TensorDescriptor.from_tensor(t, [1, 1, config.block_m, head_dim]) for t in (q, o))
@@ -309,8 +320,7 @@ def launch_flash(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
             *q.stride(), *k.stride(), *v.stride(), *o.stride(),
             HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
             CAUSAL=causal, DOT_FP32=dot_fp32, PRECISION=precision,
-            TRACE=trace is not None, TRACE_SM_ON=trace_sm is not None,
-            USE_TMA=use_tma, LONGEST_FIRST=longest_first, PROFILE=profile,
+            USE_TMA=use_tma, TRACE=trace is not None, RECORD_SM=trace_sm is not None, PROFILE=profile,
             num_warps=config.num_warps, num_stages=config.num_stages,
         )
     return o, lse
@@ -375,3 +385,50 @@ def flash_attention_sm_timeline(q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
                     device=q.device)
     o, _ = launch_flash(q, k, v, causal, sm_scale, config, trace_sm=sm)
     return o, sm
+
+
+# -- what the house needs of this kernel (its spec in kernels/specs.py names these) ----------------------------
+
+def tiles_for(shape) -> tuple[int, int]:
+    """(block_m, block_n) the kernel runs a shape (costmodel.Shape) with."""
+    from kernels.inputs import DTYPES_BY_NAME
+    config = config_for(shape.head_dim, DTYPES_BY_NAME[shape.dtype], shape.causal)
+    return config.block_m, config.block_n
+
+
+def proton_launcher(head_dim: int, causal: bool, dtype: torch.dtype):
+    """(launch(q, k, v, causal, scale, profile), its config as plain data, the warps Proton samples, its language) for
+    bench/phases.py: one sampled warp per warpgroup, since every warpgroup runs the whole loop."""
+    config = config_for(head_dim, dtype, causal)
+
+    def launch(q, k, v, causal, scale, profile=False):
+        return launch_flash(q, k, v, causal, scale, config, profile=profile)
+    return launch, {**config.__dict__, "tile_m": config.block_m}, list(range(0, config.num_warps, 4)), "triton"
+
+
+def shipped_launches():
+    """Every configuration the kernel ships, as (label, targets, launch) for the ahead-of-time compile check
+    (bench/compile_check.py): each tuned or default shape class, on the TMA and pointer paths (16-bit inputs on
+    Hopper take TMA; fp32 and older GPUs pointers), and the SM timeline's recording build."""
+    from kernels.inputs import example_qkv
+    launches = []
+    classes = {(d, b, c) for d in costmodel.HEAD_DIMS for b in (2, 4) for c in (False, True)} | set(TUNED_CONFIGS)
+    for head_dim, dtype_bytes, causal in sorted(classes):
+        dtype = torch.bfloat16 if dtype_bytes == 2 else torch.float32
+        config = config_for(head_dim, dtype, causal)
+        tuned = "tuned" if (head_dim, dtype_bytes, causal) in TUNED_CONFIGS else "default"
+        base = (f"D={head_dim} {str(dtype)[6:]} {'causal' if causal else 'full'} {config.block_m}x{config.block_n} "
+                f"w{config.num_warps} s{config.num_stages} ({tuned})")
+        paths = [(("sm_90",), True), (("sm_90", "sm_80"), False)] if dtype_bytes == 2 else [(("sm_90", "sm_80"), False)]
+        for targets, use_tma in paths:
+            q, k, v = example_qkv(head_dim, dtype)
+            launches.append((f"{base} {'tma' if use_tma else 'pointers'}", targets,
+                             lambda q=q, k=k, v=v, c=causal, g=config, t=use_tma: launch_flash(q, k, v, c, 0.125, g,
+                                                                                                use_tma=t)))
+        if dtype_bytes == 2:  # the SM timeline on the H200 (flash_attention_sm_timeline)
+            q, k, v = example_qkv(head_dim, dtype)
+            sm = torch.empty((2, 1, 3), dtype=torch.int64)
+            launches.append((f"{base} sm-timeline", ("sm_90",),
+                             lambda q=q, k=k, v=v, c=causal, g=config, sm=sm: launch_flash(q, k, v, c, 0.125, g,
+                                                                                            trace_sm=sm, use_tma=True)))
+    return launches

@@ -4,14 +4,14 @@ One program per (batch·head), as FlashAttention-1 launched one thread block per
 loop walks the K/V tiles: each K and V tile is loaded into SRAM once. The inner loop walks the Q blocks
 that tile touches: it loads the Q block and the block's O, row max m and row sum l so far from HBM,
 folds the tile in (online softmax), and writes O, m and l back to HBM, for every K/V tile. That round
-trip of O, m and l per K/V tile is what FlashAttention-2 removed by swapping the loops (kernels/flash.py:
+trip of O, m and l per K/V tile is what FlashAttention-2 removed by swapping the loops (kernels/fa2.py:
 one program per Q block, O kept in SRAM until the end).
 
 O between steps is kept normalized (O = acc / l, as Algorithm 1 writes it) in an fp32 scratch buffer, so
 the answer does not lose precision to a rounding per tile; at a Q block's last tile the kernel writes O in
 the input dtype and the row log-sum-exp instead. Plain pointer loads and tl.dot only: it runs in Triton's
 CPU interpreter and on any GPU Triton drives. The phase comments below are read by kernels/source.py and
-shown beside the animation (kernels/source.py lists them): keep them as they are.
+shown beside the animation (its spec, kernels/specs.py, lists them): keep them as they are.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 import costmodel
-from kernels.flash import LN2, LN2_KERNEL, FlashConfig
+from kernels.fa2 import LN2, LN2_KERNEL, FlashConfig
 from kernels.inputs import check_attention_inputs, dot_modes
 
 @triton.jit(do_not_specialize=["seq_len", "heads", "n_q_blocks", "n_k_blocks"])
@@ -186,10 +186,10 @@ def flash_attention_v1(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
                        config: FlashConfig | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Attention output O = softmax(sm_scale · Q Kᵀ [causal mask]) V in FlashAttention-1's loop order.
 
-    Same contract as kernels.flash.flash_attention: q, k, v (batch, heads, seq_len, head_dim) in fp16, bf16
+    Same contract as kernels.fa2.flash_attention: q, k, v (batch, heads, seq_len, head_dim) in fp16, bf16
     or fp32; head_dim in 16 … 256; any seq_len ≥ 1. Returns O in the input dtype (and with return_lse=True
     the fp32 natural-log row log-sum-exp (batch, heads, seq_len)). Beyond O and the LSE it allocates the
-    fp32 running O, m and l in HBM (costmodel.flash_v1_extra_bytes).
+    fp32 running O, m and l in HBM (costmodel.fa1_extra_bytes).
     """
     q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
     config = config or config_for_v1(q.shape[-1], q.dtype)
@@ -217,3 +217,28 @@ def flash_attention_v1_traced(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     o, lse = launch_flash_v1(q, k, v, causal, sm_scale, config, trace)
     trace.stats[:, :, :, 0] *= LN2  # the kernel keeps m in log2 units
     return o, lse, trace
+
+
+# -- what the house needs of this kernel (its spec in kernels/specs.py names these) ----------------------------
+
+def tiles_for(shape) -> tuple[int, int]:
+    """(block_m, block_n) the kernel runs a shape (costmodel.Shape) with."""
+    from kernels.inputs import DTYPES_BY_NAME
+    config = config_for_v1(shape.head_dim, DTYPES_BY_NAME[shape.dtype])
+    return config.block_m, config.block_n
+
+
+def shipped_launches():
+    """Every configuration the kernel ships, as (label, targets, launch) for the ahead-of-time compile check."""
+    from kernels.inputs import example_qkv
+    launches = []
+    for head_dim in costmodel.HEAD_DIMS:
+        for dtype in (torch.bfloat16, torch.float32):
+            for causal in (False, True):
+                config = config_for_v1(head_dim, dtype)
+                label = (f"D={head_dim} {str(dtype)[6:]} {'causal' if causal else 'full'} "
+                         f"{config.block_m}x{config.block_n} w{config.num_warps}")
+                q, k, v = example_qkv(head_dim, dtype)
+                launches.append((label, ("sm_90", "sm_80"),
+                                 lambda q=q, k=k, v=v, c=causal, g=config: launch_flash_v1(q, k, v, c, 0.125, g)))
+    return launches

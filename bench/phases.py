@@ -1,7 +1,8 @@
 """Inside one program: what each warpgroup of a flash kernel does over time, measured with Proton.
 
-`record_phase_timeline(kernel, ...)` runs one launch of the FA-3 style kernel ("flash_v3", kernels/flash_v3.py) or of
-the teaching kernel ("flash", kernels/flash.py, FA-2 order) built with its PROFILE constexpr on, under Proton's intra-kernel instrumentation (`proton.start(backend="instrumentation")`), and
+`record_phase_timeline(kernel, ...)` runs one launch of a kernel whose spec has a Proton facet (kernels/specs.py: the
+FA-3 style kernel "fa3", kernels/fa3.py, and the teaching kernel "fa2", kernels/fa2.py, FA-2 order) built with its
+PROFILE constexpr on, under Proton's intra-kernel instrumentation (`proton.start(backend="instrumentation")`), and
 returns plain data: per program (CTA) the SM it ran on and, per sampled warp (one per warpgroup), the phases it went
 through as (phase, start, end) in Proton's clock units (cycles; the Chrome trace Proton writes divides them by 1000
 and calls them µs, i.e. it assumes 1 GHz), plus the SM clock read beside the run and the plain vs instrumented time.
@@ -31,25 +32,35 @@ from pathlib import Path
 from kernels.runtime import INTERPRET  # first: it picks the backend before any kernel is decorated
 import torch
 
+import costmodel
+from kernels import specs
+
 PHASES = ("load", "wait", "qk", "softmax", "pv", "epilogue")
 _PID = re.compile(r"Core\s*(\d+)\s+CTA\s*(\d+)")
 _TID = re.compile(r"warp\s+(\d+)")
 
 
-KERNELS = ("flash", "flash_v3")  # by algorithm name: the teaching kernel (FA-2 order) and the FA-3 style kernel
+def kernels() -> tuple[str, ...]:
+    """The kernels Proton can record: the specs with a Proton facet, in legend order."""
+    return tuple(spec.key for spec in specs.with_facet("proton"))
 
 
-def phase_timeline_unavailable_reason(kernel: str = "flash_v3") -> str | None:
+def recording_order() -> tuple[str, ...]:
+    """kernels() with the Gluon ones first: recording a `tl` kernel turns Proton's Triton semantic on for the rest of
+    the process, and the Gluon kernels are instrumented without it."""
+    return tuple(sorted(kernels(), key=lambda key: _launcher(key, 128, False, torch.bfloat16)[3] != "gluon"))
+
+
+def unavailable_reason(kernel: str = "fa3") -> str | None:
     """None when `kernel` can be recorded here; otherwise one sentence saying why not."""
-    if kernel not in KERNELS:
-        return f"unknown kernel {kernel!r}: one of {', '.join(KERNELS)}"
+    if kernel not in kernels():
+        return f"unknown kernel {kernel!r}: one of {', '.join(kernels())}"
     if INTERPRET:
         return "Proton's intra-kernel instrumentation runs on a GPU, not in Triton's CPU interpreter"
-    if kernel == "flash_v3":
-        from kernels.flash_v3 import v3_unavailable_reason
-        reason = v3_unavailable_reason()
-        if reason:
-            return reason
+    spec = specs.spec(kernel)
+    reason = spec.load("unavailable")(costmodel.Shape(4096, 1, 4, 128)) if spec.unavailable else None
+    if reason:
+        return reason
     try:
         import triton.profiler.language  # noqa: F401 (Proton is there)
     except Exception:  # noqa: BLE001
@@ -100,13 +111,13 @@ def parse_chrome_trace(path: Path | str, kernel_name: str | None = None) -> list
     return out
 
 
-def name_roles(lanes: list[dict], kernel: str = "flash_v3") -> None:
-    """Name each sampled warp's warpgroup by what it recorded: in the FA-3 style kernel the producer loads and the
-    consumers compute; in the teaching kernel every warpgroup does all of it in turn."""
+def name_roles(lanes: list[dict], warp_specialized: bool = True) -> None:
+    """Name each sampled warp's warpgroup by what it recorded: in a warp-specialized kernel (the FA-3 style one) the
+    producer loads and the consumers compute; in the teaching kernel every warpgroup does all of it in turn."""
     consumer = 0
     for lane in lanes:
         names = {s[0] for s in lane["spans"]}
-        if kernel == "flash":
+        if not warp_specialized:
             lane["role"] = f"warpgroup {lane['warp'] // 4}"
         elif "load" in names:
             lane["role"] = "producer"
@@ -136,27 +147,12 @@ def _kernel_ms(fn, reps: int = 10) -> float:
 
 
 def _launcher(kernel: str, head_dim: int, causal: bool, dtype: torch.dtype):
-    """(launch(q, k, v, scale, profile), config as plain data, warps to sample, the warp count per program)."""
-    if kernel == "flash":
-        from kernels.flash import config_for, launch_flash
-        config = config_for(head_dim, dtype, causal)
-
-        def launch(q, k, v, causal, scale, profile=False):
-            return launch_flash(q, k, v, causal, scale, config, profile=profile)
-        # one sampled warp per warpgroup: every warpgroup runs the whole loop
-        return launch, {**config.__dict__, "tile_m": config.block_m}, list(range(0, config.num_warps, 4))
-    from kernels.flash_v3 import config_for_v3, launch_v3
-    config = config_for_v3(head_dim, causal)
-
-    def launch(q, k, v, causal, scale, profile=False):
-        return launch_v3(q, k, v, causal, scale, config, profile=profile)
-    # one sampled warp per consumer warpgroup, and every warp of the last warpgroup (the producer's warp is there)
-    producer_group = 4 * config.num_consumers
-    return (launch, {**config.__dict__, "tile_m": config.tile_m},
-            [4 * i for i in range(config.num_consumers)] + list(range(producer_group, producer_group + 4)))
+    """(launch(q, k, v, causal, scale, profile), config as plain data, warps to sample, "triton" or "gluon"): what the
+    kernel's spec names as its Proton launcher."""
+    return specs.spec(kernel).load("proton")(head_dim, causal, dtype)
 
 
-def record_phase_timeline(kernel: str = "flash_v3", batch: int = 1, heads: int = 4, seq_len: int = 4096,
+def record_phase_timeline(kernel: str = "fa3", batch: int = 1, heads: int = 4, seq_len: int = 4096,
                           head_dim: int = 128, causal: bool = False, dtype: torch.dtype = torch.bfloat16,
                           max_programs: int | None = 8, seed: int = 0) -> dict:
     """Record one launch of `kernel` with Proton; return plain data (see the module docstring):
@@ -165,18 +161,18 @@ def record_phase_timeline(kernel: str = "flash_v3", batch: int = 1, heads: int =
     "lanes": [{"warp", "warpgroup", "role", "spans": [[phase, start, end], ...]}]], "program_count", "timing":
     {"plain_ms", "longest_program_cycles", "longest_program_ms_at_clock", "overhead", "instrumented_launch_ms"},
     "proton": {"triton", "mode", "raw_sample"}, "profiled_output_identical"}. Raises RuntimeError with
-    phase_timeline_unavailable_reason's sentence where it cannot run. The default shape fills about one wave of an
+    unavailable_reason's sentence where it cannot run. The default shape fills about one wave of an
     H200 (128 programs of 128 query rows); `max_programs` keeps the first that many CTAs (None: all)."""
-    reason = phase_timeline_unavailable_reason(kernel)
+    reason = unavailable_reason(kernel)
     if reason:
         raise RuntimeError(reason)
     import triton
     import triton.profiler as proton
     import triton.profiler.language as pl
 
-    if kernel == "flash":
+    launch, config, warps, semantic = _launcher(kernel, head_dim, causal, dtype)
+    if semantic == "triton":
         pl.enable_semantic("triton")  # Proton records tl kernels' scopes only when asked to
-    launch, config, warps = _launcher(kernel, head_dim, causal, dtype)
     gen = torch.Generator(device="cuda").manual_seed(seed)
     q, k, v = (torch.randn(batch, heads, seq_len, head_dim, device="cuda", generator=gen).to(dtype) for _ in range(3))
     scale = head_dim ** -0.5
@@ -203,7 +199,7 @@ def record_phase_timeline(kernel: str = "flash_v3", batch: int = 1, heads: int =
         raw = json.loads(trace.read_text())["traceEvents"]
         raw_sample = [e for e in raw if _PID.search(str(e.get("pid", "")))][:4]
     for program in programs:
-        name_roles(program["lanes"], kernel)
+        name_roles(program["lanes"], warp_specialized=semantic == "gluon")
     longest = max(max(s[2] for lane in p["lanes"] for s in lane["spans"]) for p in programs)
     clock = _sm_clock_mhz()
     return {
@@ -234,7 +230,7 @@ def main() -> int:
     import os
     out = Path(os.environ.get("OUT") or ".")
     results = {}
-    for kernel in ("flash_v3", "flash"):  # the Gluon kernel first: the tl one turns on Proton's Triton semantic
+    for kernel in recording_order():  # the Gluon kernel first: the tl one turns on Proton's Triton semantic
         label = f"{kernel} D128 full"
         try:
             data = record_phase_timeline(kernel)

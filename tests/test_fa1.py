@@ -1,4 +1,4 @@
-"""The FlashAttention-1-order kernel (kernels/flash_v1.py) against float64, and its trace: the loop order
+"""The FlashAttention-1-order kernel (kernels/fa1.py) against float64, and its trace: the loop order
 it ran, its online-softmax state replayed in NumPy, and what each step moved checked against the cost model."""
 import math
 
@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import costmodel
-from kernels.flash import FlashConfig
-from kernels.flash_v1 import flash_attention_v1
+from kernels.fa2 import FlashConfig
+from kernels.fa1 import flash_attention_v1
 from costmodel import IO_TENSORS
 from kernels.trace import late_max_inputs, step_io, trace_flash
 from tests.support_kernels import TOLERANCE, random_qkv, reference, rel_error
@@ -89,11 +89,11 @@ def replay_fa1(q, k, v, block_m, block_n, causal, sm_scale):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("seq_len,block_m,block_n", [(100, 32, 16), (64, 16, 32), (50, 16, 16)])
 def test_fa1_trace_matches_numpy_replay(seq_len, block_m, block_n, causal):
-    trace = trace_flash(seq_len, 16, block_m, block_n, causal=causal, dtype="float32", seed=4, order="flash_v1")
+    trace = trace_flash(seq_len, 16, block_m, block_n, causal=causal, dtype="float32", seed=4, order="fa1")
     inputs = late_max_inputs(seq_len, 16, block_m, causal, torch.float32, 4)
     q, k, v = (t[0, 0].cpu().double().numpy() for t in inputs)
     steps, m, l, a, out = replay_fa1(q, k, v, block_m, block_n, causal, trace.sm_scale)
-    assert trace.order == "flash_v1"
+    assert trace.order == "fa1"
     assert trace.steps.tolist() == steps.tolist()
     schedule = costmodel.fa1_schedule(seq_len, block_m, block_n, causal)
     assert trace.steps.tolist() == [[s.q_block, s.k_block] for s in schedule]
@@ -113,18 +113,19 @@ def io_bytes(ranges: np.ndarray, head_dim: int, dtype_bytes: int) -> np.ndarray:
     return ((ranges[..., 1] - ranges[..., 0]) * widths).sum(axis=1)
 
 
-@pytest.mark.parametrize("order", ["flash", "flash_v1"])
+@pytest.mark.parametrize("order", ["fa2", "fa1"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seq_len,block_m,block_n,dtype_bytes", [(20, 16, 16, 2), (100, 32, 16, 4), (257, 16, 64, 2)])
 def test_step_io_moves_what_the_cost_model_counts(order, causal, seq_len, block_m, block_n, dtype_bytes):
-    if order == "flash":
+    shape = costmodel.Shape(seq_len, 1, 1, 8, {2: "bfloat16", 4: "float32"}[dtype_bytes], causal)
+    if order == "fa2":
         steps = [(s.q_block, s.k_block) for s in costmodel.tile_schedule(seq_len, block_m, block_n, causal)]
-        model = costmodel.step_traffic(seq_len, 8, block_m, block_n, causal, dtype_bytes)
-        read, written = model["flash_read"], model["flash_written"]
+        model = costmodel.step_traffic(shape, block_m, block_n)
+        read, written = model["fa2_read"], model["fa2_written"]
     else:
         steps = [(s.q_block, s.k_block) for s in costmodel.fa1_schedule(seq_len, block_m, block_n, causal)]
-        model = costmodel.fa1_step_traffic(seq_len, 8, block_m, block_n, causal, dtype_bytes)
-        read, written = model["flash_v1_read"], model["flash_v1_written"]
+        model = costmodel.fa1_step_traffic(shape, block_m, block_n)
+        read, written = model["fa1_read"], model["fa1_written"]
     loads, stores = step_io(order, np.array(steps), seq_len, block_m, block_n)
     assert np.cumsum(io_bytes(loads, 8, dtype_bytes)).tolist() == read.tolist()
     assert np.cumsum(io_bytes(stores, 8, dtype_bytes)).tolist() == written.tolist()
@@ -137,10 +138,12 @@ def test_step_io_moves_what_the_cost_model_counts(order, causal, seq_len, block_
 
 def test_bench_times_fa1_only_where_one_call_is_short():
     from bench import measure
-    from bench.algorithms import FLASH_V1_TIMED_MAX_SEQ_LEN
-    assert measure.flash_tiles(measure.Setting("flash_v1", 1024, head_dim=64)) is not None
+    from costmodel import Shape
+    from kernels import specs
+    longest = specs.spec("fa1").max_seq_len
+    assert measure.flash_tiles(measure.Setting("fa1", Shape(seq_len=1024, heads=16, head_dim=64))) is not None
     with pytest.raises(ValueError, match="not timed"):
-        measure.runner(measure.Setting("flash_v1", 2 * FLASH_V1_TIMED_MAX_SEQ_LEN), None, None, None)
-    s = measure.Setting("flash_v1", 256, heads=2, head_dim=64, dtype="float32")
+        measure.runner(measure.Setting("fa1", Shape(seq_len=2 * longest, heads=16)), None, None, None)
+    s = measure.Setting("fa1", Shape(seq_len=256, heads=2, head_dim=64, dtype="float32"))
     assert measure.bytes_moved(s) == costmodel.total_bytes(
-        costmodel.flash_v1_traffic(256, 1, 2, 64, 4, False, *measure.flash_tiles(s)))
+        costmodel.fa1_traffic(Shape(256, 1, 2, 64, "float32"), *measure.flash_tiles(s)))

@@ -1,0 +1,113 @@
+"""The flash kernels' tile schedules: which (Q block, K/V tile) steps run, in which order, and the rules for tiles."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from costmodel.shape import MIN_TILE, TILE_SIZES
+
+# -- the tile schedule ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Step:
+    """One (Q block, K/V tile) step of the flash kernel.
+
+    masked: some of the tile's block_m × block_n positions are masked out, because the tile straddles
+    the causal diagonal or runs past seq_len (a partial last Q block or K/V tile).
+    first / last: the first / last K/V tile visited for this Q block.
+    """
+
+    index: int
+    q_block: int
+    k_block: int
+    masked: bool
+    first: bool
+    last: bool
+
+
+def check_tiles(block_m: object, block_n: object) -> None:
+    """The one rule for flash tiles, used by the kernels, the settings and the results file: each side one of
+    TILE_SIZES (a power of two from MIN_TILE, the smallest tile tl.dot takes on a GPU, to 256)."""
+    for name, block in (("block_m", block_m), ("block_n", block_n)):
+        if isinstance(block, bool) or not isinstance(block, int) or block not in TILE_SIZES:
+            raise ValueError(f"{name} must be a power of two from {TILE_SIZES[0]} to {TILE_SIZES[-1]} "
+                             f"(tl.dot needs ≥ {MIN_TILE}); got {block!r}")
+
+
+def check_tiling(seq_len: int, block_m: int, block_n: int) -> None:
+    """The teaching kernel's schedule: N ≥ 1 and its tiles (check_tiles)."""
+    if seq_len < 1:
+        raise ValueError(f"seq_len must be >= 1 token, got {seq_len}")
+    check_tiles(block_m, block_n)
+
+
+def check_model_tiling(seq_len: int, block_m: int, block_n: int) -> None:
+    """What the traffic models' arithmetic needs: N ≥ 1 and tiles of at least MIN_TILE tokens, a multiple of it
+    (any of our kernels: the FA-3 style kernel runs 192-row programs at head_dim 64)."""
+    if seq_len < 1:
+        raise ValueError(f"seq_len must be >= 1 token, got {seq_len}")
+    for name, block in (("block_m", block_m), ("block_n", block_n)):
+        if isinstance(block, bool) or not isinstance(block, int) or block < MIN_TILE or block % MIN_TILE:
+            raise ValueError(f"{name} must be a multiple of {MIN_TILE} tokens, at least {MIN_TILE}; got {block!r}")
+
+
+def n_blocks(seq_len: int, block: int) -> int:
+    """Number of tiles of `block` tokens covering seq_len tokens (the last one may be partial)."""
+    return -(-seq_len // block)
+
+
+def k_tiles_per_q_block(seq_len: int, block_m: int, block_n: int, causal: bool) -> np.ndarray:
+    """How many K/V tiles each Q block visits, shape (ceil(seq_len / block_m),).
+
+    Causal keeps tile k when k·block_n <= (q+1)·block_m − 1: some key in the tile is not later than
+    some query in the block. The kernel visits these tiles in ascending order, from tile 0.
+    """
+    check_model_tiling(seq_len, block_m, block_n)
+    num_k = n_blocks(seq_len, block_n)
+    q_blocks = np.arange(n_blocks(seq_len, block_m), dtype=np.int64)
+    if not causal:
+        return np.full(q_blocks.shape, num_k, dtype=np.int64)
+    return np.minimum(num_k, ((q_blocks + 1) * block_m - 1) // block_n + 1)
+
+
+def keys_per_q_block(seq_len: int, block_m: int, block_n: int, causal: bool) -> np.ndarray:
+    """K (and V) rows each Q block loads: its visited tiles, the last one partial at seq_len."""
+    return np.minimum(k_tiles_per_q_block(seq_len, block_m, block_n, causal) * block_n, seq_len)
+
+
+def tile_schedule(seq_len: int, block_m: int, block_n: int, causal: bool) -> list[Step]:
+    """The flash kernel's tile order: Q block by Q block (ascending), K/V tiles ascending within each."""
+    check_tiling(seq_len, block_m, block_n)
+    steps: list[Step] = []
+    for q_block, num_tiles in enumerate(k_tiles_per_q_block(seq_len, block_m, block_n, causal)):
+        rows = min(block_m, seq_len - q_block * block_m)
+        for k_block in range(int(num_tiles)):
+            cols = min(block_n, seq_len - k_block * block_n)
+            # the tile's last key comes after its first query: part of it lies above the diagonal
+            straddles_diagonal = causal and (k_block + 1) * block_n - 1 > q_block * block_m
+            steps.append(Step(index=len(steps), q_block=q_block, k_block=k_block,
+                              masked=straddles_diagonal or rows < block_m or cols < block_n,
+                              first=k_block == 0, last=k_block == num_tiles - 1))
+    return steps
+
+
+def visible_scores(seq_len: int, causal: bool) -> int:
+    """Scores one head keeps: N² or, under a causal mask, the N(N+1)/2 with key ≤ query."""
+    return seq_len * (seq_len + 1) // 2 if causal else seq_len * seq_len
+
+
+def schedule_arrays(schedule: list[Step]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A schedule's (q_block, k_block) as int64 arrays and (first, last) as bool arrays, one entry a step."""
+    return (np.array([s.q_block for s in schedule], dtype=np.int64),
+            np.array([s.k_block for s in schedule], dtype=np.int64),
+            np.array([s.first for s in schedule], dtype=bool), np.array([s.last for s in schedule], dtype=bool))
+
+
+def fa1_schedule(seq_len: int, block_m: int, block_n: int, causal: bool) -> list[Step]:
+    """The FA1-order kernel's steps: K/V tile by K/V tile (ascending), and within one the Q blocks that
+    see it (ascending). The same (Q block, K/V tile) pairs as tile_schedule; `first` / `last` still mark
+    a Q block's first / last tile."""
+    steps = sorted(tile_schedule(seq_len, block_m, block_n, causal), key=lambda s: (s.k_block, s.q_block))
+    return [Step(index, s.q_block, s.k_block, s.masked, s.first, s.last) for index, s in enumerate(steps)]
+

@@ -1,0 +1,652 @@
+"""FlashAttention forward, FlashAttention-3 style, in Gluon for Hopper (sm_90): a warp-specialized kernel.
+
+The teaching kernel (kernels/fa2.py) is one program per query block whose warps all do everything in turn:
+wait for a K tile, multiply, softmax, multiply, wait again. On Hopper the tensor cores (async wgmma) and the copy
+engine (TMA) run on their own, so FA-3 (Shah et al. 2024) splits the work between warps instead:
+
+- a producer warp only issues TMA copies of the K and V tiles into a ring of shared-memory slots, each slot guarded
+  by two mbarriers ("ready": the copy landed; "empty": every consumer is done with it);
+- two consumer warpgroups (4 warps each; the count is a config) own a query block of BLOCK_M rows each and do the
+  math of the teaching kernel on it, reading every K/V tile the producer brings;
+- ping-pong: the consumers take turns at the tensor cores. A consumer waits for its turn, issues its wgmma, passes
+  the turn on, then runs its softmax while the other consumer's wgmma keeps the tensor cores busy. The turn is a
+  hardware named barrier as in FA-3 (`bar.sync` to wait, `bar.arrive` to pass it on: one line of PTX each, since
+  Gluon has no API for them; `named_turns`), or an mbarrier per consumer.
+- softmax overlap inside a consumer: S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1} are issued together, asynchronously;
+  the consumer waits only for S_j, runs tile j's softmax while the tensor cores finish P_{j-1}·V_{j-1}, then waits
+  for that, rescales O and keeps P_j in registers for the next round.
+- the paired ring (`kv_paired`): entry j holds K_j and V_{j-1}, exactly what a consumer's round j reads, so a round
+  waits on one mbarrier and frees one (instead of two and two, each free a partition-wide bar.sync).
+- the conditional rescale (`lazy_rescale`, FlashAttention-4's): a row keeps its running max until a new score
+  exceeds it by more than 2^8, so P stays ≤ 256, and a warp skips O's 64 multiplies per tile unless one of its rows
+  moved (a warp vote, then a branch; in PTX, as Gluon has no warp-level branch). On most tiles nothing moves.
+- at head_dim 128 each consumer keeps its Q block in registers (loaded from shared memory once), so every tile's
+  QKᵀ wgmma reads only K from shared memory: less data moved per score (+1–2 % measured on the H200, which runs
+  every kernel at its 700 W power cap).
+
+The numbers are those of the teaching kernel: the running row max m and row sum l in fp32, base-2 exponentials with
+log2(e) folded into the scale, O divided by l once at the end, and the row log-sum-exp (natural log) written beside
+O. Nothing of size N×N is allocated: the extra memory is O plus the LSE. K/V rows past seq_len load as zeros (the
+4-D TMA descriptor's bounds are per head) and their scores are masked; O rows past seq_len are clipped on store.
+
+Gluon kernels compile for a real GPU only: Triton's CPU interpreter does not run them, and only Hopper has wgmma
+(sm_90; Blackwell's sm_100 has other tensor-core instructions). `v3_unavailable_reason()` says why it cannot run.
+The version differences between triton 3.6 and 3.7.1 sit in kernels/gluon_compat.py.
+
+How the file reads: one configuration value (`Fa3Config`, passed to the kernel as one constexpr) says which of the
+ideas above a launch uses; the producer and the consumer are a function each, the consumer's round of the K/V loop
+one more; `_ring` is the one place a ring slot and its mbarrier phase are computed; the PTX Gluon has no API for
+(the named barriers, from `TURN_BARRIER_ID` on, and the conditional rescale's warp vote) is in kernels/ptx.py.
+The shipped configurations (`SHIPPED`) and the ablation ladder (`LADDER`: FA-3's ideas one by one, each a
+configuration that runs) are named rows at the end.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernels.runtime import AOT, INTERPRET, kernel_launch_lock  # first: it picks the backend before any decorator
+import torch
+import triton
+
+import costmodel
+from kernels import gluon_compat as compat
+from kernels.gluon_compat import fence_async_shared, gl, gluon, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+try:  # Proton's in-kernel scopes, used only by the PROFILE=True build (bench/phases.py)
+    import triton.profiler.language as pl
+except Exception:  # noqa: BLE001 - a Triton without Proton: the PROFILE build is unavailable, nothing else changes
+    pl = None
+from kernels.inputs import DTYPE_NAMES, check_attention_inputs
+from kernels.ptx import TURN_BARRIER_ID, named_barrier, rescale
+
+SUPPORTED_HEAD_DIMS = (64, 128)
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
+
+if gluon is not None:
+    _jit = gluon.jit
+    _LN2 = gl.constexpr(costmodel.LN2)        # the LSE is a natural log; the kernel keeps m in log2 units
+    _LOG2_E = gl.constexpr(costmodel.LOG2_E)  # exp(x) == exp2(x·log2 e)
+else:  # no Gluon in this Triton: the functions below stay plain Python and are never launched
+    def _jit(fn=None, **_kw):
+        return fn if fn is not None else (lambda f: f)
+    _LN2 = _LOG2_E = None
+
+
+def _constexpr(value):
+    return gl.constexpr(value) if gluon is not None else None
+
+
+# -- the configuration: which of FA-3's ideas a launch uses --------------------------------------------------------
+
+@dataclass(frozen=True)
+class Fa3Config:
+    block_m: int        # query rows per consumer warpgroup (wgmma's M: a multiple of 64)
+    block_n: int        # keys per K/V tile
+    num_consumers: int  # consumer warpgroups per program (2: the ping-pong pair; 3 at head_dim 64, as FA-3)
+    kv_stages: int      # slots in the K/V ring
+    consumer_regs: int  # registers per thread of a consumer warpgroup (setmaxnreg)
+    producer_regs: int  # registers per thread of the producer warp
+    overlap: bool = True  # a consumer runs its softmax while its own P·V wgmma is in flight (FA-3's third idea)
+    q_in_regs: bool = False  # Q·Kᵀ's A operand from registers (loaded once) instead of shared memory per tile
+    named_turns: bool = False  # the ping-pong hand-off through hardware named barriers instead of mbarriers
+    kv_paired: bool = False  # one ring entry per round (K_j with V_{j-1}): one wait and one release per tile
+    lazy_rescale: bool = False  # FA-4's conditional rescale: O is multiplied by α only when a row's max moved by > 2^8
+
+    @property
+    def label(self) -> str:
+        """e.g. "2×64×128 kv2 regs 240/24 q-regs": consumers × rows × keys, K/V slots, registers, and the options."""
+        return (f"{self.num_consumers}×{self.block_m}×{self.block_n} kv{self.kv_stages} regs {self.consumer_regs}/"
+                f"{self.producer_regs}{'' if self.overlap else ' no-overlap'}{' q-regs' if self.q_in_regs else ''}"
+                f"{' named' if self.named_turns else ''}{' paired' if self.kv_paired else ''}"
+                f"{' lazy' if self.lazy_rescale else ''}")
+
+    def mangle(self) -> str:
+        """The configuration as an identifier: Triton names the compiled functions after their constexpr arguments."""
+        flags = "".join(name[0] for name in ("overlap", "q_in_regs", "named_turns", "kv_paired", "lazy_rescale")
+                        if getattr(self, name))
+        return (f"Fa3Config_{self.num_consumers}x{self.block_m}x{self.block_n}_kv{self.kv_stages}_r{self.consumer_regs}"
+                f"_{self.producer_regs}_{flags or 'plain'}")
+
+    __repr__ = mangle  # Triton 3.6 mangles a constexpr argument by its repr
+
+    @property
+    def tile_m(self) -> int:
+        """Query rows per program."""
+        return self.block_m * self.num_consumers
+
+    @property
+    def num_warps(self) -> int:
+        """Warps per program as launched: the consumers' warpgroups plus the producer's (1 warp, padded to 4)."""
+        return 4 * (self.num_consumers + 1)
+
+    @property
+    def maxnreg(self) -> int:
+        """The kernel-wide register cap: the register file (64K) shared by all warps, in steps of 8."""
+        return 65536 // (32 * self.num_warps) // 8 * 8
+
+    def smem_bytes(self, head_dim: int) -> int:
+        return 2 * head_dim * (self.num_consumers * self.block_m + 2 * self.kv_stages * self.block_n)
+
+
+# -- helpers: Proton scopes, the ring, the ping-pong turn ----------------------------------------------------------
+
+@_jit
+def _enter(NAME: gl.constexpr, PROFILE: gl.constexpr):
+    # Proton scope around a phase, in the PROFILE build only (bench/phases.py); nothing otherwise
+    if PROFILE:
+        pl.enter_scope(NAME)
+
+
+@_jit
+def _exit(NAME: gl.constexpr, PROFILE: gl.constexpr):
+    if PROFILE:
+        pl.exit_scope(NAME)
+
+
+@_jit
+def _ring(j, STAGES: gl.constexpr):
+    # round j's slot in a ring of STAGES entries, and the phase its mbarrier completes in that round (0, 1, 0, …)
+    return j % STAGES, (j // STAGES) & 1
+
+
+@_jit
+def _turn_wait(turn, phase, CONSUMER: gl.constexpr, NAMED_TURNS: gl.constexpr):
+    # -- ping-pong: wait for our turn at the tensor cores --
+    if NAMED_TURNS:
+        named_barrier(False, TURN_BARRIER_ID + CONSUMER)
+    else:
+        mbarrier.wait(turn.index(CONSUMER), phase)
+
+
+@_jit
+def _turn_pass(turn, NEXT: gl.constexpr, NAMED_TURNS: gl.constexpr):
+    # -- ping-pong: our wgmmas are issued; the next consumer's turn --
+    if NAMED_TURNS:
+        named_barrier(True, TURN_BARRIER_ID + NEXT)
+    else:
+        mbarrier.arrive(turn.index(NEXT), count=1)
+
+
+# -- the producer: one warp of TMA copies ---------------------------------------------------------------------------
+
+@_jit
+def _producer(loads, CFG: gl.constexpr, PROFILE: gl.constexpr):
+    q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, off_b, off_h, m0, \
+        n_kv = loads
+    NUM_CONSUMERS: gl.constexpr = CFG.num_consumers
+    KV_PAIRED: gl.constexpr = CFG.kv_paired
+    BLOCK_M: gl.constexpr = CFG.block_m
+    # -- producer: each consumer's Q block, once (rows past seq_len read as zeros) --
+    for c in gl.static_range(NUM_CONSUMERS):
+        mbarrier.expect(q_ready.index(c), q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m0 + c * BLOCK_M, 0], q_ready.index(c),
+                                        q_smem.index(c))
+    if KV_PAIRED:
+        _produce_paired(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, off_b, off_h, n_kv, CFG, PROFILE)
+    else:
+        _produce_split(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, off_b, off_h, n_kv, CFG,
+                       PROFILE)
+
+
+@_jit
+def _produce_paired(k_desc, v_desc, k_smem, v_smem, kv_ready, kv_empty, off_b, off_h, n_kv, CFG: gl.constexpr,
+                    PROFILE: gl.constexpr):
+    # -- producer, paired ring: entry j holds K_j and V_{j-1}, what a consumer's round j reads (entry 0: K_0 only,
+    # entry n_kv: the last V only), under one ready and one empty mbarrier --
+    BLOCK_N: gl.constexpr = CFG.block_n
+    KV_STAGES: gl.constexpr = CFG.kv_stages
+    _enter("load", PROFILE)
+    mbarrier.wait(kv_empty.index(0), 1)  # a fresh mbarrier counts its phase before 0 as complete
+    mbarrier.expect(kv_ready.index(0), k_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(k_desc, [off_b, off_h, 0, 0], kv_ready.index(0), k_smem.index(0))
+    for j in range(1, n_kv):
+        slot, phase = _ring(j, KV_STAGES)
+        mbarrier.wait(kv_empty.index(slot), phase ^ 1)
+        mbarrier.expect(kv_ready.index(slot), k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(k_desc, [off_b, off_h, j * BLOCK_N, 0], kv_ready.index(slot),
+                                        k_smem.index(slot))
+        tma.async_copy_global_to_shared(v_desc, [off_b, off_h, (j - 1) * BLOCK_N, 0], kv_ready.index(slot),
+                                        v_smem.index(slot))
+    slot, phase = _ring(n_kv, KV_STAGES)
+    mbarrier.wait(kv_empty.index(slot), phase ^ 1)
+    mbarrier.expect(kv_ready.index(slot), v_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(v_desc, [off_b, off_h, (n_kv - 1) * BLOCK_N, 0], kv_ready.index(slot),
+                                    v_smem.index(slot))
+    _exit("load", PROFILE)
+
+
+@_jit
+def _produce_split(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, off_b, off_h, n_kv,
+                   CFG: gl.constexpr, PROFILE: gl.constexpr):
+    # -- producer: stream the K and V tiles through the ring; a slot is refilled once every consumer freed it --
+    BLOCK_N: gl.constexpr = CFG.block_n
+    KV_STAGES: gl.constexpr = CFG.kv_stages
+    for j in range(n_kv):
+        slot, phase = _ring(j, KV_STAGES)
+        refill = phase ^ 1  # a fresh mbarrier counts its phase before 0 as complete
+        # -- load the K tile (its copy signals k_ready when the bytes have landed) --
+        _enter("load", PROFILE)
+        mbarrier.wait(k_empty.index(slot), refill)
+        mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(k_desc, [off_b, off_h, j * BLOCK_N, 0], k_ready.index(slot),
+                                        k_smem.index(slot))
+        # -- load the V tile --
+        mbarrier.wait(v_empty.index(slot), refill)
+        mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(v_desc, [off_b, off_h, j * BLOCK_N, 0], v_ready.index(slot),
+                                        v_smem.index(slot))
+        _exit("load", PROFILE)
+
+
+# -- the consumer's math: masking, the online softmax, the (conditional) rescale ------------------------------------
+
+@_jit
+def _mask(s, j, offs_m, offs_n, seq_len, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    # keys past seq_len, and under a causal mask keys after the query, score -inf
+    keys = j * BLOCK_N + offs_n
+    keep = (keys < seq_len)[None, :]
+    if CAUSAL:
+        keep = keep & (offs_m[:, None] >= keys[None, :])
+    return gl.where(keep, s, float("-inf"))
+
+
+# FA-4's conditional rescale: a row's max moves only when the new max exceeds it by more than 8 (log2 units), so a
+# P value is at most 2^8 = 256 (bf16 and the fp32 sums hold that) and O is rescaled only in the rare tiles that move it
+# (kernels/ptx.py: rescale skips a warp whose rows all kept theirs).
+_LAZY_THRESHOLD = _constexpr(8.0)
+
+
+@_jit
+def _softmax(s, m_i, l_i, qk_scale, LAZY: gl.constexpr = False):
+    # -- update m_i and l_i (online softmax, log2 units: one FMA per score, s·scale − m) --
+    m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
+    if LAZY:  # keep the old max unless the new one is more than 2^8 larger (FA-4's conditional rescale)
+        m_new = gl.where(m_new > m_i + _LAZY_THRESHOLD, m_new, m_i)
+    p = gl.exp2(s * qk_scale - m_new[:, None])
+    alpha = gl.exp2(m_i - m_new)
+    l_i = l_i * alpha + gl.sum(p, 1)
+    return p, m_new, l_i, alpha
+
+
+# -- the consumer: one warpgroup, BLOCK_M query rows -------------------------------------------------------------------
+
+@_jit
+def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.constexpr, PROFILE: gl.constexpr):
+    # -- consumer: one warpgroup, BLOCK_M query rows; the scores and O live in wgmma accumulator registers --
+    o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn, qk_scale, seq_len, off_b, \
+        off_h, off_bh, m0, n_kv, mask_from = work
+    BLOCK_M: gl.constexpr = CFG.block_m
+    BLOCK_N: gl.constexpr = CFG.block_n
+    KV_STAGES: gl.constexpr = CFG.kv_stages
+    NAMED_TURNS: gl.constexpr = CFG.named_turns
+    KV_PAIRED: gl.constexpr = CFG.kv_paired
+    LAZY: gl.constexpr = CFG.lazy_rescale
+    HEAD_DIM: gl.constexpr = o_desc.block_type.shape[3]
+    dtype: gl.constexpr = o_desc.dtype
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)  # P from registers
+    row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
+    col_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
+    o_row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
+    NUM_CONSUMERS: gl.constexpr = CFG.num_consumers
+    Q_IN_REGS: gl.constexpr = CFG.q_in_regs
+    NEXT: gl.constexpr = (CONSUMER + 1) % NUM_CONSUMERS
+    row0 = m0 + CONSUMER * BLOCK_M
+    offs_m = row0 + gl.arange(0, BLOCK_M, row_layout)
+    offs_n = gl.arange(0, BLOCK_N, col_layout)
+    q = q_smem.index(CONSUMER).reshape([BLOCK_M, HEAD_DIM])
+    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, row_layout)
+    l_i = gl.zeros([BLOCK_M], gl.float32, row_layout)
+    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
+    s_init = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)  # ignored: the QKᵀ wgmma runs with use_acc=False
+    mbarrier.wait(q_ready.index(CONSUMER), 0)
+    if Q_IN_REGS:  # Q read from shared memory once, then fed to every QKᵀ wgmma from registers
+        q = q.load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2))
+
+    if NAMED_TURNS and NEXT == 0:  # the last consumer gives consumer 0 its first turn
+        _turn_pass(turn, NEXT, NAMED_TURNS)
+
+    # -- first K tile: compute qk, softmax (no P·V yet) --
+    mbarrier.wait(k_ready.index(0), 0)  # (paired ring: entry 0 holds K_0 alone)
+    # -- ping-pong hand-off: wait for our turn at the tensor cores, issue, pass the turn to the next consumer --
+    _turn_wait(turn, 0, CONSUMER, NAMED_TURNS)
+    k_t = k_smem.index(0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
+    s_tok = warpgroup_mma(q, k_t, s_init, use_acc=False, is_async=True)
+    _turn_pass(turn, NEXT, NAMED_TURNS)
+    s = warpgroup_mma_wait(0, deps=(s_tok,))
+    mbarrier.arrive(k_empty.index(0), count=1)  # K_0 read: the producer may refill its slot
+    if mask_from == 0:
+        s = _mask(s, 0, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
+    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, LAZY)
+    p_op = gl.convert_layout(p.to(dtype), p_layout)
+
+    for j in range(1, n_kv):
+        acc, m_i, l_i, alpha, p_op = _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_ready,
+                                                     k_empty, v_ready, v_empty, turn, qk_scale, seq_len, offs_m,
+                                                     offs_n, mask_from, o_row_layout, p_layout, CONSUMER, NEXT, CFG,
+                                                     CAUSAL, PROFILE)
+
+    # -- rescale the accumulator, then add P·V: the last tile's P·V --
+    if KV_PAIRED:  # entry n_kv holds the last V alone
+        last, last_phase = _ring(n_kv, KV_STAGES)
+        mbarrier.wait(k_ready.index(last), last_phase)
+    else:
+        last, last_phase = _ring(n_kv - 1, KV_STAGES)
+        mbarrier.wait(v_ready.index(last), last_phase)
+    _turn_wait(turn, n_kv & 1, CONSUMER, NAMED_TURNS)
+    acc = rescale(acc, alpha, o_row_layout, LAZY)
+    o_tok = warpgroup_mma(p_op, v_smem.index(last).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
+    if not (NAMED_TURNS and NEXT == 0):  # named barriers count arrivals: the first turn's was given up front
+        _turn_pass(turn, NEXT, NAMED_TURNS)
+    acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
+    if KV_PAIRED:
+        mbarrier.arrive(k_empty.index(last), count=1)
+    else:
+        mbarrier.arrive(v_empty.index(last), count=1)
+
+    # -- write O and the row log-sum-exp (natural log) once --
+    _enter("epilogue", PROFILE)
+    lse = (m_i + gl.log2(l_i)) * _LN2
+    gl.store(LSE + off_bh.to(gl.int64) * seq_len + offs_m, lse, mask=offs_m < seq_len)
+    o = acc / gl.convert_layout(l_i, o_row_layout)[:, None]
+    o_smem = q_smem.index(CONSUMER)  # Q is spent (its last wgmma is done): its slot stages O for the TMA store
+    o_smem.reshape([BLOCK_M, HEAD_DIM]).store(o.to(dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(o_desc, [off_b, off_h, row0, 0], o_smem)  # rows past seq_len are clipped
+    tma.store_wait(0)
+    _exit("epilogue", PROFILE)
+
+
+@_jit
+def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
+                    turn, qk_scale, seq_len, offs_m, offs_n, mask_from, o_row_layout: gl.constexpr,
+                    p_layout: gl.constexpr, CONSUMER: gl.constexpr, NEXT: gl.constexpr, CFG: gl.constexpr,
+                    CAUSAL: gl.constexpr, PROFILE: gl.constexpr):
+    # one round of the K/V loop: S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1} issued together, then tile j's softmax
+    BLOCK_N: gl.constexpr = CFG.block_n
+    KV_STAGES: gl.constexpr = CFG.kv_stages
+    NAMED_TURNS: gl.constexpr = CFG.named_turns
+    KV_PAIRED: gl.constexpr = CFG.kv_paired
+    OVERLAP: gl.constexpr = CFG.overlap
+    LAZY: gl.constexpr = CFG.lazy_rescale
+    HEAD_DIM: gl.constexpr = acc.type.shape[1]
+    slot, phase = _ring(j, KV_STAGES)
+    prev, prev_phase = _ring(j - 1, KV_STAGES)
+    # -- load the K tile (TMA landed?) and the previous V tile --
+    _enter("wait", PROFILE)
+    mbarrier.wait(k_ready.index(slot), phase)  # (paired ring: the entry holds V_{j-1} too)
+    if KV_PAIRED:
+        v_slot = slot
+    else:
+        mbarrier.wait(v_ready.index(prev), prev_phase)
+        v_slot = prev
+    # -- ping-pong hand-off: our turn at the tensor cores; compute qk: S_j = Q·K_jᵀ, async --
+    _turn_wait(turn, j & 1, CONSUMER, NAMED_TURNS)
+    _exit("wait", PROFILE)
+    _enter("qk", PROFILE)  # issue QKᵀ and P·V, wait for QKᵀ
+    k_t = k_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
+    s_tok = warpgroup_mma(q, k_t, s_init, use_acc=False, is_async=True)
+    # -- rescale the accumulator (while S_j runs), then add P·V: O += P_{j-1}·V_{j-1}, async --
+    acc = rescale(acc, alpha, o_row_layout, LAZY)
+    o_tok = warpgroup_mma(p_op, v_smem.index(v_slot).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
+    _turn_pass(turn, NEXT, NAMED_TURNS)  # the other consumer issues while we run the softmax
+    if OVERLAP:
+        # -- softmax overlap: wait for S_j only; P_{j-1}·V_{j-1} keeps the tensor cores busy meanwhile --
+        s = warpgroup_mma_wait(1, deps=(s_tok,))
+        if not KV_PAIRED:
+            mbarrier.arrive(k_empty.index(slot), count=1)
+    else:  # ping-pong only: both products done before the softmax (fewer live registers)
+        s, acc, p_op = warpgroup_mma_wait(0, deps=(s_tok, o_tok, p_op))
+        mbarrier.arrive(k_empty.index(slot), count=1)  # (paired ring: K_j and V_{j-1} freed at once)
+        if not KV_PAIRED:
+            mbarrier.arrive(v_empty.index(prev), count=1)
+    _exit("qk", PROFILE)
+    _enter("softmax", PROFILE)
+    if j >= mask_from:
+        s = _mask(s, j, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
+    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, LAZY)
+    _exit("softmax", PROFILE)
+    _enter("pv", PROFILE)  # wait for P·V (in flight since the qk phase), hand P_j over
+    if OVERLAP:
+        # Never taken (seq_len ≥ 1): a branch here ends the basic block, so ptxas cannot hoist the wait below
+        # above the softmax (within one block it does, and the overlap is lost: seen in the SASS).
+        if seq_len < 0:
+            tma.store_wait(0)
+        acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
+        if KV_PAIRED:
+            mbarrier.arrive(k_empty.index(slot), count=1)  # K_j and V_{j-1} both read
+        else:
+            mbarrier.arrive(v_empty.index(prev), count=1)
+    p_op = gl.convert_layout(p.to(p_op.dtype), p_layout)  # P_j into the registers P_{j-1}·V_{j-1} just freed
+    _exit("pv", PROFILE)
+    return acc, m_i, l_i, alpha, p_op
+
+
+# -- the kernel: shared memory, mbarriers, and the warp-specialized partitions -------------------------------------
+
+@_jit(do_not_specialize=["seq_len", "heads"])
+def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
+             CFG: gl.constexpr, CAUSAL: gl.constexpr, PROFILE: gl.constexpr):
+    # Q, K, V, O: 4-D TMA descriptors over (B, H, N, D); Q and O boxes are [1, 1, BLOCK_M, D], K and V [1, 1, BLOCK_N, D].
+    # One program per (block of num_consumers·block_m query rows, batch·head).
+    NUM_CONSUMERS: gl.constexpr = CFG.num_consumers
+    KV_STAGES: gl.constexpr = CFG.kv_stages
+    BLOCK_N: gl.constexpr = CFG.block_n
+    TILE_M: gl.constexpr = NUM_CONSUMERS * CFG.block_m
+    if CAUSAL:  # the last query blocks see the most keys: launch them first so the light ones fill the tail
+        tile = gl.num_programs(0) - 1 - gl.program_id(0)
+    else:
+        tile = gl.program_id(0)
+    off_bh = gl.program_id(1)
+    off_b = off_bh // heads
+    off_h = off_bh % heads
+    m0 = tile * TILE_M
+    # Key tiles from mask_from on need a mask: the causal diagonal (and beyond it, inside this block) or the seq_len tail.
+    if CAUSAL:
+        hi = gl.minimum(seq_len, m0 + TILE_M)
+        mask_from = m0 // BLOCK_N
+    else:
+        hi = seq_len
+        mask_from = seq_len // BLOCK_N
+    n_kv = gl.cdiv(hi, BLOCK_N)
+    qk_scale = sm_scale * _LOG2_E
+
+    dtype: gl.constexpr = q_desc.dtype
+    q_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS] + q_desc.block_type.shape, q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [KV_STAGES] + k_desc.block_type.shape, k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [KV_STAGES] + v_desc.block_type.shape, v_desc.layout)
+    q_ready = gl.allocate_shared_memory(gl.int64, [NUM_CONSUMERS, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [NUM_CONSUMERS, 1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [KV_STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [KV_STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [KV_STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [KV_STAGES, 1], mbarrier.MBarrierLayout())
+    for c in gl.static_range(NUM_CONSUMERS):
+        mbarrier.init(q_ready.index(c), count=1)
+        mbarrier.init(turn.index(c), count=1)
+    for i in gl.static_range(KV_STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=NUM_CONSUMERS)  # freed once every consumer arrived
+        mbarrier.init(v_empty.index(i), count=NUM_CONSUMERS)
+    mbarrier.arrive(turn.index(0), count=1)  # consumer 0 has the first turn at the tensor cores
+
+    # what every consumer works on, and what the producer loads (the consumer's index and the constexprs are written
+    # into each partition's arguments: a tuple built beforehand would turn them into run-time integers)
+    work = (o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn, qk_scale, seq_len,
+            off_b, off_h, off_bh, m0, n_kv, mask_from)
+    loads = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, off_b, off_h,
+             m0, n_kv)
+    # consumer 0 is the default partition (the kernel's num_warps=4 warps); the other consumers and the producer are
+    # workers
+    if NUM_CONSUMERS == 2:
+        gl.warp_specialize([(_consumer, (0, work, CFG, CAUSAL, PROFILE)), (_consumer, (1, work, CFG, CAUSAL, PROFILE)),
+                            (_producer, (loads, CFG, PROFILE))],
+                           [4, 1], [CFG.consumer_regs, CFG.producer_regs])
+    else:
+        gl.static_assert(NUM_CONSUMERS == 3, "the FA-3 kernel runs 2 or 3 consumer warpgroups")
+        gl.warp_specialize([(_consumer, (0, work, CFG, CAUSAL, PROFILE)), (_consumer, (1, work, CFG, CAUSAL, PROFILE)),
+                            (_consumer, (2, work, CFG, CAUSAL, PROFILE)), (_producer, (loads, CFG, PROFILE))],
+                           [4, 4, 1], [CFG.consumer_regs, CFG.consumer_regs, CFG.producer_regs])
+
+
+# -- the shipped configurations, and FA-3's ideas one by one ----------------------------------------------------------
+
+# Per (head_dim, causal); fp16 and bf16 share them. Measured on the H200 (perf/h200/fa3_speed.py; BENCHMARKS.md).
+SHIPPED: dict[tuple[int, bool], Fa3Config] = {
+    # head_dim 64: three consumers of 64 rows (as FA-3); at 160 registers the in-warpgroup overlap spills, so off;
+    # O rescaled only when a row's max moved by more than 2^8
+    (64, False): Fa3Config(64, 128, 3, 4, 160, 32, overlap=False, lazy_rescale=True),
+    (64, True): Fa3Config(64, 128, 3, 4, 160, 32, overlap=False, lazy_rescale=True),
+    # head_dim 128: the ping-pong pair; Q·Kᵀ's A operand from registers (32 of the 240; no spills); the hand-off
+    # through named barriers, one K/V ring entry per round and the conditional rescale; causal with a third ring
+    # slot (224 KB of shared memory)
+    (128, False): Fa3Config(64, 128, 2, 2, 240, 24, q_in_regs=True, named_turns=True, kv_paired=True,
+                            lazy_rescale=True),
+    (128, True): Fa3Config(64, 128, 2, 3, 240, 24, q_in_regs=True, named_turns=True, kv_paired=True,
+                           lazy_rescale=True),
+}
+
+# The ablation ladder at head_dim 128, not causal: each row adds one idea to the row before, and each is a
+# configuration of this kernel that runs (the last is the shipped one). Warp specialization itself (a producer warp,
+# ping-pong consumers) is the first row; FA-2 order (kernels/fa2.py) stands before it.
+LADDER: dict[str, Fa3Config] = {
+    "producer warp, 2 consumers in ping-pong": Fa3Config(64, 128, 2, 2, 240, 24, overlap=False),
+    "+ softmax overlapped with the next QKᵀ": Fa3Config(64, 128, 2, 2, 240, 24),
+    "+ Q in registers": Fa3Config(64, 128, 2, 2, 240, 24, q_in_regs=True),
+    "+ named-barrier hand-off, paired K/V ring": Fa3Config(64, 128, 2, 2, 240, 24, q_in_regs=True, named_turns=True,
+                                                          kv_paired=True),
+    "+ conditional rescale (FA-4)": SHIPPED[(128, False)],
+}
+
+
+def config_for_v3(head_dim: int, causal: bool) -> Fa3Config:
+    return SHIPPED[(head_dim, causal)]
+
+
+# -- availability ----------------------------------------------------------------------------------
+
+def v3_unavailable_reason(device: torch.device | str | int | None = None, dtype: torch.dtype | None = None,
+                           head_dim: int | None = None) -> str | None:
+    """None when the FA-3 style kernel can run here (and on `dtype`, `head_dim` when given); otherwise one sentence
+    a presenter can read out saying why not."""
+    if gluon is None or compat.GLUON_IMPORT_ERROR:
+        return (f"FA-3 style kernel needs Triton's Gluon, which this Triton ({triton.__version__}) lacks "
+                f"({compat.GLUON_IMPORT_ERROR})")
+    if dtype is not None and dtype not in SUPPORTED_DTYPES:
+        name = DTYPE_NAMES.get(dtype, str(dtype))
+        return f"FA-3 style kernel runs on float16 and bfloat16 inputs, not {name} (its wgmma reads 16-bit tiles)"
+    if head_dim is not None and head_dim not in SUPPORTED_HEAD_DIMS:
+        return f"FA-3 style kernel supports head_dim 64 and 128, not {head_dim}"
+    if INTERPRET:
+        return "Gluon kernels do not run in Triton's CPU interpreter: the FA-3 style kernel needs a Hopper GPU"
+    if AOT:
+        return "ahead-of-time mode (FLASH_LIVE_BACKEND=aot) compiles the FA-3 style kernel but launches nothing"
+    if not torch.cuda.is_available():
+        return "FA-3 style kernel needs a CUDA GPU (Hopper, sm_90); none is visible"
+    device = torch.device("cuda") if device is None else torch.device(device)
+    if device.type != "cuda":
+        return f"FA-3 style kernel runs on a CUDA GPU, not on {device.type}"
+    major, minor = torch.cuda.get_device_capability(device)
+    if major != 9:
+        return f"FA-3 style kernel needs Hopper (sm_90); this GPU is sm_{major}{minor}"
+    return None
+
+
+# -- wrapper ---------------------------------------------------------------------------------------
+
+def _tma_ready(t: torch.Tensor) -> torch.Tensor:
+    """TMA reads rows through a descriptor: unit last stride, 16-byte aligned base and strides, none zero."""
+    ok = (t.stride(-1) == 1 and t.data_ptr() % 16 == 0
+          and all(s > 0 and s * t.element_size() % 16 == 0 for s in t.stride()[:-1]))
+    return t if ok else t.contiguous()
+
+
+def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
+              config: Fa3Config, profile: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    batch, heads, seq_len, head_dim = q.shape  # (B, H, N, D)
+    if batch * heads > 65535:  # the grid's second dimension
+        raise ValueError(f"batch × heads must be at most 65535 for the FA-3 kernel's grid; got {batch * heads}")
+    q, k, v = (_tma_ready(t) for t in (q, k, v))
+    o = torch.empty_like(q, memory_format=torch.contiguous_format)  # (B, H, N, D)
+    lse = torch.empty((batch, heads, seq_len), dtype=torch.float32, device=q.device)  # (B, H, N)
+    q_desc, o_desc = (compat.make_descriptor(t, [1, 1, config.block_m, head_dim]) for t in (q, o))
+    k_desc, v_desc = (compat.make_descriptor(t, [1, 1, config.block_n, head_dim]) for t in (k, v))
+    grid = (triton.cdiv(seq_len, config.tile_m), batch * heads)
+    with kernel_launch_lock():
+        _fa3_fwd[grid](q_desc, k_desc, v_desc, o_desc, lse, sm_scale, seq_len, heads, CFG=config, CAUSAL=causal,
+                       PROFILE=profile,  # Proton scopes on the phases (bench/phases.py); off in every shipped call
+                       num_warps=4, maxnreg=config.maxnreg)
+    return o, lse
+
+
+def flash_attention_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                       sm_scale: float | None = None, return_lse: bool = False,
+                       config: Fa3Config | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Attention output O = softmax(sm_scale · Q Kᵀ [causal mask]) V on a Hopper GPU, FA-3 style.
+
+    q, k, v: (batch, heads, seq_len, head_dim), float16 or bfloat16, head_dim 64 or 128, any seq_len ≥ 1, on a
+    CUDA device of compute capability 9.x. sm_scale defaults to 1/sqrt(head_dim). Returns O (batch, heads, seq_len,
+    head_dim) in the input dtype, and with return_lse=True also the row log-sum-exp (batch, heads, seq_len), float32,
+    natural log. Extra device memory: O and the LSE. `config` overrides the shipped one.
+    Raises (with v3_unavailable_reason's sentence) where the kernel cannot run.
+    """
+    q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
+    head_dim = q.shape[-1]
+    reason = v3_unavailable_reason(q.device, q.dtype, head_dim)
+    if reason is not None:
+        if q.dtype not in SUPPORTED_DTYPES:
+            raise TypeError(reason)
+        if head_dim not in SUPPORTED_HEAD_DIMS:
+            raise ValueError(reason)
+        raise RuntimeError(reason)
+    config = config or config_for_v3(head_dim, causal)
+    o, lse = launch_v3(q, k, v, causal, sm_scale, config)
+    return (o, lse) if return_lse else o
+
+
+# -- what the house needs of this kernel (its spec in kernels/specs.py names these) ----------------------------
+
+def tiles_for(shape) -> tuple[int, int] | None:
+    """(query rows per program, keys per K/V tile) for a shape (costmodel.Shape): its consumer warpgroups' rows
+    together, as the grid runs; None where it does not run the shape's head_dim."""
+    if (shape.head_dim, shape.causal) not in SHIPPED:
+        return None
+    config = config_for_v3(shape.head_dim, shape.causal)
+    return config.tile_m, config.block_n
+
+
+def unavailable_for(shape, device: torch.device | None = None) -> str | None:
+    """Why the kernel cannot run this shape (costmodel.Shape) here, on `device` when given (None when it can)."""
+    from kernels.inputs import DTYPES_BY_NAME
+    return v3_unavailable_reason(device, dtype=DTYPES_BY_NAME[shape.dtype], head_dim=shape.head_dim)
+
+
+def proton_launcher(head_dim: int, causal: bool, dtype: torch.dtype):
+    """(launch(q, k, v, causal, scale, profile), its config as plain data, the warps Proton samples, its language) for
+    bench/phases.py: one warp per consumer warpgroup, and every warp of the last warpgroup (the producer's is there)."""
+    config = config_for_v3(head_dim, causal)
+
+    def launch(q, k, v, causal, scale, profile=False):
+        return launch_v3(q, k, v, causal, scale, config, profile=profile)
+    producer_group = 4 * config.num_consumers
+    return (launch, {**config.__dict__, "tile_m": config.tile_m},
+            [4 * i for i in range(config.num_consumers)] + list(range(producer_group, producer_group + 4)), "gluon")
+
+
+def shipped_launches():
+    """Every shipped configuration and every row of the ladder, fp16 and bf16, as (label, targets, launch) for the
+    ahead-of-time compile check (Hopper only: wgmma)."""
+    from kernels.inputs import example_qkv
+    rows = [("", d, c, config) for (d, c), config in sorted(SHIPPED.items())]
+    rows += [(f"ladder: {name}: ", 128, False, config) for name, config in LADDER.items()
+             if config not in SHIPPED.values()]
+    launches = []
+    for where, head_dim, causal, config in rows:
+        for dtype in SUPPORTED_DTYPES:
+            q, k, v = example_qkv(head_dim, dtype, seq_len=1000)
+            launches.append((f"{where}D={head_dim} {str(dtype)[6:]} {'causal' if causal else 'full'} {config.label}",
+                             ("sm_90",), lambda q=q, k=k, v=v, c=causal, g=config: launch_v3(q, k, v, c, 0.125, g)))
+    return launches

@@ -1,0 +1,87 @@
+"""The PTX our Gluon kernel (kernels/fa3.py) writes by hand, where Gluon has no API: the hardware named barriers of
+the ping-pong hand-off, and the warp vote and branch of FlashAttention-4's conditional rescale. Hopper (sm_90) only;
+nothing here runs in Triton's CPU interpreter.
+"""
+from __future__ import annotations
+
+from kernels.gluon_compat import gl, gluon
+
+if gluon is not None:
+    _jit = gluon.jit
+else:  # no Gluon in this Triton: the functions below stay plain Python and are never launched
+    def _jit(fn=None, **_kw):
+        return fn if fn is not None else (lambda f: f)
+
+
+def _constexpr(value):
+    return gl.constexpr(value) if gluon is not None else None
+
+
+# Hardware named barriers for the ping-pong hand-off (FA-3's own mechanism; Gluon has no API for them, so one line of
+# PTX each). Ids from TURN_BARRIER_ID on, one per consumer; 0 is the CTA's __syncthreads and Triton's partition
+# barriers take the next few, so ours start well above them.
+TURN_BARRIER_ID = _constexpr(8)
+
+
+@_jit
+def named_barrier(ARRIVE: gl.constexpr, ID: gl.constexpr):
+    # every thread of the calling consumer warpgroup (4 warps, 128 threads) executes the instruction once;
+    # 256 threads take part: this warpgroup and the one it hands the turn to (or takes it from)
+    one_per_thread: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    ids = gl.full([128], ID, gl.int32, one_per_thread)
+    if ARRIVE:  # signal and go on
+        gl.inline_asm_elementwise("bar.arrive $1, 256;\n\tmov.b32 $0, $1;", "=r,r", [ids], dtype=gl.int32,
+                                  is_pure=False, pack=1)
+    else:  # wait until the other warpgroup arrived
+        gl.inline_asm_elementwise("bar.sync $1, 256;\n\tmov.b32 $0, $1;", "=r,r", [ids], dtype=gl.int32,
+                                  is_pure=False, pack=1)
+
+
+
+def _rescale_asm(n: int) -> str:
+    """PTX for one thread's n accumulator values: multiply each by its row's α, or skip all n multiplies when the
+    warp's vote (the flag operand, the same in every lane) says no row of the warp moved its max."""
+    mul = "\n\t".join(f"mul.f32 ${i}, ${i}, ${2 * n + i};" for i in range(n))
+    return ("{\n\t.reg .pred %skip;\n\t"
+            f"setp.eq.s32 %skip, ${3 * n}, 0;\n\t"
+            "@%skip bra.uni SKIP_RESCALE_${:uid};\n\t"
+            f"{mul}\n"
+            "SKIP_RESCALE_${:uid}:\n\t}")
+
+
+def _rescale_constraints(n: int) -> str:
+    # n outputs, tied to the n accumulator inputs (in place), then n α values and n flag values
+    return ",".join(["=f"] * n + [str(i) for i in range(n)] + ["f"] * n + ["r"] * n)
+
+
+# FA-4's conditional rescale (kernels/fa3.py's _softmax keeps a row's max): a row's max moves only when the new max exceeds it by more than 8 (log2 units), so a
+# P value is at most 2^8 = 256 (bf16 and the fp32 sums hold that) and O is rescaled only in the rare tiles that move it.
+_RESCALE_ASM_32 = _constexpr(_rescale_asm(32))
+_RESCALE_ASM_64 = _constexpr(_rescale_asm(64))
+_RESCALE_CONSTRAINTS_32 = _constexpr(_rescale_constraints(32))
+_RESCALE_CONSTRAINTS_64 = _constexpr(_rescale_constraints(64))
+# a thread's two rows (r and r + 8 of its warp's 16): did either move its max? Then vote across the warp's 32 lanes.
+_WARP_ANY_ASM = _constexpr(
+    "{\n\t.reg .pred %a, %b;\n\tsetp.neu.f32 %a, $2, 0f3F800000;\n\tsetp.neu.f32 %b, $3, 0f3F800000;\n\t"
+    "or.pred %a, %a, %b;\n\tvote.sync.any.pred %a, %a, -1;\n\tselp.s32 $0, 1, 0, %a;\n\tmov.b32 $1, $0;\n\t}")
+
+
+@_jit
+def rescale(acc, alpha, o_row_layout: gl.constexpr, LAZY: gl.constexpr):
+    # -- rescale the accumulator by α (per row); with LAZY, a warp whose rows kept their max skips the multiplies --
+    a_row = gl.convert_layout(alpha, o_row_layout)
+    if LAZY:
+        moved = gl.inline_asm_elementwise(_WARP_ANY_ASM, "=r,=r,f,f", [a_row], dtype=gl.int32, is_pure=True, pack=2)
+        a_b = gl.broadcast(a_row[:, None], acc)[0]
+        moved_b = gl.broadcast(moved[:, None], acc)[0]
+        PER_THREAD: gl.constexpr = acc.type.shape[0] * acc.type.shape[1] // 128  # values per thread of the warpgroup
+        gl.static_assert(PER_THREAD == 32 or PER_THREAD == 64, "the rescale's PTX is written for 32 or 64 values")
+        if PER_THREAD == 64:
+            acc = gl.inline_asm_elementwise(_RESCALE_ASM_64, _RESCALE_CONSTRAINTS_64, [acc, a_b, moved_b],
+                                            dtype=gl.float32, is_pure=True, pack=64)
+        else:
+            acc = gl.inline_asm_elementwise(_RESCALE_ASM_32, _RESCALE_CONSTRAINTS_32, [acc, a_b, moved_b],
+                                            dtype=gl.float32, is_pure=True, pack=32)
+    else:
+        acc = acc * a_row[:, None]
+    return acc

@@ -1,0 +1,24 @@
+"""The story's numbers: what the scenes quote, computed from records, device facts and the cost model.
+
+Plain Python, no Streamlit, torch or Triton: the app's scenes call these and only lay the results out, so every
+number a scene shows comes from one function that tests can call directly. One module per scene, and `records` for
+what several of them say of a record (an out-of-memory wall, a failure, the bytes the GPU counted); a number takes
+the talk's shape as one value (costmodel.Shape).
+"""
+from story.compare import (HbmBytes, TrafficPanels, compare_caption, compare_titles, flash_tiles, hbm_bytes,
+                           model_vs_counted, tiles_text, traffic_panels)
+from story.evolution import Fa1Gap, evolution_points, fa1_gap, prefill_algorithms
+from story.headline import SPEEDUP_NAMES, Headline, headline, speedup_table
+from story.hierarchy import hierarchy_sentence
+from story.inside import (BUSY_AGREES, GEMM_PHASES, LANE_NAMES, PhaseKernel, busy_sentence, gemm_busy, phase_fractions,
+                          phase_kernels, phases_sentence, softmax_overlap)
+from story.problem import ScoresMemory, scores_memory, standard_wall
+from story.records import (OUT_OF_MEMORY, REFUSED_BEFORE_LAUNCH, counted_bytes, counted_bytes_at, failure_text,
+                           first_out_of_memory, first_wall, memory_wall, oom_need, oom_text, record_at, runs_sentence,
+                           wall_text, with_failures)
+from story.roofline import (NAIVE_KERNEL_LABELS, RoofPoint, ridge, roof_names, roofline_points, roofline_text,
+                            roofline_verdicts, roofs_sentence)
+from story.takeaways import Evidence, Slide, takeaway_slides, takeaways
+from story.timeline import residency, timeline_caption, timeline_stats
+
+__all__ = [name for name in dir() if not name.startswith("_")]

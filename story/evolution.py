@@ -1,0 +1,125 @@
+"""Scene 8, FlashAttention 1 → 4: each algorithm's measured TFLOPS at the talk's setting (or why it has none), and
+how much of FA-1 order's gap is loop order and how much idle SMs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from costmodel import Shape
+from fmt import fmt_ratio, fmt_tokens
+from kernels import specs
+from story.records import OUT_OF_MEMORY, failure_text
+
+
+def prefill_algorithms() -> tuple[str, ...]:
+    """The algorithms that compute a prefill (the specs whose passes say so), in legend order: the evolution
+    scene's entries, and what the scenes of prefill measure."""
+    return tuple(spec.key for spec in specs.all_specs() if "prefill" in spec.passes)
+
+
+# -- the evolution scene ---------------------------------------------------------------------------------
+
+def _no_number(algorithm: str, at_length: dict | None, history: list[dict], seq_len: int | None) -> str:
+    """Why an algorithm has no TFLOPS at seq_len: its record's failure, or what its records at other lengths
+    of the setting say (out of memory from a shorter length, not timed past the longest it ran), else not
+    recorded."""
+    if at_length is not None:
+        return OUT_OF_MEMORY if at_length["status"] == "oom" else failure_text(at_length)
+    mine = [r for r in history if r["algorithm"] == algorithm]
+    shorter_oom = [r["seq_len"] for r in mine if r["status"] == "oom" and seq_len and r["seq_len"] < seq_len]
+    if shorter_oom:
+        return f"{OUT_OF_MEMORY} (from {fmt_tokens(min(shorter_oom))})"
+    timed = [r["seq_len"] for r in mine if r["status"] == "ok"]
+    if timed and seq_len and max(timed) < seq_len:
+        why = specs.spec(algorithm).max_seq_len_why if algorithm in specs.SPECS else ""  # its spec says why
+        return f"not timed past {fmt_tokens(max(timed))}" + (f" ({why})" if why else "")
+    return "not recorded"
+
+
+def evolution_points(records: list[dict], seq_len: int | None = None, history: list[dict] | None = None,
+                     algorithms: tuple[str, ...] | None = None) -> list[dict]:
+    """The evolution chart's measured entries: one per prefill algorithm of the specs (in their order; or those
+    given),
+    with its TFLOPS, or None and a note saying why there is no number: "out of memory", "not timed past 16K
+    (one program per head)", "not recorded"…
+
+    records: every algorithm's records at seq_len (one setting); history: the same setting's records at other
+    lengths (why an algorithm with no record here stopped earlier), optional."""
+    entries = []
+    for algorithm in algorithms or prefill_algorithms():
+        here = [r for r in records if r["algorithm"] == algorithm and (seq_len is None or r["seq_len"] == seq_len)]
+        record = next((r for r in here if r["status"] == "ok" and r.get("tflops")), here[0] if here else None)
+        if record is not None and record["status"] == "ok" and record.get("tflops"):
+            entries.append({"algorithm": algorithm, "tflops": record["tflops"], "note": None})
+        else:
+            entries.append({"algorithm": algorithm, "tflops": None,
+                            "note": _no_number(algorithm, record, history or [], seq_len)})
+    return entries
+
+
+# -- FA-1 order: loop order or idle SMs ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Fa1Gap:
+    """How much slower our FA1-order kernel is than our FA-2 kernel at the talk's shape, split into what the
+    loop order costs (the ratio at a shape that fills the GPU) and what one program per batch·head leaves idle
+    (the rest). Ratios are FA1-order time ÷ FA-2 time; None where the records are missing."""
+    seq_len: int                   # the talk's length, where talk_ratio is taken
+    talk_ratio: float | None       # at the talk's shape, at seq_len
+    programs: int                  # the FA1-order kernel's programs at the talk's shape: batch·heads
+    sm_count: int | None
+    split_seq_len: int | None      # where the filling shape was timed (the split uses both shapes there)
+    filling: tuple[int, int] | None  # (batch, heads) of the shape that fills the GPU
+    loop_order: float | None       # the ratio at the filling shape
+    idle_sms: float | None         # the talk shape's ratio at split_seq_len ÷ loop_order
+    sentence: str
+
+
+def _time_ratio(records: list[dict], seq_len: int, batch: int, heads: int) -> float | None:
+    def time(algorithm: str) -> float | None:
+        return next((r["time_ms"] for r in records if r["algorithm"] == algorithm and r["seq_len"] == seq_len
+                     and r["batch"] == batch and r["heads"] == heads and r["status"] == "ok" and r.get("time_ms")),
+                    None)
+    v1, v2 = time("fa1"), time("fa2")
+    return v1 / v2 if v1 and v2 else None
+
+
+def fa1_gap(records: list[dict], talk: Shape, sm_count: int | None) -> Fa1Gap:
+    """The talk-shape gap between our FA1-order and FA-2 kernels, split into loop order and idle SMs.
+
+    records: the recording's records of every shape (filtered here to head_dim, dtype, causal). The filling
+    shape: a (batch, heads) whose batch·heads ≥ 2 × sm_count, where fa1 and fa2 both ran at one length that the
+    talk's shape ran too (the one closest to seq_len)."""
+    seq_len, batch, heads = talk.seq_len, talk.batch, talk.heads
+    mine = [r for r in records if r["head_dim"] == talk.head_dim and r["dtype"] == talk.dtype
+            and bool(r["causal"]) == talk.causal]
+    ratio = _time_ratio(mine, seq_len, batch, heads)
+    programs = batch * heads
+    split = None
+    if sm_count:
+        shapes = sorted({(r["seq_len"], r["batch"], r["heads"]) for r in mine
+                         if r["batch"] * r["heads"] >= 2 * sm_count and r["algorithm"] == "fa1"},
+                        key=lambda s: (abs(s[0].bit_length() - seq_len.bit_length()), -s[0], -s[1] * s[2]))
+        for n, b, h in shapes:
+            filling, at_talk = _time_ratio(mine, n, b, h), _time_ratio(mine, n, batch, heads)
+            if filling and at_talk:
+                split = (n, (b, h), filling, at_talk / filling)
+                break
+    shape = f"batch {batch} × {heads} heads"
+    on = f" on {sm_count} SMs" if sm_count else ""
+    if ratio is None:
+        sentence = (f"Our FA1-order and FA-2 kernels were not both timed at {fmt_tokens(seq_len)} tokens for {shape}: "
+                    f"no gap to split.")
+    else:
+        sentence = (f"At the talk's shape ({shape}: {programs} programs{on}) our FA1-order kernel takes "
+                    f"{fmt_ratio(ratio)} the FA-2 kernel's time at {fmt_tokens(seq_len)} tokens.")
+    if split is None:
+        needed = f" (batch·heads ≥ {2 * sm_count})" if sm_count else ""
+        sentence += (f" Which part is loop order and which is idle SMs needs both kernels timed at a shape that "
+                     f"fills the GPU{needed}: not recorded.")
+        return Fa1Gap(seq_len, ratio, programs, sm_count, None, None, None, None, sentence)
+    n, (b, h), loop, idle = split
+    sentence += (f" At a shape that fills the GPU (batch {b} × {h} heads, {fmt_tokens(n)} tokens) the gap is "
+                 f"{fmt_ratio(loop)}: that is the loop order (the FA-2 paper: about 2×). The other "
+                 f"{fmt_ratio(idle)} is SMs left idle by one program per batch·head (the talk's shape at "
+                 f"{fmt_tokens(n)}: {fmt_ratio(loop * idle)} ÷ {fmt_ratio(loop)}).")
+    return Fa1Gap(seq_len, ratio, programs, sm_count, n, (b, h), loop, idle, sentence)

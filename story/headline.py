@@ -1,0 +1,61 @@
+"""Scene 1, the headline: extra memory of both algorithms and the measured speedup at the slider's N; and the
+sequence-length scene's speedup table it reads."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import costmodel
+from costmodel import Shape
+from fmt import fmt_ms, fmt_tokens
+from story.records import OUT_OF_MEMORY, failure_text, oom_text, record_at
+
+
+@dataclass(frozen=True)
+class Headline:
+    naive_bytes: int   # extra memory the standard kernels need (model: S, P, O)
+    flash_bytes: int   # extra memory flash needs (model: O, LSE)
+    speedup: str       # measured naive time / flash time at the slider's N, "out of memory", or "—"
+    speedup_why: str   # the two times, the wall (what it needs, which allocation failed), or the reason
+
+
+def headline(records: list[dict], shape: Shape, missing_reason: str = "not measured at this setting") -> Headline:
+    """The headline's three numbers at the shape's N. records: FA-2 and naive records of the current setting."""
+    seq_len = shape.seq_len
+    memory = costmodel.naive_extra_bytes(shape), costmodel.flash_extra_bytes(shape)
+    naive, flash = record_at(records, "naive", seq_len), record_at(records, "fa2", seq_len)
+    if naive is not None and naive["status"] == "oom":
+        flash_ran = f"; flash ran in {fmt_ms(flash['time_ms'])}" if flash and flash["status"] == "ok" else ""
+        return Headline(*memory, OUT_OF_MEMORY, f"standard attention: {OUT_OF_MEMORY} ({oom_text(naive)}){flash_ran}")
+    row = next((row for row in speedup_table(records) if row["seq_len"] == seq_len), None)
+    if row is None:
+        return Headline(*memory, "—", missing_reason)
+    if row["speedup"] is None:
+        return Headline(*memory, "—", row["note"] or "one of the two did not run")
+    return Headline(*memory, f"{row['speedup']:.1f}×",
+                    f"standard {fmt_ms(row['naive_ms'])} → flash {fmt_ms(row['flash_ms'])}")
+
+
+# -- the speedup table ----------------------------------------------------------------------------------
+
+SPEEDUP_NAMES = {"fa2": "flash", "naive": "standard"}
+
+
+def speedup_table(records: list[dict]) -> list[dict]:
+    """Per sequence length: flash and standard (naive) median ms, the speedup naive / flash, and a note
+    where one of them failed or ran in the interpreter. Rows sorted by seq_len, plain values."""
+    by_len: dict[int, dict[str, dict]] = {}
+    for record in sorted(records, key=lambda r: r["seq_len"]):
+        if record["algorithm"] in SPEEDUP_NAMES:
+            by_len.setdefault(record["seq_len"], {})[record["algorithm"]] = record
+    table = []
+    for seq_len, pair in sorted(by_len.items()):
+        times = {a: pair[a]["time_ms"] if a in pair and pair[a]["status"] == "ok" else None for a in SPEEDUP_NAMES}
+        notes = [f"{SPEEDUP_NAMES[a]}: {failure_text(r)}" for a, r in sorted(pair.items(), key=lambda item: item[0])
+                 if r["status"] != "ok"]
+        if any(r.get("timing_kind") == "interpreter" for r in pair.values()):
+            notes.append("CPU interpreter times, not GPU speed")
+        both = times["fa2"] and times["naive"]
+        table.append({"seq_len": seq_len, "tokens": fmt_tokens(seq_len), "flash_ms": times["fa2"],
+                      "naive_ms": times["naive"], "speedup": times["naive"] / times["fa2"] if both else None,
+                      "note": "; ".join(notes)})
+    return table

@@ -1,0 +1,104 @@
+"""What a record says when it is not a plain time: the wall of an out-of-memory record, a failure in words, the
+records at one length, the bytes the GPU counted."""
+from __future__ import annotations
+
+from costmodel import Shape
+from fmt import fmt_bytes, fmt_tokens
+from kernels import specs
+
+
+OUT_OF_MEMORY = "out of memory"
+
+
+def record_at(records: list[dict], algorithm: str, seq_len: int) -> dict | None:
+    return next((r for r in records if r["algorithm"] == algorithm and r["seq_len"] == seq_len), None)
+
+
+def first_out_of_memory(records: list[dict]) -> dict | None:
+    """The shortest length at which the standard kernels ran out of memory: the wall on the slider."""
+    walls = [record for record in records if record["algorithm"] == "naive" and record["status"] == "oom"]
+    return min(walls, key=lambda record: record["seq_len"], default=None)
+
+
+def counted_bytes(record: dict) -> int | None:
+    """The HBM bytes the GPU's counters read and wrote for a record's run, or None where nothing was counted."""
+    if record.get("dram_read_bytes") is None or record.get("dram_write_bytes") is None:
+        return None
+    return record["dram_read_bytes"] + record["dram_write_bytes"]
+
+
+def counted_bytes_at(records: list[dict], algorithm: str, seq_len: int) -> int | None:
+    """HBM bytes the GPU's counters read for this algorithm's run at seq_len, or None (not counted, not run)."""
+    record = record_at(records, algorithm, seq_len)
+    return counted_bytes(record) if record and record["status"] == "ok" else None
+
+
+# -- the wall: what an out-of-memory record says --------------------------------------------------------
+
+def oom_need(record: dict) -> int | None:
+    """Bytes the algorithm needs at the record's setting (its spec's design need), else what the failed
+    allocation asked for."""
+    if record["algorithm"] in specs.SPECS:
+        return specs.extra_bytes(record["algorithm"], Shape.of_record(record))
+    return record.get("needed_bytes")
+
+
+REFUSED_BEFORE_LAUNCH = "refused before any launch"  # kernels/inputs.py: S and P larger than the whole device
+
+
+def oom_text(record: dict) -> str:
+    """"needs 192.0 GiB; a 64.0 GiB allocation failed": the model's total and what was measured. The one
+    wording of the wall: the chart, the speedup table, the headline and the takeaways all use it."""
+    parts = []
+    need = oom_need(record)
+    if need:
+        parts.append(f"needs {fmt_bytes(need)}")
+    if record.get("needed_bytes"):
+        if REFUSED_BEFORE_LAUNCH in str(record.get("message") or ""):  # our library's own check, not the allocator
+            parts.append(f"{fmt_bytes(record['needed_bytes'])} refused before any launch")
+        else:
+            parts.append(f"a {fmt_bytes(record['needed_bytes'])} allocation failed")
+    return "; ".join(parts)
+
+
+def wall_text(record: dict) -> str:
+    """"out of memory at N = 32K (needs 192.2 GiB; a 64.0 GiB allocation failed)"."""
+    needed = f" ({oom_text(record)})" if oom_text(record) else ""
+    return f"{OUT_OF_MEMORY} at N = {fmt_tokens(record['seq_len'])}{needed}"
+
+
+def first_wall(records: list[dict]) -> dict | None:
+    """The first out-of-memory record of these: standard's, if it has one (the memory chart's shaded wall)."""
+    oom = [r for r in records if r["status"] == "oom"]
+    naive = [r for r in oom if r["algorithm"] == "naive"]
+    return min(naive or oom, key=lambda r: r["seq_len"], default=None)
+
+
+def failure_text(record: dict) -> str:
+    """Why a record has no timing: "out of memory (needs …; a 64.0 GiB allocation failed)" or "error: …"."""
+    if record["status"] == "oom":
+        needs = oom_text(record)
+        return OUT_OF_MEMORY + (f" ({needs})" if needs else "")
+    return f"error: {record.get('message') or 'unknown'}"
+
+
+def with_failures(records: list[dict]) -> list[dict]:
+    """The records as the memory and timing charts draw them: each failed one carries its `failure` text, each
+    out-of-memory one the bytes it needs (`need_bytes`, where its ✕ sits on the memory chart)."""
+    return [r if r["status"] == "ok" else {**r, "failure": failure_text(r), "need_bytes": oom_need(r)}
+            for r in records]
+
+
+def memory_wall(records: list[dict]) -> dict | None:
+    """The memory chart's shaded wall: where the first out-of-memory record is, and what it says."""
+    wall = first_wall(records)
+    return {"seq_len": wall["seq_len"], "text": wall_text(wall)} if wall else None
+
+
+def runs_sentence(meta: dict | None) -> str:
+    """What a results file merged from several bench runs (bench --merge-into) makes of a comparison between its
+    points: "" for a file of one run."""
+    earlier = [command for command in str((meta or {}).get("merged_from") or "").split(" | ") if command.strip()]
+    if not earlier:
+        return ""
+    return f"Points from {len(earlier) + 1} bench runs: across runs, times spread a few per cent."

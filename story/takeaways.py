@@ -1,0 +1,136 @@
+"""Scene 11, the takeaways: the same numbers as the scenes that show them, in sentences and as slides."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import costmodel
+from costmodel import Shape
+from fmt import fmt_bytes, fmt_ratio, fmt_tokens
+from story.compare import TrafficPanels, hbm_bytes
+from story.headline import headline
+from story.records import OUT_OF_MEMORY, first_out_of_memory, oom_text, record_at
+from story.roofline import roofline_points
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the takeaways rest on: every number in them is one another scene shows."""
+    records: list[dict]              # FA-2 and naive over the slider's lengths
+    at_length: list[dict]            # every algorithm's records at the slider's length
+    panels: TrafficPanels            # the compare scene's traffic models
+    facts: dict | None               # the GPU's facts
+    gpu: str = "the GPU"             # its name, already safe to show as markdown
+    max_abs_err: float | None = None  # the exactness check of the tiling scene, and its length
+    trace_len: int | None = None
+
+
+def takeaways(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> list[str]:
+    """The takeaways as markdown points at the talk's shape, each resting on a number another scene shows.
+    scene: scene key → its number on the page."""
+    records, at_length, panels, facts, gpu = (evidence.records, evidence.at_length, evidence.panels, evidence.facts,
+                                              evidence.gpu)
+    max_abs_err, trace_len = evidence.max_abs_err, evidence.trace_len
+    seq_len, batch, heads, head_dim, dtype = shape.seq_len, shape.batch, shape.heads, shape.head_dim, shape.dtype
+    numbers = headline(records, shape)
+    at = f"at {fmt_tokens(seq_len)} tokens (batch {batch} × {heads} heads, head_dim {head_dim}, {dtype})"
+    naive_here = record_at(records, "naive", seq_len)
+    oom_here = naive_here is not None and naive_here["status"] == "oom"
+    points = [f"**Memory: O(N²) → O(N).** Standard attention needs {fmt_bytes(numbers.naive_bytes)} beyond its "
+              f"inputs {at}; flash needs {fmt_bytes(numbers.flash_bytes)} (scene {scene['headline']})."]
+    if oom_here:
+        points.append(f"**Traffic.** Standard attention could not run here: {OUT_OF_MEMORY} ({oom_text(naive_here)}), "
+                      f"so it moved nothing; flash's HBM traffic is {fmt_bytes(panels.flash_bytes)} by the "
+                      f"L2-aware model (scene {scene['compare']}).")
+    else:
+        moved = hbm_bytes(panels, records, seq_len)
+        counted = (f"; the GPU's counters read {fmt_bytes(moved.naive_counted)} and {fmt_bytes(moved.flash_counted)}"
+                   if moved.counted_ratio else "")
+        points.append(f"**Traffic, not FLOPs.** Both do the same matmuls, but standard moves "
+                      f"{fmt_bytes(moved.naive)} through HBM and flash {fmt_bytes(moved.flash)}, {fmt_ratio(moved.ratio)} "
+                      f"less (cost model{counted}; scene {scene['compare']}).")
+    peak, copy = (facts or {}).get("matmul_tflops"), (facts or {}).get("copy_gbps")
+    points_here = roofline_points([r for r in at_length if r["seq_len"] == seq_len])
+    flash_point = next((p for p in points_here if p.algorithm == "fa2"), None)
+    naive_points = [p for p in points_here if p.algorithm == "naive"]
+    if peak and copy and flash_point and naive_points:
+        ridge = costmodel.ridge_point(peak, copy)
+        worst = max(naive_points, key=lambda p: p.intensity)
+        points.append(
+            f"**Memory-bound → compute-bound.** The ridge of {gpu}'s roofline is at {ridge:,.0f} FLOPs per HBM byte. "
+            f"Standard's kernels sit left of it (at most {worst.intensity:,.0f} FLOPs/byte): the bandwidth roof "
+            f"({copy / 1000:,.2f} TB/s) caps them. Flash does {flash_point.intensity:,.0f} FLOPs per byte, right of "
+            f"the ridge, and runs at {flash_point.tflops:,.0f} TFLOPS, {flash_point.tflops / peak:.0%} of the "
+            f"measured {peak:,.0f} TFLOPS matmul roof (scene {scene['roofline']}).")
+    if numbers.speedup.endswith("×"):
+        moved = hbm_bytes(panels, records, seq_len)
+        points.append(
+            f"**Speed: {numbers.speedup}, less than the {fmt_ratio(moved.ratio)} in bytes.** Measured on {gpu}: "
+            f"{numbers.speedup_why}. Once the bytes are gone, arithmetic sets flash's time, so the speedup is the "
+            f"standard kernels' bandwidth-bound time over flash's compute-bound time (scenes {scene['headline']}, "
+            f"{scene['seqlen']}).")
+    wall = first_out_of_memory(records)
+    if wall:
+        points.append(f"**The wall.** On {gpu} the standard kernels ran {OUT_OF_MEMORY} at "
+                      f"{fmt_tokens(wall['seq_len'])} tokens ({oom_text(wall)}); flash kept going "
+                      f"(scene {scene['seqlen']}).")
+    if max_abs_err is not None and trace_len:
+        points.append(f"**Exact, not approximate.** On the same random inputs ({trace_len} tokens, {dtype}), flash "
+                      f"and the standard kernels differ by at most {max_abs_err:.1e}: rounding, nothing more "
+                      f"(scene {scene['tiling']}).")
+    return points
+
+
+# -- the takeaways as slides: a number and a line each ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class Slide:
+    title: str    # a few words
+    number: str   # the number the audience remembers
+    line: str     # one line that says what it is (markdown-safe)
+    scene: int    # the scene that shows it
+
+
+def takeaway_slides(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> list[Slide]:
+    """The takeaways as slides, the same numbers as `takeaways` (which says them in sentences): memory, traffic,
+    where flash sits on the roofline, the speedup, the wall, exactness, and the FA-3 style kernel where it ran."""
+    records, at_length, panels, facts = evidence.records, evidence.at_length, evidence.panels, evidence.facts
+    max_abs_err, trace_len = evidence.max_abs_err, evidence.trace_len
+    seq_len = shape.seq_len
+    numbers = headline(records, shape)
+    n = fmt_tokens(seq_len)
+    slides = [Slide("Memory: O(N²) → O(N)", f"{fmt_bytes(numbers.naive_bytes)} → {fmt_bytes(numbers.flash_bytes)}",
+                    f"extra memory at {n} tokens, standard → flash", scene["headline"])]
+    naive_here = record_at(records, "naive", seq_len)
+    moved = hbm_bytes(panels, records, seq_len)
+    if naive_here is None or naive_here["status"] != "oom":
+        counted = (f" (the GPU counted {fmt_ratio(moved.counted_ratio)})" if moved.counted_ratio else "")
+        slides.append(Slide("Traffic, not FLOPs", f"{fmt_ratio(moved.ratio)} fewer bytes",
+                            f"through HBM at {n}, same matmuls{counted}", scene["compare"]))
+    peak, copy = (facts or {}).get("matmul_tflops"), (facts or {}).get("copy_gbps")
+    flash_point = next((p for p in roofline_points([r for r in at_length if r["seq_len"] == seq_len])
+                        if p.algorithm == "fa2"), None)
+    if peak and copy and flash_point:
+        slides.append(Slide("Compute-bound", f"{flash_point.intensity:,.0f} FLOPs/byte",
+                            f"flash is right of the ridge ({costmodel.ridge_point(peak, copy):,.0f}), at "
+                            f"{min(flash_point.tflops / peak, 1.0):.0%} of the matmul roof", scene["roofline"]))
+    if numbers.speedup.endswith("×"):
+        slides.append(Slide("Speed", numbers.speedup, f"faster at {n}: arithmetic, not bytes, now sets the time",
+                            scene["seqlen"]))
+    wall = first_out_of_memory(records)
+    if wall:
+        slides.append(Slide("The wall", fmt_tokens(wall["seq_len"]),
+                            f"tokens: standard ran {OUT_OF_MEMORY}; flash kept going", scene["seqlen"]))
+    v3 = record_at(at_length, "fa3", seq_len)
+    flash = record_at(at_length, "fa2", seq_len)
+    sdpa = record_at(at_length, "sdpa_default", seq_len)
+    if v3 and v3["status"] == "ok" and v3.get("tflops"):
+        versus = "".join(f", {v3['tflops'] / other['tflops']:.2f}× {name}" for other, name in
+                         ((sdpa, "PyTorch SDPA's default"), (flash, "our FA-2-order kernel"))
+                         if other and other["status"] == "ok" and other.get("tflops"))
+        slides.append(Slide("FA-3 style, ours", f"{v3['tflops']:,.0f} TFLOPS",
+                            f"on Hopper at {n}: producer warp, ping-pong consumers{versus}", scene["evolution"]))
+    if max_abs_err is not None and trace_len:
+        slides.append(Slide("Exact, not approximate", f"{max_abs_err:.1e}",
+                            f"max |O_flash − O_standard| on the same inputs ({trace_len} tokens): rounding",
+                            scene["tiling"]))
+    return slides
