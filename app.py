@@ -20,21 +20,16 @@ from dataclasses import replace
 import streamlit as st
 
 import page
-from page import Stage, bound, chart, no_numbers, recording_coverage, seq_len_slider
+from page import Body, Stage, bound, chart, no_numbers, recording_coverage, seq_len_slider
 from page.settings import TRACE_SEQ_LENS, MAX_SEED
 import story
 import viz
 from fmt import fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens, markdown_text, plotly_text
 
 HEADLINE_COLUMNS = [1, 3]  # the metric cards, the picture
-HEADLINE_CHART_PX = 720  # beside the headline's numbers, under the slider: the scene's picture, legend included
-HIERARCHY_CHART_PX = 760  # the scene body under its sentence: the hierarchy fills the screen
-COMPARE_CHART_PX = 465  # fits SCENE_BODY_PX under the numbers and the caption
-ROOFLINE_CHART_PX = 515  # fits SCENE_BODY_PX under the slider and the caption
-EVOLUTION_CHART_PX = 560
-SEQLEN_CHART_PX = 620
-INSIDE_CHART_PX = 480  # under the sentence and the cards
-PICTURE_HEIGHT_PX = page.SCENE_BODY_PX - 210  # the scene body less its row of controls and the caption row
+HEADLINE_SENTENCE = ("Attention builds an **N × N** matrix of scores. FlashAttention computes the same result tile by "
+                     "tile in on-chip memory and never writes that matrix out.")
+TILING_CAPTION_COLUMNS = [5, 1]  # the animation's caption, its download button
 SEQLEN_TABS = {"memory": "Memory", "time": "Time", "throughput": "Throughput", "table": "Speedup table"}
 
 
@@ -56,16 +51,16 @@ def memory_chart(stage: Stage, records: list[dict], **figure_options) -> None:
 
 def scene_headline(stage: Stage) -> None:
     s = stage.settings
-    st.markdown("Attention builds an **N × N** matrix of scores. FlashAttention computes the same result "
-                "tile by tile in on-chip memory and never writes that matrix out.")
-    seq_len_slider(s)
+    body = Body()
+    body.say(HEADLINE_SENTENCE)
+    seq_len_slider(s, body)
     records = stage.ours_over_lengths()
     numbers = stage.headline_numbers(records)
-    said = recording_coverage(stage)
+    said = recording_coverage(stage, body)
     # the picture is the biggest thing on screen: the three numbers stand in a column beside it
     cards, picture = st.columns(HEADLINE_COLUMNS, vertical_alignment="top")
     with picture:  # drawn first: the scene's picture reaches the browser before its cards
-        memory_chart(stage, records, height=HEADLINE_CHART_PX - said, width=page.column_px(HEADLINE_COLUMNS, 1))
+        memory_chart(stage, records, height=body.chart_px(), width=page.column_px(HEADLINE_COLUMNS, 1))
     with cards:
         if not page.controls_ready():  # the numbers come with the controls: the first view is the picture
             page.hold_place(page.metric_cards_px(3))
@@ -84,28 +79,31 @@ def scene_hierarchy(stage: Stage) -> None:
     if stage.facts is None:
         st.info(f"The memory hierarchy comes from a GPU or a recording: {stage.recording_problem}.")
         return
-    st.markdown("Flash attention keeps its working set in the small, fast on-chip SRAM and reads the large, "
-                "slow HBM as few times as it can." + story.hierarchy_sentence(stage.facts))
-    chart(viz.hierarchy_figure(stage.facts, theme=stage.settings.theme, height=HIERARCHY_CHART_PX))
+    body = Body()
+    body.say("Flash attention keeps its working set in the small, fast on-chip SRAM and reads the large, "
+             "slow HBM as few times as it can." + story.hierarchy_sentence(stage.facts))
+    chart(viz.hierarchy_figure(stage.facts, theme=stage.settings.theme, height=body.chart_px()))
 
 
 def scene_problem(stage: Stage) -> None:
     s = stage.settings
-    seq_len_slider(s)
+    body = Body()
+    seq_len_slider(s, body)
     scores = story.scores_memory(s.shape)
-    st.markdown(
+    body.say(
         f"One head's scores at N = {fmt_tokens(s.seq_len)} in {s.dtype}: **{fmt_bytes(scores.per_head)}**; all "
         f"{s.heads} heads: **{fmt_bytes(scores.all_heads)}**. The often-quoted \"8K = 256 MB per head\" holds for "
         f"fp32 scores ({fmt_bytes(scores.eight_k_fp32)}); in bf16 it is {fmt_bytes(scores.eight_k_bf16)}. Flash's "
         f"extra memory is not constant either: it grows as O(N), {fmt_bytes(scores.flash_per_head)} per head here.")
     hbm_bytes = stage.facts.get("hbm_bytes") if stage.facts else None
     chart(viz.scores_memory_figure(s.seq_len, s.heads, s.dtype_bytes, hbm_bytes=hbm_bytes, theme=s.theme,
-                                   wall=story.standard_wall(stage.facts, s.shape)))
+                                   wall=story.standard_wall(stage.facts, s.shape), height=body.chart_px()))
 
 
 def scene_compare(stage: Stage) -> None:
     s = stage.settings
-    seq_len_slider(s)
+    body = Body()
+    seq_len_slider(s, body)
     records = stage.ours_over_lengths()
     panels = stage.hbm_traffic(records)
     moved = story.hbm_bytes(panels, records, s.seq_len)
@@ -130,6 +128,7 @@ def scene_compare(stage: Stage) -> None:
     ratio.metric(moved.ratio_title, fmt_ratio(moved.ratio), border=True,
                  **(badge(moved.ratio_note) if moved.ratio_note else
                     counted(moved.counted_ratio and fmt_ratio(moved.counted_ratio))))
+    body.row("cards")
     titles = story.compare_titles(panels)
     figure_panels = [{"key": "naive", "title": titles["naive"], "parts": panels.naive,
                       "counted": moved.naive_counted},
@@ -137,17 +136,19 @@ def scene_compare(stage: Stage) -> None:
     if panels.flash_l2 is not None:
         figure_panels.append({"key": "flash_l2", "title": titles["flash_l2"], "parts": panels.flash_l2,
                               "counted": moved.flash_counted})
-    chart(viz.compare_figure(figure_panels, theme=s.theme, height=COMPARE_CHART_PX))
-    st.caption(story.compare_caption(panels) + " " + story.model_vs_counted(moved, panels))
+    caption = story.compare_caption(panels) + " " + story.model_vs_counted(moved, panels)
+    chart(viz.compare_figure(figure_panels, theme=s.theme, height=body.chart_px(below=(page.text_rows_px(caption),))))
+    st.caption(caption)
 
 
 def scene_roofline(stage: Stage) -> None:
     s = stage.settings
-    seq_len_slider(s)
+    body = Body()
+    seq_len_slider(s, body)
     if no_numbers(stage):
         return
     records = stage.every_algorithm_at_length()
-    recording_coverage(stage)
+    recording_coverage(stage, body)
     facts = stage.facts or {}
     peak, copy = facts.get("matmul_tflops"), facts.get("copy_gbps")
     if not peak or not copy:
@@ -158,21 +159,23 @@ def scene_roofline(stage: Stage) -> None:
     if not points:
         st.info(f"No kernel ran at {fmt_tokens(s.seq_len)} tokens for this setting.")
         return
-    st.markdown("Left of the ridge a kernel waits on memory; right of it, on arithmetic. Each point: a kernel at "
-                "this setting (its paragraph and verdict: below the chart).")
+    body.say("Left of the ridge a kernel waits on memory; right of it, on arithmetic. Each point: a kernel at "
+             "this setting (its paragraph and verdict: below the chart).")
+    caption = ("Filled: HBM bytes counted by Nsight Compute; hollow: the cost model's bytes. FLOPs: "
+               "4·B·H·N²·D (halved when causal), the standard kernels' split per kernel, softmax 5 per score. "
+               + story.roofs_sentence(facts, *stage.roof_sizes))
+    height = body.chart_px(below=(page.ROW_PX["expander"], page.text_rows_px(caption)))
     chart(viz.roofline_figure([point.as_dict() for point in points], peak, copy, facts.get("l2_gbps"),
-                              theme=s.theme, height=ROOFLINE_CHART_PX,
-                              title=f"Roofline, {plotly_text(stage.measured_text)}"))
+                              theme=s.theme, height=height, title=f"Roofline, {plotly_text(stage.measured_text)}"))
     with st.expander("Each point in words"):
         st.markdown(story.roofline_text(points, records, facts))
         st.markdown("\n".join(f"- {line}" for line in story.roofline_verdicts(points, peak, copy, *stage.roof_sizes)))
-    st.caption("Filled: HBM bytes counted by Nsight Compute; hollow: the cost model's bytes. FLOPs: "
-               "4·B·H·N²·D (halved when causal), the standard kernels' split per kernel, softmax 5 per score. "
-               + story.roofs_sentence(facts, *stage.roof_sizes))
+    st.caption(caption)
 
 
 def scene_tiling(stage: Stage) -> None:
     s = stage.settings
+    body = Body()
     # one row of controls, so the figure gets the height: what the audience reads (the view, the loop order,
     # causal, the step) in the row, the animation's size and inputs in a popover that names them
     with st.container(horizontal=True, vertical_alignment="center"):
@@ -186,7 +189,9 @@ def scene_tiling(stage: Stage) -> None:
             page.tile_controls(s)
             bound(st.number_input, "Random inputs: seed", "seed", s, min_value=0, max_value=MAX_SEED)
         back, forward = st.empty(), st.empty()
+    body.row("controls")
     where = stage.kernels_run
+    notes_place = st.container()  # the notes on the tiles, if any, above the picture
     try:
         with st.spinner(f"Running the {page.order_label(s.order)} kernel and the naive kernels {where}…"):
             request, notes = page.traced_tiles(page.TraceRequest.of(s))
@@ -197,23 +202,25 @@ def scene_tiling(stage: Stage) -> None:
                 page.correct_link(stage.link_settings, step=step)
             device = page.PictureDevice.of(stage.facts, recorded=not (stage.live or stage.on_gpu),
                                            residency=stage.residency() if s.view == "rereads" else (None, ""))
-            fig = page.picture(page.PictureRequest.of(request, s.view, s.theme, PICTURE_HEIGHT_PX, device, s.seq_len),
-                               step)
+            words = (f"{num_steps} steps of {request.block_m}×{request.block_n} tiles over one head, head_dim "
+                     f"{s.head_dim}, {s.dtype}{', causal' if s.causal else ''}, computed {where} by the "
+                     f"{page.order_label(s.order)} kernel. Same inputs through the naive kernel: "
+                     f"max |O_flash − O_standard| = {trace['max_abs_err']:.2e}.")
+            with notes_place:
+                for note in notes:
+                    body.warn(note)
+            height = body.chart_px(below=(page.text_rows_px(words, page.column_px(TILING_CAPTION_COLUMNS, 0)),))
+            fig = page.picture(page.PictureRequest.of(request, s.view, s.theme, height, device, s.seq_len), step)
     except ValueError as why:  # settings the kernel or the animation refuse, said in their words
         st.error(f"No animation for these settings: {why}")
         return
-    for note in notes:
-        st.warning(note)
     still = not page.VIEWS[s.view].animated  # the re-reads view is one picture of the whole run: no steps
     back.button("◀ Step", shortcut="Left", disabled=still or step == 0, on_click=page.move_step, args=(-1, num_steps))
     forward.button("Step ▶", shortcut="Right", disabled=still or step == num_steps - 1, on_click=page.move_step,
                    args=(1, num_steps))
     chart(fig)
-    caption, download = st.columns([5, 1], vertical_alignment="center")
-    caption.caption(f"{num_steps} steps of {request.block_m}×{request.block_n} tiles over one head, head_dim "
-                    f"{s.head_dim}, {s.dtype}{', causal' if s.causal else ''}, computed {where} by the "
-                    f"{page.order_label(s.order)} kernel. Same inputs through the naive kernel: "
-                    f"max |O_flash − O_standard| = {trace['max_abs_err']:.2e}.")
+    caption, download = st.columns(TILING_CAPTION_COLUMNS, vertical_alignment="center")
+    caption.caption(words)
     download.download_button("Download HTML", data=functools.partial(viz.standalone_html, fig),
                              file_name=f"flash-{s.view}-{s.order}-{s.trace_len}-{request.block_m}x{request.block_n}"
                                        f"{'-causal' if s.causal else ''}.html",
@@ -222,14 +229,17 @@ def scene_tiling(stage: Stage) -> None:
 
 def scene_seqlen(stage: Stage) -> None:
     s = stage.settings
-    seq_len_slider(s)
+    body = Body()
+    seq_len_slider(s, body)
     if no_numbers(stage):
         return
     records = stage.ours_over_lengths()
-    height = SEQLEN_CHART_PX - recording_coverage(stage)
+    recording_coverage(stage, body)
     # one view at a time, chosen like the tiling scene's (and kept in the link): one chart to draw, not four
     bound(st.segmented_control, "Show", "tab", s, options=tuple(SEQLEN_TABS), required=True,
           format_func=SEQLEN_TABS.get, label_visibility="collapsed")
+    body.row("tabs")
+    height = body.chart_px()
     if s.tab == "memory":
         memory_chart(stage, records, height=height, width=page.BODY_WIDTH_PX)
     elif s.tab == "time":
@@ -244,19 +254,24 @@ def scene_seqlen(stage: Stage) -> None:
 
 def scene_evolution(stage: Stage) -> None:
     s = stage.settings
-    seq_len_slider(s)
+    body = Body()
+    seq_len_slider(s, body)
     if no_numbers(stage):
         return
     records = stage.every_algorithm_at_length()
-    said = recording_coverage(stage)
+    said = recording_coverage(stage, body)
     history = stage.records_for(story.prefill_algorithms(), page.settings.SEQ_LENS) if not stage.live else None
     measured = [{**point, "label": viz.algorithm_label(point["algorithm"])}
                 for point in story.evolution_points(records, s.seq_len, history)]
-    chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.measured_text,
-                               height=EVOLUTION_CHART_PX - said // 2))
+    caption = ""
     if stage.recording and stage.facts and not said:  # a setting the recording lacks has no gap to split
         gap = story.fa1_gap(stage.recording.records, s.shape, stage.facts.get("sm_count"))
-        st.caption(" ".join(filter(None, (gap.sentence, story.runs_sentence(stage.recording.meta)))))
+        caption = " ".join(filter(None, (gap.sentence, story.runs_sentence(stage.recording.meta))))
+    below = (page.text_rows_px(caption),) if caption else ()
+    chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.measured_text,
+                               height=body.chart_px(below=(*below, page.ROW_PX["expander"]))))
+    if caption:
+        st.caption(caption)
     with st.expander("Sources of the published numbers"):
         st.markdown("\n".join(f"- **{entry['version']}** ({entry['year']}, {entry['gpu']}): {entry['citation']}. "
                               f"{entry['note']}" for entry in viz.PUBLISHED))
@@ -279,23 +294,30 @@ def scene_timeline(stage: Stage) -> None:
         st.info(f"The SM timeline needs a GPU or a recording with timelines: "
                 f"{stage.recording_problem or 'this recording has none'}.")
         return
-    st.caption(story.timeline_caption(timeline, s.shape, stage.live))
+    body = Body()
+    caption = story.timeline_caption(timeline, s.shape, stage.live)
+    st.caption(caption)
+    body.add_px(page.text_rows_px(caption))
     stats = story.timeline_stats(timeline)
     programs, waves, busy = st.columns(3)
     programs.metric("Programs (Q blocks × heads)", f"{stats['programs']:,}", border=True)
     waves.metric(f"Waves: {timeline['sm_count']} SMs × {stats['max_per_sm']} resident", f"{stats['waves']:.1f}",
                  border=True, help="programs ÷ (SMs × the most programs one SM ran at once, measured here)")
     busy.metric("SMs busy", f"{stats['utilization']:.0%}", border=True)
-    chart(viz.sm_timeline_figure(timeline, stats, theme=s.theme))
+    body.row("cards_plain")
+    chart(viz.sm_timeline_figure(timeline, stats, theme=s.theme, height=body.chart_px()))
 
 
 def scene_inside(stage: Stage) -> None:
     """One program of each flash kernel from the inside: what each warpgroup did over time (Proton)."""
     s = stage.settings
+    body = Body()
     recording = stage.recording if not stage.live else page.shipped_recording()
     if stage.live:
-        st.caption("Recorded with Proton's instrumentation (`python -m bench --phases`), not measured on each visit: "
-                   "an instrumented launch compiles kernels of its own. Showing the shipped recording.")
+        live_note = ("Recorded with Proton's instrumentation (`python -m bench --phases`), not measured on each visit: "
+                     "an instrumented launch compiles kernels of its own. Showing the shipped recording.")
+        st.caption(live_note)
+        body.add_px(page.text_rows_px(live_note))
     phases = recording.phases if recording else []
     if not phases:
         st.info("This recording has no phases: its kernels were not recorded with Proton (`python -m bench "
@@ -306,19 +328,21 @@ def scene_inside(stage: Stage) -> None:
              (s.seq_len, s.batch, s.heads, shape["head_dim"], shape["causal"])]  # the kernels' rates at the talk's N
     names = {**viz.short_labels(), "fa2": "flash (ours), FA-2 order"}
     kernels = story.phase_kernels(phases, rates, recording.facts, names)
-    st.markdown(story.phases_sentence(kernels))
+    body.say(story.phases_sentence(kernels))
     cards = st.columns(len(kernels))
     for card, k in zip(cards, kernels):
         overlap = f"; softmax under the other's GEMM {k.softmax_overlap:.0%}" if k.softmax_overlap is not None else ""
         card.metric(f"{k.label}: a GEMM running", f"{k.gemm_busy:.0%}", border=True,
                     help=story.busy_sentence(k), delta=f"one program, {k.microseconds:,.0f} µs{overlap}",
                     delta_color="off", delta_arrow="off")
-    chart(viz.phases_figure([{"title": f"{k.label}: CTA {k.cta} on SM {k.sm}", "lanes": k.lanes} for k in kernels],
-                            theme=s.theme, height=INSIDE_CHART_PX))
-    st.caption(f"Recorded on {markdown_text(recording.facts['name'])}: one launch of each kernel at batch "
+    body.row("cards")
+    caption = (f"Recorded on {markdown_text(recording.facts['name'])}: one launch of each kernel at batch "
                f"{shape['batch']} × {shape['heads']} heads, N = {fmt_tokens(shape['seq_len'])}, head_dim "
                f"{shape['head_dim']}, instrumented with Proton (scopes on the kernels' phase comments; each card's "
                f"help (?) checks its number against the kernel's measured rate).")
+    chart(viz.phases_figure([{"title": f"{k.label}: CTA {k.cta} on SM {k.sm}", "lanes": k.lanes} for k in kernels],
+                            theme=s.theme, height=body.chart_px(below=(page.text_rows_px(caption),))))
+    st.caption(caption)
 
 
 def scene_takeaways(stage: Stage) -> None:

@@ -33,6 +33,7 @@ from kernels.runtime import INTERPRET  # first: it picks the backend before any 
 import torch
 
 import costmodel
+from bench import triton_private
 from kernels import specs
 
 PHASES = ("load", "wait", "qk", "softmax", "pv", "epilogue")
@@ -137,7 +138,7 @@ def _kernel_ms(fn, reps: int = 10) -> float:
     times = []
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(2_000_000)
+        triton_private.gpu_sleep(2_000_000)
         start.record()
         fn()
         end.record()

@@ -1,11 +1,14 @@
-"""The Triton internals the ahead-of-time compile check (bench/compile_check.py) leans on, in one place.
+"""The Triton (and torch) internals the bench leans on, in one place.
+
+The ahead-of-time compile check (bench/compile_check.py):
 
 Triton has no public API to compile a kernel launch for a GPU that is not there, so the check does what
 `JITFunction.run` does without launching: it catches the launch (`JITFunction.run`), binds its arguments as a launch
 binds them (`triton.runtime.jit.create_function_from_signature`, `JITFunction._pack_args`), and compiles the result
-(`triton.compile` on an `ASTSource`, or Gluon's `GluonASTSource`). Every one of these is private and moves between
-Triton versions; `check()` names the ones this Triton lacks, and tests/test_private_apis.py fails loudly when an
-upgrade moves them.
+(`triton.compile` on an `ASTSource`, or Gluon's `GluonASTSource`). The phase recordings (bench/phases.py): a GPU
+that waits a few microseconds before a timed kernel (`torch.cuda._sleep`), so the events bracket the kernel and not
+the host building its launch. Every one of these is private and moves between versions; `check()` names the ones
+this Triton and torch lack, and tests/test_private_apis.py fails loudly when an upgrade moves them.
 """
 from __future__ import annotations
 
@@ -30,7 +33,16 @@ def check() -> list[str]:
         from triton.experimental.gluon._runtime import GluonASTSource  # noqa: F401
     except ImportError as exc:
         missing.append(f"triton.experimental.gluon._runtime.GluonASTSource: {exc}")
+    import torch
+    if not callable(getattr(torch.cuda, "_sleep", None)):
+        missing.append("torch.cuda._sleep")
     return missing
+
+
+def gpu_sleep(cycles: int) -> None:
+    """Keep the current CUDA stream busy for about `cycles` GPU clock cycles (torch.cuda._sleep)."""
+    import torch
+    torch.cuda._sleep(cycles)
 
 
 @contextmanager

@@ -41,6 +41,19 @@ if gl is not None:
         GLUON_IMPORT_ERROR = "this Triton's Gluon has neither gl.barrier nor gl.thread_barrier"
 
 
+def check() -> list[str]:
+    """What this module needs of Triton's experimental Gluon and does not find (empty: all there):
+    tests/test_private_apis.py fails loudly when an upgrade moves it."""
+    if GLUON_IMPORT_ERROR:
+        return [GLUON_IMPORT_ERROR]
+    wanted = {gl: ("warp_specialize", "allocate_shared_memory", "NVMMADistributedLayout", "DotOperandLayout",
+                   "BlockedLayout", "SliceLayout", "NVMMASharedLayout", "inline_asm_elementwise"),
+              mbarrier: ("init", "wait", "arrive", "expect", "MBarrierLayout"),
+              tma: ("async_copy_global_to_shared", "async_copy_shared_to_global", "store_wait")}
+    return [f"{module.__name__}.{name}" for module, names in wanted.items() for name in names
+            if not hasattr(module, name)]
+
+
 def make_descriptor(t, block_shape: list[int]):
     """A host TMA descriptor over all of `t` (its shape and strides) with one `block_shape` box per copy, laid out
     in shared memory with the widest swizzle the box allows (what wgmma reads without bank conflicts)."""

@@ -21,6 +21,7 @@ import streamlit as st
 
 from kernels import specs
 from page import guard
+from page.layout import ROW_PX, Body, text_rows_px
 from page.frame import no_numbers, recording_coverage, scene_navigation, seq_len_slider, show_notes, \
     sidebar_settings, sidebar_source, source_badges, talk_settings, tile_controls, recording_notes, \
     warm_up_if_asked
@@ -32,7 +33,7 @@ from page.settings import Settings, resolve
 from page.stage import Stage, is_live, kernel_backend, live_sm_timeline, prepare_stage, shipped_recording
 from page.url import asked_for, bound, correct_link, hold_notes, move_step, read_url, write_url
 
-__all__ = ["BODY_WIDTH_PX", "SCENE_BODY_PX", "VIEWS", "PictureDevice", "PictureRequest", "Scene",
+__all__ = ["BODY_WIDTH_PX", "Body", "ROW_PX", "SCENE_BODY_PX", "text_rows_px", "VIEWS", "PictureDevice", "PictureRequest", "Scene",
            "Settings", "Stage", "TraceRequest", "bound", "built_figure", "chart", "column_px", "controls_ready",
            "correct_link", "hold_place", "kernel_trace", "live_sm_timeline", "loop_orders", "metric_cards_px",
            "move_step",

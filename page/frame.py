@@ -12,6 +12,7 @@ import streamlit as st
 from fmt import fmt_tokens, markdown_text
 from page import settings as settings_module
 from page.settings import SEQ_LENS, Settings, settings_to_query
+from page.layout import Body
 from page.stage import NO_RECORDING, Stage, same_setting, warm_up, warmed
 from page.url import bound, change_settings
 
@@ -166,22 +167,27 @@ def scene_navigation(scene: str, keys: tuple[str, ...]) -> None:
                kwargs={"scene": keys[min(index + 1, len(keys) - 1)]})
 
 
-def seq_len_slider(settings: Settings) -> None:
+def seq_len_slider(settings: Settings, body: Body | None = None) -> None:
+    """The sequence-length slider (a row of the scene's `body`, when given)."""
     bound(st.select_slider, "Sequence length N (tokens)", "seq_len", settings, options=SEQ_LENS,
           format_func=fmt_tokens)
+    if body is not None:
+        body.row("slider")
 
 
 # -- messages about the data ----------------------------------------------------------------------
 
-COVERAGE_PX = 145  # design px the coverage line takes when it shows: a scene gives its chart that much less
+COVERAGE_PX = 145  # design px the coverage line takes when it shows (its note and button)
 
 
-def recording_coverage(stage: Stage) -> int:
+def recording_coverage(stage: Stage, body: Body | None = None) -> bool:
     """When the recording has nothing for the current setting, say so in one line, with what it has and a button
-    to go there; returns the design px it took (0 when it says nothing), for the scene to take off its chart."""
+    to go there (a row of the scene's `body`, when given); returns whether it said so."""
     records = stage.recording.records if stage.recording else []
     if stage.live or not records or any(same_setting(record, stage.settings) for record in records):
-        return 0
+        return False
+    if body is not None:
+        body.add_px(COVERAGE_PX)
     combos = sorted({(r["batch"], r["heads"], r["head_dim"], r["dtype"], bool(r["causal"])) for r in records})
     shapes = sorted({f"{b} × {h} heads, d {d}" for b, h, d, _, _ in combos})
     listed = "; ".join(shapes[:3]) + (" …" if len(shapes) > 3 else "")
@@ -193,7 +199,7 @@ def recording_coverage(stage: Stage) -> int:
                   f"be shown here: its batch, heads or head_dim are outside what the app draws (batch ≤ "
                   f"{settings_module.MAX_BATCH}, heads ≤ {settings_module.MAX_HEADS}, head_dim in "
                   f"{', '.join(map(str, settings_module.HEAD_DIMS))}).")
-        return COVERAGE_PX
+        return True
     line.info(f"The recording has no measurements for this setting ({setting_summary(stage.settings)}); it covers "
               f"{listed}.")
     s = stage.settings
@@ -202,7 +208,7 @@ def recording_coverage(stage: Stage) -> int:
     button.button("Show the closest recorded setting", on_click=change_settings,
                   kwargs=dict(batch=batch, heads=heads, head_dim=head_dim, dtype=dtype, causal=causal,
                               model=settings_module.model_of(heads, head_dim)))
-    return COVERAGE_PX
+    return True
 
 
 def recording_notes(stage: Stage) -> None:

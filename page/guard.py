@@ -7,6 +7,10 @@ viewer's own session state and nothing shared. Streamlit also accepts a websocke
 this machine (`http://127.0.0.1:<any port>`); here only the app's own origin, or one listed in
 `server.corsAllowedOrigins`, may connect. `install()` applies both once per process, when the page is first
 imported; `same_origin()` also checks the connection of the very run that installed them.
+
+Both lean on Streamlit internals (AppSession's clear-cache handler and session state, the websocket's origin check,
+the allowlist reader): this module is the one place that names them, and `check()` says which of them this
+Streamlit lacks (tests/test_private_apis.py fails loudly when an upgrade moves them).
 """
 from __future__ import annotations
 
@@ -26,6 +30,27 @@ def _listed_origin(url: str) -> bool:
     """A cross-origin websocket is allowed only from an origin listed in server.corsAllowedOrigins."""
     from streamlit.web.server.server_util import allowlisted_origins
     return url in allowlisted_origins()
+
+
+def check() -> list[str]:
+    """The Streamlit internals named here that this Streamlit lacks (empty: all there)."""
+    missing = []
+    try:
+        from streamlit.runtime.app_session import AppSession
+        missing += [f"AppSession.{name}" for name in ("_handle_clear_cache_request",) if not hasattr(AppSession, name)]
+    except ImportError as exc:
+        missing.append(f"streamlit.runtime.app_session: {exc}")
+    try:
+        from streamlit.web.server.server_util import allowlisted_origins  # noqa: F401
+    except ImportError as exc:
+        missing.append(f"streamlit.web.server.server_util.allowlisted_origins: {exc}")
+    try:
+        from streamlit.web.server.starlette import starlette_websocket
+        if not hasattr(starlette_websocket, "is_url_from_allowed_origins"):
+            missing.append("starlette_websocket.is_url_from_allowed_origins")
+    except ImportError:
+        pass  # another server build: same_origin() still applies
+    return missing
 
 
 def install() -> None:

@@ -78,7 +78,7 @@
       const app = document.querySelector('[data-testid="stApp"]');
       const idle = app && app.getAttribute("data-test-script-state") === "notRunning";
       idleSince = idle ? (idleSince || performance.now()) : 0;
-      const charts = [...document.querySelectorAll('[class*="st-key-stage-chart-"]')];
+      const charts = [...document.querySelectorAll('[class*="st-key-canvas-chart-"]')];
       const drawn = (chart) => chart.querySelector(".js-plotly-plot .main-svg")
         && getComputedStyle(chart).visibility === "visible";
       // a chart that never draws (its code failed) holds the controls back for DRAWN_WAIT_MS at most
@@ -103,17 +103,29 @@
     .find((plot) => plot.querySelector(".updatemenu-button"));
   const urlStep = () => new URL(window.location.href).searchParams.get("step");
   const goToStep = (step) => { if (step !== undefined) setLink({ step: String(step) }); };
+  // plotly.js internals this script reads, named in one place: a drawn chart's full layout (which frame is on
+  // screen) and its event emitter (whether our listeners are still on it). Missing ones are a console error, which
+  // fails the browser tests loudly when a plotly upgrade moves them.
+  const plotlyPrivate = {
+    layout: (chart) => chart._fullLayout,
+    listening: (chart, name, handler) => Boolean(chart._ev) && chart._ev.listeners(name).includes(handler),
+    check: (chart) => {
+      const missing = ["_fullLayout", "_ev"].filter((name) => !(name in chart));
+      if (missing.length) console.error(`plotly internals moved: ${missing.join(", ")}`);
+    },
+  };
   const keepStep = (chart) => {
     // A chart drawn at a step (the app's start_step) has not animated yet: tell plotly which frame is on
     // screen, so that Play (`fromcurrent`) goes on from there rather than from the first step.
-    const layout = chart._fullLayout;
+    plotlyPrivate.check(chart);
+    const layout = plotlyPrivate.layout(chart);
     if (layout && layout._currentFrame === undefined && urlStep() !== null) {
       layout._currentFrame = urlStep();
     }
     // the handlers live on the chart element; a redraw (a new plot in the same element) drops plotly's
     // listeners, so listen again whenever ours are gone
-    if (!chart.__stage) {
-      chart.__stage = {
+    if (!chart.__canvas) {
+      chart.__canvas = {
         frame: (frame) => { chart.__frameOnScreen = frame.name; },
         stopped: () => {
           chart.__playing = false;
@@ -124,8 +136,8 @@
         },
       };
     }
-    const { frame, stopped } = chart.__stage;
-    if (chart._ev && chart._ev.listeners("plotly_animated").includes(stopped)) return;
+    const { frame, stopped } = chart.__canvas;
+    if (plotlyPrivate.listening(chart, "plotly_animated", stopped)) return;
     chart.on("plotly_animatingframe", frame);
     chart.on("plotly_animated", stopped);
     chart.on("plotly_animationinterrupted", stopped);

@@ -1,4 +1,4 @@
-"""The stage: a 1920×1080 design canvas scaled to the window, the page's CSS, the page's own script
+"""The canvas: a 1920×1080 design canvas scaled to the window, the page's CSS, the page's own script
 (page/script.js: the window's size for the charts, Space to play and pause, the animation's paused step into
 the link), and the order in which a session's first view arrives (the picture first, then the controls).
 """
@@ -19,13 +19,13 @@ from viz.theme import scaled_figure
 
 # Plotly's own toolbar exports any figure for slides; twice the pixels for a sharp PNG.
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
-# -- the stage: a 1920×1080 design canvas scaled to the window -----------------------------------------
+# -- the canvas: a 1920×1080 design canvas scaled to the window -----------------------------------------
 # Every size on the page is given for a 1920×1080 screen ("design px") and scales with the window, so a
 # scene that fits 1080p fits 720p (or 1080p at 150% zoom) the same way, only smaller. The page's text
 # scales through the root font size (1rem = 24 design px = 1/45 of the height, the smallest text the
 # audience reads); the charts are built in design px and scaled to the window the page script reports.
 # (CSS `zoom` on the page would do both at once, but Streamlit sizes a plotly chart from its rendered
-# width: under zoom 2/3 the charts came out 2/3 as wide as their column. See the stage report.)
+# width: under zoom 2/3 the charts came out 2/3 as wide as their column. See the canvas report.)
 DESIGN_WIDTH_PX, DESIGN_HEIGHT_PX = 1920, 1080
 # Under the page frame (badges, navigation, the scene's title) a scene body has this much height, in
 # design px, for everything it shows (text, controls, charts); scenes size their charts from it.
@@ -59,7 +59,7 @@ html { font-size: min(calc(100vh / 45), calc(100vw / 80)) !important; }
 /* the page script's row: none (its container and the wrapper Streamlit puts around it, which would keep a gap) */
 [data-testid="stLayoutWrapper"]:has(> .st-key-page-script), .st-key-page-script { display: none; }
 /* a held place (hold_place) is exactly as tall as it says */
-[data-testid="stHtml"]:has(> .stage-held) { margin: 0; padding: 0; }
+[data-testid="stHtml"]:has(> .canvas-held) { margin: 0; padding: 0; }
 </style>"""
 
 # The main area's width in design px (PAGE_STYLE's paddings: 2.5rem each side), and how wide a column of
@@ -76,7 +76,7 @@ def column_px(weights: list[float], index: int) -> float:
 
 def chart_width_px(design_px: float, scale: float) -> int:
     """The width in screen px that Streamlit measures for a chart whose place is `design_px` wide at this scale
-    (the stage's screen px per design px): the place's width, rounded down to whole px."""
+    (the canvas's screen px per design px): the place's width, rounded down to whole px."""
     return max(int(design_px * scale + 1e-6), 1)
 
 
@@ -122,22 +122,22 @@ def page_script_html(data: dict) -> str:
 
 
 def page_style_and_script(scenes: tuple[str, ...] = ()) -> list[str]:
-    """The stage's CSS, and the page script (page/script.js): the window's size for the charts; Space to play
+    """The canvas's CSS, and the page script (page/script.js): the window's size for the charts; Space to play
     and pause; the animation's paused step into the link; ← / → and Page Up / Page Down gathered in the browser,
     so a held key or a fast clicker moves the chart at once and reruns the app once, where it landed (`scenes`:
     the talk's scene keys in order). Its row is hidden: no row in the scene. First in a run:
     it takes the page script's reports out of the link (take_reports), and returns its notes on them."""
     notes = take_reports()
-    # style only: Streamlit applies it without adding a row to the page. --stage-window says which window
-    # the charts were built for (tests wait for it after a resize), --stage-first-view which run of the
+    # style only: Streamlit applies it without adding a row to the page. --canvas-window says which window
+    # the charts were built for (tests wait for it after a resize), --canvas-first-view which run of the
     # session's first view this is ("controls" once it is complete).
     st.session_state[_CHART_NUMBER] = 0
     size = window_size()
     built_for = f"{size['width']}x{size['height']}" if size else "design"
     places = "".join(f'[class*="st-key-control-{kind}-"] {{ min-height: {px / DESIGN_PX_PER_REM:.4g}rem; }}\n'
                      for kind, (px, _) in CONTROL_PLACES.items())
-    st.html(PAGE_STYLE.replace("</style>", f':root {{ --stage-window: "{built_for}"; '
-                                           f'--stage-first-view: "{first_view_step()}"; }}\n{places}</style>'))
+    st.html(PAGE_STYLE.replace("</style>", f':root {{ --canvas-window: "{built_for}"; '
+                                           f'--canvas-first-view: "{first_view_step()}"; }}\n{places}</style>'))
     with st.container(key="page-script"):  # its row hidden (PAGE_STYLE)
         st.html(page_script_html({"viewport": size, "scenes": list(scenes), "first_view": first_view_step(),
                                   "design": {"width": DESIGN_WIDTH_PX, "height": DESIGN_HEIGHT_PX}}),
@@ -170,7 +170,7 @@ def window_size() -> dict | None:
     return _window(_page_state("viewport")) or _window(_page_state("drawn"))
 
 
-def stage_scale() -> float:
+def canvas_scale() -> float:
     """Screen px per design px: the window against the 1920×1080 canvas (1 until the page reports)."""
     size = window_size()
     if size is None:
@@ -212,14 +212,14 @@ def built_figure(builder: Callable, **inputs):
 def chart(fig, width: float = BODY_WIDTH_PX) -> None:
     """A figure built in design px (viz), scaled to the window; theme=None keeps viz's projector template.
     `width`: how wide its place on the page is, in design px (the main area's width, or a column's, column_px).
-    Each chart of a run stands in its own keyed container (`st-key-stage-chart-N` in the page), where the page
+    Each chart of a run stands in its own keyed container (`st-key-canvas-chart-N` in the page), where the page
     script sees whether the run's charts are drawn. Before the page has reported its window (a session's first
     run) the figure is built for the 1920×1080 design window: shown at once in a window of that size, hidden in
     any other (its place held at its height there) until the next run brings it built for that window."""
     number = st.session_state.get(_CHART_NUMBER, 0)
     st.session_state[_CHART_NUMBER] = number + 1
-    key = f"stage-chart-{number}"
-    scale = stage_scale()
+    key = f"canvas-chart-{number}"
+    scale = canvas_scale()
     scaled = scaled_figure(fig, scale)
     if scaled.layout.width is None:
         # the width Streamlit will measure for it: a new chart element is drawn first at its figure's own width
@@ -256,17 +256,17 @@ def chart(fig, width: float = BODY_WIDTH_PX) -> None:
 # (AppTest) has no page script to report: everything at once, at the design size.
 FIRST_VIEW_STEPS = ("window", "picture", "controls")
 PLOTLY_DEFAULT_HEIGHT_PX = 450
-# How a browser reads the stage's state off the page (the CSS variables page_style_and_script sets), for the tests
+# How a browser reads the canvas's state off the page (the CSS variables page_style_and_script sets), for the tests
 # and perf/ to wait on, written here once: the charts were built for a window of SIZE ("WxH"); the session's first
 # view is complete (its last step, the controls, has come).
-STAGE_BUILT_FOR_JS = ("size => getComputedStyle(document.documentElement).getPropertyValue('--stage-window')"
+CANVAS_BUILT_FOR_JS = ("size => getComputedStyle(document.documentElement).getPropertyValue('--canvas-window')"
                       ".includes(size)")
-FIRST_VIEW_COMPLETE_JS = ("() => getComputedStyle(document.documentElement).getPropertyValue('--stage-first-view')"
+FIRST_VIEW_COMPLETE_JS = ("() => getComputedStyle(document.documentElement).getPropertyValue('--canvas-first-view')"
                           f".includes('{FIRST_VIEW_STEPS[-1]}')")
-# the windows in which stage_scale() is 1: a figure built for the design window is the right one there
+# the windows in which canvas_scale() is 1: a figure built for the design window is the right one there
 DESIGN_WINDOW = (f"(height: {DESIGN_HEIGHT_PX}px) and (min-width: {DESIGN_WIDTH_PX}px), "
                  f"(width: {DESIGN_WIDTH_PX}px) and (min-height: {DESIGN_HEIGHT_PX}px)")
-_CHART_NUMBER = "stage_chart_number"  # charts drawn so far in this run (page_style_and_script starts it at 0)
+_CHART_NUMBER = "canvas_chart_number"  # charts drawn so far in this run (page_style_and_script starts it at 0)
 # How tall each kind of control stands, label included, in design px (measured in chromium at 1920×1080: the
 # segmented controls with their labels collapsed, as every scene draws them; a radio as the sidebar's horizontal
 # one), and whether it fills its row or takes the width it needs. Its place is that tall before it comes and
@@ -307,7 +307,7 @@ def hold_place(design_px: float) -> None:
     """An empty block as tall as the element that will fill it, in design px (scaled with the window)."""
     # st.html, not markdown: markdown with HTML in it has the browser fetch and run an HTML parser for markdown
     # (three more JS chunks on the first view) for an empty block
-    st.html(f'<div class="stage-held" style="height: {design_px / DESIGN_PX_PER_REM:.4g}rem"></div>')
+    st.html(f'<div class="canvas-held" style="height: {design_px / DESIGN_PX_PER_REM:.4g}rem"></div>')
 
 
 @contextmanager

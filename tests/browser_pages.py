@@ -1,5 +1,5 @@
 """What the browser tests share: helpers that drive and read the page in chromium through Playwright, and the
-stage's measurements (scrolling, the smallest text, overlapping or clipped chart texts). The server, browser and
+canvas's measurements (scrolling, the smallest text, overlapping or clipped chart texts). The server, browser and
 tab fixtures are in conftest.py. Import this module only after `browser_support.require_browser()`.
 """
 import re
@@ -8,7 +8,7 @@ import urllib.parse
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
-from page.script import FIRST_VIEW_COMPLETE_JS, STAGE_BUILT_FOR_JS
+from page.script import FIRST_VIEW_COMPLETE_JS, CANVAS_BUILT_FOR_JS
 from tests.browser_support import ARTIFACTS
 
 PROJECTOR = {"width": 1920, "height": 1080}
@@ -18,11 +18,11 @@ expect.set_options(timeout=STEP_MS)
 # The play controls' readout of the current frame ("step 7"), as opposed to the slider's tick labels.
 PLOTLY_SLIDER_VALUE = ".js-plotly-plot .slider-group > .slider-label"
 
-# -- the stage: every scene at two window sizes ----------------------------------------------------------
+# -- the canvas: every scene at two window sizes ----------------------------------------------------------
 
 SIZES = {"1080p": {"width": 1920, "height": 1080}, "720p": {"width": 1280, "height": 720}}
 TEXT_SHARE = 1 / 45  # the smallest audience text, as a share of the window's height
-STAGE_STEP_MS = 60_000  # a first run imports torch and Triton, or runs the interpreter, on a slow CI core
+CANVAS_STEP_MS = 60_000  # a first run imports torch and Triton, or runs the interpreter, on a slow CI core
 OVERLAP_PX = 2  # boxes that share less than this (in both directions) only touch
 # Everything measured in one pass in the page: scrolling, the smallest audience text, and the text boxes
 # of every chart (in screen px), with what they are for the failure message.
@@ -318,7 +318,7 @@ def show(page, server: str, **params: str) -> None:
     page.locator('[data-testid="stSidebar"]').wait_for(state="attached")
     close_drawer(page)
     size = page.viewport_size
-    page.wait_for_function(STAGE_BUILT_FOR_JS, arg=f"{size['width']}x{size['height']}")
+    page.wait_for_function(CANVAS_BUILT_FOR_JS, arg=f"{size['width']}x{size['height']}")
     first_view_complete(page)
     page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for(state="attached")
     expect(page.locator('[data-testid="stException"]')).to_have_count(0)
@@ -331,8 +331,8 @@ def show(page, server: str, **params: str) -> None:
     page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
 
 
-def check_stage(page, scene: str) -> None:
-    """The stage's promises for what is on screen now: no scrolling, audience text at least 1/45 of the window
+def check_canvas(page, scene: str) -> None:
+    """The canvas's promises for what is on screen now: no scrolling, audience text at least 1/45 of the window
     height, no chart text over another or cut off, no legend over the data, no page error."""
     measured = page.evaluate(MEASURE)
     height = measured["windowHeight"]

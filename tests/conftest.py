@@ -73,12 +73,12 @@ def page(browser):
 
 @pytest.fixture(scope="module")
 def tabs(browser):
-    """One tab per stage size, reused by every scene; each collects its page's errors."""
-    from tests.browser_pages import SIZES, STAGE_STEP_MS
+    """One tab per canvas size, reused by every scene; each collects its page's errors."""
+    from tests.browser_pages import SIZES, CANVAS_STEP_MS
     opened = {}
     for name, viewport in SIZES.items():
         tab = browser.new_context(viewport=viewport).new_page()
-        tab.set_default_timeout(STAGE_STEP_MS)
+        tab.set_default_timeout(CANVAS_STEP_MS)
         tab.errors = []
         tab.on("pageerror", lambda error, tab=tab: tab.errors.append(f"uncaught: {error.message}"))
         tab.on("console", lambda message, tab=tab: message.type == "error"

@@ -19,7 +19,7 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-from app import HEADLINE_CHART_PX, SCENE_KEYS as SCENES
+from app import HEADLINE_SENTENCE, SCENE_KEYS as SCENES
 from page.script import DESIGN_HEIGHT_PX, DESIGN_WIDTH_PX
 from tests.browser_support import ARTIFACTS, require_browser
 
@@ -89,6 +89,16 @@ WATCH_FIRST_PICTURE = """() => {
 }"""
 
 
+def headline_chart_px() -> int:
+    """The headline's chart height in design px, as the page machinery gives it (page/layout.py): the scene body
+    less its sentence and the slider."""
+    from page.layout import ROW_PX, Body, text_rows_px
+    body = Body()
+    body.add_px(text_rows_px(HEADLINE_SENTENCE))
+    body.row("slider")
+    return body.chart_px()
+
+
 @pytest.mark.parametrize("size", ["1080p", "720p"])
 def test_first_view_draws_the_picture_first_and_nothing_moves(browser, server, size):
     """A session's first view (page.script): the picture comes first, built for this window, and the controls
@@ -118,7 +128,7 @@ def test_first_view_draws_the_picture_first_and_nothing_moves(browser, server, s
         assert final["box"] == pytest.approx(first["box"], abs=1.5), "the picture moved when the controls came"
         # built for this window from its first showing: the headline's chart at its design height, scaled
         scale = min(viewport["height"] / DESIGN_HEIGHT_PX, viewport["width"] / DESIGN_WIDTH_PX)
-        assert first["box"][3] == pytest.approx(HEADLINE_CHART_PX * scale, abs=2)
+        assert first["box"][3] == pytest.approx(headline_chart_px() * scale, abs=2)
         # its margins already hold its tick labels and legend (viz.fit): plotly kept them, so it drew the chart
         # once, not twice; and they are no more than a few px wider than plotly needs
         margins = tab.evaluate("""() => { const layout = document.querySelector('.js-plotly-plot')._fullLayout;

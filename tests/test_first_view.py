@@ -5,8 +5,8 @@ import zlib
 import plotly.graph_objects as go
 import pytest
 
-from app import SCENE_KEYS
-from page import VIEWS, script
+from app import HEADLINE_SENTENCE, SCENE_KEYS
+from page import VIEWS, layout, script
 from tests.support_app import APP, SMALL_ANIMATION, assert_no_exception, plotly_specs
 
 from streamlit.testing.v1 import AppTest
@@ -26,6 +26,14 @@ def headline(state: dict | None = None) -> AppTest:
     return app.run()
 
 
+def headline_px() -> int:
+    """The headline's chart height in design px (page/layout.py): the scene body less its sentence and the slider."""
+    body = layout.Body()
+    body.add_px(layout.text_rows_px(HEADLINE_SENTENCE))
+    body.row("slider")
+    return body.chart_px()
+
+
 def styles(app: AppTest) -> str:
     return " ".join(str(element.proto.body) for element in app.get("html"))
 
@@ -33,8 +41,8 @@ def styles(app: AppTest) -> str:
 def held_places(app: AppTest) -> list[str]:
     """The places held for the controls: st.html blocks (markdown with HTML would make the browser load a parser
     before the first chart)."""
-    assert not [m for m in app.markdown if "stage-held" in m.value], "held places are not markdown"
-    return [str(e.proto.body) for e in app.get("html") if 'class="stage-held"' in str(e.proto.body)]
+    assert not [m for m in app.markdown if "canvas-held" in m.value], "held places are not markdown"
+    return [str(e.proto.body) for e in app.get("html") if 'class="canvas-held"' in str(e.proto.body)]
 
 
 SMALL, DESIGN = {"width": 1280, "height": 720}, {"width": 1920, "height": 1080}
@@ -75,8 +83,8 @@ def test_the_page_script_reports_through_the_link_and_the_app_takes_them_out(fro
     assert app.session_state[script.PAGE_SCRIPT_KEY] == {
         script.REPORTS[param]: {"width": width, "height": height} for param, (width, height) in sizes.items()}
     css = styles(app)
-    assert f'--stage-first-view: "{step}"' in css
-    assert f'--stage-window: "{window["width"]}x{window["height"]}"' in css if window else '"design"' in css
+    assert f'--canvas-first-view: "{step}"' in css
+    assert f'--canvas-window: "{window["width"]}x{window["height"]}"' in css if window else '"design"' in css
     assert bool(app.get("select_slider")) == (step == "controls")
     assert not any("unknown parameter" in str(note.value) for note in app.warning)
 
@@ -138,13 +146,15 @@ def test_the_first_run_draws_the_picture_for_the_design_window_and_holds_the_con
     assert_no_exception(app)
     assert not app.get("select_slider") and not app.button, "no control before the picture is drawn"
     (spec,) = plotly_specs(app)
-    assert spec["layout"]["height"] == pytest.approx(720)  # HEADLINE_CHART_PX at the design scale
+    assert spec["layout"]["height"] == pytest.approx(headline_px())  # the design height, at the design scale
+    assert 700 <= headline_px() <= 730  # the picture is most of the canvas's 910 px body
     # as wide as its column (3 of 4 in the 1800 design px body, less half a 24 px gap): the width Streamlit
     # measures for it, so the browser draws it once (page.script.chart)
     assert spec["layout"]["width"] == 1338
     # shown only in a window where the design size is right; elsewhere hidden, clipped to its height in rem
     css = styles(app)
-    assert "visibility: hidden" in css and f"@media {script.DESIGN_WINDOW}" in css and "max-height: 30rem" in css
+    held_rem = f"max-height: {headline_px() / script.DESIGN_PX_PER_REM:.4g}rem"
+    assert "visibility: hidden" in css and f"@media {script.DESIGN_WINDOW}" in css and held_rem in css
     held = held_places(app)
     assert any("height: 4.333rem" in place for place in held), "the slider's place: 104 design px"
     # the numbers come with the controls, into the place of three bordered cards (154 design px each, 0.6rem apart)
@@ -156,7 +166,7 @@ def test_the_picture_run_builds_the_charts_for_the_window(from_a_browser):
     app = headline({"viewport": SMALL, "drawn": None})
     assert_no_exception(app)
     (spec,) = plotly_specs(app)
-    assert spec["layout"]["height"] == pytest.approx(480)  # 720 design px at 2/3
+    assert spec["layout"]["height"] == pytest.approx(headline_px() * 2 / 3)  # its design px at 2/3
     assert spec["layout"]["width"] == 892  # its column at 2/3: 1338 design px
     assert "visibility: hidden" not in styles(app), "built for this window: nothing to hide"
     assert not app.get("select_slider") and not app.metric, "the controls and the numbers still wait for the picture"
@@ -168,7 +178,7 @@ def test_once_drawn_the_controls_come_in_their_places(from_a_browser):
     assert app.get("select_slider") and app.button and len(app.metric) == 3
     assert not held_places(app)
     (spec,) = plotly_specs(app)
-    assert spec["layout"]["height"] == pytest.approx(480)
+    assert spec["layout"]["height"] == pytest.approx(headline_px() * 2 / 3)
 
 
 def _layout(node, path=()) -> list[tuple]:
@@ -285,10 +295,10 @@ def test_a_new_session_draws_the_headline_without_building_its_figure_again(monk
     assert_no_exception(small)
     assert len(calls) == 1, "the second session's headline was built again"
     # the shared figure is scaled into a new one for each window, never changed itself
-    assert plotly_specs(design)[0]["layout"]["height"] == pytest.approx(720)
-    assert plotly_specs(small)[0]["layout"]["height"] == pytest.approx(480)
+    assert plotly_specs(design)[0]["layout"]["height"] == pytest.approx(headline_px())
+    assert plotly_specs(small)[0]["layout"]["height"] == pytest.approx(headline_px() * 2 / 3)
     (kept,) = [fig for fig, _ in script.CHART_FIGURES._entries.values()]
-    assert kept.layout.height == pytest.approx(720)
+    assert kept.layout.height == pytest.approx(headline_px())
 
 
 # -- what the server's settings cost a viewer's first run -------------------------------------------------------

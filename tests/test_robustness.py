@@ -239,13 +239,13 @@ def test_scores_larger_than_the_device_are_refused_before_any_launch():
                                       "1920x1080", {"width": -5, "height": 900}])
 def test_a_viewport_that_is_not_a_window_is_ignored(monkeypatch, viewport):
     monkeypatch.setattr(script.st, "session_state", {script.PAGE_SCRIPT_KEY: {"viewport": viewport}})
-    assert script.window_size() is None and script.stage_scale() == 1.0
+    assert script.window_size() is None and script.canvas_scale() == 1.0
 
 
 def test_a_real_viewport_scales_the_stage(monkeypatch):
     monkeypatch.setattr(script.st, "session_state", {script.PAGE_SCRIPT_KEY: {"viewport": {"width": 1280,
                                                                                           "height": 720}}})
-    assert script.window_size() == {"width": 1280, "height": 720} and script.stage_scale() == pytest.approx(2 / 3)
+    assert script.window_size() == {"width": 1280, "height": 720} and script.canvas_scale() == pytest.approx(2 / 3)
 
 
 def test_a_clear_cache_message_clears_only_its_own_session():

@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 
 from costmodel import Shape, n_blocks
 from kernels import specs
+from viz.plotly_private import share_frames
 from viz.theme import BASE_FONT_PX, SMALLEST_TEXT_PX, order_label  # noqa: F401 (order_label: the views' import)
 
 SPEEDS = (0.5, 1.0, 2.0, 4.0, 8.0)  # play-button speed factors over the base frame duration
@@ -203,9 +204,7 @@ def at_step(fig: go.Figure, step: int) -> go.Figure:
         slider["steps"] = [dict(method="animate", label=str(t + 1), args=[[str(t)], frame_args(0)])
                            for t in positions]
         slider["active"] = positions.index(step)
-    moved = go.Figure(data=data, layout=layout, skip_invalid=False)
-    moved._frame_objs = fig._frame_objs  # the same frames, not a copy
-    return moved
+    return share_frames(fig, go.Figure(data=data, layout=layout, skip_invalid=False))  # the same frames, not a copy
 
 
 def standalone_html(fig: go.Figure) -> str:

@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 from fmt import THEMES  # noqa: F401 (the theme names live in the formatting leaf; viz draws them)
 from kernels import specs
 from viz.fit import FIXED_MARGIN_KEY
+from viz.plotly_private import share_frames
 
 
 # The Okabe–Ito colours this house uses, and two of the same family: a medium purple and an indigo (each
@@ -229,5 +230,5 @@ def scaled_figure(fig: go.Figure, factor: float) -> go.Figure:
     _scale_px(data, factor, "data")
     scaled = go.Figure(data=data, layout=layout, skip_invalid=False)
     if fig.frames:
-        scaled._frame_objs = fig._frame_objs  # the same frames, not a copy: an animation has ~1000
+        share_frames(fig, scaled)  # the same frames, not a copy: an animation has ~1000
     return scaled

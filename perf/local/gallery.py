@@ -20,12 +20,12 @@ from PIL import Image
 from playwright.sync_api import sync_playwright
 
 from app import SCENE_KEYS as SCENES
-from page.script import FIRST_VIEW_COMPLETE_JS, STAGE_BUILT_FOR_JS
+from page.script import FIRST_VIEW_COMPLETE_JS, CANVAS_BUILT_FOR_JS
 from perf.local.tiling_fps import CHROMIUM, CHROMIUM_ARGS, PROJECTOR, ROOT, app_server
 
 OUT = ROOT / "docs" / "gallery"
 COLOURS = 256
-DRAWN = f"""size => ({STAGE_BUILT_FOR_JS})(size) && ({FIRST_VIEW_COMPLETE_JS})()
+DRAWN = f"""size => ({CANVAS_BUILT_FOR_JS})(size) && ({FIRST_VIEW_COMPLETE_JS})()
     && document.querySelector('[data-testid="stApp"]').dataset.testScriptState === 'notRunning'
     && !document.querySelector('[data-testid=stSkeleton]')
     && [...document.querySelectorAll('[data-testid=stPlotlyChart]')].every((c) => c.querySelector('.main-svg'))"""

@@ -41,7 +41,7 @@ import streamlit.logger
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-from page.script import FIRST_VIEW_COMPLETE_JS, STAGE_BUILT_FOR_JS
+from page.script import FIRST_VIEW_COMPLETE_JS, CANVAS_BUILT_FOR_JS
 from perf.local.server_memory import rss_mib
 from perf.local.tiling_fps import PROJECTOR
 from perf.local.viewers_wait import CAPTION, app_and_browser
@@ -54,9 +54,9 @@ DRAW_TIMEOUT_MS = 900_000  # 16 heavy pages on two cores, behind one interpreter
 
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 # the page is ready for keys: the page script listens, the animation's frames are loaded, and the rerun the
-# page script's first viewport report asks for has come and gone (the stage says which window it was built for), and
+# page script's first viewport report asks for has come and gone (the canvas says which window it was built for), and
 # the first view is complete (its controls are drawn: page.script's first-view steps)
-READY = (f"() => !!window.__flashLivePage && ({STAGE_BUILT_FOR_JS})('1920x1080') "
+READY = (f"() => !!window.__flashLivePage && ({CANVAS_BUILT_FOR_JS})('1920x1080') "
          f"&& ({FIRST_VIEW_COMPLETE_JS})()")
 HAS_FRAMES = """() => [...document.querySelectorAll('.js-plotly-plot')].some((plot) =>
     plot._transitionData && plot._transitionData._frames && plot._transitionData._frames.length > 0)"""

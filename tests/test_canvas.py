@@ -1,4 +1,4 @@
-"""The stage in a real browser: every scene at 1920×1080 and at 1280×720 (a small projector, or 1080p at
+"""The canvas in a real browser: every scene at 1920×1080 and at 1280×720 (a small projector, or 1080p at
 150% zoom), as the default link shows it.
 
 For each scene and size: the page does not scroll; no two texts of a chart (titles, ticks, legend
@@ -9,7 +9,7 @@ out of the text rule: the audience does not read them. Then the animation: pause
 8× keep one step in the chart, its caption and the link, and Play goes on from the paused step.
 
 One server and one browser for the module, one tab per size (fixtures: tests/conftest.py; the measurements:
-tests/browser_pages.py); screenshots in artifacts/browser/stage/.
+tests/browser_pages.py); screenshots in artifacts/browser/canvas/.
 """
 from __future__ import annotations
 
@@ -23,15 +23,15 @@ from tests.browser_support import ARTIFACTS, require_browser
 
 pytestmark = pytest.mark.browser
 require_browser()  # skips without chromium or Playwright; fails instead in CI (FLASH_LIVE_REQUIRE_BROWSER=1)
-from tests.browser_pages import SIZES, STAGE_STEP_MS, check_stage, expect, expect_slider_at, open_drawer, \
+from tests.browser_pages import SIZES, CANVAS_STEP_MS, check_canvas, expect, expect_slider_at, open_drawer, \
     play_then_pause, show, shown_step  # noqa: E402
 
-SHOTS = ARTIFACTS / "stage"
+SHOTS = ARTIFACTS / "canvas"
 LONG_ANIMATION = {"scene": "tiling", "trace_len": "256", "block_m": "32", "block_n": "32"}  # 64 steps
-expect.set_options(timeout=STAGE_STEP_MS)
+expect.set_options(timeout=CANVAS_STEP_MS)
 
 
-# Scenes whose figures' own texts still collide at the stage's 24 px minimum, each its owner's to fix
+# Scenes whose figures' own texts still collide at the canvas's 24 px minimum, each its owner's to fix
 # (strict: the test fails as soon as they no longer collide, so the mark goes with the fix).
 TEXTS_COLLIDE: dict[str, str] = {}
 
@@ -53,7 +53,7 @@ def test_every_scene_fits_the_screen_and_reads_from_the_back(tabs, server, scene
         open_drawer(page)
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{SCENES.index(scene) + 1:02d}-{scene}-{size}-sidebar-{sidebar}.png"))
-    check_stage(page, f"{scene}, sidebar {sidebar}")
+    check_canvas(page, f"{scene}, sidebar {sidebar}")
 
 
 SLIDER_SCENES = ("headline", "problem", "compare", "roofline", "seqlen", "evolution", "takeaways")
@@ -71,7 +71,7 @@ def test_slider_scenes_fit_at_every_stop(tabs, server, scene, seq_len, size):
     page = tabs[size]
     page.errors.clear()
     show(page, server, scene=scene, seq_len=str(seq_len))
-    check_stage(page, f"{scene} at N = {seq_len}")
+    check_canvas(page, f"{scene} at N = {seq_len}")
 
 
 @pytest.mark.parametrize("model", ["gpt2-small", "llama3-8b", "llama3-70b"])
@@ -81,7 +81,7 @@ def test_every_model_preset_fits(tabs, server, scene, model):
     page = tabs["1080p"]
     page.errors.clear()
     show(page, server, scene=scene, model=model)
-    check_stage(page, f"{scene}, model {model}")
+    check_canvas(page, f"{scene}, model {model}")
 
 
 # Presses Play the moment the chart's buttons exist (a MutationObserver's callback runs before any timer of the

@@ -1,5 +1,5 @@
 """Every view of the tiling scene, in either loop order, fits the screen and reads from the back of the room:
-the stage's checks (tests/browser_pages.py) on the views behind the scene's view and order controls."""
+the canvas's checks (tests/browser_pages.py) on the views behind the scene's view and order controls."""
 import pytest
 
 from tests.browser_support import require_browser
@@ -8,7 +8,7 @@ require_browser()  # skips without chromium or Playwright; fails instead in CI (
 from tests.browser_pages import MEASURE, SIZES, TEXT_SHARE, choose, outside, overlaps, show  # noqa: E402
 
 pytestmark = pytest.mark.browser
-VIEWS = ("HBM ↔ SRAM", "Source", "Re-reads")  # "Tiles": tests/test_stage.py measures the default view
+VIEWS = ("HBM ↔ SRAM", "Source", "Re-reads")  # "Tiles": tests/test_canvas.py measures the default view
 PICTURE = {"scene": "tiling", "trace_len": "256", "block_m": "64", "block_n": "32", "causal": "true", "step": "5"}
 
 
