@@ -3,7 +3,8 @@ tools that check the kernels without one.
 
 - `bench.measure`: one setting (an algorithm's spec key and a costmodel.Shape) → one record (time, TFLOPS, peak
   memory, out-of-memory as a result); what it times, with which tiles and why it cannot run, its spec says.
-- `bench.record`, `bench.results`: the record and the versioned results file, checked once where it is read.
+- `bench.record`, `bench.results`, `bench.schema`: the record, the versioned results file (checked once where it is
+  read) and its schema, one line per field.
 - `bench.device`: the GPU's facts and measured roofs (copy and L2 bandwidth through `bench.l2_read`, bf16 matmul).
 - `bench.counters`: HBM bytes from the GPU's hardware counters (Nsight Compute).
 - `bench.phases`: what each warpgroup of one launch does over time, with Proton.
