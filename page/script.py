@@ -287,8 +287,13 @@ def metric_cards_px(cards: int) -> float:
 
 
 def _browser_connected() -> bool:
-    """Whether a browser opened this session (its websocket's request has a Host): its page script will report."""
-    return bool(st.context.headers.get("Host"))
+    """Whether a browser opened this session (its websocket's request has a Host): its page script will report. A
+    session run outside the server (AppTest in a thread of its own, where Streamlit has no runtime and reading the
+    headers raises) has no browser."""
+    try:
+        return bool(st.context.headers.get("Host"))
+    except RuntimeError:  # "Runtime hasn't been created!"
+        return False
 
 
 def first_view_step() -> str:

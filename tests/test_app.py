@@ -157,3 +157,22 @@ def test_without_the_flag_nothing_runs_ahead():
     page_stage.WARMED.clear()
     app = open_app(scene="headline")
     assert "READY:" not in badges(app) and not page_stage.WARMED
+
+
+def test_two_sessions_at_once_outside_a_server():
+    """Two sessions run at once in threads of their own, with no Streamlit server (as the live test runs them): the
+    page machinery must not need a runtime to tell whether a browser is there (it raised "Runtime hasn't been
+    created" in the second session, which then showed an error)."""
+    import threading
+    apps = {}
+
+    def session(heads: str) -> None:
+        apps[heads] = open_app(scene="headline", heads=heads)
+    threads = [threading.Thread(target=session, args=(heads,)) for heads in ("8", "16")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for app in apps.values():
+        assert_no_exception(app)
+    assert metric_values(apps["8"]) != metric_values(apps["16"])

@@ -81,3 +81,15 @@ def test_a_machine_that_never_goes_quiet_is_waited_for_at_most_the_limit(monkeyp
 def test_the_cpu_times_are_this_machines():
     busy, total = first_view._cpu_times()
     assert 0 <= busy <= total and total > 0
+
+
+def test_the_perf_modules_import_without_playwright():
+    """The GPU machine has no Playwright: the pure parts of perf.local (what these tests call) must still import
+    there, a browser being needed only to drive one."""
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['playwright'] = None; sys.modules['playwright.sync_api'] = None\n"
+            "import perf.local.first_view, perf.local.tiling_fps, perf.local.viewers_wait, perf.local.server_load\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+    assert run.returncode == 0, run.stderr[-2000:]

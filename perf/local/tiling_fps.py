@@ -24,10 +24,12 @@ import tempfile
 import time
 import urllib.parse
 from pathlib import Path
-
-from playwright.sync_api import Page, sync_playwright
+from typing import TYPE_CHECKING
 
 from viz.animation import loop_orders
+
+if TYPE_CHECKING:  # Playwright is imported where a browser is driven: the module imports without it
+    from playwright.sync_api import Page
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 
@@ -159,6 +161,7 @@ def main() -> None:
     args = parser.parse_args()
     server, address = app_server() if args.app else (None, "")
     try:
+        from playwright.sync_api import sync_playwright
         with tempfile.TemporaryDirectory() as folder, sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport=PROJECTOR)

@@ -19,8 +19,6 @@ import time
 import urllib.parse
 from contextlib import contextmanager
 
-from playwright.sync_api import sync_playwright
-
 from perf.local.tiling_fps import CHROMIUM, CHROMIUM_ARGS, PROJECTOR, app_server
 
 WATCH_QUEUE_NOTE = """() => {
@@ -35,6 +33,7 @@ CAPTION = "text=/^\\d+ steps of \\d+×\\d+ tiles/"
 @contextmanager
 def app_and_browser():
     """`streamlit run app.py` on the CPU path and a headless chromium: (server process, its URL, browser)."""
+    from playwright.sync_api import sync_playwright  # here: the module imports without Playwright
     os.environ["FLASH_LIVE_BACKEND"] = "interpreter"
     process, server = app_server()
     try:
