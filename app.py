@@ -91,12 +91,13 @@ def scene_problem(stage: Stage) -> None:
     seq_len_slider(s, body)
     scores = story.scores_memory(s.shape)
     body.say(
-        f"One head's scores at N = {fmt_tokens(s.seq_len)} in {s.dtype}: **{fmt_bytes(scores.per_head)}**; all "
-        f"{s.heads} heads: **{fmt_bytes(scores.all_heads)}**. The often-quoted \"8K = 256 MB per head\" holds for "
-        f"fp32 scores ({fmt_bytes(scores.eight_k_fp32)}); in bf16 it is {fmt_bytes(scores.eight_k_bf16)}. Flash's "
-        f"extra memory is not constant either: it grows as O(N), {fmt_bytes(scores.flash_per_head)} per head here.")
+        f"At N = {fmt_tokens(s.seq_len)}, batch {s.batch} × {s.heads} heads, the standard kernels hold "
+        f"**{fmt_bytes(scores.standard)}** (Q, K, V, S in fp32, P and O); one head's scores alone, in {s.dtype}, are "
+        f"**{fmt_bytes(scores.per_head)}**. The often-quoted \"8K = 256 MB per head\" holds for fp32 scores "
+        f"({fmt_bytes(scores.eight_k_fp32)}); in bf16 it is {fmt_bytes(scores.eight_k_bf16)}. Flash's extra memory is "
+        f"not constant either: it grows as O(N), {fmt_bytes(scores.flash_per_head)} per head here.")
     hbm_bytes = stage.facts.get("hbm_bytes") if stage.facts else None
-    chart(viz.scores_memory_figure(s.seq_len, s.heads, s.dtype_bytes, hbm_bytes=hbm_bytes, theme=s.theme,
+    chart(viz.scores_memory_figure(s.shape, hbm_bytes=hbm_bytes, theme=s.theme,
                                    wall=story.standard_wall(stage.facts, s.shape), height=body.chart_px()))
 
 
@@ -239,7 +240,8 @@ def scene_seqlen(stage: Stage) -> None:
     bound(st.segmented_control, "Show", "tab", s, options=tuple(SEQLEN_TABS), required=True,
           format_func=SEQLEN_TABS.get, label_visibility="collapsed")
     body.row("tabs")
-    height = body.chart_px()
+    caption = story.at_length_sentence(records, s.shape)
+    height = body.chart_px(below=(page.text_rows_px(caption),))
     if s.tab == "memory":
         memory_chart(stage, records, height=height, width=page.BODY_WIDTH_PX)
     elif s.tab == "time":
@@ -250,6 +252,7 @@ def scene_seqlen(stage: Stage) -> None:
         st.table([{"N": row["tokens"], "flash": fmt_ms(row["flash_ms"]), "standard": fmt_ms(row["naive_ms"]),
                    "speedup": f"{row['speedup']:.2f}×" if row["speedup"] else "—", "note": row["note"]}
                   for row in story.speedup_table(records)])
+    st.caption(caption)
 
 
 def scene_evolution(stage: Stage) -> None:

@@ -8,7 +8,8 @@ the talk's shape as one value (costmodel.Shape).
 from story.compare import (HbmBytes, TrafficPanels, compare_caption, compare_titles, flash_tiles, hbm_bytes,
                            model_vs_counted, tiles_text, traffic_panels)
 from story.evolution import Fa1Gap, evolution_points, fa1_gap, prefill_algorithms
-from story.headline import SPEEDUP_NAMES, Headline, headline, speedup_table
+from story.headline import (LAUNCH_BOUND_MS, SPEEDUP_NAMES, Headline, at_length_sentence, headline, launch_bound,
+                            speedup_table, speedup_words)
 from story.hierarchy import hierarchy_sentence
 from story.inside import (BUSY_AGREES, GEMM_PHASES, LANE_NAMES, PhaseKernel, busy_sentence, gemm_busy, phase_fractions,
                           phase_kernels, phases_sentence, softmax_overlap)

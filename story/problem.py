@@ -13,21 +13,22 @@ from story.records import OUT_OF_MEMORY
 
 @dataclass(frozen=True)
 class ScoresMemory:
-    """The problem scene's numbers: the scores of one head and of all heads at N, the often-quoted 8K figure in
+    """The problem scene's numbers: what the standard kernels hold at the talk's shape (Q, K, V, S in fp32, P, O: the
+    quantity that meets the device's memory), one head's scores in the input dtype, the often-quoted 8K figure in
     fp32 and bf16, and flash's extra memory per head (it grows as O(N))."""
     per_head: int
-    all_heads: int
+    standard: int
     eight_k_fp32: int
     eight_k_bf16: int
     flash_per_head: int
 
 
 def scores_memory(shape: Shape) -> ScoresMemory:
-    """The scores of one sequence's one head and of all its heads at the shape's N, the 8K figure in fp32 and bf16, and
-    flash's extra memory for one head."""
+    """One head's scores at the shape's N, what the standard kernels hold at the whole shape, the 8K figure in fp32
+    and bf16, and flash's extra memory for one head."""
     one = shape.at(batch=1)
     eight_k = one.one_head().at(seq_len=8192, kv_len=8192)
-    return ScoresMemory(costmodel.scores_bytes(one.one_head()), costmodel.scores_bytes(one),
+    return ScoresMemory(costmodel.scores_bytes(one.one_head()), costmodel.standard_device_bytes(shape),
                         costmodel.scores_bytes(eight_k, 4), costmodel.scores_bytes(eight_k, 2),
                         costmodel.flash_extra_bytes(one.one_head()))
 

@@ -47,15 +47,17 @@ REFUSED_BEFORE_LAUNCH = "refused before any launch"  # kernels/inputs.py: S and 
 
 
 def oom_text(record: dict) -> str:
-    """"needs 192.0 GiB; a 64.0 GiB allocation failed": the model's total and what was measured. The one
-    wording of the wall: the chart, the speedup table, the headline and the takeaways all use it."""
+    """"needs 192.2 GiB beyond Q, K, V; a 64.0 GiB allocation failed": the model's need beyond the inputs (the
+    memory chart's quantity) and what was measured, each saying what it is. The one wording of the wall: the chart,
+    the speedup table, the headline and the takeaways all use it (the problem scene's wall counts Q, K, V too and
+    says so: story.standard_wall)."""
     parts = []
     need = oom_need(record)
     if need:
-        parts.append(f"needs {fmt_bytes(need)}")
+        parts.append(f"needs {fmt_bytes(need)} beyond Q, K, V")
     if record.get("needed_bytes"):
         if REFUSED_BEFORE_LAUNCH in str(record.get("message") or ""):  # our library's own check, not the allocator
-            parts.append(f"{fmt_bytes(record['needed_bytes'])} refused before any launch")
+            parts.append(f"{fmt_bytes(record['needed_bytes'])} for S and P refused before any launch")
         else:
             parts.append(f"a {fmt_bytes(record['needed_bytes'])} allocation failed")
     return "; ".join(parts)

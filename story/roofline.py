@@ -162,10 +162,15 @@ def roofline_text(points: list[RoofPoint], records: list[dict], facts: dict | No
     flash = next((p for p in points if p.algorithm == "fa2"), None)
     if flash is not None:
         side = "right of the ridge" if flash.intensity >= at_ridge else "left of the ridge"
+        share = flash.tflops / peak
+        # its speedup comes from running on arithmetic only where it does: half the roof or more
+        why = (": that is where its speedup comes from" if naive and share >= 0.5 else
+               ": well below the roof, at this size the launch and the tail, not the arithmetic, set its time"
+               if share < 0.5 else "")
         sentences.append(f"Flash keeps the scores on chip, does {flash.intensity:,.0f} FLOPs per byte, {side}, and "
-                         f"runs at {flash.tflops:,.0f} TFLOPS, {min(flash.tflops / peak, 1):.0%} of the "
+                         f"runs at {flash.tflops:,.0f} TFLOPS, {min(share, 1):.0%} of the "
                          f"compute roof{'' if flash.tflops <= peak else ' (above it: the roof is a lower bound)'}"
-                         f"{': that is where its speedup comes from' if naive else ''}.")
+                         f"{why}.")
     v3 = next((p for p in points if p.algorithm == "fa3"), None)
     if v3 is not None:
         sentences.append(f"Our FA-3 style kernel (Gluon, Hopper) does {v3.intensity:,.0f} FLOPs per byte at "

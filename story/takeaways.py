@@ -7,7 +7,7 @@ import costmodel
 from costmodel import Shape
 from fmt import fmt_bytes, fmt_ratio, fmt_tokens
 from story.compare import TrafficPanels, hbm_bytes
-from story.headline import headline
+from story.headline import compute_bound, headline, launch_bound, speedup_words
 from story.records import OUT_OF_MEMORY, first_out_of_memory, oom_text, record_at
 from story.roofline import roofline_points
 
@@ -61,13 +61,21 @@ def takeaways(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> list[s
             f"({copy / 1000:,.2f} TB/s) caps them. Flash does {flash_point.intensity:,.0f} FLOPs per byte, right of "
             f"the ridge, and runs at {flash_point.tflops:,.0f} TFLOPS, {flash_point.tflops / peak:.0%} of the "
             f"measured {peak:,.0f} TFLOPS matmul roof (scene {scene['roofline']}).")
+    flash_here = record_at(records, "fa2", seq_len)
     if numbers.speedup.endswith("×"):
         moved = hbm_bytes(panels, records, seq_len)
+        speed = float(numbers.speedup.rstrip("×"))
+        if launch_bound(flash_here):
+            why = (f"At this size both calls are short enough that launching them takes much of their time: this "
+                   f"compares launches more than algorithms")
+        elif compute_bound(flash_here, facts) and speed > 1:
+            why = ("Once the bytes are gone, arithmetic sets flash's time, so the speedup is the standard kernels' "
+                   "bandwidth-bound time over flash's compute-bound time")
+        else:
+            why = "Flash runs here well below the matmul roof: neither bytes nor arithmetic alone sets its time"
         points.append(
-            f"**Speed: {numbers.speedup}, less than the {fmt_ratio(moved.ratio)} in bytes.** Measured on {gpu}: "
-            f"{numbers.speedup_why}. Once the bytes are gone, arithmetic sets flash's time, so the speedup is the "
-            f"standard kernels' bandwidth-bound time over flash's compute-bound time (scenes {scene['headline']}, "
-            f"{scene['seqlen']}).")
+            f"**Speed: {speedup_words(speed)}, against {fmt_ratio(moved.ratio)} fewer bytes.** Measured on {gpu}: "
+            f"{numbers.speedup_why}. {why} (scenes {scene['headline']}, {scene['seqlen']}).")
     wall = first_out_of_memory(records)
     if wall:
         points.append(f"**The wall.** On {gpu} the standard kernels ran {OUT_OF_MEMORY} at "
@@ -109,12 +117,20 @@ def takeaway_slides(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> 
     peak, copy = (facts or {}).get("matmul_tflops"), (facts or {}).get("copy_gbps")
     flash_point = next((p for p in roofline_points([r for r in at_length if r["seq_len"] == seq_len])
                         if p.algorithm == "fa2"), None)
+    flash_here = record_at(records, "fa2", seq_len)
     if peak and copy and flash_point:
-        slides.append(Slide("Compute-bound", f"{flash_point.intensity:,.0f} FLOPs/byte",
-                            f"flash is right of the ridge ({costmodel.ridge_point(peak, copy):,.0f}), at "
-                            f"{min(flash_point.tflops / peak, 1.0):.0%} of the matmul roof", scene["roofline"]))
+        ridge = costmodel.ridge_point(peak, copy)
+        side = "right" if flash_point.intensity >= ridge else "left"
+        title = "Compute-bound" if compute_bound(flash_here, facts) else f"{side.capitalize()} of the ridge"
+        slides.append(Slide(title, f"{flash_point.intensity:,.0f} FLOPs/byte",
+                            f"flash is {side} of the ridge ({ridge:,.0f}), at {min(flash_point.tflops / peak, 1.0):.0%} "
+                            f"of the matmul roof", scene["roofline"]))
     if numbers.speedup.endswith("×"):
-        slides.append(Slide("Speed", numbers.speedup, f"faster at {n}: arithmetic, not bytes, now sets the time",
+        speed = float(numbers.speedup.rstrip("×"))
+        line = (f"at {n}: both calls are mostly their launch here" if launch_bound(flash_here) else
+                f"at {n}: arithmetic, not bytes, now sets the time" if compute_bound(flash_here, facts) and speed > 1
+                else f"at {n}")
+        slides.append(Slide("Speed", numbers.speedup, f"{speedup_words(speed).split(' ', 1)[1]} {line}",
                             scene["seqlen"]))
     wall = first_out_of_memory(records)
     if wall:

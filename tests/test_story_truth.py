@@ -112,13 +112,21 @@ def test_one_wall_for_the_problem_scene_and_the_recorded_out_of_memory():
 
 def test_the_problem_figure_draws_the_wall_it_is_given():
     wall = story.standard_wall(FACTS, S(1, 2, 16, 128, 2, False))
-    fig = viz.scores_memory_figure(8192, 16, 2, hbm_bytes=FACTS["hbm_bytes"], wall=wall)
+    talk = S(8192, 2, 16, 128, 2, False)
+    fig = viz.scores_memory_figure(talk, hbm_bytes=FACTS["hbm_bytes"], wall=wall)
     lines = [s for s in fig.layout.shapes if s.x0 == s.x1 == wall["seq_len"]]
     assert len(lines) == 1 and lines[0].label.text == wall["label"]
     assert wall["text"] in fig.layout.title.text
     everything = fig.to_json()
-    assert "66.9K" not in everything and "full at" not in everything  # batch 1, S only: no wall of its own
-    bare = viz.scores_memory_figure(8192, 16, 2, hbm_bytes=FACTS["hbm_bytes"])
+    assert "66.9K" not in everything and "full at" not in everything  # no wall of its own
+    # one framing: the curve the wall is on is the wall's quantity at the talk's setting, and it crosses the device's
+    # memory between the last length that fits and the wall
+    (whole,) = [t for t in fig.data if t.name == viz.problem.WHOLE]
+    crossing = [int(n) for n, y in zip(whole.x, whole.y) if y > FACTS["hbm_bytes"]][0]
+    assert crossing == wall["seq_len"] and "batch 2 × 16 heads" in fig.layout.title.text
+    point = fig.data[-1]
+    assert point.y[0] == costmodel.standard_device_bytes(talk)
+    bare = viz.scores_memory_figure(talk, hbm_bytes=FACTS["hbm_bytes"])
     assert not [s for s in bare.layout.shapes if s.x0 == s.x1]
 
 

@@ -613,15 +613,17 @@ def test_hierarchy_figure_with_missing_values() -> None:
 
 
 def test_scores_memory_figure() -> None:
-    fig = viz.scores_memory_figure(131072, 1, 2, hbm_bytes=141 * GiB)
+    shape = Shape(131072, 1, 1, 64, "bfloat16")
+    fig = viz.scores_memory_figure(shape, hbm_bytes=141 * GiB)
     point = fig.data[-1]
-    assert list(point.x) == [131072] and list(point.y) == [32 * GiB]
+    whole = 131072 * 131072 * (4 + 2) + 4 * 131072 * 64 * 2  # S (fp32), P, and Q, K, V, O
+    assert list(point.x) == [131072] and list(point.y) == [whole]
     labels = [a.text for a in fig.layout.annotations if a.text and a.text.startswith("this setting")]
-    assert len(labels) == 1 and "32.0 GiB" in labels[0]  # the setting in words, in the plot's empty corner
+    assert len(labels) == 1 and fmt_bytes(whole) in labels[0]  # the setting in words, in the plot's empty corner
     curves = {t.name: t for t in fig.data[:-1]}
-    assert set(curves) == {"fp32 (4 bytes)", "bf16 / fp16 (2 bytes)"}
-    fp32 = curves["fp32 (4 bytes)"]
-    assert fp32.x[0] == 1024 and fp32.x[-1] == 262144 and fp32.y[-1] == 262144**2 * 4
+    assert set(curves) == {viz.problem.WHOLE, viz.problem.MATRICES}
+    matrices = curves[viz.problem.MATRICES]
+    assert matrices.x[0] == 1024 and matrices.x[-1] == 262144 and matrices.y[-1] == 262144**2 * 6
     assert any(label.startswith("device memory 141.0 GiB") for label in shape_labels(fig))
 
 
@@ -728,7 +730,7 @@ def all_figures(theme: str, records: list[dict]) -> dict[str, go.Figure]:
         "timing": viz.timing_figure(records, theme=theme),
         "tflops": viz.tflops_figure(records, theme=theme),
         "hierarchy": viz.hierarchy_figure(FACTS, theme=theme),
-        "problem": viz.scores_memory_figure(4096, 8, 2, theme=theme),
+        "problem": viz.scores_memory_figure(Shape(4096, 1, 8), theme=theme),
         "compare": viz.compare_figure(compare_panels(1024, True), theme=theme),
         "evolution": viz.evolution_figure([], theme=theme),
         "sm_timeline": viz.sm_timeline_figure(timeline, TIMELINE_STATS, theme=theme),
