@@ -22,14 +22,14 @@ from costmodel.memory import (FA1_STATE_BYTES, MAX_WALL_SEQ_LEN, REGISTERS, SHAR
                               fa1_extra_bytes, fa1_state_bytes_per_row, flash_extra_bytes, fused_extra_bytes,
                               inputs_bytes, kv_bytes, naive_extra_bytes, on_chip_buffers, output_bytes, scores_bytes,
                               smem_bytes, sram_buffers, standard_device_bytes, standard_memory_wall)
-from costmodel.schedule import (Step, check_model_tiling, check_tiles, check_tiling, fa1_schedule,
+from costmodel.schedule import (Step, check_model_tiling, check_tiles, check_tiling, fa1_schedule, fa1_split_ranges, fa1_splits, FA1_MAX_SPLITS, FA1_PROGRAMS_PER_SM,
                                 k_tiles_per_q_block, keys_per_q_block, n_blocks, schedule_arrays, tile_schedule,
                                 visible_scores)
 from costmodel.shape import (DTYPE_BYTES, HEAD_DIMS, LN2, LOG2_E, LSE_BYTES, MIN_TILE, PASSES, SCORE_BYTES, SEQ_LENS,
                              TILE_SIZES, TRACE_SEQ_LENS, Shape, attention_flops, dtype_bytes, visible_pairs)
 from costmodel.traffic import (ASSUMED_FLASH_TILES, IO_TENSORS, SOFTMAX_FLOPS_PER_SCORE, SOFTMAX_SINGLE_PASS_MAX,
                                SOFTMAX_SINGLE_PASS_MAX_INTERPRETER, USABLE_L2_SHARE, Traffic, fa1_step_traffic,
-                               fa1_traffic, flash_kv_reads_l2, flash_traffic_l2, flash_traffic_no_cache,
+                               fa1_traffic, fa1_kv_keys, flash_kv_reads_l2, flash_traffic_l2, flash_traffic_no_cache,
                                fused_traffic, naive_traffic, softmax_passes, step_traffic, torch_naive_traffic,
                                total_bytes)
 

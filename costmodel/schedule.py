@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 import numpy as np
 
 from costmodel.shape import MIN_TILE, TILE_SIZES
@@ -102,6 +104,33 @@ def schedule_arrays(schedule: list[Step]) -> tuple[np.ndarray, np.ndarray, np.nd
     return (np.array([s.q_block for s in schedule], dtype=np.int64),
             np.array([s.k_block for s in schedule], dtype=np.int64),
             np.array([s.first for s in schedule], dtype=bool), np.array([s.last for s in schedule], dtype=bool))
+
+
+FA1_MAX_SPLITS = 30  # FlashAttention-1's own cap on the programs one (batch, head) is split into
+FA1_PROGRAMS_PER_SM = 2  # programs of kernels/fa1.py one SM holds at once at its shipped configs: the split's slots
+
+
+def fa1_splits(batch_heads: int, n_q_blocks: int, slots: int | None) -> int:
+    """How many programs the FA1-order kernel gives one (batch, head): FlashAttention-1's heuristic (its forward
+    launch, late 2022), which splits a head's Q blocks among programs when batch·heads leaves the GPU's
+    program slots idle. For each split count up to min(30, Q blocks) the share of the last wave's slots in use,
+    waves / ceil(waves) with waves = batch·heads·splits ÷ slots; the fewest splits within 95 % of the best.
+    slots: the programs the GPU runs at once (SMs × programs per SM); None (the interpreter, no GPU) gives 1."""
+    if not slots or slots < 1 or batch_heads < 1:
+        return 1
+    most = max(1, min(FA1_MAX_SPLITS, n_q_blocks))
+    use = []
+    for splits in range(1, most + 1):
+        waves = batch_heads * splits / slots
+        use.append(waves / math.ceil(waves))
+    best = max(use)
+    return next(splits for splits, u in enumerate(use, start=1) if u > 0.95 * best)
+
+
+def fa1_split_ranges(n_q_blocks: int, splits: int) -> list[tuple[int, int]]:
+    """The Q blocks [first, end) each of a head's `splits` programs walks, contiguous, as the kernel divides them."""
+    per = -(-n_q_blocks // splits)
+    return [(s * per, min(n_q_blocks, (s + 1) * per)) for s in range(splits) if s * per < n_q_blocks]
 
 
 def fa1_schedule(seq_len: int, block_m: int, block_n: int, causal: bool) -> list[Step]:

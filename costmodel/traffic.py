@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from costmodel.memory import fa1_state_bytes_per_row, kv_bytes, output_bytes
-from costmodel.schedule import (fa1_schedule, k_tiles_per_q_block, keys_per_q_block, n_blocks, schedule_arrays,
+from costmodel.schedule import (fa1_schedule, fa1_split_ranges, k_tiles_per_q_block, keys_per_q_block, n_blocks, schedule_arrays,
                                 tile_schedule, visible_scores)
 from costmodel.shape import LSE_BYTES, SCORE_BYTES, Shape, attention_flops
 
@@ -138,20 +138,34 @@ def torch_naive_traffic(shape: Shape) -> list[Traffic]:
 
 
 # -- FlashAttention-1 order ----------------------------------------------------------------------------------------
-# kernels/fa1.py: one program per (batch, head); the outer loop walks the K/V tiles (each loaded once), the inner
-# loop the Q blocks that tile touches. Between steps a Q block's O, m and l live in HBM in fp32: read back at every
-# tile but its first, written back at every tile but its last, where O (in the input dtype) and the fp32 LSE are
-# written instead.
+# kernels/fa1.py: one program per (batch, head), or per part of one when FlashAttention-1's split heuristic divides a
+# head's Q blocks among programs (costmodel.fa1_splits); each program's outer loop walks the K/V tiles its Q blocks
+# see (each loaded once per program), the inner loop its Q blocks that tile touches. Between steps a Q block's O, m
+# and l live in HBM in fp32: read back at every tile but its first, written back at every tile but its last, where
+# O (in the input dtype) and the fp32 LSE are written instead.
 
-def fa1_traffic(shape: Shape, block_m: int, block_n: int) -> list[Traffic]:
-    """The FA1-order kernel's HBM loads and stores by phase (no cache): every K/V tile once, the Q block
-    at every step, O, m and l read back and written back at every step but a Q block's first / last."""
+def fa1_kv_keys(shape: Shape, block_m: int, block_n: int, splits: int = 1) -> int:
+    """Keys of one (batch, head) whose K and V rows the FA1-order kernel's programs load, all splits together:
+    each program loads the K/V tiles up to the last key its Q blocks see."""
+    n = shape.seq_len
+    total = 0
+    for _, end in fa1_split_ranges(n_blocks(n, block_m), splits):
+        keys = min(n, end * block_m) if shape.causal else n
+        total += min(n, -(-keys // block_n) * block_n)
+    return total
+
+
+def fa1_traffic(shape: Shape, block_m: int, block_n: int, splits: int = 1) -> list[Traffic]:
+    """The FA1-order kernel's HBM loads and stores by phase (no cache): every K/V tile once per program, the Q
+    block at every step, O, m and l read back and written back at every step but a Q block's first / last.
+    splits: the programs one (batch, head) is divided into (costmodel.fa1_splits; 1 in the interpreter)."""
     bh, n, d, e = shape.batch * shape.heads, shape.seq_len, shape.head_dim, shape.dtype_bytes
     tiles = k_tiles_per_q_block(n, block_m, block_n, shape.causal)
     rows = np.minimum(block_m, n - np.arange(len(tiles)) * block_m)
     round_trips = int((rows * (tiles - 1)).sum())  # rows × the steps after a block's first (before its last)
+    kv_label = "load K, V tiles (once each)" if splits == 1 else f"load K, V tiles (once per program, {splits} a head)"
     return [
-        Traffic("load K, V tiles (once each)", bh * 2 * n * d * e, 0),
+        Traffic(kv_label, bh * 2 * fa1_kv_keys(shape, block_m, block_n, splits) * d * e, 0),
         Traffic("load Q blocks (every step)", bh * int((rows * tiles).sum()) * d * e, 0),
         Traffic("read back O, m, l", bh * round_trips * fa1_state_bytes_per_row(d), 0),
         Traffic("online softmax (in SRAM)", 0, 0, attention_flops(shape)),

@@ -1,6 +1,8 @@
 """FlashAttention forward in FlashAttention-1's loop order (Dao et al. 2022, Algorithm 1), in Triton.
 
-One program per (batch·head), as FlashAttention-1 launched one thread block per (batch, head). The outer
+One program per (batch·head), as FlashAttention-1 launched one thread block per (batch, head), or, where
+batch·heads would leave SMs idle, per part of one: FlashAttention-1's own split heuristic (its forward launch
+from late 2022, costmodel.fa1_splits) divides a head's Q blocks among up to 30 programs. The outer
 loop walks the K/V tiles: each K and V tile is loaded into SRAM once. The inner loop walks the Q blocks
 that tile touches: it loads the Q block and the block's O, row max m and row sum l so far from HBM,
 folds the tile in (online softmax), and writes O, m and l back to HBM, for every K/V tile. That round
@@ -26,9 +28,9 @@ import costmodel
 from kernels.fa2 import LN2, LN2_KERNEL, FlashConfig
 from kernels.inputs import check_attention_inputs, dot_modes
 
-@triton.jit(do_not_specialize=["seq_len", "heads", "n_q_blocks", "n_k_blocks"])
+@triton.jit(do_not_specialize=["seq_len", "heads", "n_q_blocks", "n_k_blocks", "q_per_split"])
 def _attn_fwd_fa1(Q, K, V, O, LSE, O_ACC, M, L, TRACE_STATS, TRACE_OUT, TRACE_ORDER,
-                  sm_scale, seq_len, heads, n_q_blocks, n_k_blocks,
+                  sm_scale, seq_len, heads, n_q_blocks, n_k_blocks, q_per_split,
                   stride_qb, stride_qh, stride_qn, stride_qd,
                   stride_kb, stride_kh, stride_kn, stride_kd,
                   stride_vb, stride_vh, stride_vn, stride_vd,
@@ -37,7 +39,10 @@ def _attn_fwd_fa1(Q, K, V, O, LSE, O_ACC, M, L, TRACE_STATS, TRACE_OUT, TRACE_OR
                   CAUSAL: tl.constexpr, DOT_FP32: tl.constexpr, PRECISION: tl.constexpr,
                   TRACE: tl.constexpr):
     # O_ACC (B·H, N, HEAD_DIM) fp32, M and L (B·H, N) fp32: the running O, m (log2 units) and l in HBM.
+    # Program (batch·head, split): the split's Q blocks [q_first, q_end), all of them when the head is not split.
     off_bh = tl.program_id(0)
+    q_first = tl.program_id(1) * q_per_split
+    q_end = tl.minimum(n_q_blocks, q_first + q_per_split)
     off_b = off_bh // heads
     off_h = off_bh % heads
     offs_m = tl.arange(0, BLOCK_M)
@@ -50,8 +55,12 @@ def _attn_fwd_fa1(Q, K, V, O, LSE, O_ACC, M, L, TRACE_STATS, TRACE_OUT, TRACE_OR
     acc_head = O_ACC + off_bh.to(tl.int64) * seq_len * HEAD_DIM
     row_head = off_bh.to(tl.int64) * seq_len  # M, L and LSE rows of this head
     qk_scale = sm_scale * 1.4426950408889634  # log2(e): exp(x) == exp2(x·log2 e)
+    if CAUSAL:  # the K/V tiles up to the last key the split's last query sees
+        k_end = tl.minimum(n_k_blocks, (tl.minimum(seq_len, q_end * BLOCK_M) + BLOCK_N - 1) // BLOCK_N)
+    else:
+        k_end = n_k_blocks
     step = 0
-    for k_block in range(0, n_k_blocks):
+    for k_block in range(0, k_end):
         keys = k_block * BLOCK_N + offs_n
         key_in_range = keys < seq_len
         # -- load the K tile and the V tile once (BLOCK_N × HEAD_DIM each); they stay in SRAM for the Q sweep --
@@ -61,11 +70,11 @@ def _attn_fwd_fa1(Q, K, V, O, LSE, O_ACC, M, L, TRACE_STATS, TRACE_OUT, TRACE_OR
                     mask=key_in_range[:, None], other=0.0)
         if DOT_FP32:
             k = k.to(tl.float32)
-        if CAUSAL:  # the first Q block with a query at or after this tile's first key
-            q_lo = (k_block * BLOCK_N) // BLOCK_M
+        if CAUSAL:  # the split's first Q block with a query at or after this tile's first key
+            q_lo = tl.maximum(q_first, (k_block * BLOCK_N) // BLOCK_M)
         else:
-            q_lo = 0
-        for q_block in range(q_lo, n_q_blocks):
+            q_lo = q_first
+        for q_block in range(q_lo, q_end):
             rows = q_block * BLOCK_M + offs_m
             row_in_range = rows < seq_len
             if CAUSAL:  # the Q block's last tile: the one holding its last query's key
@@ -155,8 +164,18 @@ class _TraceBuffersV1:
     order: torch.Tensor  # (B·H, n_q_blocks, n_k_blocks) int32: the program's step number; -1 never ran
 
 
+def splits_for(q: torch.Tensor, config: FlashConfig) -> int:
+    """The programs the kernel divides one (batch, head) into on q's device (costmodel.fa1_splits): 1 in the
+    interpreter, else FlashAttention-1's heuristic with the GPU's SMs × costmodel.FA1_PROGRAMS_PER_SM slots."""
+    if INTERPRET or q.device.type != "cuda":
+        return 1
+    sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+    return costmodel.fa1_splits(q.shape[0] * q.shape[1], triton.cdiv(q.shape[2], config.block_m),
+                                sms * costmodel.FA1_PROGRAMS_PER_SM)
+
+
 def launch_flash_v1(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
-                     trace: _TraceBuffersV1 | None = None):
+                     trace: _TraceBuffersV1 | None = None, splits: int = 1):
     batch, heads, seq_len, head_dim = q.shape  # (B, H, N, D)
     o = torch.empty_like(q, memory_format=torch.contiguous_format)  # (B, H, N, D)
     lse = torch.empty((batch, heads, seq_len), dtype=torch.float32, device=q.device)  # (B, H, N)
@@ -165,14 +184,16 @@ def launch_flash_v1(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
     l = torch.empty_like(m)  # (B·H, N)
     n_q_blocks = triton.cdiv(seq_len, config.block_m)
     n_k_blocks = triton.cdiv(seq_len, config.block_n)
+    q_per_split = triton.cdiv(n_q_blocks, splits)
+    splits = triton.cdiv(n_q_blocks, q_per_split)  # no program without a Q block
     dot_fp32, precision = dot_modes(q.dtype)
     with kernel_launch_lock():  # the interpreter runs one kernel at a time, process-wide
-        _attn_fwd_fa1[(batch * heads,)](
+        _attn_fwd_fa1[(batch * heads, splits)](
             q, k, v, o, lse, o_acc, m, l,
             trace.stats if trace is not None else lse,
             trace.out if trace is not None else lse,
             trace.order if trace is not None else lse,
-            sm_scale, seq_len, heads, n_q_blocks, n_k_blocks,
+            sm_scale, seq_len, heads, n_q_blocks, n_k_blocks, q_per_split,
             *q.stride(), *k.stride(), *v.stride(), *o.stride(),
             HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
             CAUSAL=causal, DOT_FP32=dot_fp32, PRECISION=precision, TRACE=trace is not None,
@@ -183,18 +204,24 @@ def launch_flash_v1(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
 
 def flash_attention_v1(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                        sm_scale: float | None = None, return_lse: bool = False,
-                       config: FlashConfig | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                       config: FlashConfig | None = None, splits: int | None = None,
+                       ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Attention output O = softmax(sm_scale · Q Kᵀ [causal mask]) V in FlashAttention-1's loop order.
 
     Same contract as kernels.fa2.flash_attention: q, k, v (batch, heads, seq_len, head_dim) in fp16, bf16
     or fp32; head_dim in 16 … 256; any seq_len ≥ 1. Returns O in the input dtype (and with return_lse=True
     the fp32 natural-log row log-sum-exp (batch, heads, seq_len)). Beyond O and the LSE it allocates the
-    fp32 running O, m and l in HBM (costmodel.fa1_extra_bytes).
+    fp32 running O, m and l in HBM (costmodel.fa1_extra_bytes). splits: the programs one (batch, head) is
+    divided into along its Q blocks (None: FlashAttention-1's heuristic, `splits_for`).
     """
     q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
     config = config or config_for_v1(q.shape[-1], q.dtype)
     costmodel.check_tiles(config.block_m, config.block_n)
-    o, lse = launch_flash_v1(q, k, v, causal, sm_scale, config)
+    if splits is None:
+        splits = splits_for(q, config)
+    elif isinstance(splits, bool) or not isinstance(splits, int) or splits < 1:
+        raise ValueError(f"splits must be a positive int or None, got {splits!r}")
+    o, lse = launch_flash_v1(q, k, v, causal, sm_scale, config, splits=splits)
     return (o, lse) if return_lse else o
 
 

@@ -100,8 +100,13 @@ def _torch_naive_model(shape: Shape, *_) -> list[Traffic]:
     return costmodel.torch_naive_traffic(shape)
 
 
-def _fa1_model(shape: Shape, tiles: Tiles, *_) -> list[Traffic]:
-    return costmodel.fa1_traffic(shape, *tiles)
+def _fa1_model(shape: Shape, tiles: Tiles, machine: Machine | None, interpreter: bool) -> list[Traffic]:
+    splits = 1  # the interpreter, or a GPU whose SMs are unknown: one program per (batch, head)
+    if machine is not None and not interpreter:
+        sms = machine.programs_in_flight // max(1, machine.programs_per_sm)
+        splits = costmodel.fa1_splits(shape.batch * shape.heads, costmodel.n_blocks(shape.seq_len, tiles[0]),
+                                      sms * costmodel.FA1_PROGRAMS_PER_SM)
+    return costmodel.fa1_traffic(shape, *tiles, splits=splits)
 
 
 def check_fa3_tiles(block_m: object, block_n: object) -> None:
