@@ -54,9 +54,12 @@ def _shape_list(text: str) -> list[tuple[int, ...]]:
     return shapes
 
 
-def _choice_list(choices):
+def _choice_list(choices, aliases=None):
+    """A comma-separated list from `choices`; `aliases` maps older names to their choice (the kernels' older
+    names: "flash" reads as "fa2")."""
     def parse(text: str) -> list[str]:
         values = [x.strip() for x in text.split(",") if x.strip()]
+        values = [(aliases or {}).get(x, x) for x in values]
         bad = [x for x in values if x not in choices]
         if bad or not values:
             raise argparse.ArgumentTypeError(f"unknown {bad or text!r}; choose from {', '.join(choices)}")
@@ -70,8 +73,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seq-lens", type=_int_list, default=list(SEQ_LENS),
                    help="comma-separated sequence lengths (default: powers of two 1K..256K)")
     keys = specs.keys(passes=("prefill",))
-    p.add_argument("--algorithms", type=_choice_list(keys), default=list(keys),
-                   help=f"comma-separated, from {', '.join(keys)} (default: all)")
+    p.add_argument("--algorithms", type=_choice_list(keys, specs.aliases()), default=list(keys),
+                   help=f"comma-separated, from {', '.join(keys)} (older names such as flash still read; "
+                        "default: all)")
     p.add_argument("--head-dims", type=_int_list, default=[64, 128], help="comma-separated head dims (default 64,128)")
     p.add_argument("--dtypes", type=_choice_list(tuple(DTYPES_BY_NAME)), default=["bfloat16"])
     p.add_argument("--causal", choices=("both", "true", "false"), default="both")

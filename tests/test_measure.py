@@ -112,3 +112,10 @@ def test_busy_lock_times_out_with_a_message(monkeypatch):
         release.set()
         t.join()
     assert not m.GPU_LOCK.locked()
+
+
+def test_the_bench_reads_the_kernels_older_names_as_their_keys():
+    from bench.cli import parse_args
+    assert parse_args(["--algorithms", "flash,naive,flash_v1,flash_v3"]).algorithms == ["fa2", "naive", "fa1", "fa3"]
+    with pytest.raises(SystemExit):
+        parse_args(["--algorithms", "flash_v9"])

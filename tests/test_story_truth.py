@@ -159,7 +159,7 @@ def test_every_algorithm_has_an_evolution_entry_and_says_why_it_has_no_number():
     assert [p["algorithm"] for p in points] == list(story.prefill_algorithms())
     notes = {p["algorithm"]: p["note"] for p in points if p["tflops"] is None}
     assert notes == {"naive": story.OUT_OF_MEMORY, "torch_naive": f"{story.OUT_OF_MEMORY} (from 32K)",
-                     "fa1": "not timed past 16K (one program per head)"}
+                     "fa1": "not timed past 16K (its O, m, l round trips grow as N²)"}
     assert all(p["tflops"] and p["note"] is None for p in points if p["algorithm"] not in notes)
     measured = [{**p, "label": viz.algorithm_label(p["algorithm"])} for p in points]
     fig = viz.evolution_figure(measured)

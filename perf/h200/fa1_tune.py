@@ -8,7 +8,8 @@ Part 1 sweeps tiles × warps × stages at the heuristic's splits; part 2 takes t
 picked, TFLOPS and the ratios FA-1 ÷ FA-2 and FA-1 ÷ eager at every N, with the O round-trip bytes of the
 cost model (costmodel.fa1_traffic) beside K/V bytes.
 
-    python -m perf.h200.fa1_tune    (on the GPU; about 4 minutes)
+    python -m perf.h200.fa1_tune            (on the GPU; about 2.5 minutes)
+    python -m perf.h200.fa1_tune --other    (head_dim 64 and 256, fp32: a few tiles each)
 """
 from __future__ import annotations
 
@@ -56,8 +57,34 @@ def slots_splits(batch, heads, n, block_m, per_sm):
     return costmodel.fa1_splits(batch * heads, triton.cdiv(n, block_m), sms * per_sm)
 
 
+def other_classes() -> int:
+    """The other shape classes (head_dim 64 and 256, fp32): a few tiles each at the talk's batch 2 × 16 heads,
+    N 4096, the heuristic's splits, beside FA-2 (ms)."""
+    global D, DTYPE
+    for d, dtype, tiles in ((64, torch.bfloat16, ((64, 64, 4), (64, 128, 4), (128, 128, 8), (64, 256, 4))),
+                            (256, torch.bfloat16, ((32, 32, 4), (64, 64, 4), (64, 128, 4), (64, 64, 8))),
+                            (128, torch.float32, ((32, 32, 4), (32, 64, 4), (64, 64, 4), (64, 32, 4)))):
+        D, DTYPE = d, dtype
+        q, k, v = qkv(2, 16, 4096)
+        t2 = ms(lambda: flash_attention(q, k, v))
+        row = [f"fa2={t2:.3f}"]
+        for bm, bn, w in tiles:
+            config = FlashConfig(bm, bn, w, 1)
+            try:
+                err = check(config, 3, True)
+                sp = slots_splits(2, 16, 4096, bm, 2)
+                t1 = ms(lambda: flash_attention_v1(q, k, v, config=config, splits=sp))
+                row.append(f"{bm}x{bn}w{w}={t1:.3f}(err {err:.0e})")
+            except Exception as exc:
+                row.append(f"{bm}x{bn}w{w}: {type(exc).__name__}")
+        print(f"D={d} {str(dtype)[6:]} B2H16N4096: " + "  ".join(row), flush=True)
+    return 0
+
+
 def main() -> int:
     require_gpu("perf.h200.fa1_tune")
+    if "--other" in sys.argv:
+        return other_classes()
     started = time.time()
     print(torch.cuda.get_device_name(), "torch", torch.__version__, "triton", triton.__version__)
     shapes = [(2, 16, 4096, False), (16, 16, 4096, False)]
