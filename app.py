@@ -268,7 +268,8 @@ def scene_evolution(stage: Stage) -> None:
                 for point in story.evolution_points(records, s.seq_len, history)]
     caption = ""
     if stage.recording and stage.facts and not said:  # a setting the recording lacks has no gap to split
-        gap = story.fa1_gap(stage.recording.records, s.shape, stage.facts.get("sm_count"))
+        gap = story.fa1_gap(stage.recording.records, s.shape, stage.facts.get("sm_count"),
+                           stage.facts.get("copy_gbps"))
         caption = " ".join(filter(None, (gap.sentence, story.runs_sentence(stage.recording.meta))))
     below = (page.text_rows_px(caption),) if caption else ()
     chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.measured_text,

@@ -33,6 +33,16 @@ METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum", 
 NCU_CANDIDATES = ("ncu", "/usr/local/cuda/bin/ncu")
 MARKER = "_range_marker"
 NVTX_RANGE = "count"
+JOB_FIELDS = ("algorithm", "seq_len", "batch", "heads", "head_dim", "dtype", "causal", "kv_len", "kv_heads", "pass")
+
+
+def setting_of(job: dict):
+    """The bench's setting of a record (or of the replay's job made from one)."""
+    from bench.measure import Setting
+    from costmodel import Shape
+    return Setting(job["algorithm"], Shape(job["seq_len"], job["batch"], job["heads"], job["head_dim"], job["dtype"],
+                                           job["causal"], kv_len=job.get("kv_len"), kv_heads=job.get("kv_heads"),
+                                           pass_=job.get("pass") or "prefill"))
 
 
 def find_ncu() -> str | None:
@@ -49,7 +59,7 @@ def _replay(jobs_path: Path) -> int:
     import torch
     import triton
 
-    from bench.measure import Setting, inputs, runner
+    from bench.measure import inputs, runner
 
     @triton.jit
     def _range_marker(X):  # does nothing: its grid (record index + 1, 1 or 2) marks where a record starts, ends
@@ -58,8 +68,7 @@ def _replay(jobs_path: Path) -> int:
     jobs = json.loads(jobs_path.read_text())
     dummy = torch.empty(1, device="cuda")
     for job in jobs:
-        setting = Setting(job["algorithm"], job["seq_len"], job["batch"], job["heads"], job["head_dim"],
-                          job["dtype"], job["causal"])
+        setting = setting_of(job)
         q = k = v = None
         try:
             q, k, v = inputs(setting, seed=0)
@@ -162,8 +171,7 @@ def count(results_path: Path, max_seq_len: int | None = None, timeout_s: float =
     loaded = parse_results(results_path.read_bytes(), str(results_path))
     records = [dict(r) for r in loaded.records]
     ncu = find_ncu()
-    jobs = [{"index": i, **{key: r[key] for key in ("algorithm", "seq_len", "batch", "heads", "head_dim", "dtype",
-                                                      "causal")}}
+    jobs = [{"index": i, **{key: r[key] for key in JOB_FIELDS if r.get(key) is not None}}
             for i, r in enumerate(records)
             if r["status"] == "ok" and r["timing_kind"] == "cuda" and (not max_seq_len or r["seq_len"] <= max_seq_len)
             and not (only_missing and r.get("dram_read_bytes") is not None)]

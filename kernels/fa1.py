@@ -145,14 +145,15 @@ _INTERPRETER_CONFIG = FlashConfig(block_m=64, block_n=64, num_warps=4, num_stage
 def config_for_v1(head_dim: int, dtype: torch.dtype) -> FlashConfig:
     """Tiles for the FA1-order kernel: the K and V tiles, the Q block and O all sit on chip at once. Tuned on an
     H200 (perf/h200/fa1_tune.py, BENCHMARKS.md) over 64/128-row Q blocks, 32/64/128-key tiles, 4/8 warps and
-    1-3 stages: 64×128 with 4 warps is fastest at head_dim 128 in 16 bits, as FlashAttention-1's own kernel
-    walked 128-key tiles with 4 warps; stages change nothing (the K/V tile is loaded once per outer step)."""
+    1-3 stages: 64×128 with 4 warps is fastest at head_dim 128 in 16 bits, 64×256 at head_dim 64 (as
+    FlashAttention-1's own kernel walked 128- and 256-key tiles with 4 warps), 64×128 at 256; in fp32 32×32
+    (larger tiles spill: 10x slower); stages change nothing (the K/V tile is loaded once per outer step)."""
     if INTERPRET:
         return _INTERPRETER_CONFIG
     dtype_bytes = torch.empty((), dtype=dtype).element_size()
-    if head_dim <= 128 and dtype_bytes == 2:
-        return FlashConfig(64, 128, 4, 1)
-    return FlashConfig(32, 32, 4, 1)
+    if dtype_bytes != 2:
+        return FlashConfig(32, 32, 4, 1)
+    return FlashConfig(64, 256 if head_dim <= 64 else 128, 4, 1)
 
 
 # -- wrapper --------------------------------------------------------------------------------------

@@ -1,11 +1,11 @@
 """Scene 8, FlashAttention 1 → 4: each algorithm's measured TFLOPS at the talk's setting (or why it has none), and
-how much of FA-1 order's gap is loop order and how much idle SMs."""
+how much of FA-1 order's gap is loop order and how much the talk's shape, and the bytes the loop order moves."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from costmodel import Shape
-from fmt import fmt_ratio, fmt_tokens
+from fmt import fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens
 from kernels import specs
 from story.records import OUT_OF_MEMORY, failure_text
 
@@ -61,39 +61,74 @@ def evolution_points(records: list[dict], seq_len: int | None = None, history: l
 @dataclass(frozen=True)
 class Fa1Gap:
     """How much slower our FA1-order kernel is than our FA-2 kernel at the talk's shape, split into what the
-    loop order costs (the ratio at a shape that fills the GPU) and what one program per batch·head leaves idle
-    (the rest). Ratios are FA1-order time ÷ FA-2 time; None where the records are missing."""
+    loop order costs (the ratio at a shape that fills the GPU unsplit) and what is left at the talk's shape
+    (the rest), with the bytes the loop order moves. Ratios are FA1-order time ÷ FA-2 time; None where the
+    records are missing."""
     seq_len: int                   # the talk's length, where talk_ratio is taken
     talk_ratio: float | None       # at the talk's shape, at seq_len
-    programs: int                  # the FA1-order kernel's programs at the talk's shape: batch·heads
+    programs: int                  # the FA1-order kernel's programs at the talk's shape: batch·heads × splits
+    splits: int                    # the programs one (batch, head) is divided into (FlashAttention-1's heuristic)
     sm_count: int | None
     split_seq_len: int | None      # where the filling shape was timed (the split uses both shapes there)
     filling: tuple[int, int] | None  # (batch, heads) of the shape that fills the GPU
     loop_order: float | None       # the ratio at the filling shape
     idle_sms: float | None         # the talk shape's ratio at split_seq_len ÷ loop_order
+    round_trip_bytes: int | None   # the cost model's O, m, l round trips at the talk's shape and seq_len
+    round_trip_ms: float | None    # the counted DRAM bytes at the measured copy bandwidth: their least time
     sentence: str
 
 
+def _time(records: list[dict], algorithm: str, seq_len: int, batch: int, heads: int) -> float | None:
+    return next((r["time_ms"] for r in records if r["algorithm"] == algorithm and r["seq_len"] == seq_len
+                 and r["batch"] == batch and r["heads"] == heads and r["status"] == "ok" and r.get("time_ms")), None)
+
+
+def _counted(records: list[dict], algorithm: str, seq_len: int, batch: int, heads: int) -> int | None:
+    """The DRAM bytes the GPU's counters read for a record (read + written), None where not counted."""
+    record = next((r for r in records if r["algorithm"] == algorithm and r["seq_len"] == seq_len
+                   and r["batch"] == batch and r["heads"] == heads and r["status"] == "ok"), None)
+    if record is None or record.get("dram_read_bytes") is None:
+        return None
+    return int(record["dram_read_bytes"]) + int(record.get("dram_write_bytes") or 0)
+
+
 def _time_ratio(records: list[dict], seq_len: int, batch: int, heads: int) -> float | None:
-    def time(algorithm: str) -> float | None:
-        return next((r["time_ms"] for r in records if r["algorithm"] == algorithm and r["seq_len"] == seq_len
-                     and r["batch"] == batch and r["heads"] == heads and r["status"] == "ok" and r.get("time_ms")),
-                    None)
-    v1, v2 = time("fa1"), time("fa2")
+    v1, v2 = _time(records, "fa1", seq_len, batch, heads), _time(records, "fa2", seq_len, batch, heads)
     return v1 / v2 if v1 and v2 else None
 
 
-def fa1_gap(records: list[dict], talk: Shape, sm_count: int | None) -> Fa1Gap:
-    """The talk-shape gap between our FA1-order and FA-2 kernels, split into loop order and idle SMs.
+def _fa1_splits(shape: Shape, sm_count: int | None) -> int:
+    import costmodel  # the kernel's own heuristic, with its tiles for this shape
+    block_m = specs.spec("fa1").assumed_tiles[0] if specs.spec("fa1").assumed_tiles else 64
+    tiles = _fa1_tiles(shape)
+    if tiles:
+        block_m = tiles[0]
+    return costmodel.fa1_splits(shape.batch * shape.heads, costmodel.n_blocks(shape.seq_len, block_m),
+                                sm_count * costmodel.FA1_PROGRAMS_PER_SM if sm_count else None)
+
+
+def _fa1_tiles(shape: Shape) -> tuple[int, int] | None:
+    try:
+        return specs.spec("fa1").load("tiles")(shape)
+    except Exception:  # a shape the kernel's config table does not know: the assumed tiles
+        return specs.spec("fa1").assumed_tiles
+
+
+def fa1_gap(records: list[dict], talk: Shape, sm_count: int | None, copy_gbps: float | None = None) -> Fa1Gap:
+    """The talk-shape gap between our FA1-order and FA-2 kernels, split into loop order and the rest, and what
+    the loop order moves: the O, m, l round trips in HBM.
 
     records: the recording's records of every shape (filtered here to head_dim, dtype, causal). The filling
     shape: a (batch, heads) whose batch·heads ≥ 2 × sm_count, where fa1 and fa2 both ran at one length that the
-    talk's shape ran too (the one closest to seq_len)."""
+    talk's shape ran too (the one closest to seq_len). copy_gbps: the measured copy bandwidth (GB/s), for the
+    round trips' least time."""
+    import costmodel
     seq_len, batch, heads = talk.seq_len, talk.batch, talk.heads
     mine = [r for r in records if r["head_dim"] == talk.head_dim and r["dtype"] == talk.dtype
             and bool(r["causal"]) == talk.causal]
     ratio = _time_ratio(mine, seq_len, batch, heads)
-    programs = batch * heads
+    splits = _fa1_splits(talk, sm_count)
+    programs = batch * heads * splits
     split = None
     if sm_count:
         shapes = sorted({(r["seq_len"], r["batch"], r["heads"]) for r in mine
@@ -106,20 +141,55 @@ def fa1_gap(records: list[dict], talk: Shape, sm_count: int | None) -> Fa1Gap:
                 break
     shape = f"batch {batch} × {heads} heads"
     on = f" on {sm_count} SMs" if sm_count else ""
+    if splits > 1:
+        layout = (f"{batch * heads} heads, each split into {splits} programs by FlashAttention-1's own heuristic: "
+                  f"{programs} programs{on}")
+    else:
+        layout = f"one program per head: {programs} programs{on}"
     if ratio is None:
         sentence = (f"Our FA1-order and FA-2 kernels were not both timed at {fmt_tokens(seq_len)} tokens for {shape}: "
                     f"no gap to split.")
     else:
-        sentence = (f"At the talk's shape ({shape}: {programs} programs{on}) our FA1-order kernel takes "
+        sentence = (f"At the talk's shape ({shape}; {layout}) our FA1-order kernel takes "
                     f"{fmt_ratio(ratio)} the FA-2 kernel's time at {fmt_tokens(seq_len)} tokens.")
+    tiles = _fa1_tiles(talk)
+    trips = trips_ms = None
+    moves = ""
+    if tiles:
+        parts = costmodel.fa1_traffic(talk, *tiles, splits=splits)
+        trips = sum(part.total for part in parts if "O, m, l" in part.name)
+        counted = {a: _counted(mine, a, seq_len, batch, heads) for a in ("fa1", "fa2")}
+        moves = (f" The loop order's price is bytes: every Q block's O, m and l go to HBM and back at each K/V "
+                 f"tile, {fmt_bytes(trips)} at this setting by the cost model")
+        if counted["fa1"]:
+            against = f" against FA-2's {fmt_bytes(counted['fa2'])}" if counted["fa2"] else ""
+            moves += f"; the GPU's counters read {fmt_bytes(counted['fa1'])} of DRAM traffic{against}"
+            if copy_gbps:
+                trips_ms = counted["fa1"] / (copy_gbps * 1e9) * 1e3
+                mine_ms = _time(mine, "fa1", seq_len, batch, heads)
+                of = f" of its {fmt_ms(mine_ms)}" if mine_ms else ""
+                moves += (f", which at the measured copy bandwidth ({copy_gbps / 1000:.2f} TB/s) take "
+                          f"{fmt_ms(trips_ms)}{of}")
+            moves += "."
+        else:
+            moves += " (some of it stays in L2: the counters did not read this setting)."
     if split is None:
         needed = f" (batch·heads ≥ {2 * sm_count})" if sm_count else ""
-        sentence += (f" Which part is loop order and which is idle SMs needs both kernels timed at a shape that "
-                     f"fills the GPU{needed}: not recorded.")
-        return Fa1Gap(seq_len, ratio, programs, sm_count, None, None, None, None, sentence)
+        sentence += (f" Which part is loop order and which is the talk's shape needs both kernels timed at a shape "
+                     f"that fills the GPU{needed}: not recorded.")
+        sentence += moves
+        return Fa1Gap(seq_len, ratio, programs, splits, sm_count, None, None, None, None, trips, trips_ms, sentence)
     n, (b, h), loop, idle = split
-    sentence += (f" At a shape that fills the GPU (batch {b} × {h} heads, {fmt_tokens(n)} tokens) the gap is "
-                 f"{fmt_ratio(loop)}: that is the loop order (the FA-2 paper: about 2×). The other "
-                 f"{fmt_ratio(idle)} is SMs left idle by one program per batch·head (the talk's shape at "
-                 f"{fmt_tokens(n)}: {fmt_ratio(loop * idle)} ÷ {fmt_ratio(loop)}).")
-    return Fa1Gap(seq_len, ratio, programs, sm_count, n, (b, h), loop, idle, sentence)
+    sentence += (f" At a shape that fills the GPU with one program per head (batch {b} × {h} heads, "
+                 f"{fmt_tokens(n)} tokens) the gap is {fmt_ratio(loop)}: that is the loop order (the FA-2 paper "
+                 f"measured about 2× on an A100).")
+    if idle >= 1.15:
+        sentence += (f" The other {fmt_ratio(idle)} is SMs the talk's shape leaves idle (the talk's shape at "
+                     f"{fmt_tokens(n)}: {fmt_ratio(loop * idle)} ÷ {fmt_ratio(loop)}).")
+    elif idle > 1 / 1.15:
+        sentence += (f" The split keeps the SMs busy: at {fmt_tokens(n)} the talk's shape's gap is "
+                     f"{fmt_ratio(loop * idle)}, about the same.")
+    else:
+        sentence += f" At {fmt_tokens(n)} the talk's shape's gap is smaller, {fmt_ratio(loop * idle)}."
+    sentence += moves
+    return Fa1Gap(seq_len, ratio, programs, splits, sm_count, n, (b, h), loop, idle, trips, trips_ms, sentence)

@@ -38,3 +38,18 @@ def test_a_missing_metric_gives_no_total():
                       row(1, "k", "(1, 1, 1)", "n/a", "10", "10", "10"), row(2, MARKER, "(1, 2, 1)", "0", "0", "0", "0")])
     fields = counted_fields(parse_ncu_csv(text)[0])
     assert fields["dram_read_bytes"] is None and fields["dram_write_bytes"] == 10
+
+
+def test_the_replay_builds_each_records_setting():
+    """The ncu replay (GPU only) turns each record into the bench's setting: every shipped record's fields do."""
+    import json
+    from pathlib import Path
+    from bench import counters
+    from bench.results import parse_results
+    path = Path(__file__).resolve().parents[1] / "results" / "h200.json"
+    records = parse_results(path.read_bytes(), str(path)).records
+    for r in records[:50]:
+        job = json.loads(json.dumps({key: r[key] for key in counters.JOB_FIELDS if r.get(key) is not None}))
+        setting = counters.setting_of(job)
+        assert (setting.algorithm, setting.shape.seq_len, setting.shape.causal) == (r["algorithm"], r["seq_len"],
+                                                                                   r["causal"])
