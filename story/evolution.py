@@ -163,7 +163,8 @@ def fa1_gap(records: list[dict], talk: Shape, sm_count: int | None, copy_gbps: f
                  f"tile, {fmt_bytes(trips)} at this setting by the cost model")
         if counted["fa1"]:
             against = f" against FA-2's {fmt_bytes(counted['fa2'])}" if counted["fa2"] else ""
-            moves += f"; the GPU's counters read {fmt_bytes(counted['fa1'])} of DRAM traffic{against}"
+            caught = " (L2 catches the rest)" if counted["fa1"] < trips else ""
+            moves += f"; the GPU's counters read {fmt_bytes(counted['fa1'])} of DRAM traffic{caught}{against}"
             if copy_gbps:
                 trips_ms = counted["fa1"] / (copy_gbps * 1e9) * 1e3
                 mine_ms = _time(mine, "fa1", seq_len, batch, heads)
