@@ -34,7 +34,7 @@ except Exception:  # noqa: BLE001 - a Triton without Proton: the PROFILE build i
     pl = None
 
 LN2 = costmodel.LN2  # the kernel keeps m in log2 units; its LSE and the trace are natural logs
-# the same constants inside kernels (a kernel may read a global only when it is a constexpr); flash_v1 uses them too
+# the same constants inside kernels (a kernel may read a global only when it is a constexpr); fa1.py uses them too
 LN2_KERNEL: tl.constexpr = tl.constexpr(costmodel.LN2)
 LOG2_E_KERNEL: tl.constexpr = tl.constexpr(costmodel.LOG2_E)
 

@@ -10,7 +10,7 @@
    to show the default is cuDNN) and SDPA's FLASH_ATTENTION backend. triton.testing.do_bench (L2 flushed before each
    call) gives a median per round; rounds interleave every shape and provider (order rotated per round); the table
    gives the median over rounds, in TFLOPS = 4·B·H·N²·D / t (half that when causal) and ratios.
-3. The table last; the full JSON and a log under $OUT (or perf/logs/).
+3. The table last; the full JSON and a log under $OUT (or perf/h200/logs/).
 
 A watchdog ends the process (exit 3) if nothing progresses for STALL_S seconds: a deadlocked kernel must not eat
 the lease. Kernels are compiled first in parallel worker processes (Triton's disk cache), outside the timings.
@@ -55,16 +55,16 @@ SHAPE_SETS = {"goal": GOAL_SHAPES, "8k": [s for s in GOAL_SHAPES if s[3] == 8192
 
 
 def variants(head_dim: int, causal: bool) -> dict[str, Fa3Config]:
-    """Candidates beside the shipped config of a class (today: v12's changes taken out one at a time, and v11).
-    (Kernel-code experiments are not configs: 1 exponential in k on the FMA pipe, commit 0fa143a, persistent
-    programs, commit 299e42d, and 192-key tiles, commit f587a49, each measured with this script and reverted; the
-    row max and sum as trees were timed from a working tree; perf/h200/FA3_NOTES.md has the numbers.)"""
+    """Candidates beside the shipped config of a class: the conditional rescale taken out, the named-barrier turns
+    and paired K/V ring taken out, and at head_dim 128 the other ring depth and the config with none of those three
+    (the `LADDER` row "+ Q in registers"). Experiments that changed the kernel's code rather than its config are in
+    git history, their figures in BENCHMARKS.md, "Tried and lost"."""
     shipped = SHIPPED[(head_dim, causal)]
-    # ablations of v12 (FA3_NOTES.md): each of its three changes taken back out, and the other ring depth at D=128
+    # each of the shipped loop changes taken back out, and at D=128 the other ring depth and none of them
     cands = [replace(shipped, lazy_rescale=False), replace(shipped, named_turns=False, kv_paired=False)]
     if head_dim == 128:
         cands += [replace(shipped, kv_stages=5 - shipped.kv_stages),  # kv2 <-> kv3
-                  replace(shipped, named_turns=False, kv_paired=False, lazy_rescale=False, kv_stages=2)]  # v11
+                  replace(shipped, named_turns=False, kv_paired=False, lazy_rescale=False, kv_stages=2)]  # LADDER row 3
     return {name(c): c for c in cands if c != shipped}
 
 

@@ -1,6 +1,6 @@
 """A tile sweep for flash shape classes: 24 candidates (block_m 64/128 × block_n 32/64/128 × 4/8 warps × 2/3
 stages). Each is checked against float64 at N=1000 (no multiple of any tile), causal and not, then timed at the
-benchmark shape (B=2, H=16, N=8192), non-causal; the best and the config shipped now (kernels.fa2.config_for)
+benchmark shape (B=2, H=16, N=8192), non-causal; the best and the shipped config (kernels.fa2.config_for)
 are then timed causal and not, side by side, with SDPA's default beside them. A winner goes into
 kernels.fa2.TUNED_CONFIGS by hand (then `python -m perf.h200.check_tuned`).
 

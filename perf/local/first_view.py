@@ -1,5 +1,5 @@
 """The app's first view against a trivial one-chart Streamlit page, and the animation's frame rate, as ratios to
-their goals (issue 20: first view ≤ 1.1× the trivial page; ≥ 20 frames/s at 8×). Not a timed test.
+their goals (first view ≤ 1.1× the trivial page; ≥ 20 frames/s at 8×). Not a timed test.
 
 Two warm servers started with the same helper and settings (perf.local.tiling_fps.app_server, the app's own
 .streamlit/config.toml): `streamlit run app.py` on the CPU path, and a one-chart page written to a temporary

@@ -1,4 +1,4 @@
-"""What a presenter's held key and many heavy viewers do to the app's server, on the CPU path (issue 19, items 1–2).
+"""What a presenter's held key and many heavy viewers do to the app's server, on the CPU path.
 
 One `streamlit run app.py` (FLASH_LIVE_BACKEND=interpreter) and headless chromium (perf.local.viewers_wait's
 app_and_browser). Not a timed test: it prints what it measured.
