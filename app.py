@@ -170,7 +170,8 @@ def scene_roofline(stage: Stage) -> None:
                               theme=s.theme, height=height, title=f"Roofline, {plotly_text(stage.measured_text)}"))
     with st.expander("Each point in words"):
         st.markdown(story.roofline_text(points, records, facts))
-        st.markdown("\n".join(f"- {line}" for line in story.roofline_verdicts(points, peak, copy, *stage.roof_sizes)))
+        st.markdown("\n".join(f"- {line}" for line in story.roofline_verdicts(points, peak, copy, *stage.roof_sizes,
+                                                                                  sheet=story.datasheet_of(facts))))
     st.caption(caption)
 
 

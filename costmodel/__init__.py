@@ -15,7 +15,7 @@ query and key lengths, head_dim, dtype, causal, pass).
   step by step for the animation;
 - `machine`: what the L2-aware model needs of a GPU, and the roofline.
 """
-from costmodel.machine import (RESIDENCY_ASSUMED, RESIDENCY_LIVE, RESIDENCY_RECORDED, SMEM_BYTES_PER_CLOCK_PER_SM,
+from costmodel.machine import (DATASHEETS, REGISTER_BYTES_PER_SM, Datasheet, datasheet, RESIDENCY_ASSUMED, RESIDENCY_LIVE, RESIDENCY_RECORDED, SMEM_BYTES_PER_CLOCK_PER_SM,
                                Machine, arithmetic_intensity, attainable_tflops, machine_from_facts, ridge_point,
                                sram_bandwidth_gbps)
 from costmodel.memory import (FA1_STATE_BYTES, MAX_WALL_SEQ_LEN, REGISTERS, SHARED_MEMORY, MemoryWall,

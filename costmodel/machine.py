@@ -6,6 +6,27 @@ from dataclasses import dataclass
 # bf16 dense matmul and copy ceilings are measured by the bench on the GPU (device facts); this is the spec
 # width of the on-chip shared memory: 32 banks × 4 bytes per clock per SM.
 SMEM_BYTES_PER_CLOCK_PER_SM = 128
+REGISTER_BYTES_PER_SM = 65536 * 4  # the register file: 64K 32-bit registers per SM (sm_80, sm_90)
+
+
+@dataclass(frozen=True)
+class Datasheet:
+    """A GPU's published peaks, as its maker's datasheet gives them: never measured here, always labelled "spec"."""
+    bf16_dense_tflops: float  # tensor-core bf16, dense (the datasheets' sparse figure is twice this)
+    hbm_tbps: float           # HBM bandwidth
+    source: str
+
+
+DATASHEETS = {
+    "NVIDIA H200": Datasheet(989, 4.8, "NVIDIA H200 (SXM) datasheet: 989 TFLOPS dense BF16, 4.8 TB/s HBM3e"),
+    "NVIDIA H100 80GB HBM3": Datasheet(989, 3.35, "NVIDIA H100 SXM datasheet: 989 TFLOPS dense BF16, 3.35 TB/s"),
+    "NVIDIA A100-SXM4-80GB": Datasheet(312, 2.039, "NVIDIA A100 80GB SXM datasheet: 312 TFLOPS BF16, 2.039 TB/s"),
+}
+
+
+def datasheet(name: str | None) -> Datasheet | None:
+    """The datasheet of a GPU by the name torch reports (device facts' "name"), None for one not listed."""
+    return DATASHEETS.get(str(name or "").strip())
 
 RESIDENCY_RECORDED = "measured on the recorded SM timeline"
 RESIDENCY_LIVE = "measured occupancy on this GPU"

@@ -18,7 +18,7 @@ from story.records import (OUT_OF_MEMORY, REFUSED_BEFORE_LAUNCH, counted_bytes, 
                            first_out_of_memory, first_wall, memory_wall, oom_need, oom_text, record_at, runs_sentence,
                            wall_text, with_failures)
 from story.roofline import (NAIVE_KERNEL_LABELS, RoofPoint, ridge, roof_names, roofline_points, roofline_text,
-                            roofline_verdicts, roofs_sentence)
+                            roofline_verdicts, roofs_sentence, datasheet_of)
 from story.takeaways import Evidence, Slide, takeaway_slides, takeaways
 from story.timeline import residency, timeline_caption, timeline_stats
 

@@ -13,5 +13,11 @@ def hierarchy_sentence(facts: dict | None) -> str:
     sram = costmodel.sram_bandwidth_gbps(sm_count, clock)
     l2 = facts.get("l2_gbps")
     via_l2 = f", L2 {l2 / 1000:,.1f} TB/s (measured)" if l2 else ""
-    return (f" On this GPU, shared memory can deliver {sram / 1000:,.1f} TB/s (spec){via_l2}, HBM "
-            f"{copy / 1000:,.2f} TB/s (measured): {sram / copy:,.0f}× more per second on chip.")
+    sheet = costmodel.datasheet(facts.get("name"))
+    hbm_spec = f"; the datasheet says {sheet.hbm_tbps:g} TB/s" if sheet else ""
+    registers = (f" Closer still, each SM's {costmodel.REGISTER_BYTES_PER_SM // 1024} KiB register file (spec) holds "
+                 f"what one tile computes: its scores S, probabilities P and running output O.")
+    return (f" On this GPU, shared memory can deliver {sram / 1000:,.1f} TB/s (derived from the spec: "
+            f"{costmodel.SMEM_BYTES_PER_CLOCK_PER_SM} B per clock × {sm_count} SMs × {clock:,.0f} MHz){via_l2}, HBM "
+            f"{copy / 1000:,.2f} TB/s (measured: a copy{hbm_spec}): {sram / copy:,.0f}× more per second on chip."
+            + registers)

@@ -96,11 +96,18 @@ def roof_names(copy_sizes_bytes: tuple[int, ...] | None = None,
     return {"memory": copy, "compute": matmul}
 
 
+def datasheet_of(facts: dict | None) -> costmodel.Datasheet | None:
+    """The datasheet of the GPU the facts describe (by its name), None for a GPU not listed."""
+    return costmodel.datasheet((facts or {}).get("name"))
+
+
 def roofline_verdicts(points: list[RoofPoint], peak_tflops: float, bandwidth_gbps: float,
                       copy_sizes_bytes: tuple[int, ...] | None = None,
-                      matmul_sizes: tuple[int, ...] | None = None) -> list[str]:
+                      matmul_sizes: tuple[int, ...] | None = None,
+                      sheet: costmodel.Datasheet | None = None) -> list[str]:
     """Each point in words: which roof bounds it and how close it runs to that roof, never past 100%: a point
-    above its measured roof says so, and that the roof (how it was measured: roof_names) is a lower bound."""
+    above its measured roof says so, and that the roof (how it was measured: roof_names) is a lower bound.
+    sheet: the GPU's datasheet, whose peak the share is also said of (the papers' percentages are of it)."""
     ridge = costmodel.ridge_point(peak_tflops, bandwidth_gbps)
     names = roof_names(copy_sizes_bytes, matmul_sizes)
     lines = []
@@ -113,7 +120,12 @@ def roofline_verdicts(points: list[RoofPoint], peak_tflops: float, bandwidth_gbp
             where = (f"above the measured roof: the roof ({names['memory' if memory else 'compute']}) is a lower "
                      f"bound of what the GPU can do")
         else:
-            where = f"at {share:.0%} of its roof"
+            where = f"at {share:.0%} of its measured roof"
+        if sheet:
+            spec = (point.tflops / sheet.bf16_dense_tflops if not memory
+                    else point.tflops / point.intensity / sheet.hbm_tbps)
+            where += (f" ({spec:.0%} of the datasheet's "
+                      f"{f'{sheet.bf16_dense_tflops:,.0f} TFLOPS' if not memory else f'{sheet.hbm_tbps:g} TB/s'})")
         lines.append(f"{point.label}: {point.intensity:,.0f} FLOPs/byte, {point.tflops:,.0f} TFLOPS, {bound}, {where}")
     return lines
 
@@ -129,9 +141,12 @@ def roofs_sentence(facts: dict | None, copy_sizes_bytes: tuple[int, ...] | None 
         return ""
     copy_sizes, matmul = _roof_sizes(facts, copy_sizes_bytes, matmul_sizes)
     names = roof_names(copy_sizes, matmul)
+    sheet = costmodel.datasheet(facts.get("name"))
+    spec = (f" The datasheet's peaks (spec): {sheet.bf16_dense_tflops:,.0f} TFLOPS dense "
+            f"bf16, {sheet.hbm_tbps:g} TB/s; the papers' percentages are of those." if sheet else "")
     return (f"Roofs, measured on this GPU, not datasheet peaks: bandwidth {copy / 1000:,.2f} TB/s ({names['memory']}, "
             f"bytes read + written per second); compute {peak:,.0f} TFLOPS ({names['compute']}). A measured roof is "
-            f"a lower bound of what the GPU can do: a kernel may run above it.")
+            f"a lower bound of what the GPU can do: a kernel may run above it.{spec}")
 
 
 def roofline_text(points: list[RoofPoint], records: list[dict], facts: dict | None) -> str:

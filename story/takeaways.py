@@ -12,6 +12,12 @@ from story.records import OUT_OF_MEMORY, first_out_of_memory, oom_text, record_a
 from story.roofline import roofline_points
 
 
+def _of_datasheet(tflops: float, facts: dict | None) -> str:
+    """", 54% of the datasheet's 989": a rate's share of the GPU's datasheet peak, where the GPU is listed."""
+    sheet = costmodel.datasheet((facts or {}).get("name"))
+    return f", {tflops / sheet.bf16_dense_tflops:.0%} of the datasheet's {sheet.bf16_dense_tflops:,.0f}" if sheet else ""
+
+
 @dataclass(frozen=True)
 class Evidence:
     """What the takeaways rest on: every number in them is one another scene shows."""
@@ -60,7 +66,8 @@ def takeaways(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> list[s
             f"Standard's kernels sit left of it (at most {worst.intensity:,.0f} FLOPs/byte): the bandwidth roof "
             f"({copy / 1000:,.2f} TB/s) caps them. Flash does {flash_point.intensity:,.0f} FLOPs per byte, right of "
             f"the ridge, and runs at {flash_point.tflops:,.0f} TFLOPS, {flash_point.tflops / peak:.0%} of the "
-            f"measured {peak:,.0f} TFLOPS matmul roof (scene {scene['roofline']}).")
+            f"measured {peak:,.0f} TFLOPS matmul roof{_of_datasheet(flash_point.tflops, facts)} "
+            f"(scene {scene['roofline']}).")
     flash_here = record_at(records, "fa2", seq_len)
     if numbers.speedup.endswith("×"):
         moved = hbm_bytes(panels, records, seq_len)
@@ -124,7 +131,8 @@ def takeaway_slides(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> 
         title = "Compute-bound" if compute_bound(flash_here, facts) else f"{side.capitalize()} of the ridge"
         slides.append(Slide(title, f"{flash_point.intensity:,.0f} FLOPs/byte",
                             f"flash is {side} of the ridge ({ridge:,.0f}), at {min(flash_point.tflops / peak, 1.0):.0%} "
-                            f"of the matmul roof", scene["roofline"]))
+                            f"of the measured matmul roof{_of_datasheet(flash_point.tflops, facts)}",
+                            scene["roofline"]))
     if numbers.speedup.endswith("×"):
         speed = float(numbers.speedup.rstrip("×"))
         line = (f"at {n}: both calls are mostly their launch here" if launch_bound(flash_here) else

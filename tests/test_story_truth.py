@@ -315,7 +315,7 @@ def test_the_hierarchy_says_bandwidth_in_decimal_and_sizes_in_binary():
     assert bandwidth_ticks and all(re.fullmatch(r"[\d.,]+ [kMGTP]?B/s", t) for t in bandwidth_ticks), bandwidth_ticks
     assert all("iB" in t for t in size_ticks)
     bars = [t for t in fig.data if t.type == "bar"]
-    assert all(text.endswith(" TB/s") for text in bars[1].text) and all("iB" in text for text in bars[0].text)
+    assert all(text.endswith(" TB/s") for text in bars[1].text if text) and all("iB" in text for text in bars[0].text)
     assert viz.marks.fmt_bandwidth(33.5e12) == "33.5 TB/s" and viz.marks.fmt_bandwidth(1e13, 0) == "10 TB/s"
 
 
@@ -365,3 +365,28 @@ def test_the_evolution_scene_says_when_its_points_come_from_several_runs(tmp_pat
     app = open_app(scene="evolution", source="recorded")
     assert_no_exception(app)
     assert any("2 bench runs" in caption.value for caption in app.caption)
+
+
+# -- datasheet beside measured (issue 38, item 3) ---------------------------------------------------------------
+
+def test_the_datasheet_peaks_stand_beside_the_measured_roofs_labelled_spec():
+    assert costmodel.datasheet(FACTS["name"]) == costmodel.DATASHEETS["NVIDIA H200"]
+    roofs = story.roofs_sentence(FACTS)
+    assert "measured on this GPU" in roofs and "datasheet's peaks (spec): 989 TFLOPS dense bf16, 4.8 TB/s" in roofs
+    assert "(spec)" not in story.roofs_sentence({**FACTS, "name": "a GPU nobody listed"})
+    # a compute-bound point: its share of the measured roof and of the datasheet's 989 TFLOPS
+    records = [r for r in RECORDED.records if r["seq_len"] == 8192 and r["head_dim"] == 128 and not r["causal"]
+               and r["batch"] == 2]
+    points = story.roofline_points(records)
+    flash = next(p for p in points if p.algorithm == "fa2")
+    (verdict,) = [line for line in story.roofline_verdicts([flash], FACTS["matmul_tflops"], FACTS["copy_gbps"],
+                                                           sheet=story.datasheet_of(FACTS))]
+    assert f"{flash.tflops / FACTS['matmul_tflops']:.0%} of its measured roof" in verdict
+    assert f"({flash.tflops / 989:.0%} of the datasheet's 989 TFLOPS)" in verdict
+
+
+def test_the_hierarchy_says_which_rates_are_measured_derived_and_spec():
+    text = story.hierarchy_sentence(FACTS)
+    assert "33.5 TB/s (derived from the spec: 128 B per clock × 132 SMs × 1,980 MHz)" in text
+    assert "4.27 TB/s (measured: a copy; the datasheet says 4.8 TB/s)" in text
+    assert "256 KiB register file (spec)" in text and "S, probabilities P and running output O" in text

@@ -590,13 +590,18 @@ def test_hierarchy_figure() -> None:
     facts = {**FACTS, "l2_gbps": 7_000.0, "sm_clock_mhz": 1980.0}
     fig = viz.hierarchy_figure(facts)
     capacity, bandwidth = (t for t in fig.data if t.type == "bar")
-    assert list(capacity.x) == [132 * 228 * 1024, 60 * 2**20, 141 * GiB]
-    assert list(capacity.text) == ["29.4 MiB", "60.0 MiB", "141.0 GiB"]
-    # SRAM: the spec width (128 B per clock per SM) × 132 SMs × 1.98 GHz; L2 and HBM as measured
-    assert list(bandwidth.x) == [132 * 128 * 1980e6, 7_000e9, 3_900e9]
-    assert list(bandwidth.text) == ["33.5 TB/s", "7.0 TB/s", "3.9 TB/s"]
-    assert "spec" in bandwidth.customdata[0] and "measured" in bandwidth.customdata[1]
-    assert "132 SMs" in capacity.y[0]
+    # registers (64K 32-bit per SM, spec), shared memory, L2, HBM
+    assert list(capacity.x) == [132 * 256 * 1024, 132 * 228 * 1024, 60 * 2**20, 141 * GiB]
+    assert list(capacity.text) == ["33.0 MiB", "29.4 MiB", "60.0 MiB", "141.0 GiB"]
+    # registers: no bandwidth drawn; SRAM: the spec width (128 B per clock per SM) × 132 SMs × 1.98 GHz; L2 and HBM
+    # as measured
+    assert np.isnan(bandwidth.x[0]) and list(bandwidth.x[1:]) == [132 * 128 * 1980e6, 7_000e9, 3_900e9]
+    assert list(bandwidth.text) == ["", "33.5 TB/s", "7.0 TB/s", "3.9 TB/s"]
+    assert "derived from the spec" in bandwidth.customdata[1] and "measured" in bandwidth.customdata[2]
+    assert "S, P, O" in capacity.y[0] and "132 SMs" in capacity.y[1]
+    assert "datasheet: 4.8 TB/s" in capacity.y[3]  # the H200's spec beside its measured copy
+    (note,) = [t for t in fig.data if t.type == "scatter"]
+    assert list(note.text) == ["no one rate: every instruction reads them"]  # not "not measured": there is none
     assert fig.layout.xaxis.type == "log" and fig.layout.xaxis2.type == "log" and "NVIDIA H200" in fig.layout.title.text
 
 
@@ -604,11 +609,12 @@ def test_hierarchy_figure_with_missing_values() -> None:
     facts = {**FACTS, "smem_per_sm_bytes": None, "copy_gbps": None, "hbm_bytes": None}  # no L2 rate, no clock
     fig = viz.hierarchy_figure(facts)
     capacity, bandwidth = (t for t in fig.data if t.type == "bar")
-    assert np.isnan(capacity.x[0]) and np.isnan(capacity.x[2]) and np.isnan(bandwidth.x).all()
+    assert np.isnan(capacity.x[1]) and np.isnan(capacity.x[3]) and np.isnan(bandwidth.x).all()
     notes = [t for t in fig.data if t.type == "scatter"]
-    assert [list(t.text) for t in notes] == [["not measured"] * 2, ["not measured"] * 3]
+    assert [list(t.text) for t in notes] == [["not measured"] * 2,
+                                             ["no one rate: every instruction reads them"] + ["not measured"] * 3]
     nothing = viz.hierarchy_figure({key: None for key in FACTS})
-    assert [len(t.text) for t in nothing.data if t.type == "scatter"] == [3, 3]
+    assert [len(t.text) for t in nothing.data if t.type == "scatter"] == [4, 4]
     nothing.to_json()
 
 

@@ -1,4 +1,4 @@
-"""The GPU memory hierarchy from the device facts: capacity and bandwidth of on-chip SRAM, L2 and HBM."""
+"""The GPU memory hierarchy from the device facts: capacity and bandwidth of registers, on-chip SRAM, L2 and HBM."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from costmodel import SMEM_BYTES_PER_CLOCK_PER_SM, sram_bandwidth_gbps
+from costmodel import REGISTER_BYTES_PER_SM, SMEM_BYTES_PER_CLOCK_PER_SM, datasheet, sram_bandwidth_gbps
 from fmt import fmt_bytes, plotly_text
 from viz.marks import bandwidth_axis, bytes_axis, fmt_bandwidth, positive
 from viz.theme import PALETTE, SMALLEST_TEXT_PX, style, surface
@@ -25,15 +25,23 @@ def _levels(facts: dict) -> list[dict]:
     else:
         sram_detail = f"shared memory per SM × SMs: {NOT_MEASURED}"
     sram_gbps = sram_bandwidth_gbps(sm_count, clock) if sm_count and clock else None
+    sheet = datasheet(facts.get("name"))
     return [
+        dict(name="registers", size=sm_count * REGISTER_BYTES_PER_SM if sm_count else None,
+             detail=f"{fmt_bytes(REGISTER_BYTES_PER_SM)} per SM (spec): a tile's S, P, O", gbps=None,
+             how="spec: 64K 32-bit registers per SM", missing="no one rate: every instruction reads them",
+             color=PALETTE["registers"]),
         dict(name="on-chip SRAM", size=sm_count * smem_per_sm if sm_count and smem_per_sm else None,
              detail=sram_detail, gbps=sram_gbps,
-             how=f"spec: {SMEM_BYTES_PER_CLOCK_PER_SM} B/clock × {sm_count} SMs × {clock:,.0f} MHz" if sram_gbps
+             how=f"derived from the spec: {SMEM_BYTES_PER_CLOCK_PER_SM} B/clock × {sm_count} SMs × {clock:,.0f} MHz"
+             if sram_gbps
              else NOT_MEASURED, color=PALETTE["sram"]),
         dict(name="L2 cache", size=facts.get("l2_bytes"), detail="shared by all SMs", gbps=facts.get("l2_gbps"),
              how="measured: reads of an L2-resident buffer" if facts.get("l2_gbps") else NOT_MEASURED,
              color=PALETTE["l2"]),
-        dict(name="HBM", size=facts.get("hbm_bytes"), detail="device memory", gbps=facts.get("copy_gbps"),
+        dict(name="HBM", size=facts.get("hbm_bytes"),
+             detail="device memory" + (f" (datasheet: {sheet.hbm_tbps:g} TB/s)" if sheet else ""),
+             gbps=facts.get("copy_gbps"),
              how="measured: device-to-device copy, read + write" if facts.get("copy_gbps") else NOT_MEASURED,
              color=PALETTE["hbm"]),
     ]  # fmt: skip
@@ -44,10 +52,10 @@ def _bandwidth_text(gbps: float | None) -> str:
 
 
 def hierarchy_figure(facts: dict, theme: str = "light", height: int = 520) -> go.Figure:
-    """Capacity (bytes, log scale, binary units) and bandwidth (bytes/s, log scale, decimal units) of SRAM (shared
-    memory per SM × SMs), L2 and HBM from device facts (docs/data-contracts.md), side by side; unknown values read
+    """Capacity (bytes, log scale, binary units) and bandwidth (bytes/s, log scale, decimal units) of the registers
+    (spec, no bandwidth drawn), SRAM (shared memory per SM × SMs), L2 and HBM from device facts (docs/data-contracts.md), side by side; unknown values read
     "not measured".
-    SRAM bandwidth is the spec width × SMs × max clock (labelled "spec"); L2 and HBM are measured."""
+    SRAM bandwidth is the spec width × SMs × max clock (labelled "derived from the spec"); L2 and HBM are measured."""
     levels = _levels(facts)
     categories = [f"<b>{level['name']}</b><br>{level['detail']}" for level in levels]
     sizes = [level["size"] for level in levels]
@@ -80,14 +88,15 @@ def hierarchy_figure(facts: dict, theme: str = "light", height: int = 520) -> go
         else:
             axis = bandwidth_axis(values, pad=4.0) if positive(values) else bandwidth_axis([1e9, 1e13])
         fig.update_xaxes(**axis, row=1, col=col)
-        missing = [category for category, value in zip(categories, values) if not value]
+        missing = [(category, level.get("missing", NOT_MEASURED) if col == 2 else NOT_MEASURED)
+                   for category, level, value in zip(categories, levels, values) if not value]
         if missing:
             fig.add_trace(
                 go.Scatter(
-                    y=missing,
+                    y=[category for category, _ in missing],
                     x=np.full(len(missing), 10 ** axis["range"][0] * 1.5),  # just right of the axis start
                     mode="text",
-                    text=[NOT_MEASURED] * len(missing),
+                    text=[why for _, why in missing],
                     textposition="middle right",
                     textfont=dict(color=surface(theme)["muted"]),
                     hoverinfo="skip",
@@ -96,9 +105,9 @@ def hierarchy_figure(facts: dict, theme: str = "light", height: int = 520) -> go
                 row=1, col=col,
             )
     name = plotly_text(facts.get("name") or "this GPU")  # a results file's text: shown, never drawn as HTML
-    subtitle = "↑ smaller, faster, on chip · ↓ larger, slower · SRAM bandwidth: spec; L2, HBM: measured"
+    subtitle = "↑ smaller, faster, on chip · ↓ larger, slower · SRAM bandwidth: derived from the spec; L2, HBM: measured"
     style(fig, theme, title=f"{name}: memory hierarchy<br><sup>{subtitle}</sup>")
     fig.update_annotations(font_size=SMALLEST_TEXT_PX)  # the subplot titles (plotly's default is 16 px)
-    fig.update_yaxes(categoryorder="array", categoryarray=categories[::-1])  # SRAM on top
+    fig.update_yaxes(categoryorder="array", categoryarray=categories[::-1])  # registers on top
     fig.update_layout(height=height, bargap=0.35, margin=dict(t=150))  # the subplot titles under the subtitle
     return fig

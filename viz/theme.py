@@ -72,6 +72,7 @@ PALETTE: dict[str, str] = {
     "oom": VERMILLION,
     "error": REDDISH_PURPLE,
     # memory levels, and bytes moving between them
+    "registers": REDDISH_PURPLE,
     "sram": BLUISH_GREEN,
     "l2": ORANGE,
     "hbm": BLUE,
