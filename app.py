@@ -271,7 +271,8 @@ def scene_evolution(stage: Stage) -> None:
     if stage.recording and stage.facts and not said:  # a setting the recording lacks has no gap to split
         gap = story.fa1_gap(stage.recording.records, s.shape, stage.facts.get("sm_count"),
                            stage.facts.get("copy_gbps"))
-        caption = " ".join(filter(None, (gap.sentence, story.runs_sentence(stage.recording.meta))))
+        caption = " ".join(filter(None, (story.same_gpu_sentence(measured, viz.PUBLISHED, stage.gpu_name),
+                                         gap.sentence, story.runs_sentence(stage.recording.meta))))
     below = (page.text_rows_px(caption),) if caption else ()
     chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.measured_text,
                                height=body.chart_px(below=(*below, page.ROW_PX["expander"]))))

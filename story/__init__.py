@@ -7,7 +7,7 @@ the talk's shape as one value (costmodel.Shape).
 """
 from story.compare import (HbmBytes, TrafficPanels, compare_caption, compare_titles, flash_tiles, hbm_bytes,
                            model_vs_counted, tiles_text, traffic_panels)
-from story.evolution import Fa1Gap, evolution_points, fa1_gap, prefill_algorithms
+from story.evolution import Fa1Gap, evolution_points, fa1_gap, prefill_algorithms, same_gpu_sentence
 from story.headline import (LAUNCH_BOUND_MS, SPEEDUP_NAMES, Headline, at_length_sentence, headline, launch_bound,
                             speedup_table, speedup_words)
 from story.hierarchy import hierarchy_sentence

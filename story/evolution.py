@@ -56,6 +56,25 @@ def evolution_points(records: list[dict], seq_len: int | None = None, history: l
     return entries
 
 
+def same_gpu_sentence(points: list[dict], published: list[dict], gpu: str = "this GPU") -> str:
+    """FA-3 against FA-2 on one GPU, beside what the papers' points seem to say: the measured ratio of our FA-3
+    style kernel to SDPA's FA-2 backend at the setting (evolution_points), and the papers' FA-3 ÷ FA-2, which mixes
+    two GPUs. "" where either kernel has no number here."""
+    rate = {point["algorithm"]: point["tflops"] for point in points if point.get("tflops")}
+    if not (rate.get("fa3") and rate.get("sdpa_flash")):
+        return ""
+    paper = {entry["short"]: entry for entry in published}
+    sentence = (f"On {gpu} at this setting our FA-3 style kernel runs {rate['fa3']:,.0f} TFLOPS and SDPA's FA-2 "
+                f"backend {rate['sdpa_flash']:,.0f}: {fmt_ratio(rate['fa3'] / rate['sdpa_flash'])}, one GPU, one "
+                f"setting.")
+    fa2, fa3 = paper.get("FA2"), paper.get("FA3")
+    if fa2 and fa3:
+        sentence += (f" The papers' points ({fa2['tflops']:,} on an {fa2['gpu']}, {fa3['tflops']:,} on an "
+                     f"{fa3['gpu']}) differ by {fmt_ratio(fa3['tflops'] / fa2['tflops'])}, but that is two GPUs "
+                     f"as well as two algorithms.")
+    return sentence
+
+
 # -- FA-1 order: loop order or idle SMs ------------------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -390,3 +390,23 @@ def test_the_hierarchy_says_which_rates_are_measured_derived_and_spec():
     assert "33.5 TB/s (derived from the spec: 128 B per clock × 132 SMs × 1,980 MHz)" in text
     assert "4.27 TB/s (measured: a copy; the datasheet says 4.8 TB/s)" in text
     assert "256 KiB register file (spec)" in text and "S, probabilities P and running output O" in text
+
+
+def test_the_evolution_scene_says_fa3_over_fa2_on_one_gpu_beside_the_papers_two():
+    records = [r for r in RECORDED.records if r["seq_len"] == 8192 and r["head_dim"] == 128 and not r["causal"]
+               and r["batch"] == 2]
+    points = story.evolution_points(records, 8192)
+    rate = {p["algorithm"]: p["tflops"] for p in points}
+    text = story.same_gpu_sentence(points, viz.PUBLISHED, "NVIDIA H200")
+    assert f"{rate['fa3']:,.0f} TFLOPS and SDPA's FA-2 backend {rate['sdpa_flash']:,.0f}" in text
+    assert f"{rate['fa3'] / rate['sdpa_flash']:.1f}×, one GPU" in text
+    assert "228 on an A100, 740 on an H100" in text and "3.2×" in text and "two GPUs" in text
+    assert story.same_gpu_sentence([p for p in points if p["algorithm"] != "fa3"], viz.PUBLISHED) == ""
+    fa4 = next(e for e in viz.PUBLISHED if e["short"] == "FA4")
+    assert "71 %, not 'near 100 %'" in fa4["note"]
+
+
+def test_the_evolution_caption_holds_the_same_gpu_ratio():
+    app = open_app(scene="evolution", source="recorded")
+    assert_no_exception(app)
+    assert any("one GPU, one setting" in caption.value for caption in app.caption)
