@@ -338,7 +338,7 @@ def scene_inside(stage: Stage) -> None:
     cards = st.columns(len(kernels))
     for card, k in zip(cards, kernels):
         overlap = f"; softmax under the other's GEMM {k.softmax_overlap:.0%}" if k.softmax_overlap is not None else ""
-        card.metric(f"{k.label}: a GEMM running", f"{k.gemm_busy:.0%}", border=True,
+        card.metric(f"{k.label}: time inside a GEMM scope", f"{k.gemm_busy:.0%}", border=True,
                     help=story.busy_sentence(k), delta=f"one program, {k.microseconds:,.0f} µs{overlap}",
                     delta_color="off", delta_arrow="off")
     body.row("cards")

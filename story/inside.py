@@ -136,12 +136,25 @@ def phases_sentence(kernels: list[PhaseKernel]) -> str:
     fa3 = next((k for k in kernels if k.kernel == "fa3"), None)
     parts = []
     if fa2:
-        parts.append(f"In {fa2.label} one warpgroup does everything in turn: while it runs the softmax (green) no "
-                     f"GEMM (orange, purple) of its program runs.")
+        parts.append(f"In {fa2.label} one warpgroup does everything in turn: while it runs the softmax no GEMM "
+                     f"(S = QKᵀ, O += P·V) of its program runs.")
     if fa3 and fa3.softmax_overlap is not None:
         parts.append(f"In {fa3.label} a producer warp loads while two consumers take turns: "
                      f"{fa3.softmax_overlap:.0%} of the first consumer's softmax time the other is inside a GEMM.")
     elif fa3:
         parts.append(f"In {fa3.label} no consumer's softmax overlaps another's GEMM in this recording: that is a "
                      f"finding about our kernel, not drawn as if it did.")
+    durations = [(k, mean_span_us(k, "qk"), mean_span_us(k, "pv")) for k in kernels]
+    shorter = [(k, qk, pv) for k, qk, pv in durations if qk and pv and pv < 0.75 * qk]
+    if shorter:
+        k, qk, pv = shorter[0]
+        parts.append(f"O += P·V does as many FLOPs as S = QKᵀ, yet in {k.label} its scope lasts {pv:.2f} µs against "
+                     f"QKᵀ's {qk:.2f} µs on average: a scope times one warpgroup from issuing a GEMM to waiting on "
+                     f"it, not the tensor cores' work.")
     return " ".join(parts)
+
+
+def mean_span_us(k: PhaseKernel, phase: str) -> float | None:
+    """The mean length (µs) of a phase's spans in a kernel's drawn program, None where it has none."""
+    spans = [end - start for lane in k.lanes for name, start, end in lane["spans"] if name == phase]
+    return sum(spans) / len(spans) if spans else None
