@@ -126,9 +126,8 @@ def scene_compare(stage: Stage) -> None:
     flash.metric(f"Flash ({block_m}×{block_n} tiles): HBM traffic (model)", fmt_bytes(panels.flash_bytes),
                  border=True, help="L2-aware model where the GPU is known, else the no-cache bound",
                  **counted(moved.flash_counted and fmt_bytes(moved.flash_counted)))
-    ratio.metric(moved.ratio_title, fmt_ratio(moved.ratio), border=True,
-                 **(badge(moved.ratio_note) if moved.ratio_note else
-                    counted(moved.counted_ratio and fmt_ratio(moved.counted_ratio))))
+    ratio.metric(moved.ratio_title, fmt_ratio(moved.headline_ratio), border=True,
+                 **(badge(moved.ratio_note) if moved.ratio_note else badge(f"model: {fmt_ratio(moved.ratio)}")))
     body.row("cards")
     titles = story.compare_titles(panels)
     figure_panels = [{"key": "naive", "title": titles["naive"], "parts": panels.naive,

@@ -138,7 +138,25 @@ def test_past_the_wall_the_ratio_says_it_is_the_model():
     assert past.modelled and past.ratio_title == "Standard ÷ flash (model)"
     assert "model" in past.ratio_note and story.OUT_OF_MEMORY in past.ratio_note
     here = story.hbm_bytes(story.traffic_panels(S(8192, 2, 16, 128, 2, False), records, FACTS), records, 8192)
-    assert not here.modelled and here.ratio_note is None and here.ratio_title == "Standard ÷ flash"
+    assert not here.modelled and here.ratio_note is None and here.ratio_title == "Standard ÷ flash (counted)"
+    # where the GPU counted both kernels, the page leads with its count (item 7), the model beside it
+    assert here.headline_ratio == here.counted_ratio != here.ratio and past.headline_ratio == past.ratio
+
+
+def test_the_model_says_where_and_why_it_is_off_the_count_by_more_than_a_fifth():
+    for n, d, causal in ((1024, 128, False), (8192, 128, False), (65536, 64, True), (262144, 64, False)):
+        records = talk(d, causal)
+        panels = story.traffic_panels(S(n, 2, 16, d, 2, causal), records, FACTS)
+        moved = story.hbm_bytes(panels, records, n)
+        text = story.model_vs_counted(moved, panels)
+        off = moved.flash_model_over_counted
+        if off is None:
+            continue
+        assert ("outside ±20%" in text) == (abs(off - 1) > 0.20), (n, off, text)
+        if off < 0.8:
+            assert "read more than the model's premise allows" in text
+        elif off > 1.2:
+            assert "still in L2 when the counters stop" in text or "found more of the K/V tiles in L2" in text
 
 
 def test_the_roofline_paragraph_speaks_of_the_points_drawn():
