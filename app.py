@@ -121,7 +121,7 @@ def scene_compare(stage: Stage) -> None:
     naive_oom = naive is not None and naive["status"] == "oom"
     standard.metric("Standard: HBM traffic (model)", fmt_bytes(panels.naive_bytes), border=True,
                     help="S written and read in fp32, P written and read: the cost model (costmodel.naive_traffic)",
-                    **(badge(f"did not run: {story.OUT_OF_MEMORY}") if naive_oom else
+                    **(badge(f"did not run: {story.oom_word(naive)}") if naive_oom else
                        counted(moved.naive_counted and fmt_bytes(moved.naive_counted))))
     flash.metric(f"Flash ({block_m}×{block_n} tiles): HBM traffic (model)", fmt_bytes(panels.flash_bytes),
                  border=True, help="L2-aware model where the GPU is known, else the no-cache bound",

@@ -149,9 +149,11 @@ class Stage:
 
     @property
     def roof_sizes(self) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
-        """The sizes the roofs were measured at: this bench's, live; a recording's own facts say theirs."""
+        """The sizes the roofs were measured at: this bench's, live; a recording's own facts say theirs (None where
+        an older file does not)."""
         if not self.live:
-            return None, None
+            facts = self.facts or {}
+            return (tuple(facts.get("copy_sizes_bytes") or ()) or None, tuple(facts.get("matmul_sizes") or ()) or None)
         from bench import device
         return device.COPY_SIZES_BYTES, device.MATMUL_SIZES
 

@@ -14,7 +14,7 @@ from story.hierarchy import hierarchy_sentence
 from story.inside import (BUSY_AGREES, GEMM_PHASES, LANE_NAMES, PhaseKernel, busy_sentence, gemm_busy, phase_fractions,
                           phase_kernels, phases_sentence, softmax_overlap)
 from story.problem import ScoresMemory, scores_memory, standard_wall
-from story.records import (OUT_OF_MEMORY, REFUSED_BEFORE_LAUNCH, counted_bytes, counted_bytes_at, failure_text,
+from story.records import (OUT_OF_MEMORY, REFUSED, REFUSED_BEFORE_LAUNCH, oom_word, refused, counted_bytes, counted_bytes_at, failure_text,
                            first_out_of_memory, first_wall, memory_wall, oom_need, oom_text, record_at, runs_sentence,
                            wall_text, with_failures)
 from story.roofline import (NAIVE_KERNEL_LABELS, RoofPoint, ridge, roof_names, roofline_points, roofline_text,

@@ -7,7 +7,7 @@ import costmodel
 from costmodel import Shape
 from fmt import fmt_bytes
 from kernels import specs
-from story.records import OUT_OF_MEMORY, counted_bytes_at, record_at
+from story.records import OUT_OF_MEMORY, counted_bytes_at, oom_word, record_at
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ def hbm_bytes(panels: TrafficPanels, records: list[dict], seq_len: int) -> HbmBy
     naive = record_at(records, "naive", seq_len)
     note = None
     if naive is not None and naive["status"] == "oom":
-        note = f"model only: standard did not run ({OUT_OF_MEMORY})"
+        note = f"model only: standard did not run ({oom_word(naive)})"
     elif naive is not None and naive["status"] != "ok":
         note = "model only: standard did not run (error)"
     elif not (naive_counted and flash_counted):

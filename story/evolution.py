@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from costmodel import Shape
 from fmt import fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens
 from kernels import specs
-from story.records import OUT_OF_MEMORY, failure_text
+from story.records import failure_text, oom_word
 
 
 def prefill_algorithms() -> tuple[str, ...]:
@@ -23,11 +23,12 @@ def _no_number(algorithm: str, at_length: dict | None, history: list[dict], seq_
     of the setting say (out of memory from a shorter length, not timed past the longest it ran), else not
     recorded."""
     if at_length is not None:
-        return OUT_OF_MEMORY if at_length["status"] == "oom" else failure_text(at_length)
+        return oom_word(at_length) if at_length["status"] == "oom" else failure_text(at_length)
     mine = [r for r in history if r["algorithm"] == algorithm]
-    shorter_oom = [r["seq_len"] for r in mine if r["status"] == "oom" and seq_len and r["seq_len"] < seq_len]
+    shorter_oom = [r for r in mine if r["status"] == "oom" and seq_len and r["seq_len"] < seq_len]
     if shorter_oom:
-        return f"{OUT_OF_MEMORY} (from {fmt_tokens(min(shorter_oom))})"
+        first = min(shorter_oom, key=lambda r: r["seq_len"])
+        return f"{oom_word(first)} (from {fmt_tokens(first['seq_len'])})"
     timed = [r["seq_len"] for r in mine if r["status"] == "ok"]
     if timed and seq_len and max(timed) < seq_len:
         why = specs.spec(algorithm).max_seq_len_why if algorithm in specs.SPECS else ""  # its spec says why

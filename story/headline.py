@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import costmodel
 from costmodel import Shape
 from fmt import fmt_ms, fmt_tokens
-from story.records import OUT_OF_MEMORY, failure_text, oom_text, record_at
+from story.records import OUT_OF_MEMORY, failure_text, oom_text, oom_word, record_at
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ def headline(records: list[dict], shape: Shape, missing_reason: str = "not measu
     naive, flash = record_at(records, "naive", seq_len), record_at(records, "fa2", seq_len)
     if naive is not None and naive["status"] == "oom":
         flash_ran = f"; flash ran in {fmt_ms(flash['time_ms'])}" if flash and flash["status"] == "ok" else ""
-        return Headline(*memory, OUT_OF_MEMORY, f"standard attention: {OUT_OF_MEMORY} ({oom_text(naive)}){flash_ran}")
+        return Headline(*memory, OUT_OF_MEMORY, f"standard attention: {oom_word(naive)} ({oom_text(naive)}){flash_ran}")
     row = next((row for row in speedup_table(records) if row["seq_len"] == seq_len), None)
     if row is None:
         return Headline(*memory, "—", missing_reason)

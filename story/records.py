@@ -46,6 +46,19 @@ def oom_need(record: dict) -> int | None:
 REFUSED_BEFORE_LAUNCH = "refused before any launch"  # kernels/inputs.py: S and P larger than the whole device
 
 
+REFUSED = "refused before any launch"
+
+
+def refused(record: dict | None) -> bool:
+    """The record's kernel was refused by our library's own check before any launch (not an allocator's failure)."""
+    return bool(record) and record.get("status") == "oom" and REFUSED_BEFORE_LAUNCH in str(record.get("message") or "")
+
+
+def oom_word(record: dict | None) -> str:
+    """What happened to a kernel that did not fit, in a word or two: refused before launch, or out of memory."""
+    return REFUSED if refused(record) else OUT_OF_MEMORY
+
+
 def oom_text(record: dict) -> str:
     """"needs 192.2 GiB beyond Q, K, V; a 64.0 GiB allocation failed": the model's need beyond the inputs (the
     memory chart's quantity) and what was measured, each saying what it is. The one wording of the wall: the chart,
@@ -57,7 +70,7 @@ def oom_text(record: dict) -> str:
         parts.append(f"needs {fmt_bytes(need)} beyond Q, K, V")
     if record.get("needed_bytes"):
         if REFUSED_BEFORE_LAUNCH in str(record.get("message") or ""):  # our library's own check, not the allocator
-            parts.append(f"{fmt_bytes(record['needed_bytes'])} for S and P refused before any launch")
+            parts.append(f"{fmt_bytes(record['needed_bytes'])} for S and P, more than the GPU has")
         else:
             parts.append(f"a {fmt_bytes(record['needed_bytes'])} allocation failed")
     return "; ".join(parts)
@@ -66,7 +79,7 @@ def oom_text(record: dict) -> str:
 def wall_text(record: dict) -> str:
     """"out of memory at N = 32K (needs 192.2 GiB; a 64.0 GiB allocation failed)"."""
     needed = f" ({oom_text(record)})" if oom_text(record) else ""
-    return f"{OUT_OF_MEMORY} at N = {fmt_tokens(record['seq_len'])}{needed}"
+    return f"{oom_word(record)} at N = {fmt_tokens(record['seq_len'])}{needed}"
 
 
 def first_wall(records: list[dict]) -> dict | None:
@@ -80,7 +93,7 @@ def failure_text(record: dict) -> str:
     """Why a record has no timing: "out of memory (needs …; a 64.0 GiB allocation failed)" or "error: …"."""
     if record["status"] == "oom":
         needs = oom_text(record)
-        return OUT_OF_MEMORY + (f" ({needs})" if needs else "")
+        return oom_word(record) + (f" ({needs})" if needs else "")
     return f"error: {record.get('message') or 'unknown'}"
 
 

@@ -8,7 +8,7 @@ import costmodel
 from costmodel import Shape
 from fmt import fmt_bytes
 from kernels import specs
-from story.records import OUT_OF_MEMORY, counted_bytes, failure_text
+from story.records import OUT_OF_MEMORY, counted_bytes, failure_text, oom_word
 
 
 NAIVE_KERNEL_LABELS = ("standard: S = QKᵀ", "standard: softmax", "standard: O = PV")
@@ -170,7 +170,7 @@ def roofline_text(points: list[RoofPoint], records: list[dict], facts: dict | No
         sentences.append(f"The standard kernels stream the N×N scores through HBM and sit {where} ({close}).")
     else:
         standard = next((r for r in records if r["algorithm"] == "naive"), None)
-        why = (OUT_OF_MEMORY if standard is not None and standard["status"] == "oom"
+        why = (oom_word(standard) if standard is not None and standard["status"] == "oom"
                else failure_text(standard) if standard is not None and standard["status"] != "ok"
                else "not measured at this setting")
         sentences.append(f"No standard point: standard attention did not run here ({why}).")

@@ -8,7 +8,7 @@ from costmodel import Shape
 from fmt import fmt_bytes, fmt_ratio, fmt_tokens
 from story.compare import TrafficPanels, hbm_bytes
 from story.headline import compute_bound, headline, launch_bound, speedup_words
-from story.records import OUT_OF_MEMORY, first_out_of_memory, oom_text, record_at
+from story.records import OUT_OF_MEMORY, first_out_of_memory, oom_text, oom_word, record_at, refused
 from story.roofline import roofline_points
 
 
@@ -44,7 +44,7 @@ def takeaways(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> list[s
     points = [f"**Memory: O(N²) → O(N).** Standard attention needs {fmt_bytes(numbers.naive_bytes)} beyond its "
               f"inputs {at}; flash needs {fmt_bytes(numbers.flash_bytes)} (scene {scene['headline']})."]
     if oom_here:
-        points.append(f"**Traffic.** Standard attention could not run here: {OUT_OF_MEMORY} ({oom_text(naive_here)}), "
+        points.append(f"**Traffic.** Standard attention could not run here: {oom_word(naive_here)} ({oom_text(naive_here)}), "
                       f"so it moved nothing; flash's HBM traffic is {fmt_bytes(panels.flash_bytes)} by the "
                       f"L2-aware model (scene {scene['compare']}).")
     else:
@@ -77,8 +77,8 @@ def takeaways(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> list[s
         moved = hbm_bytes(panels, records, seq_len)
         speed = float(numbers.speedup.rstrip("×"))
         if launch_bound(flash_here):
-            why = (f"At this size both calls are short enough that launching them takes much of their time: this "
-                   f"compares launches more than algorithms")
+            why = ("At this size both calls are short enough that launching them takes much of their time: this "
+                   "compares launches more than algorithms")
         elif compute_bound(flash_here, facts) and speed > 1:
             why = ("Once the bytes are gone, arithmetic sets flash's time, so the speedup is the standard kernels' "
                    "bandwidth-bound time over flash's compute-bound time")
@@ -89,7 +89,8 @@ def takeaways(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> list[s
             f"{numbers.speedup_why}. {why} (scenes {scene['headline']}, {scene['seqlen']}).")
     wall = first_out_of_memory(records)
     if wall:
-        points.append(f"**The wall.** On {gpu} the standard kernels ran {OUT_OF_MEMORY} at "
+        did = "were refused before any launch" if refused(wall) else f"ran {OUT_OF_MEMORY}"
+        points.append(f"**The wall.** On {gpu} the standard kernels {did} at "
                       f"{fmt_tokens(wall['seq_len'])} tokens ({oom_text(wall)}); flash kept going "
                       f"(scene {scene['seqlen']}).")
     if max_abs_err is not None and trace_len:
@@ -146,7 +147,8 @@ def takeaway_slides(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> 
     wall = first_out_of_memory(records)
     if wall:
         slides.append(Slide("The wall", fmt_tokens(wall["seq_len"]),
-                            f"tokens: standard ran {OUT_OF_MEMORY}; flash kept going", scene["seqlen"]))
+                            f"tokens: standard {'refused: too big for the GPU' if refused(wall) else 'ran ' + OUT_OF_MEMORY}; "
+                            f"flash kept going", scene["seqlen"]))
     v3 = record_at(at_length, "fa3", seq_len)
     flash = record_at(at_length, "fa2", seq_len)
     sdpa = record_at(at_length, "sdpa_default", seq_len)

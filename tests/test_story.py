@@ -117,13 +117,14 @@ def test_past_the_wall_every_claim_says_out_of_memory_with_the_same_bytes(head_d
         numbers = story.headline(records, S(seq_len, 2, 16, head_dim, 2, False))
         naive = story.record_at(records, "naive", seq_len)
         assert numbers.speedup == story.OUT_OF_MEMORY and oom_text(naive) in numbers.speedup_why
+        assert story.oom_word(naive) in numbers.speedup_why
         panels = story.traffic_panels(S(seq_len, 2, 16, head_dim, 2, causal), records, RECORDED.facts)
         at_length = recorded(head_dim, causal, specs.keys(roofline=True))
         points = story.takeaways(story.Evidence(records, at_length, panels, RECORDED.facts, "H200"),
                                  S(seq_len, 2, 16, head_dim, 2, causal), SCENE)
         text = "\n".join(points)
         assert "n/a" not in text and "standard moves" not in text
-        assert f"{story.OUT_OF_MEMORY} ({oom_text(naive)})" in text
+        assert f"{story.oom_word(naive)} ({oom_text(naive)})" in text  # refused before any launch: said so
         assert oom_text(wall) in text  # the wall's own bytes, the same words as on the memory chart
 
 

@@ -108,8 +108,12 @@ def test_a_wall_our_library_refused_before_launch_is_not_called_a_failed_allocat
             "more memory than the device has: Tried to allocate 192.00 GiB"}
     assert "refused before any launch" in story.wall_text(wall) and "allocation failed" not in story.wall_text(wall)
     shipped = story.first_wall(load_results("h200.json").records)
-    assert story.wall_text(shipped).startswith("out of memory at N = 32K")
-    assert "192.0 GiB for S and P refused before any launch" in story.wall_text(shipped)
+    # refused, not "ran out of memory" (issue 38, item 8): the kernel never launched
+    assert story.wall_text(shipped).startswith("refused before any launch at N = 32K")
+    assert "192.0 GiB for S and P, more than the GPU has" in story.wall_text(shipped)
+    assert story.failure_text(shipped).startswith("refused before any launch (needs")
+    assert story.oom_word(shipped) == story.REFUSED and story.oom_word({**shipped, "message": "CUDA out of "
+                                                                        "memory"}) == story.OUT_OF_MEMORY
 
 
 def test_sentences_at_every_stop_say_slower_and_launch_bound_plainly(records) -> None:

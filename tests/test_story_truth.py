@@ -136,7 +136,7 @@ def test_past_the_wall_the_ratio_says_it_is_the_model():
     records = talk(128, False)
     past = story.hbm_bytes(story.traffic_panels(S(262144, 2, 16, 128, 2, False), records, FACTS), records, 262144)
     assert past.modelled and past.ratio_title == "Standard ÷ flash (model)"
-    assert "model" in past.ratio_note and story.OUT_OF_MEMORY in past.ratio_note
+    assert "model" in past.ratio_note and story.REFUSED in past.ratio_note
     here = story.hbm_bytes(story.traffic_panels(S(8192, 2, 16, 128, 2, False), records, FACTS), records, 8192)
     assert not here.modelled and here.ratio_note is None and here.ratio_title == "Standard ÷ flash (counted)"
     # where the GPU counted both kernels, the page leads with its count (item 7), the model beside it
@@ -166,7 +166,7 @@ def test_the_roofline_paragraph_speaks_of_the_points_drawn():
     past = story.roofline_points(at_length(128, False, 65536))
     text = story.roofline_text(past, at_length(128, False, 65536), FACTS)
     assert "standard kernels" not in text and "bandwidth roof" not in text
-    assert f"No standard point: standard attention did not run here ({story.OUT_OF_MEMORY})" in text
+    assert f"No standard point: standard attention did not run here ({story.REFUSED})" in text
     v3 = story.RoofPoint("FA-3 style (ours)", "fa3", 1.1e12, 70e6, 1.8, True)
     assert "FA-3 style kernel" in story.roofline_text([*past, v3], at_length(128, False, 65536), FACTS)
 
@@ -176,12 +176,12 @@ def test_every_algorithm_has_an_evolution_entry_and_says_why_it_has_no_number():
     points = story.evolution_points(at_length(128, False, 262144), 262144, history)
     assert [p["algorithm"] for p in points] == list(story.prefill_algorithms())
     notes = {p["algorithm"]: p["note"] for p in points if p["tflops"] is None}
-    assert notes == {"naive": story.OUT_OF_MEMORY, "torch_naive": f"{story.OUT_OF_MEMORY} (from 32K)",
+    assert notes == {"naive": story.REFUSED, "torch_naive": f"{story.OUT_OF_MEMORY} (from 32K)",
                      "fa1": "not timed past 16K (its O, m, l round trips grow as N²)"}
     assert all(p["tflops"] and p["note"] is None for p in points if p["algorithm"] not in notes)
     measured = [{**p, "label": viz.algorithm_label(p["algorithm"])} for p in points]
     fig = viz.evolution_figure(measured)
-    gaps = next(t for t in fig.data if t.customdata is not None and story.OUT_OF_MEMORY in t.customdata)
+    gaps = next(t for t in fig.data if t.customdata is not None and story.REFUSED in t.customdata)
     assert sorted(gaps.customdata) == sorted(notes.values())  # each drawn in its column, labelled
     assert len(fig.layout.xaxis.categoryarray) == len(viz.PUBLISHED) + len(story.prefill_algorithms())
     without_v3 = [r for r in at_length(128, False, 8192) if r["algorithm"] != "fa3"]
@@ -440,3 +440,17 @@ def test_the_inside_scene_names_what_its_cards_measure_and_no_colour_words():
     app = open_app(scene="inside", source="recorded")
     assert_no_exception(app)
     assert all("time inside a GEMM scope" in m.label for m in app.metric)
+
+
+@pytest.mark.parametrize("seq_len", [1024, 8192, 65536])
+def test_the_roofline_verdicts_and_caption_name_the_same_roofs(seq_len):
+    app = open_app(scene="roofline", source="recorded", n=str(seq_len))
+    assert_no_exception(app)
+    said = " ".join(m.value for m in app.markdown) + " ".join(c.value for c in app.caption)
+    assert "sizes not recorded" not in said  # the recording says its copy and matmul sizes: one truth
+    assert "copy of 1–4 GiB" in said
+    import page
+    stage_sizes = page.Stage.roof_sizes.fget  # the recorded stage's sizes are the recording's own
+    class Recorded:
+        live, facts = False, FACTS
+    assert stage_sizes(Recorded()) == (tuple(FACTS["copy_sizes_bytes"]), tuple(FACTS["matmul_sizes"]))
