@@ -207,6 +207,10 @@ def scene_tiling(stage: Stage) -> None:
                      f"{s.head_dim}, {s.dtype}{', causal' if s.causal else ''}, computed {where} by the "
                      f"{page.order_label(s.order)} kernel. Same inputs through the naive kernel: "
                      f"max |O_flash − O_standard| = {trace['max_abs_err']:.2e}.")
+            if s.view == "tiles":
+                words += " " + story.tiles_bytes_sentence(request.seq_len, request.head_dim, request.dtype,
+                                                          request.causal, request.order, request.block_m,
+                                                          request.block_n)
             with notes_place:
                 for note in notes:
                     body.warn(note)

@@ -173,3 +173,31 @@ def _model_off(moved: HbmBytes, panels: TrafficPanels) -> str:
     return (f" Flash's model is {ratio:.2f}× the count here, outside ±{MODEL_AGREES:.0%}: the GPU read more than the "
             f"model's premise allows (a wave of programs sharing each K/V tile through L2); where one head's K and V "
             f"no longer fit in L2 beside the others', the tiles are read again from HBM. Not fitted to hide it.")
+
+
+def _tile_bytes(shape: Shape, order: str, block_m: int, block_n: int) -> tuple[int, int]:
+    flash = int(specs.spec(order).trace.step_traffic(shape, block_m, block_n)[f"{order}_bytes"][-1])
+    naive = int(costmodel.step_traffic(shape, block_m, block_n)["naive_bytes"][-1])
+    return flash, naive
+
+
+def tiles_bytes_sentence(seq_len: int, head_dim: int, dtype: str, causal: bool, order: str, block_m: int,
+                         block_n: int) -> str:
+    """The tiling animation's "HBM bytes so far" said as what it is (the cost model's count of the traced kernel's
+    loads and stores, one head), and, where flash ends above standard (small tiles over a short sequence), why,
+    with what the largest tiles would move."""
+    shape = Shape(seq_len, 1, 1, head_dim, dtype, causal)
+    flash, naive = _tile_bytes(shape, order, block_m, block_n)
+    sentence = "HBM bytes so far: the cost model's count of each kernel's loads and stores for this head."
+    if flash <= naive:
+        return sentence
+    why = ("the FA1 order sends every Q block's O, m and l to HBM and back at each K/V tile" if order == "fa1"
+           else "every Q block re-reads K and V")
+    sentence += (f" At {block_m}×{block_n} tiles flash ends above standard ({fmt_bytes(flash)} against "
+                 f"{fmt_bytes(naive)}): {why}, and with tiles this small that costs more than writing and reading S "
+                 f"and P; both grow as N², so only larger tiles change it")
+    big = min(costmodel.TILE_SIZES[-1], 1 << (seq_len - 1).bit_length())
+    if (big, big) != (block_m, block_n):
+        flash_big, naive_big = _tile_bytes(shape, order, big, big)
+        sentence += f" (at {big}×{big}: {fmt_bytes(flash_big)} against {fmt_bytes(naive_big)})"
+    return sentence + "."

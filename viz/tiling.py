@@ -422,7 +422,7 @@ def _add_titles(fig: go.Figure, data: TilingData, domains: dict[str, tuple[list[
                 plot_px: int, colors: dict[str, str]) -> None:
     """The right column's panel titles, each statistic lane's title, the tile legend, and what the inputs are."""
     out_title = _output_title(data.out_rows, data.block_m, data.out_dims, data.head_dim)[0]
-    for panel, text in (("out", out_title), ("bytes", "HBM bytes so far")):
+    for panel, text in (("out", out_title), ("bytes", "HBM bytes so far (model)")):
         (x0, x1), (_, y1) = domains[panel]  # the right column's titles end at its right edge: never cut off there
         anchor = "right" if panel == "out" else "center"
         fig.add_annotation(text=text, x=x1 if anchor == "right" else (x0 + x1) / 2, y=y1, xref="paper", yref="paper",
