@@ -440,7 +440,7 @@ def _check_timeline(tl, where: str) -> dict:
     return out
 
 
-# -- phases: one launch's warpgroups over time (bench --phases, kernels/phase_timeline.py) -----------------------
+# -- phases: one launch's warpgroups over time (bench --phases, bench/phases.py) --------------------------------
 
 PHASE_NAMES = ("load", "wait", "qk", "softmax", "pv", "epilogue")
 MAX_PHASE_RECORDINGS = 8

@@ -62,7 +62,7 @@ def machine_from_facts(facts: dict | None, programs_per_sm: int | None = None,
     - head_dim 64 (no timeline of its kernel: 1 per SM assumed), 64K–256K: 2.8–3.5 causal, 0.55–1.9 not.
     With 1 per SM assumed instead, head_dim 128 not causal meets the counters at 128K–256K (0.99–1.01): a
     coincidence the timeline contradicts, not a reason to assume it (tests/test_story_truth.py pins these).
-    (The 2026-12-02 16:41 recording; each re-recording moves these by a few hundredths.)"""
+    (The shipped recording, BENCHMARKS.md; each re-recording moves these by a few hundredths.)"""
     if not facts or not facts.get("l2_bytes") or not facts.get("sm_count"):
         return None
     sm_count = int(facts["sm_count"])

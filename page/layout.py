@@ -18,8 +18,8 @@ import streamlit as st
 from page.script import BODY_WIDTH_PX, DESIGN_PX_PER_REM, SCENE_BODY_PX
 from viz.fit import text_px
 
-# Each kind of row a scene shows, as tall as drawn in chromium at 1920×1080 (design px; measured 2026-12-04 on
-# every scene: the slider with its label, the segmented tabs, the tiling scene's row of controls, a row of bordered
+# Each kind of row a scene shows, as tall as drawn in chromium at 1920×1080 (design px; measured on every
+# scene: the slider with its label, the segmented tabs, the tiling scene's row of controls, a row of bordered
 # metric cards with and without the line under their number, a closed expander).
 ROW_PX = {"slider": 104.4, "tabs": 48.0, "controls": 60.0, "cards": 198.0, "cards_plain": 154.0, "expander": 60.0}
 LINE_PX = 1.6 * DESIGN_PX_PER_REM  # one line of text (1rem type, 1.6 line height): 38.4 px

@@ -1,4 +1,4 @@
-"""Viewers at once and a hostile upload, in a real browser against one `streamlit run app.py` (issue 15).
+"""Viewers at once and a hostile upload, in a real browser against one `streamlit run app.py`.
 
 Two browser contexts are two Streamlit sessions on one server, the way two people in a room open the link:
 each must get its own numbers and its own animation (Triton's interpreter is shared by the server, so the

@@ -107,7 +107,7 @@ def test_dump_refuses_to_write_a_bad_file(tmp_path):
     assert not (tmp_path / "x.json").exists()
 
 
-# -- issue 15: hostile and absurd files ---------------------------------------------------------------
+# -- hostile and absurd files -------------------------------------------------------------------------
 
 def _deep(levels):
     return ('{"schema": "flash-live-results", "schema_version": 1, "x": ' + "[" * levels + "]" * levels

@@ -1,5 +1,5 @@
-"""Robustness, round 3: a presenter's held key, the picture cache's keys, schema-valid uploads that used to crash
-scenes or be drawn as facts, the library's softmax scale and memory, and what the browser may send."""
+"""Robustness: a presenter's held key, the picture cache's keys, schema-valid uploads that must neither crash
+scenes nor be drawn as facts, the library's softmax scale and memory, and what the browser may send."""
 import json
 import math
 

@@ -1,6 +1,5 @@
-"""Numbers that disagreed (issue 20): each claim of the page now rests on one function, and these pin what
-those say on the shipped H200 recording (results/h200.json) and on small inputs. Each test failed on the code
-before the fix."""
+"""Numbers that must agree: each claim of the page rests on one function, and these pin what those say on the
+shipped H200 recording (results/h200.json) and on small inputs."""
 from __future__ import annotations
 
 import json

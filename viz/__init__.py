@@ -2,7 +2,7 @@
 
 No Streamlit, torch or triton here, and no numbers of the story's: viz draws what it is given. The records
 and traces come from kernels/ via the page (shapes in docs/data-contracts.md), the numbers and words the
-scenes quote from story.py, formatting from fmt.py, every formula from the cost model (costmodel.py).
+scenes quote from story/, formatting from fmt.py, every formula from the cost model (costmodel/).
 One look per algorithm (its spec's colour and names, viz.theme.look); the animated views share viz.animation.
 """
 

@@ -1,6 +1,6 @@
 """Extra device memory versus sequence length: the quadratic wall of standard attention, the linear
 line of flash. Formula curves from the cost model, measured peaks and out-of-memory results from records;
-what an out-of-memory record needs and the wall's words come from the story (story.py), as given.
+what an out-of-memory record needs and the wall's words come from the story (story/records.py), as given.
 """
 
 from __future__ import annotations
