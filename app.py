@@ -123,8 +123,10 @@ def scene_compare(stage: Stage) -> None:
                     help="S written and read in fp32, P written and read: the cost model (costmodel.naive_traffic)",
                     **(badge(f"did not run: {story.oom_word(naive)}") if naive_oom else
                        counted(moved.naive_counted and fmt_bytes(moved.naive_counted))))
+    off = story.model_off(moved, panels)  # the model more than 20 % off the count: which way, and why
     flash.metric(f"Flash ({block_m}×{block_n} tiles): HBM traffic (model)", fmt_bytes(panels.flash_bytes),
-                 border=True, help="L2-aware model where the GPU is known, else the no-cache bound",
+                 border=True, help=" ".join(filter(None, ("L2-aware model where the GPU is known, else the no-cache "
+                                                          "bound.", off))),
                  **counted(moved.flash_counted and fmt_bytes(moved.flash_counted)))
     ratio.metric(moved.ratio_title, fmt_ratio(moved.headline_ratio), border=True,
                  **(badge(moved.ratio_note) if moved.ratio_note else badge(f"model: {fmt_ratio(moved.ratio)}")))
@@ -270,17 +272,21 @@ def scene_evolution(stage: Stage) -> None:
     history = stage.records_for(story.prefill_algorithms(), page.settings.SEQ_LENS) if not stage.live else None
     measured = [{**point, "label": viz.algorithm_label(point["algorithm"])}
                 for point in story.evolution_points(records, s.seq_len, history)]
-    caption = ""
+    caption, gap = "", None
     if stage.recording and stage.facts and not said:  # a setting the recording lacks has no gap to split
         gap = story.fa1_gap(stage.recording.records, s.shape, stage.facts.get("sm_count"),
                            stage.facts.get("copy_gbps"))
         caption = " ".join(filter(None, (story.same_gpu_sentence(measured, viz.PUBLISHED, stage.gpu_name),
-                                         gap.sentence, story.runs_sentence(stage.recording.meta))))
+                                         story.runs_sentence(stage.recording.meta))))
     below = (page.text_rows_px(caption),) if caption else ()
+    expanders = (page.ROW_PX["expander"],) * (2 if gap else 1)
     chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.measured_text,
-                               height=body.chart_px(below=(*below, page.ROW_PX["expander"]))))
+                               height=body.chart_px(below=(*below, *expanders))))
     if caption:
         st.caption(caption)
+    if gap:
+        with st.expander("FA-1's loop order against FA-2's: where the time goes"):
+            st.markdown(gap.sentence)
     with st.expander("Sources of the published numbers"):
         st.markdown("\n".join(f"- **{entry['version']}** ({entry['year']}, {entry['gpu']}): {entry['citation']}. "
                               f"{entry['note']}" for entry in viz.PUBLISHED))

@@ -156,7 +156,7 @@ _BUILT_IN = (
     Spec("fa1", "flash, FA1 loop order (ours, Triton)", "flash, FA1 order (ours)", "medium_purple",
          "kernels.fa1:flash_attention_v1", _fa1_model, costmodel.fa1_extra_bytes, interpreter=True, library=True,
          aliases=("flash_v1",), tiles="kernels.fa1:tiles_for", assumed_tiles=(64, 64), tile_rule=costmodel.check_tiles,
-         max_seq_len=16384, max_seq_len_why="its O, m, l round trips grow as N²", ratio=True,
+         max_seq_len=16384, max_seq_len_why="round trips ∝ N²", ratio=True,
          trace=Trace("FA1 order", True, costmodel.fa1_schedule, costmodel.fa1_step_traffic, costmodel.fa1_traffic,
                      "kernels.fa1:flash_attention_v1_traced", "fa1.py", FA1_PHASES),
          compile="kernels.fa1:shipped_launches"),

@@ -149,13 +149,13 @@ def model_vs_counted(moved: HbmBytes, panels: TrafficPanels) -> str:
         parts.append(f"flash {moved.flash_model_over_counted:.2f} ({which})")
     if not parts:
         return ""
-    return "Model ÷ counted: " + "; ".join(parts) + "." + _model_off(moved, panels)
+    return "Model ÷ counted: " + "; ".join(parts) + "."
 
 
 MODEL_AGREES = 0.20  # the cost model and the counters agree within this (model ÷ counted in 0.8 … 1.2)
 
 
-def _model_off(moved: HbmBytes, panels: TrafficPanels) -> str:
+def model_off(moved: HbmBytes, panels: TrafficPanels) -> str:
     """Where the flash model is more than 20 % off the count: which way, and why (costmodel.machine says where
     each regime holds on the H200)."""
     ratio = moved.flash_model_over_counted
@@ -163,14 +163,14 @@ def _model_off(moved: HbmBytes, panels: TrafficPanels) -> str:
         return ""
     small = panels.machine is not None and panels.flash_bytes <= 4 * panels.machine.l2_bytes
     if ratio > 1 and small:
-        return (f" Flash's model is {ratio:.2f}× the count here, outside ±{MODEL_AGREES:.0%}: all its traffic is a few "
+        return (f"Flash's model is {ratio:.2f}× the count here, outside ±{MODEL_AGREES:.0%}: all its traffic is a few "
                 f"times the L2, part of the output is still in L2 when the counters stop, and the model counts every "
                 f"byte to HBM.")
     if ratio > 1:
-        return (f" Flash's model is {ratio:.2f}× the count here, outside ±{MODEL_AGREES:.0%}: the GPU found more of "
+        return (f"Flash's model is {ratio:.2f}× the count here, outside ±{MODEL_AGREES:.0%}: the GPU found more of "
                 f"the K/V tiles in L2 than the model's premise (one wave of programs sharing each tile) allows, as "
                 f"causal programs, short and uneven, share more. Not fitted to hide it.")
-    return (f" Flash's model is {ratio:.2f}× the count here, outside ±{MODEL_AGREES:.0%}: the GPU read more than the "
+    return (f"Flash's model is {ratio:.2f}× the count here, outside ±{MODEL_AGREES:.0%}: the GPU read more than the "
             f"model's premise allows (a wave of programs sharing each K/V tile through L2); where one head's K and V "
             f"no longer fit in L2 beside the others', the tiles are read again from HBM. Not fitted to hide it.")
 

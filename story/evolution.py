@@ -41,7 +41,7 @@ def evolution_points(records: list[dict], seq_len: int | None = None, history: l
     """The evolution chart's measured entries: one per prefill algorithm of the specs (in their order; or those
     given),
     with its TFLOPS, or None and a note saying why there is no number: "out of memory", "not timed past 16K
-    (its O, m, l round trips grow as N²)", "not recorded"…
+    (round trips ∝ N²)", "not recorded"…
 
     records: every algorithm's records at seq_len (one setting); history: the same setting's records at other
     lengths (why an algorithm with no record here stopped earlier), optional."""

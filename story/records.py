@@ -70,7 +70,7 @@ def oom_text(record: dict) -> str:
         parts.append(f"needs {fmt_bytes(need)} beyond Q, K, V")
     if record.get("needed_bytes"):
         if REFUSED_BEFORE_LAUNCH in str(record.get("message") or ""):  # our library's own check, not the allocator
-            parts.append(f"{fmt_bytes(record['needed_bytes'])} for S and P, more than the GPU has")
+            parts.append(f"{fmt_bytes(record['needed_bytes'])} for S and P")  # said: refused before any launch
         else:
             parts.append(f"a {fmt_bytes(record['needed_bytes'])} allocation failed")
     return "; ".join(parts)

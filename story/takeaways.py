@@ -12,10 +12,13 @@ from story.records import OUT_OF_MEMORY, first_out_of_memory, oom_text, oom_word
 from story.roofline import roofline_points
 
 
-def _of_datasheet(tflops: float, facts: dict | None) -> str:
+def _of_datasheet(tflops: float, facts: dict | None, short: bool = False) -> str:
     """", 54% of the datasheet's 989": a rate's share of the GPU's datasheet peak, where the GPU is listed."""
     sheet = costmodel.datasheet((facts or {}).get("name"))
-    return f", {tflops / sheet.bf16_dense_tflops:.0%} of the datasheet's {sheet.bf16_dense_tflops:,.0f}" if sheet else ""
+    if not sheet:
+        return ""
+    share = f"{tflops / sheet.bf16_dense_tflops:.0%}"
+    return f", {share} of spec" if short else f", {share} of the datasheet's {sheet.bf16_dense_tflops:,.0f}"
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,8 @@ def takeaway_slides(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> 
     moved = hbm_bytes(panels, records, seq_len)
     if naive_here is None or naive_here["status"] != "oom":
         slides.append(Slide("Traffic, not FLOPs", f"{fmt_ratio(moved.headline_ratio)} fewer bytes",
-                            f"through HBM at {n}, same matmuls ({moved.headline_source})", scene["compare"]))
+                            f"through HBM at {n} ({'model' if moved.modelled else 'counted'}), same matmuls",
+                            scene["compare"]))
     peak, copy = (facts or {}).get("matmul_tflops"), (facts or {}).get("copy_gbps")
     flash_point = next((p for p in roofline_points([r for r in at_length if r["seq_len"] == seq_len])
                         if p.algorithm == "fa2"), None)
@@ -134,8 +138,8 @@ def takeaway_slides(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> 
         side = "right" if flash_point.intensity >= ridge else "left"
         title = "Compute-bound" if compute_bound(flash_here, facts) else f"{side.capitalize()} of the ridge"
         slides.append(Slide(title, f"{flash_point.intensity:,.0f} FLOPs/byte",
-                            f"flash is {side} of the ridge ({ridge:,.0f}), at {min(flash_point.tflops / peak, 1.0):.0%} "
-                            f"of the measured matmul roof{_of_datasheet(flash_point.tflops, facts)}",
+                            f"flash, {side} of the ridge ({ridge:,.0f}): {min(flash_point.tflops / peak, 1.0):.0%} "
+                            f"of the measured roof{_of_datasheet(flash_point.tflops, facts, short=True)}",
                             scene["roofline"]))
     if numbers.speedup.endswith("×"):
         speed = float(numbers.speedup.rstrip("×"))

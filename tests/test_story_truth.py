@@ -147,7 +147,7 @@ def test_the_model_says_where_and_why_it_is_off_the_count_by_more_than_a_fifth()
         records = talk(d, causal)
         panels = story.traffic_panels(S(n, 2, 16, d, 2, causal), records, FACTS)
         moved = story.hbm_bytes(panels, records, n)
-        text = story.model_vs_counted(moved, panels)
+        text = story.model_off(moved, panels)
         off = moved.flash_model_over_counted
         if off is None:
             continue
@@ -176,7 +176,7 @@ def test_every_algorithm_has_an_evolution_entry_and_says_why_it_has_no_number():
     assert [p["algorithm"] for p in points] == list(story.prefill_algorithms())
     notes = {p["algorithm"]: p["note"] for p in points if p["tflops"] is None}
     assert notes == {"naive": story.REFUSED, "torch_naive": f"{story.OUT_OF_MEMORY} (from 32K)",
-                     "fa1": "not timed past 16K (its O, m, l round trips grow as N²)"}
+                     "fa1": "not timed past 16K (round trips ∝ N²)"}
     assert all(p["tflops"] and p["note"] is None for p in points if p["algorithm"] not in notes)
     measured = [{**p, "label": viz.algorithm_label(p["algorithm"])} for p in points]
     fig = viz.evolution_figure(measured)
@@ -427,6 +427,8 @@ def test_the_evolution_caption_holds_the_same_gpu_ratio():
     app = open_app(scene="evolution", source="recorded")
     assert_no_exception(app)
     assert any("one GPU, one setting" in caption.value for caption in app.caption)
+    (fa1,) = [e for e in app.expander if "FA-1's loop order" in e.label]
+    assert "loop order's price is bytes" in " ".join(m.value for m in fa1.markdown)
 
 
 def test_the_inside_scene_names_what_its_cards_measure_and_no_colour_words():
@@ -443,7 +445,7 @@ def test_the_inside_scene_names_what_its_cards_measure_and_no_colour_words():
 
 @pytest.mark.parametrize("seq_len", [1024, 8192, 65536])
 def test_the_roofline_verdicts_and_caption_name_the_same_roofs(seq_len):
-    app = open_app(scene="roofline", source="recorded", n=str(seq_len))
+    app = open_app(scene="roofline", source="recorded", seq_len=str(seq_len))
     assert_no_exception(app)
     said = " ".join(m.value for m in app.markdown) + " ".join(c.value for c in app.caption)
     assert "sizes not recorded" not in said  # the recording says its copy and matmul sizes: one truth
@@ -453,3 +455,22 @@ def test_the_roofline_verdicts_and_caption_name_the_same_roofs(seq_len):
     class Recorded:
         live, facts = False, FACTS
     assert stage_sizes(Recorded()) == (tuple(FACTS["copy_sizes_bytes"]), tuple(FACTS["matmul_sizes"]))
+
+
+def test_the_tiles_view_says_its_bytes_are_the_model_and_why_flash_can_end_above_standard():
+    small = story.tiles_bytes_sentence(512, 128, "bfloat16", False, "fa2", 32, 32)
+    assert small.startswith("HBM bytes so far: the cost model's count")
+    assert "flash ends above standard (4.3 MiB against 3.5 MiB)" in small and "re-reads K and V" in small
+    assert "(at 256×256: 770.0 KiB against 3.5 MiB)" in small
+    assert "FA1 order sends every Q block's O, m and l" in story.tiles_bytes_sentence(512, 128, "bfloat16", False,
+                                                                                     "fa1", 32, 32)
+    assert "above standard" not in story.tiles_bytes_sentence(512, 128, "bfloat16", False, "fa2", 64, 64)
+    fig = tiling.tiling_figure(trace_flash(64, 32, 32, 32, causal=False, seed=0).to_dict())
+    assert any(a.text == "HBM bytes so far (model)" for a in fig.layout.annotations)
+
+
+def test_the_compare_card_says_where_the_model_parts_from_the_count():
+    app = open_app(scene="compare", source="recorded", seq_len="1024")
+    assert_no_exception(app)
+    flash = next(m for m in app.metric if m.label.startswith("Flash"))
+    assert "outside ±20%" in flash.proto.help and "still in L2 when the counters stop" in flash.proto.help
