@@ -90,11 +90,16 @@ def sidebar_settings(stage: Stage) -> None:
 
 
 def offered_models(stage: Stage) -> tuple[str, ...]:
-    """The model presets a presenter can pick: every one live; on a recording, those it measured (a preset
-    with no numbers would show "—" in every measured scene), and the current choice."""
+    """The model presets a presenter can pick: every one live; on a recording, those it measured at the talk's
+    batch over the sequence lengths (a preset with no numbers there would show "no measurements" in every measured
+    scene: a fill-the-GPU record at one length is not a recording of the model), and the current choice."""
     if stage.live or stage.recording is None:
         return settings_module.MODELS
-    shapes = {(r["heads"], r["head_dim"]) for r in stage.recording.records}
+    lengths: dict[tuple[int, int], set[int]] = {}
+    for r in stage.recording.records:
+        if r["batch"] == stage.settings.batch and r["algorithm"] in ("fa2", "naive"):
+            lengths.setdefault((r["heads"], r["head_dim"]), set()).add(r["seq_len"])
+    shapes = {shape for shape, seen in lengths.items() if len(seen) >= 3}
     return tuple(name for name in settings_module.MODELS if name == settings_module.CUSTOM_MODEL
                  or name == stage.settings.model
                  or (settings_module.MODEL_PRESETS[name].heads, settings_module.MODEL_PRESETS[name].head_dim) in shapes)
@@ -193,7 +198,7 @@ def recording_coverage(stage: Stage, body: Body | None = None) -> bool:
     listed = "; ".join(shapes[:3]) + (" …" if len(shapes) > 3 else "")
     # only a setting the link can hold is offered (a file may cover head_dim 7, or batch 65536)
     showable = [combo for combo in combos if settings_module.can_show(*combo)]
-    line, button = st.columns([4, 1], vertical_alignment="center")
+    line, button = st.columns([3, 1], vertical_alignment="center")
     if not showable:
         line.info("The recording has no measurements for this setting, and none of the recording's settings can "
                   f"be shown here: its batch, heads or head_dim are outside what the app draws (batch ≤ "
@@ -205,7 +210,7 @@ def recording_coverage(stage: Stage, body: Body | None = None) -> bool:
     s = stage.settings
     current = (s.batch, s.heads, s.head_dim, s.dtype, s.causal)
     batch, heads, head_dim, dtype, causal = min(showable, key=lambda combo: sum(map(operator.ne, combo, current)))
-    button.button("Show the closest recorded setting", on_click=change_settings,
+    button.button("Closest recorded", on_click=change_settings, help="Show the recording's closest setting",
                   kwargs=dict(batch=batch, heads=heads, head_dim=head_dim, dtype=dtype, causal=causal,
                               model=settings_module.model_of(heads, head_dim)))
     return True

@@ -121,7 +121,7 @@ def test_a_setting_the_recording_lacks_is_said_and_offered():
     app = upload(open_app(scene="seqlen", heads="8"), uploaded_recording())
     assert_no_exception(app)
     assert "no measurements for this setting" in page_text(app)
-    next(button for button in app.button if button.label == "Show the closest recorded setting").click().run()
+    next(button for button in app.button if button.label == "Closest recorded").click().run()
     assert (app.query_params["heads"], app.query_params["batch"], app.query_params["head_dim"]) == ("16", "2", "128")
 
 

@@ -474,3 +474,12 @@ def test_the_compare_card_says_where_the_model_parts_from_the_count():
     assert_no_exception(app)
     flash = next(m for m in app.metric if m.label.startswith("Flash"))
     assert "outside ±20%" in flash.proto.help and "still in L2 when the counters stop" in flash.proto.help
+
+
+def test_a_recording_offers_only_the_presets_it_measured_at_the_talks_batch():
+    app = open_app(scene="headline", source="recorded")
+    assert_no_exception(app)
+    model = next(box for box in app.selectbox if box.label == "Model")
+    # the shipped file measured batch 2 × 16 heads over every length, and 5 × 64 heads only at 4K (the fill shape):
+    # no preset's shape at batch 2, so none is offered (Llama 3 70B's 64 × 128 was, and showed no numbers)
+    assert list(model.options) == ["custom (heads, head_dim below)"]
