@@ -169,7 +169,7 @@ def scene_roofline(stage: Stage) -> None:
     height = body.chart_px(below=(page.ROW_PX["expander"], page.text_rows_px(caption)))
     chart(viz.roofline_figure([point.as_dict() for point in points], peak, copy, facts.get("l2_gbps"),
                               theme=s.theme, height=height, title=f"Roofline, {plotly_text(stage.measured_text)}"))
-    with st.expander("Each point in words"):
+    with st.popover("Each point in words", width="content"):  # floats over the page: opening it grows nothing
         st.markdown(story.roofline_text(points, records, facts))
         st.markdown("\n".join(f"- {line}" for line in story.roofline_verdicts(points, peak, copy, *stage.roof_sizes,
                                                                                   sheet=story.datasheet_of(facts))))
@@ -225,7 +225,7 @@ def scene_tiling(stage: Stage) -> None:
     back.button("◀ Step", shortcut="Left", disabled=still or step == 0, on_click=page.move_step, args=(-1, num_steps))
     forward.button("Step ▶", shortcut="Right", disabled=still or step == num_steps - 1, on_click=page.move_step,
                    args=(1, num_steps))
-    chart(fig)
+    chart(fig, modebar=False)  # its tile legend sits where the toolbar would; the animation has its own download
     caption, download = st.columns(TILING_CAPTION_COLUMNS, vertical_alignment="center")
     caption.caption(words)
     download.download_button("Download HTML", data=functools.partial(viz.standalone_html, fig),
@@ -279,17 +279,17 @@ def scene_evolution(stage: Stage) -> None:
         caption = " ".join(filter(None, (story.same_gpu_sentence(measured, viz.PUBLISHED, stage.gpu_name),
                                          story.runs_sentence(stage.recording.meta))))
     below = (page.text_rows_px(caption),) if caption else ()
-    expanders = (page.ROW_PX["expander"],) * (2 if gap else 1)
     chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.measured_text,
-                               height=body.chart_px(below=(*below, *expanders))))
+                               height=body.chart_px(below=(*below, page.ROW_PX["expander"]))))
     if caption:
         st.caption(caption)
-    if gap:
-        with st.expander("FA-1's loop order against FA-2's: where the time goes"):
-            st.markdown(gap.sentence)
-    with st.expander("Sources of the published numbers"):
-        st.markdown("\n".join(f"- **{entry['version']}** ({entry['year']}, {entry['gpu']}): {entry['citation']}. "
-                              f"{entry['note']}" for entry in viz.PUBLISHED))
+    with st.container(horizontal=True):  # one row of popovers: they float over the page when open
+        if gap:
+            with st.popover("FA-1's loop order against FA-2's: where the time goes", width="content"):
+                st.markdown(gap.sentence)
+        with st.popover("Sources of the published numbers", width="content"):
+            st.markdown("\n".join(f"- **{entry['version']}** ({entry['year']}, {entry['gpu']}): {entry['citation']}. "
+                                  f"{entry['note']}" for entry in viz.PUBLISHED))
 
 
 def scene_timeline(stage: Stage) -> None:
@@ -380,7 +380,7 @@ def scene_takeaways(stage: Stage) -> None:
             with column.container(border=True, height="stretch"):
                 st.metric(slide.title, slide.number)
                 st.markdown(f"{slide.line} · scene {slide.scene}")
-    with st.expander("Each takeaway in words"):
+    with st.popover("Each takeaway in words", width="content"):  # floats over the page: opening it grows nothing
         points = story.takeaways(evidence, s.shape, numbers)
         st.markdown("\n".join(f"{number}. {point}" for number, point in enumerate(points, start=1)))
 

@@ -12,7 +12,7 @@ import streamlit as st
 from fmt import fmt_tokens, markdown_text
 from page import settings as settings_module
 from page.settings import SEQ_LENS, Settings, settings_to_query
-from page.layout import Body
+from page.layout import Body, note_px, set_frame_px
 from page.stage import NO_RECORDING, Stage, same_setting, warm_up, warmed
 from page.url import bound, change_settings
 
@@ -20,9 +20,13 @@ UPLOADER_KEY = "uploaded_results"
 
 
 def show_notes(notes: list[str]) -> None:
-    if notes:
-        st.warning("Some settings in the link could not be used, so defaults stand in:\n\n"
-                   + "\n".join(f"- {note}" for note in notes))
+    """The link's settings that could not be used, in one compact note whose height the scene's body subtracts from
+    its chart (page.layout.frame_px): a bad link never pushes the slider and the caption below the fold."""
+    text = ("Some settings in the link could not be used, so defaults stand in: " + "; ".join(notes) + "."
+            if notes else "")
+    if text:
+        st.warning(text)
+    set_frame_px(note_px(text) if text else 0)
 
 
 # -- the sidebar: the data source first (its uploader feeds the stage), then the talk's settings -----------
@@ -107,7 +111,7 @@ def offered_models(stage: Stage) -> tuple[str, ...]:
 
 def setting_summary(settings: Settings) -> str:
     preset = settings_module.MODEL_PRESETS.get(settings.model)
-    shape = preset.label if preset else f"{settings.heads} heads × d {settings.head_dim}"
+    shape = preset.label if preset else f"{settings.heads} × d{settings.head_dim}"
     dtype = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}[settings.dtype]
     return f"{shape} · batch {settings.batch} · {dtype}{' · causal' if settings.causal else ''}"
 

@@ -41,11 +41,35 @@ def text_rows_px(text: str, width_px: float = BODY_WIDTH_PX) -> float:
     return lines(text, width_px) * LINE_PX
 
 
+_FRAME_PX = "layout_frame_px"  # session state: design px the frame's notes took above the scene, this run
+
+
+def note_px(text: str) -> float:
+    """The height of a note's box (st.warning) holding this text across the body's width, in design px."""
+    return text_rows_px(text, BODY_WIDTH_PX - 2 * NOTE_PADDING_PX) + NOTE_PADDING_PX
+
+
+def set_frame_px(px: float) -> None:
+    """What the frame drew above the scene this run (0: nothing); every run sets it before the scene runs."""
+    try:
+        st.session_state[_FRAME_PX] = px
+    except Exception:  # no Streamlit session (a bare call): nothing to carry to the scene
+        pass
+
+
+def frame_px() -> float:
+    try:
+        return float(st.session_state.get(_FRAME_PX, 0) or 0)
+    except Exception:
+        return 0.0
+
+
 class Body:
     """The rows a scene shows, as it says them; `chart_px` is what is left for its chart."""
 
     def __init__(self) -> None:
         self.rows: list[float] = []
+        self.add_px(frame_px())  # the frame's notes above the scene this run (a bad link's)
 
     def row(self, kind: str) -> None:
         """A row of a known kind (ROW_PX), drawn by the scene."""
@@ -64,7 +88,7 @@ class Body:
     def warn(self, text: str) -> None:
         """A note in a warning box, drawn and counted."""
         st.warning(text)
-        self.rows.append(text_rows_px(text, BODY_WIDTH_PX - 2 * NOTE_PADDING_PX) + NOTE_PADDING_PX)
+        self.rows.append(note_px(text))
 
     def chart_px(self, below: tuple[float, ...] = ()) -> int:
         """The chart's height: the scene body less the rows above it and `below` it (their heights: ROW_PX[kind] or

@@ -209,13 +209,15 @@ def built_figure(builder: Callable, **inputs):
                              lambda fig: FIGURE_BYTES_PER_JSON_BYTE * len(fig.to_json()))
 
 
-def chart(fig, width: float = BODY_WIDTH_PX) -> None:
+def chart(fig, width: float = BODY_WIDTH_PX, modebar: bool = True) -> None:
     """A figure built in design px (viz), scaled to the window; theme=None keeps viz's projector template.
     `width`: how wide its place on the page is, in design px (the main area's width, or a column's, column_px).
     Each chart of a run stands in its own keyed container (`st-key-canvas-chart-N` in the page), where the page
     script sees whether the run's charts are drawn. Before the page has reported its window (a session's first
     run) the figure is built for the 1920×1080 design window: shown at once in a window of that size, hidden in
-    any other (its place held at its height there) until the next run brings it built for that window."""
+    any other (its place held at its height there) until the next run brings it built for that window. modebar:
+    plotly's hover toolbar (off where it would cover the figure's own legend: the tiling animation, which has its
+    own download)."""
     number = st.session_state.get(_CHART_NUMBER, 0)
     st.session_state[_CHART_NUMBER] = number + 1
     key = f"canvas-chart-{number}"
@@ -227,7 +229,7 @@ def chart(fig, width: float = BODY_WIDTH_PX) -> None:
         # (chart_width_px)
         scaled.layout.width = chart_width_px(width, scale)
     with st.container(key=key):
-        st.plotly_chart(scaled, theme=None, config=CHART_CONFIG)
+        st.plotly_chart(scaled, theme=None, config=CHART_CONFIG if modebar else {**CHART_CONFIG, "displayModeBar": False})
         if first_view_step() == "window":
             height = fig.layout.height if fig.layout.height is not None else PLOTLY_DEFAULT_HEIGHT_PX
             st.html(f"<style>.st-key-{key} {{ visibility: hidden; overflow: hidden; "

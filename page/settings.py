@@ -178,7 +178,12 @@ def _boolean(raw: str) -> bool:
     raise _Rejected("is not true or false")
 
 
+UPLOADED_RECORDING = "uploaded"  # the link's word for numbers from an uploaded file, which a link cannot carry
+
+
 def _recording(raw: str) -> str:
+    if raw == UPLOADED_RECORDING:
+        return raw
     if not RECORDING_NAME.fullmatch(raw) or ".." in raw:
         raise _Rejected("is not the name of a results file (like h200.json)")
     return raw

@@ -23,7 +23,7 @@ from costmodel import Shape
 from fmt import fmt_tokens, markdown_text
 from page.cache import ByteBudgetCache
 from page.pictures import SharedMemoryBudget, fit_tiles
-from page.settings import SEQ_LENS, Settings
+from page.settings import SEQ_LENS, UPLOADED_RECORDING, Settings
 from viz import algorithm_label
 
 NO_RECORDING = "no recorded results yet"
@@ -317,7 +317,11 @@ def _shipped_recording(settings: Settings) -> tuple[Recording | None, str, list[
         return None, NO_RECORDING, []
     notes = []
     name = settings.recording
-    if name not in available:
+    if name == UPLOADED_RECORDING:  # a link copied while an uploaded file was shown
+        notes.append(f"recording: this link was made from an uploaded results file, which a link cannot carry; "
+                     f"showing `{available[0]}` (open the file in the sidebar to see its numbers)")
+        name = available[0]
+    elif name not in available:
         notes.append(f"recording: `{name}` is not in results/ (there: {', '.join(available)}); "
                      f"using `{available[0]}`")
         name = available[0]
@@ -371,7 +375,9 @@ def _prepare_stage(settings: Settings, page_theme: str | None, upload: bytes | N
         settings = replace(settings, source="recorded")  # the link says what is shown
     if not live:
         recording, upload_problem = _uploaded_recording(upload)
-        if recording is None:
+        if recording is not None:  # the link says the numbers are an upload's, never a shipped file's name
+            settings = replace(settings, recording=UPLOADED_RECORDING)
+        else:
             recording, problem, shipped_notes = _shipped_recording(settings)
             notes += shipped_notes
             if recording:

@@ -108,6 +108,14 @@ def test_an_uploaded_recording_drives_the_numbers(seq_len, speedup):
     assert metric_values(app)[-1] == speedup
     if speedup == "out of memory":
         assert "out of memory" in page_text(app)
+    assert app.query_params["recording"] == "uploaded"  # a copied link never names a shipped file for an upload's
+
+
+def test_a_link_made_from_an_upload_says_so_and_shows_the_shipped_recording():
+    app = open_app(scene="headline", recording="uploaded")
+    assert_no_exception(app)
+    assert "made from an uploaded results file" in app.warning[0].value
+    assert app.query_params["recording"] == "h200.json"
 
 
 def test_tiles_too_big_for_the_recorded_gpu_shrink_with_a_note():

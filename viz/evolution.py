@@ -181,7 +181,8 @@ def evolution_figure(measured: list[dict], theme: str = "light", height: int = 6
     top = max([e["tflops"] for e in PUBLISHED] + [m["tflops"] for m in known])
     style(fig, theme, title=f"FlashAttention 1 → 4, and ours {measured_label}"
                             "<br><sup>published numbers are other GPUs</sup>")
-    fig.update_yaxes(title_text="TFLOPS", range=[0, top * 1.45])  # room above the tallest point for its label
+    # room above the tallest point for its label, and below zero for a low point's whole marker
+    fig.update_yaxes(title_text="TFLOPS", range=[-top * 0.08, top * 1.45])
     # chronological, then the measurements, whatever order the traces were added in
     fig.update_xaxes(type="category", categoryorder="array",
                      categoryarray=[_category(e) for e in PUBLISHED + measured])

@@ -18,6 +18,7 @@ from viz.theme import PALETTE, algorithm_color, style, surface
 
 # the standard kernels share a colour; their shapes tell them apart
 SYMBOLS = {"standard: S = QKᵀ": "square", "standard: softmax": "triangle-up", "standard: O = PV": "diamond"}
+SUBJECT = "fa2"  # the kernel the talk is about: drawn on top, named on the chart
 
 
 def _roof(x: np.ndarray, peak_tflops: float, bandwidth_gbps: float) -> np.ndarray:
@@ -54,15 +55,22 @@ def roofline_figure(points: list[dict], peak_tflops: float, bandwidth_gbps: floa
         fig.add_trace(go.Scatter(x=x, y=_roof(x, peak_tflops, l2_gbps), mode="lines",
                                  name=f"L2 roof: {l2_gbps / 1000:,.1f} TB/s", hoverinfo="skip",
                                  line=dict(color=PALETTE["l2"], width=3, dash="dot")))
-    for point in shown:
+    # the talk's subject, our FA-2 kernel, drawn last (on top of the peers near it) and larger, with its name beside it
+    subject = [p for p in shown if p["algorithm"] == SUBJECT]
+    for point in [p for p in shown if p["algorithm"] != SUBJECT] + subject:
         color = algorithm_color(point["algorithm"])
         fig.add_trace(go.Scatter(
             x=[point["intensity"]], y=[point["tflops"]], mode="markers", name=point["label"],
-            marker=dict(size=22, color=color if point.get("counted") else colors["background"],
+            marker=dict(size=30 if point["algorithm"] == SUBJECT else 20,
+                        color=color if point.get("counted") else colors["background"],
                         line=dict(width=4, color=color), symbol=SYMBOLS.get(point["label"], "circle")),
             hovertemplate=(f"{point['label']}<br>%{{x:,.1f}} FLOPs/byte, %{{y:,.1f}} TFLOPS<br>"
                            f"{'counted bytes' if point.get('counted') else 'modelled bytes'}<extra></extra>"),
             showlegend=True))
+    for point in subject:
+        fig.add_annotation(x=math.log10(point["intensity"]), y=math.log10(point["tflops"]), text=point["label"],
+                           showarrow=True, arrowhead=0, ax=0, ay=70, font=dict(color=colors["foreground"]),
+                           bgcolor=colors["background"])
     fig.add_vline(x=ridge, line=dict(color=colors["muted"], width=2, dash="dash"),
                   label=dict(text=f"ridge {ridge:,.0f} FLOPs/byte", textposition="start", textangle=0,
                              xanchor="left", yanchor="bottom"))

@@ -58,8 +58,8 @@ CONTROLS_PX = 180  # the bottom margin: the x axes' tick labels and titles, then
 AXIS_TITLES_PX = 96  # the x axes' tick labels and titles take this much under the plot area; the controls go below
 DEFAULT_HEIGHT_PX = 740  # with the app's scene header, the whole figure fits a 1080-pixel-high screen
 PANEL_GAP_X = 0.08  # between panels, as shares of the plot area's width
-OUT_BOTTOM_PX = 200  # the output rows' panel starts this high in the plot: the bytes panel and titles go under it
-BYTES_CLEARANCE_PX = 116  # the output panel's tick labels and axis title, then the bytes panel's title
+OUT_BOTTOM_PX = 215  # the output rows' panel starts this high in the plot: the bytes panel and titles go under it
+BYTES_CLEARANCE_PX = 130  # the output panel's tick labels and axis title, then the bytes panel's title
 
 TILE_STATES = ("done", "current", "pending", "skipped")  # legend order
 STATE_NAMES = {
