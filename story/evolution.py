@@ -117,21 +117,20 @@ def _time_ratio(records: list[dict], seq_len: int, batch: int, heads: int) -> fl
     return v1 / v2 if v1 and v2 else None
 
 
-def _fa1_splits(shape: Shape, sm_count: int | None) -> int:
-    import costmodel  # the kernel's own heuristic, with its tiles for this shape
-    block_m = specs.spec("fa1").assumed_tiles[0] if specs.spec("fa1").assumed_tiles else 64
-    tiles = _fa1_tiles(shape)
-    if tiles:
-        block_m = tiles[0]
+def _fa1_splits(shape: Shape, sm_count: int | None, tiles: tuple[int, int] | None) -> int:
+    import costmodel  # the kernel's own heuristic, with the tiles it ran
+    block_m = (tiles or specs.spec("fa1").assumed_tiles or (64, 64))[0]
     return costmodel.fa1_splits(shape.batch * shape.heads, costmodel.n_blocks(shape.seq_len, block_m),
                                 sm_count * costmodel.FA1_PROGRAMS_PER_SM if sm_count else None)
 
 
-def _fa1_tiles(shape: Shape) -> tuple[int, int] | None:
-    try:
-        return specs.spec("fa1").load("tiles")(shape)
-    except Exception:  # a shape the kernel's config table does not know: the assumed tiles
-        return specs.spec("fa1").assumed_tiles
+def _fa1_tiles(records: list[dict], shape: Shape) -> tuple[int, int] | None:
+    """The tiles the FA1-order kernel ran at the shape, as its record says; else its spec's assumed tiles."""
+    record = next((r for r in records if r["algorithm"] == "fa1" and r["seq_len"] == shape.seq_len
+                   and r["batch"] == shape.batch and r["heads"] == shape.heads and r.get("block_m")), None)
+    if record is not None:
+        return int(record["block_m"]), int(record["block_n"])
+    return specs.spec("fa1").assumed_tiles
 
 
 def fa1_gap(records: list[dict], talk: Shape, sm_count: int | None, copy_gbps: float | None = None) -> Fa1Gap:
@@ -147,7 +146,8 @@ def fa1_gap(records: list[dict], talk: Shape, sm_count: int | None, copy_gbps: f
     mine = [r for r in records if r["head_dim"] == talk.head_dim and r["dtype"] == talk.dtype
             and bool(r["causal"]) == talk.causal]
     ratio = _time_ratio(mine, seq_len, batch, heads)
-    splits = _fa1_splits(talk, sm_count)
+    tiles = _fa1_tiles(mine, talk)
+    splits = _fa1_splits(talk, sm_count, tiles)
     programs = batch * heads * splits
     split = None
     if sm_count:
@@ -172,7 +172,6 @@ def fa1_gap(records: list[dict], talk: Shape, sm_count: int | None, copy_gbps: f
     else:
         sentence = (f"At the talk's shape ({shape}; {layout}) our FA1-order kernel takes "
                     f"{fmt_ratio(ratio)} the FA-2 kernel's time at {fmt_tokens(seq_len)} tokens.")
-    tiles = _fa1_tiles(talk)
     trips = trips_ms = None
     moves = ""
     if tiles:
