@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from numbers import Real
 
 from kernels.runtime import DEVICE, INTERPRET, kernel_launch_lock  # first: it sets TRITON_INTERPRET
 import torch
@@ -36,7 +37,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 import costmodel
-from kernels.inputs import SUPPORTED_DTYPES, SUPPORTED_HEAD_DIMS, check_dense, check_scale, dot_modes
+from kernels.inputs import DTYPES_BY_NAME, SUPPORTED_DTYPES, SUPPORTED_HEAD_DIMS, dot_modes
 
 LN2 = costmodel.LN2
 LN2_KERNEL: tl.constexpr = tl.constexpr(costmodel.LN2)
@@ -54,17 +55,26 @@ def _record_step(trace, step, m_i, l_i, BLOCK_M: tl.constexpr, TRACE: tl.constex
 
 
 @triton.jit
-def _find_pages(BT, start_n, keys, seq_len, PAGE_SIZE: tl.constexpr, MASKED: tl.constexpr, USE_TMA: tl.constexpr):
-    # paged cache: the physical page of each key (pointer gather), or of the whole tile (TMA: one page per tile)
+def _find_pages(BT, stride_bt1, start_n, keys, seq_len, num_pages, PAGE_SIZE: tl.constexpr, MASKED: tl.constexpr,
+                USE_TMA: tl.constexpr):
+    # paged cache: the physical page of each key (pointer gather), or of the whole tile (TMA: one page per tile),
+    # and how many of them point outside the cache (a block table on the GPU is not read on the host: such a page
+    # is never followed, and the rows it serves come out NaN)
     if PAGE_SIZE == 0:
         pages = 0
-    elif USE_TMA:
-        pages = tl.load(BT + start_n // PAGE_SIZE)
-    elif MASKED:  # block-table entries past the sequence may hold anything: never follow them
-        pages = tl.load(BT + keys // PAGE_SIZE, mask=keys < seq_len, other=0)
+        bad = 0
+    elif USE_TMA:  # TMA reads a box outside the tensor as zeros: no fault, only the NaN flag
+        pages = tl.load(BT + (start_n // PAGE_SIZE) * stride_bt1)
+        bad = ((pages < 0) | (pages >= num_pages)).to(tl.int32)
     else:
-        pages = tl.load(BT + keys // PAGE_SIZE)
-    return pages
+        if MASKED:  # block-table entries past the sequence may hold anything: never follow them
+            pages = tl.load(BT + (keys // PAGE_SIZE) * stride_bt1, mask=keys < seq_len, other=0)
+        else:
+            pages = tl.load(BT + (keys // PAGE_SIZE) * stride_bt1)
+        outside = (pages < 0) | (pages >= num_pages)
+        bad = tl.sum(outside.to(tl.int32), 0)
+        pages = tl.where(outside, 0, pages)
+    return pages, bad
 
 
 @triton.jit
@@ -94,15 +104,16 @@ def _load_tile(src, b, hkv, start_n, pages, keys, seq_len, s_outer, s_inner, s_h
 
 
 @triton.jit
-def _decode_inner(acc, l_i, m_i, q, K, V, BT, trace, b, hkv, lo, hi, split_lo, seq_len, last_key, qk_scale,
-                  offs_n, offs_d, stride_k0, stride_k1, stride_kh, stride_v0, stride_v1, stride_vh,
+def _decode_inner(acc, l_i, m_i, bad, q, K, V, BT, stride_bt1, num_pages, trace, b, hkv, lo, hi, split_lo, seq_len,
+                  last_key, qk_scale, offs_n, offs_d, stride_k0, stride_k1, stride_kh, stride_v0, stride_v1, stride_vh,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, PAGE_SIZE: tl.constexpr,
                   MASKED: tl.constexpr, CAUSAL: tl.constexpr, DOT_FP32: tl.constexpr, PRECISION: tl.constexpr,
                   USE_TMA: tl.constexpr, TRACE: tl.constexpr):
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         keys = start_n + offs_n
-        pages = _find_pages(BT, start_n, keys, seq_len, PAGE_SIZE, MASKED, USE_TMA)
+        pages, bad_here = _find_pages(BT, stride_bt1, start_n, keys, seq_len, num_pages, PAGE_SIZE, MASKED, USE_TMA)
+        bad += bad_here
         # -- load the K tile (BLOCK_N keys of this sequence, through the block table when paged) --
         k = _load_tile(K, b, hkv, start_n, pages, keys, seq_len, stride_k0, stride_k1, stride_kh, offs_d,
                        BLOCK_N, HEAD_DIM, PAGE_SIZE, MASKED, USE_TMA)
@@ -134,14 +145,15 @@ def _decode_inner(acc, l_i, m_i, q, K, V, BT, trace, b, hkv, lo, hi, split_lo, s
         acc = tl.dot(p, v, acc, input_precision=PRECISION)
         m_i = m_new
         _record_step(trace, (start_n - split_lo) // BLOCK_N, m_i, l_i, BLOCK_M, TRACE)
-    return acc, l_i, m_i
+    return acc, l_i, m_i, bad
 
 
-@triton.jit(do_not_specialize=["q_len", "max_len", "heads_kv", "max_steps"])
+# num_splits, q_len and the lengths are not specialized: one compile serves every split count and cache length
+@triton.jit(do_not_specialize=["q_len", "max_len", "heads_kv", "num_splits", "num_pages", "max_steps"])
 def _decode_split(Q, K, V, O, LSE, SEQLENS, BLOCK_TABLE, TRACE_STEPS, TRACE_SPLITS,
-                  sm_scale, q_len, max_len, heads_kv, num_splits, max_steps,
+                  sm_scale, q_len, max_len, heads_kv, num_splits, num_pages, max_steps,
                   stride_qb, stride_qh, stride_qn, stride_qd,
-                  stride_k0, stride_k1, stride_kh, stride_v0, stride_v1, stride_vh, stride_bt,
+                  stride_k0, stride_k1, stride_kh, stride_v0, stride_v1, stride_vh, stride_sl, stride_bt0, stride_bt1,
                   HEAD_DIM: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
                   BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr, CAUSAL: tl.constexpr, HAS_SEQLENS: tl.constexpr,
                   USE_TMA: tl.constexpr, DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, TRACE: tl.constexpr):
@@ -149,6 +161,8 @@ def _decode_split(Q, K, V, O, LSE, SEQLENS, BLOCK_TABLE, TRACE_STEPS, TRACE_SPLI
     # (batch, key, head) for a contiguous cache, (page, slot, head) for a paged one; head_dim is unit-stride.
     # O, LSE: the final (B, H, q_len, D) / (B, H, q_len) when num_splits == 1, else the partial
     # (B, H, q_len, num_splits, D) / (B, H, q_len, num_splits), all contiguous.
+    # A length outside [0, max_len] or a page outside the cache (GPU values the wrapper does not read) is clamped
+    # for the addressing, and the rows it serves get O = NaN and LSE = NaN: never a plausible wrong answer.
     bh = tl.program_id(0)
     split = tl.program_id(1)
     row_block = tl.program_id(2)
@@ -158,9 +172,12 @@ def _decode_split(Q, K, V, O, LSE, SEQLENS, BLOCK_TABLE, TRACE_STEPS, TRACE_SPLI
     offs_d = tl.arange(0, HEAD_DIM)
     # -- this split's keys: an even share of this sequence's key blocks --
     if HAS_SEQLENS:
-        seq_len = tl.load(SEQLENS + b)
+        seq_len = tl.load(SEQLENS + b * stride_sl)
+        bad_len = (seq_len < 0) | (seq_len > max_len)
+        seq_len = tl.minimum(tl.maximum(seq_len, 0), max_len)
     else:
         seq_len = max_len
+        bad_len = False
     per_split = tl.cdiv(tl.cdiv(seq_len, BLOCK_N), num_splits)
     lo = split * per_split * BLOCK_N
     hi = tl.minimum(lo + per_split * BLOCK_N, seq_len)  # hi <= lo: an empty split (writes m = −inf, l = 0)
@@ -179,7 +196,8 @@ def _decode_split(Q, K, V, O, LSE, SEQLENS, BLOCK_TABLE, TRACE_STEPS, TRACE_SPLI
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    BT = BLOCK_TABLE + b.to(tl.int64) * stride_bt
+    BT = BLOCK_TABLE + b.to(tl.int64) * stride_bt0
+    bad = 0  # block-table entries seen outside the cache
     program = (bh * num_splits + split) * tl.num_programs(2) + row_block
     trace = TRACE_STEPS + program.to(tl.int64) * max_steps * 2 * BLOCK_M
     # causal, aligned bottom-right: query i sees keys 0 .. L − q_len + i. Key blocks below full_hi are seen whole
@@ -189,13 +207,13 @@ def _decode_split(Q, K, V, O, LSE, SEQLENS, BLOCK_TABLE, TRACE_STEPS, TRACE_SPLI
         full_hi = tl.maximum(seq_len - q_len + 1, 0) // BLOCK_N * BLOCK_N
     else:
         full_hi = seq_len // BLOCK_N * BLOCK_N
-    acc, l_i, m_i = _decode_inner(acc, l_i, m_i, q, K, V, BT, trace, b, hkv, lo, tl.minimum(hi, full_hi), lo,
-                                  seq_len, last_key, qk_scale, offs_n, offs_d,
+    acc, l_i, m_i, bad = _decode_inner(acc, l_i, m_i, bad, q, K, V, BT, stride_bt1, num_pages, trace, b, hkv, lo,
+                                       tl.minimum(hi, full_hi), lo, seq_len, last_key, qk_scale, offs_n, offs_d,
                                   stride_k0, stride_k1, stride_kh, stride_v0, stride_v1, stride_vh,
                                   BLOCK_M, BLOCK_N, HEAD_DIM, PAGE_SIZE, False, CAUSAL, DOT_FP32, PRECISION,
                                   USE_TMA, TRACE)
-    acc, l_i, m_i = _decode_inner(acc, l_i, m_i, q, K, V, BT, trace, b, hkv, tl.maximum(lo, full_hi), hi, lo,
-                                  seq_len, last_key, qk_scale, offs_n, offs_d,
+    acc, l_i, m_i, bad = _decode_inner(acc, l_i, m_i, bad, q, K, V, BT, stride_bt1, num_pages, trace, b, hkv,
+                                       tl.maximum(lo, full_hi), hi, lo, seq_len, last_key, qk_scale, offs_n, offs_d,
                                   stride_k0, stride_k1, stride_kh, stride_v0, stride_v1, stride_vh,
                                   BLOCK_M, BLOCK_N, HEAD_DIM, PAGE_SIZE, True, CAUSAL, DOT_FP32, PRECISION,
                                   USE_TMA, TRACE)
@@ -203,6 +221,9 @@ def _decode_split(Q, K, V, O, LSE, SEQLENS, BLOCK_TABLE, TRACE_STEPS, TRACE_SPLI
     # -- write the split's partial O (normalized by its own l) and LSE (natural log; −inf where it saw no key) --
     lse = (m_i + tl.math.log2(l_i)) * LN2_KERNEL
     o = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
+    poisoned = bad_len | (bad > 0)
+    lse = tl.where(poisoned, float("nan"), lse)
+    o = tl.where(poisoned, float("nan"), o)
     out_row = ((b * heads_kv * GROUP + head) * q_len + i) * num_splits + split
     tl.store(LSE + out_row, lse, mask=row_ok)
     tl.store(O + out_row[:, None] * HEAD_DIM + offs_d[None, :], o.to(O.dtype.element_ty), mask=row_ok[:, None])
@@ -217,10 +238,12 @@ def _decode_merge(O_PART, LSE_PART, O, LSE, num_splits, HEAD_DIM: tl.constexpr, 
     m = tl.max(tl.full([BLOCK_S], float("-inf"), dtype=tl.float32), 0)
     l = tl.sum(tl.zeros([BLOCK_S], dtype=tl.float32), 0)
     acc = tl.zeros([HEAD_DIM], dtype=tl.float32)
+    nans = 0  # splits that flagged a bad length or page (NaN): the row is NaN, which max() alone would drop
     for s0 in range(0, num_splits, BLOCK_S):
         # -- merge the splits: (m, l, acc) ⊕ (LSE_s, O_s), each split weighted by l_s · 2^(m_s − m) --
         split = s0 + offs_s
         lse_s = tl.load(LSE_PART + row * num_splits + split, mask=split < num_splits, other=float("-inf"))
+        nans += tl.sum((lse_s != lse_s).to(tl.int32), 0)
         lse_s = lse_s * LOG2_E_KERNEL
         o_s = tl.load(O_PART + (row * num_splits + split)[:, None] * HEAD_DIM + offs_d[None, :],
                       mask=(split < num_splits)[:, None], other=0.0)
@@ -232,8 +255,8 @@ def _decode_merge(O_PART, LSE_PART, O, LSE, num_splits, HEAD_DIM: tl.constexpr, 
         acc = acc * alpha + tl.sum(w[:, None] * o_s, 0)
         m = m_new
     # -- write O and LSE (a row no split saw a key for: O = 0, LSE = −inf) --
-    tl.store(LSE + row, (m + tl.math.log2(l)) * LN2_KERNEL)
-    o = acc / tl.where(l == 0.0, 1.0, l)
+    tl.store(LSE + row, tl.where(nans > 0, float("nan"), (m + tl.math.log2(l)) * LN2_KERNEL))
+    o = tl.where(nans > 0, float("nan"), acc / tl.where(l == 0.0, 1.0, l))
     tl.store(O + row * HEAD_DIM + offs_d, o.to(O.dtype.element_ty))
 
 
@@ -245,23 +268,26 @@ class DecodeConfig:
     num_warps: int
     num_stages: int
     max_block_m: int = 64     # most packed query rows per program; more (long chunks, big groups) get row blocks
-    programs_per_sm: int = 3  # num_splits=None: split until batch·heads_kv·row_blocks·splits >= this × SMs
+    programs_per_sm: int = 2  # num_splits=None: the GPU's slots for the split heuristic are SMs × this (residency)
     tma: bool = True          # TMA tensor descriptors where the layout allows (16-bit, Hopper, aligned)
 
 
-# To be tuned on the H200 by perf/h200/decode_speed.py (it prints the best config per shape): these are guesses
-# (a decode step streams the cache once: large key tiles, deep pipelines, 2-4 warps for a 16-row tile).
+# Not yet tuned on the H200: perf/h200/decode_speed.py sweeps tiles and split counts and prints the line to paste
+# here. Chosen for now from the sm_90 compile (bench/compile_check.py): a decode step streams the cache once, so
+# each stage holds a K and a V tile of 32 KiB (16-bit) and three stages (~88-96 KiB of shared memory) leave room
+# for 2 programs per SM, which is the residency the split heuristic assumes (programs_per_sm=2); 4 stages of these
+# tiles (118 KiB) fit only one.
 TUNED_DECODE_CONFIGS: dict[tuple[int, int], DecodeConfig] = {
-    (64, 2): DecodeConfig(128, 4, 4),
-    (128, 2): DecodeConfig(64, 4, 4),
+    (64, 2): DecodeConfig(128, 4, 3),
+    (128, 2): DecodeConfig(64, 4, 3),
     (256, 2): DecodeConfig(32, 4, 3),
 }
 _INTERPRETER_DECODE_CONFIG = DecodeConfig(64, 4, 1)  # ~10 ms per tile whatever its size: few, large tiles
 
 
 def _default_decode_config(head_dim: int, dtype_bytes: int) -> DecodeConfig:
-    if dtype_bytes == 4:
-        return DecodeConfig(32 if head_dim >= 128 else 64, 4, 2)
+    if dtype_bytes == 4:  # fp32's IEEE dot runs on the FMA units from registers: small key tiles keep it unspilled
+        return DecodeConfig(16 if head_dim >= 128 else 64, 8 if head_dim == 256 else 4, 2)
     return DecodeConfig(128 if head_dim <= 64 else 64 if head_dim == 128 else 32, 4, 3)
 
 
@@ -278,6 +304,18 @@ def config_for_decode(head_dim: int, dtype: torch.dtype, page_size: int = 0) -> 
     return config
 
 
+def packed_rows(group: int, q_len: int, config: DecodeConfig) -> int:
+    """Rows of a program's tile (block_m): the group's q_len × group query rows, padded to a power of two from 16
+    (tl.dot's least on a GPU) up to config.max_block_m (more rows take more row blocks)."""
+    return min(max(costmodel.MIN_TILE, triton.next_power_of_2(group * q_len)), config.max_block_m)
+
+
+def tiles_for(shape: costmodel.Shape) -> tuple[int, int]:
+    """(block_m, block_n) the decode kernel runs a shape with (its spec's `tiles`): packed query rows × keys a tile."""
+    config = config_for_decode(shape.head_dim, DTYPES_BY_NAME[shape.dtype])
+    return packed_rows(shape.group, shape.seq_len, config), config.block_n
+
+
 @functools.lru_cache(maxsize=None)
 def _sm_count(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
@@ -289,9 +327,10 @@ def _hopper(device: torch.device) -> bool:
 
 
 def choose_num_splits(programs: int, key_blocks: int, sm_count: int, programs_per_sm: int) -> int:
-    """Splits per (batch, K/V head, row block) so the grid has programs_per_sm × SMs programs, never more splits than
-    the cache has key blocks."""
-    return max(1, min(triton.cdiv(programs_per_sm * sm_count, programs), key_blocks, MAX_GRID_YZ))
+    """Splits per (batch, K/V head, row block) when the caller leaves num_splits open: costmodel.decode_num_splits
+    on SMs × programs_per_sm slots (none when the grid already fills the GPU; else the fewest splits whose waves are
+    nearly as full as the best; never more than the cache's key blocks, nor 128)."""
+    return costmodel.decode_num_splits(programs, key_blocks, sm_count * programs_per_sm)
 
 
 # -- the launch plan (everything computable from shapes, cached) ----------------------------------
@@ -313,7 +352,8 @@ class _Plan:
     tma: bool           # the layout allows TMA (the data pointers' alignment is checked per call)
     k_strides: tuple    # (outer, inner, head)
     v_strides: tuple
-    bt_stride: int
+    sl_stride: int      # cache_seqlens' stride (0: none given)
+    bt_strides: tuple   # block_table's (row, column) strides ((0, 0): contiguous cache)
     default_scale: float
 
 
@@ -323,7 +363,7 @@ def _meta(t):
 
 @functools.lru_cache(maxsize=1024)
 def _plan(q_meta, k_meta, v_meta, seqlens_meta, bt_meta, causal: bool, num_splits, config) -> _Plan:
-    (q_shape, q_stride, dtype, device), (k_shape, k_stride, k_dtype, k_device) = q_meta, k_meta
+    (q_shape, _, dtype, device), (k_shape, k_stride, k_dtype, k_device) = q_meta, k_meta
     v_shape, v_stride, v_dtype, v_device = v_meta
     paged = bt_meta is not None
     if len(q_shape) != 4:
@@ -368,12 +408,12 @@ def _plan(q_meta, k_meta, v_meta, seqlens_meta, bt_meta, causal: bool, num_split
             raise ValueError(f"block_table must have shape (batch, max_pages) with batch {batch}; "
                              f"got {tuple(bt_meta[0])}")
         page_size, max_len = k_shape[1], bt_meta[0][1] * k_shape[1]
-        k_strides, v_strides, bt_stride = (k_stride[0], k_stride[1], k_stride[2]), (v_stride[0], v_stride[1],
-                                                                                    v_stride[2]), bt_meta[1][0]
+        k_strides, v_strides, bt_strides = (k_stride[0], k_stride[1], k_stride[2]), (v_stride[0], v_stride[1],
+                                                                                     v_stride[2]), tuple(bt_meta[1])
     else:
         if k_shape[0] != batch:
             raise ValueError(f"k_cache holds {k_shape[0]} sequences but q has batch {batch}")
-        page_size, max_len, bt_stride = 0, k_shape[2], 0
+        page_size, max_len, bt_strides = 0, k_shape[2], (0, 0)
         k_strides, v_strides = (k_stride[0], k_stride[2], k_stride[1]), (v_stride[0], v_stride[2], v_stride[1])
     if max_len == 0:
         raise ValueError("the cache holds no key: block_table has no column")
@@ -383,7 +423,7 @@ def _plan(q_meta, k_meta, v_meta, seqlens_meta, bt_meta, causal: bool, num_split
         raise ValueError(f"batch · heads_kv = {batch * heads_kv} programs is too many for one grid axis")
     config = config or config_for_decode(head_dim, dtype, page_size)
     group = heads_q // heads_kv
-    block_m = min(max(costmodel.MIN_TILE, triton.next_power_of_2(group * q_len)), config.max_block_m)
+    block_m = packed_rows(group, q_len, config)
     costmodel.check_tiles(block_m, config.block_n)
     row_blocks = triton.cdiv(group * q_len, block_m)
     key_blocks = triton.cdiv(max_len, config.block_n)
@@ -394,8 +434,10 @@ def _plan(q_meta, k_meta, v_meta, seqlens_meta, bt_meta, causal: bool, num_split
     elem = torch.empty((), dtype=dtype).element_size()
     tma = (config.tma and elem == 2 and _hopper(device) and (page_size == 0 or page_size % config.block_n == 0)
            and all(s * elem % 16 == 0 for s in (*k_stride[:3], *v_stride[:3])))
-    return _Plan(batch, heads_q, heads_kv, q_len, head_dim, max_len, page_size, k_shape[0] if paged else 0, config, block_m, row_blocks, splits,
-                 tma, k_strides, v_strides, bt_stride, 1.0 / math.sqrt(head_dim))
+    return _Plan(batch, heads_q, heads_kv, q_len, head_dim, max_len, page_size, k_shape[0] if paged else 0, config,
+                 block_m, row_blocks, splits,
+                 tma, k_strides, v_strides, seqlens_meta[1][0] if seqlens_meta else 0, bt_strides,
+                 1.0 / math.sqrt(head_dim))
 
 
 def _checked_plan(q, k_cache, v_cache, cache_seqlens, block_table, causal, sm_scale, num_splits, config):
@@ -403,7 +445,7 @@ def _checked_plan(q, k_cache, v_cache, cache_seqlens, block_table, causal, sm_sc
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
                     ("cache_seqlens", cache_seqlens), ("block_table", block_table)):
         if t is not None or name in ("q", "k_cache", "v_cache"):
-            check_dense(name, t)
+            _check_dense(name, t)
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be True or False, got {causal!r}")
     if num_splits is not None and (isinstance(num_splits, bool) or not isinstance(num_splits, int)
@@ -414,7 +456,35 @@ def _checked_plan(q, k_cache, v_cache, cache_seqlens, block_table, causal, sm_sc
         raise TypeError(f"config must be a DecodeConfig, got {type(config).__name__}")
     plan = _plan(_meta(q), _meta(k_cache), _meta(v_cache), _meta(cache_seqlens), _meta(block_table), causal,
                  num_splits, config)
-    return plan, plan.default_scale if sm_scale is None else check_scale(sm_scale)
+    return plan, plan.default_scale if sm_scale is None else _check_scale(sm_scale)
+
+
+def _check_dense(name: str, t: object) -> None:
+    """A dense, strided torch.Tensor that needs no gradient (checked per call; the rank and the rest are checked once
+    per shape, in _plan)."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.is_nested or t.layout != torch.strided:
+        kind = "a nested tensor" if t.is_nested else f"a {t.layout} tensor"
+        raise TypeError(f"{name} is {kind}: the kernels read dense (strided) tensors; pass {name}.to_dense()")
+    if t.requires_grad and torch.is_grad_enabled():
+        raise ValueError(f"{name} requires grad, but these kernels are forward only (no backward pass): "
+                         f"call them under torch.no_grad() or pass {name}.detach()")
+
+
+_FP32_MAX = float(torch.finfo(torch.float32).max)
+
+
+def _check_scale(sm_scale: object) -> float:
+    """sm_scale as a float: positive and finite as the kernel holds it, in fp32 with log2(e) folded in (a scale of 0
+    or below turns the masked scores' −inf into NaN or +inf; one that rounds to 0 or overflows in fp32 too)."""
+    if isinstance(sm_scale, bool) or not isinstance(sm_scale, Real) or not math.isfinite(sm_scale):
+        raise ValueError(f"sm_scale must be a positive finite number (or None for 1/sqrt(head_dim)); got {sm_scale!r}")
+    in_kernel = float(torch.tensor(float(sm_scale), dtype=torch.float32))
+    if not (0 < in_kernel and in_kernel * costmodel.LOG2_E < _FP32_MAX):
+        raise ValueError(f"sm_scale must be a positive number that stays finite and nonzero in fp32 (with log2(e) "
+                         f"folded in, up to {_FP32_MAX / costmodel.LOG2_E:.3g}); got {sm_scale!r}")
+    return float(sm_scale)
 
 
 def check_cache_values(plan: _Plan, cache_seqlens, block_table, causal: bool) -> None:
@@ -480,8 +550,8 @@ def _launch(plan: _Plan, q, k_cache, v_cache, cache_seqlens, block_table, causal
         _decode_split[(p.batch * p.heads_kv, p.splits, p.row_blocks)](
             q, k_arg, v_arg, o_part, lse_part,
             cache_seqlens if cache_seqlens is not None else lse, block_table if block_table is not None else lse,
-            steps, splits_trace, sm_scale, p.q_len, p.max_len, p.heads_kv, p.splits, max_steps,
-            *q.stride(), *p.k_strides, *p.v_strides, p.bt_stride,
+            steps, splits_trace, sm_scale, p.q_len, p.max_len, p.heads_kv, p.splits, max(p.num_pages, 1), max_steps,
+            *q.stride(), *p.k_strides, *p.v_strides, p.sl_stride, *p.bt_strides,
             HEAD_DIM=p.head_dim, GROUP=p.heads_q // p.heads_kv, BLOCK_M=p.block_m,
             BLOCK_N=cfg.block_n, PAGE_SIZE=p.page_size, CAUSAL=causal, HAS_SEQLENS=cache_seqlens is not None,
             USE_TMA=use_tma, DOT_FP32=dot_fp32, PRECISION=precision, TRACE=trace is not None,
@@ -514,15 +584,17 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     (batch, heads_q, q_len). A row that sees no key gets O = 0 and LSE = −inf.
 
     check_values: whether the VALUES of cache_seqlens and block_table are checked on the host (1 <= L <= the cache,
-    L >= q_len when causal, every used page inside the cache). None (default): only when they are CPU tensors (no
-    device sync), so a GPU call reads no value on the host and can be captured in a CUDA graph; True: always (syncs
-    the GPU); False: never. Shapes, dtypes and devices are always checked, before any launch.
+    L >= q_len when causal, every used page inside the cache), raising ValueError before any launch. None (default):
+    only when they are CPU tensors (no device sync), so a GPU call reads no value on the host and can be captured in a
+    CUDA graph; True: always (syncs the GPU); False: never. Unchecked, the kernel guards itself: a length outside
+    [0, max_len] or a used page outside the cache is never followed, and the rows it serves come out NaN (O and
+    LSE), never a plausible wrong answer. Shapes, dtypes, devices and strides are always checked, before any launch.
     config: overrides the tuned tile settings (kernels.decode.config_for_decode).
     """
     plan, scale = _checked_plan(q, k_cache, v_cache, cache_seqlens, block_table, causal, sm_scale, num_splits,
                                 config)
-    if check_values or (check_values is None and all(t is None or t.device.type == "cpu"
-                                                     for t in (cache_seqlens, block_table))):
+    given = [t for t in (cache_seqlens, block_table) if t is not None]  # neither: the shape checks cover it
+    if given and (check_values or (check_values is None and all(t.device.type == "cpu" for t in given))):
         check_cache_values(plan, cache_seqlens, block_table, causal)
     out, lse = _launch(plan, q, k_cache, v_cache, cache_seqlens, block_table, causal, scale)
     return (out, lse) if return_lse else out
@@ -556,7 +628,8 @@ def decode_attention_traced(q, k_cache, v_cache, cache_seqlens=None, block_table
 
 def shipped_launches():
     """Every shipped configuration as (label, targets, launch) for an ahead-of-time compile (bench/compile_check.py):
-    each tuned or default class, contiguous and paged (page 64), TMA and pointer paths, one split and several."""
+    each tuned or default class, contiguous and paged (page 64), TMA and pointer paths, one split and several (the
+    same split kernel, num_splits not being specialized; several splits add the merge)."""
     launches = []
     classes = sorted({(d, b) for d in SUPPORTED_HEAD_DIMS for b in (2, 4)} | set(TUNED_DECODE_CONFIGS))
     for head_dim, dtype_bytes in classes:

@@ -114,25 +114,3 @@ def check_fits(nbytes: int, device: torch.device, what: str) -> None:
     if nbytes > total:
         raise torch.OutOfMemoryError(f"out of memory, refused before any launch: {what} need more memory than the device has: Tried to allocate "
                                      f"{_binary(nbytes)} ({nbytes} bytes); the device has {_binary(total)} in all")
-
-
-def check_dense(name: str, t: object) -> None:
-    """A dense, strided torch.Tensor that needs no gradient (the decode wrapper's per-call check; the rank and the
-    rest are checked once per shape)."""
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.is_nested or t.layout != torch.strided:
-        kind = "a nested tensor" if t.is_nested else f"a {t.layout} tensor"
-        raise TypeError(f"{name} is {kind}: the kernels read dense (strided) tensors; pass {name}.to_dense()")
-    if t.requires_grad and torch.is_grad_enabled():
-        raise ValueError(f"{name} requires grad, but these kernels are forward only (no backward pass): "
-                         f"call them under torch.no_grad() or pass {name}.detach()")
-
-
-def check_scale(sm_scale: object) -> float:
-    """sm_scale as a float: a positive finite number (see check_attention_inputs for why)."""
-    if (isinstance(sm_scale, bool) or not isinstance(sm_scale, Real) or not math.isfinite(sm_scale)
-            or sm_scale <= 0):
-        raise ValueError(f"sm_scale must be a positive finite number (or None for 1/sqrt(head_dim)); "
-                         f"got {sm_scale!r}")
-    return float(sm_scale)

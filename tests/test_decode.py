@@ -9,13 +9,15 @@ import math
 import pytest
 import torch
 
+import costmodel
 import kernels.decode as decode
 from kernels.decode import DecodeConfig, choose_num_splits, config_for_decode, decode_attention, decode_attention_traced
 from kernels.reference import reference_attention, reference_decode
 from kernels.runtime import DEVICE
 from tests.support_kernels import TOLERANCE, rel_error
 
-pytestmark = pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # log2(0) of empty splits
+pytestmark = [pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning"),  # log2(0) of empty splits
+              pytest.mark.filterwarnings("ignore:All-NaN slice:RuntimeWarning")]  # the interpreter's max of NaN rows
 
 
 def make_cache(batch, heads_q, heads_kv, q_len, head_dim, lengths, dtype, page_size=0, seed=0, spare=5):
@@ -66,6 +68,8 @@ CASES = [
     (2, 4, 4, 1, 64, [300, 70], 256, torch.float16, False, 3, 64),      # pages of 256 (TMA)
     (2, 8, 1, 3, 16, [19, 5], 16, torch.float16, True, 2, 64),          # a 64-key tile over four pages of 16
     (2, 4, 2, 1, 256, [33, 2], 0, torch.float32, False, 1, 16),         # head_dim 256, one split: no merge
+    (3, 8, 2, 4, 64, [64, 16, 37], 16, torch.float16, True, 2, 32),     # q_len 4; lengths at page boundaries
+    (2, 8, 8, 4, 64, [48, 20], 24, torch.float32, False, 3, 32),        # q_len 4, full; pages of 24 (not 2^k)
 ]
 
 
@@ -151,10 +155,93 @@ def test_trace_merges_to_the_lse():
 
 
 def test_split_choice_and_configs():
-    assert choose_num_splits(8, 2048, 132, 3) == 50         # (1, 32, 8, 128K): 8 K/V heads fill 132 SMs
-    assert choose_num_splits(512, 64, 132, 3) == 1          # a large batch fills the GPU by itself
-    assert choose_num_splits(1, 3, 132, 3) == 3             # never more splits than key blocks
+    """The split heuristic on the H200's 132 SMs, 2 programs each (264 slots): the fewest splits whose waves are
+    within 85 % of the fullest choice's; none when the grid fills 80 % of the slots; never more than the key blocks
+    or 128."""
+    assert choose_num_splits(8, 2048, 132, 2) == 29         # (1, 32, 8, 128K): 232 of 264 slots
+    assert choose_num_splits(64, 512, 132, 2) == 4          # (8, 32, 8, 32K): 256 of 264, where 5 would take 2 waves
+    assert choose_num_splits(512, 64, 132, 2) == 1          # (64, 32, 8, 4K): the batch fills the GPU by itself
+    assert choose_num_splits(1, 3, 132, 2) == 3             # never more splits than key blocks
+    assert choose_num_splits(1, 10**6, 132, 2) == 109       # capped at 128: 109 already within 85 % of 128
+    assert choose_num_splits(8, 16, 1, 1) == 1              # the interpreter's one "SM"
+    assert choose_num_splits(200, 4096, 132, 2) == 5        # 76 % of one wave, or 3.8 waves 95 % full
+    for programs in (1, 3, 8, 50, 200, 211, 1000):
+        splits = choose_num_splits(programs, 4096, 132, 2)
+        assert 1 <= splits <= 128 and (splits == 1) == (programs >= 0.8 * 264)
+        assert costmodel.decode_wave_efficiency(programs * splits, 264) >= 0.85 * max(
+            costmodel.decode_wave_efficiency(programs * s, 264) for s in range(1, 129)) or splits == 1
     assert config_for_decode(64, torch.float32).block_n >= 16
+
+
+def test_paged_and_contiguous_caches_give_the_same_answer():
+    """The same keys and values, once contiguous and once in shuffled pages of 16: the same O and LSE (to rounding:
+    the tiles differ)."""
+    q, k, v, seqlens, _ = make_cache(3, 8, 2, 2, 32, [47, 2, 32], torch.float32, seed=12, spare=1)
+    page, max_pages = 16, 3
+    gen = torch.Generator().manual_seed(13)
+    table = torch.randperm(3 * max_pages + 2, generator=gen)[:3 * max_pages].reshape(3, max_pages).int().to(DEVICE)
+    k_p, v_p = (torch.full((3 * max_pages + 2, page, 2, 32), float("nan"), device=DEVICE) for _ in range(2))
+    for b in range(3):
+        for j in range(max_pages):
+            k_p[table[b, j]], v_p[table[b, j]] = (t[b, :, j * page:(j + 1) * page].transpose(0, 1) for t in (k, v))
+    for splits in (1, 3):
+        config = DecodeConfig(32, 4, 1)
+        a, a_lse = decode_attention(q, k, v, seqlens, num_splits=splits, return_lse=True, config=config)
+        b_, b_lse = decode_attention(q, k_p, v_p, seqlens, table, num_splits=splits, return_lse=True, config=config)
+        assert torch.allclose(a, b_, rtol=1e-5, atol=1e-6) and torch.allclose(a_lse, b_lse, rtol=1e-5, atol=1e-6)
+    check((q, k_p, v_p, seqlens, table), b_, b_lse, True)
+
+
+def test_strided_lengths_and_block_table():
+    """cache_seqlens and block_table seen through strides (every other element): read through their strides."""
+    q, k, v, seqlens, table = make_cache(2, 4, 2, 1, 32, [40, 17], torch.float32, page_size=16, seed=14)
+    wide_lengths = torch.stack([seqlens, seqlens * 0 - 7], 1).flatten()[::2]  # -7 between: never read
+    wide_table = torch.stack([table, table * 0 - 9], 2).flatten(1)[:, ::2]
+    assert wide_lengths.stride() == (2,) and wide_table.stride(1) == 2
+    out, lse = decode_attention(q, k, v, wide_lengths, wide_table, num_splits=2, return_lse=True,
+                                config=DecodeConfig(16, 4, 1))
+    check((q, k, v, seqlens, table), out, lse, True)
+
+
+@pytest.mark.parametrize("tma", [True, False])
+def test_unchecked_bad_values_give_nan_rows_not_wrong_answers(tma):
+    """Lengths and pages the wrapper does not read (check_values=False, as for GPU tensors): a length past the cache
+    or negative, or a used page outside the cache, is never followed; the rows of that sequence come out NaN, the
+    other sequences are right."""
+    q, k, v, seqlens, table = make_cache(3, 4, 2, 1, 64, [40, 17, 33], torch.bfloat16, page_size=32, seed=15)
+    config = DecodeConfig(32, 4, 1, tma=tma)
+    for lengths, pages in (([40, 999, 33], table), ([40, -3, 33], table)):
+        bad = torch.tensor(lengths, dtype=torch.int32, device=DEVICE)
+        for splits in (1, 2):
+            out, lse = decode_attention(q, k, v, bad, pages, num_splits=splits, return_lse=True, check_values=False,
+                                        config=config)
+            assert torch.isnan(out[1]).all() and torch.isnan(lse[1]).all()
+            ref, _ = reference_decode(q[[0, 2]], k, v, seqlens[[0, 2]], table[[0, 2]], True)
+            assert rel_error(out[[0, 2]], ref) < TOLERANCE[torch.bfloat16]
+    for value in (k.shape[0], -1, 2**30):
+        bad_table = table.clone()
+        bad_table[1, 0] = value  # sequence 1's first page
+        for splits in (1, 3):
+            out, lse = decode_attention(q, k, v, seqlens, bad_table, num_splits=splits, return_lse=True,
+                                        check_values=False, config=config)
+            assert torch.isnan(out[1]).all() and torch.isnan(lse[1]).all()
+            assert torch.isfinite(out[[0, 2]]).all() and torch.isfinite(lse[[0, 2]]).all()
+
+
+def test_the_cost_model_of_decode():
+    """Bytes by the decode kernel's design: the cache read once (whatever the group), Q read, O and LSE written; with
+    splits, the fp32 partials written then read by the merge; extra memory is O, LSE and the partials."""
+    shape = costmodel.Shape(1, 2, 32, 128, "bfloat16", True, kv_len=1000, kv_heads=8, pass_="decode")
+    cache, q_bytes, rows = 2 * 2 * 8 * 1000 * 128 * 2, 2 * 32 * 128 * 2, 2 * 32
+    (one,) = costmodel.decode_traffic(shape, 1)
+    assert (one.reads, one.writes) == (cache + q_bytes, q_bytes + rows * 4)
+    split, merge = costmodel.decode_traffic(shape, 5)
+    partials = rows * 5 * 129 * 4
+    assert (split.reads, split.writes, merge.reads, merge.writes) == (cache + q_bytes, partials, partials,
+                                                                      q_bytes + rows * 4)
+    assert costmodel.decode_extra_bytes(shape, 1) == q_bytes + rows * 4
+    assert costmodel.decode_extra_bytes(shape, 5) == q_bytes + rows * 4 + partials
+    assert costmodel.decode_max_splits(1000, 64) == 16 and costmodel.decode_max_splits(10**6, 64) == 128
 
 
 # -- errors, before any launch ----------------------------------------------------------------------
@@ -181,15 +268,35 @@ def _bad_inputs():
         ("seqlens shape", (q, k, v, seqlens[:1]), {}, ValueError, "cache_seqlens must have shape"),
         ("seqlens past the cache", (q, k, v, seqlens + 1), {}, ValueError, r"cache_seqlens\[1\] = 21"),
         ("seqlens 0", (q, k, v, seqlens * 0), {}, ValueError, r"cache_seqlens\[0\] = 0"),
+        ("seqlens negative", (q, k, v, seqlens - 15), {}, ValueError, r"cache_seqlens\[0\] = -5"),
+        ("seqlens float", (q, k, v, seqlens.float()), {}, TypeError, "cache_seqlens must be torch.int32"),
+        ("seqlens 2-D", (q, k, v, seqlens[None]), {}, ValueError, "cache_seqlens must have shape"),
+        ("seqlens past the pages", (qp, kp, vp, seqp + 13), {"block_table": table}, ValueError,
+         r"cache_seqlens\[1\] = 33"),
         ("causal q_len > L", (q.repeat(1, 1, 12, 1), k, v, seqlens), {}, ValueError, "causal needs at least"),
         ("causal q_len > cache", (q.repeat(1, 1, 21, 1), k, v), {}, ValueError, "q_len 21"),
         ("table int64", (qp, kp, vp, seqp, table.long()), {}, TypeError, "block_table must be torch.int32"),
         ("table 1-D", (qp, kp, vp, seqp, table[0]), {}, ValueError, "block_table must have shape"),
         ("table past pages", (qp, kp, vp, seqp, table * 0 + kp.shape[0]), {}, ValueError, "points past"),
         ("table negative", (qp, kp, vp, seqp, table * 0 - 1), {}, ValueError, "points past"),
+        ("table other batch", (qp, kp, vp, seqp, table[:1]), {}, ValueError, "block_table must have shape"),
+        ("table without pages", (qp, kp, vp, seqp, table[:, :0]), {}, ValueError, "no column"),
+        ("paged cache 3-D", (qp, kp[0], vp[0], seqp, table), {}, ValueError, "num_pages, page_size"),
+        ("q other device", (q.to("meta"), k, v), {}, ValueError, "one device"),
+        ("seqlens other device", (q, k, v, seqlens.to("meta")), {}, ValueError, "one device"),
+        ("v dtype", (q, k, v.half()), {}, TypeError, "one dtype"),
+        ("int8 cache", (q.to(torch.int8), k.to(torch.int8), v.to(torch.int8)), {}, TypeError, "unsupported dtype"),
+        ("empty batch", (q[:0], k[:0], v[:0]), {}, ValueError, "empty input"),
+        ("empty q_len", (q[:, :, :0], k, v), {}, ValueError, "empty input"),
         ("causal not bool", (q, k, v), {"causal": 1}, TypeError, "causal"),
         ("sm_scale 0", (q, k, v), {"sm_scale": 0.0}, ValueError, "sm_scale"),
         ("sm_scale inf", (q, k, v), {"sm_scale": float("inf")}, ValueError, "sm_scale"),
+        ("sm_scale nan", (q, k, v), {"sm_scale": float("nan")}, ValueError, "sm_scale"),
+        ("sm_scale negative", (q, k, v), {"sm_scale": -0.1}, ValueError, "sm_scale"),
+        ("sm_scale fp32 overflow", (q, k, v), {"sm_scale": 1e39}, ValueError, "fp32"),
+        ("sm_scale log2e overflow", (q, k, v), {"sm_scale": 3e38}, ValueError, "fp32"),
+        ("sm_scale fp32 underflow", (q, k, v), {"sm_scale": 1e-50}, ValueError, "fp32"),
+        ("sm_scale string", (q, k, v), {"sm_scale": "0.1"}, ValueError, "sm_scale"),
         ("num_splits 0", (q, k, v), {"num_splits": 0}, ValueError, "num_splits"),
         ("num_splits float", (q, k, v), {"num_splits": 2.0}, ValueError, "num_splits"),
         ("config", (q, k, v), {"config": (32, 4, 1)}, TypeError, "DecodeConfig"),
