@@ -125,12 +125,12 @@ def bench_us(fn, rep_ms: float) -> float:
 
 def sync() -> None:
     if not SMOKE:
-        sync()
+        torch.cuda.synchronize()
 
 
 def free() -> None:
     if not SMOKE:
-        free()
+        torch.cuda.empty_cache()
 
 
 def cache_bytes(batch, heads_kv, length, dtype=DTYPE, head_dim=D) -> int:
