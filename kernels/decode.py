@@ -20,7 +20,10 @@ read through TMA tensor descriptors for 16-bit caches on Hopper (contiguous, or 
 key blocks: one page per tile), else by pointer loads that gather each key's row through the block table.
 
 A query row that sees no key (causal with a cache shorter than q_len, or a length of 0: refused when the lengths are
-checked) gets O = 0 and LSE = −inf. The trace mode (TRACE) records per key block the packed rows' running m and l
+checked) gets O = 0 and LSE = −inf. Lengths and block tables on the GPU are not read on the host (no sync, so a call
+can be captured in a CUDA graph): the kernel clamps a length outside [0, max_len] and never follows a page outside
+the cache, and the rows they serve come out NaN. The split count, when left open, comes from
+costmodel.decode_num_splits (flash-attn's wave rule) on the GPU's SMs × 2 programs each. The trace mode (TRACE) records per key block the packed rows' running m and l
 and per split its final (m, l), so the page can animate the splits, then the merge, from the kernel's own numbers.
 """
 from __future__ import annotations
