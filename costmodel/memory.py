@@ -37,6 +37,22 @@ def fused_extra_bytes(shape: Shape) -> int:
     return output_bytes(shape)
 
 
+PARTIAL_BYTES = 4  # the decode kernel's split partials (O and LSE) are fp32
+
+
+def decode_partial_bytes(shape: Shape, num_splits: int) -> int:
+    """The decode kernel's split partials: per query row and split, O (head_dim) and the LSE in fp32; none with one
+    split (the split kernel then writes O and the LSE itself)."""
+    if num_splits <= 1:
+        return 0
+    return shape.batch * shape.heads * shape.seq_len * num_splits * (shape.head_dim + 1) * PARTIAL_BYTES
+
+
+def decode_extra_bytes(shape: Shape, num_splits: int) -> int:
+    """Device memory the decode kernel needs beyond Q and the KV cache: O, the fp32 LSE and the split partials."""
+    return flash_extra_bytes(shape) + decode_partial_bytes(shape, num_splits)
+
+
 def kv_bytes(shape: Shape) -> int:
     """Bytes of K and V together: the cache a decode step streams."""
     return 2 * shape.batch * shape.kv_heads * shape.kv_len * shape.head_dim * shape.dtype_bytes

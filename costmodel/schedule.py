@@ -1,6 +1,7 @@
 """The flash kernels' tile schedules: which (Q block, K/V tile) steps run, in which order, and the rules for tiles."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import math
@@ -140,3 +141,36 @@ def fa1_schedule(seq_len: int, block_m: int, block_n: int, causal: bool) -> list
     steps = sorted(tile_schedule(seq_len, block_m, block_n, causal), key=lambda s: (s.k_block, s.q_block))
     return [Step(index, s.q_block, s.k_block, s.masked, s.first, s.last) for index, s in enumerate(steps)]
 
+
+
+# -- decode: how many programs share one sequence's cache (flash-decoding) ----------------------------------------
+
+DECODE_MAX_SPLITS = 128  # the split heuristic's cap (flash-attn's too); a caller may ask for more
+DECODE_FILLED = 0.8      # programs that fill this share of the GPU's slots are not split
+DECODE_GOOD_WAVES = 0.85  # of the best wave efficiency: the fewest splits that reach it are chosen
+
+
+def decode_wave_efficiency(programs: int, slots: int) -> float:
+    """How full the grid's waves are: programs ÷ (slots × the waves they take); 1.0 when the last wave is full."""
+    waves = programs / slots
+    return waves / math.ceil(waves)
+
+
+def decode_num_splits(programs: int, key_blocks: int, slots: int, max_splits: int = DECODE_MAX_SPLITS) -> int:
+    """The decode kernel's split count when the caller leaves it open: how many programs share each (sequence, K/V
+    head, row block)'s cache. programs: the grid without splits (batch · K/V heads · row blocks); key_blocks: the
+    cache's key tiles (no split gets less than one); slots: programs the GPU runs at once (SMs × programs resident on
+    one SM). One split where the programs already fill DECODE_FILLED of the slots; else, of 1 .. min(key_blocks,
+    max_splits), the fewest whose waves are at least DECODE_GOOD_WAVES as full as the fullest choice's (flash-attn's
+    rule: equal programs in a part-empty last wave leave SMs idle while the others finish)."""
+    if programs >= DECODE_FILLED * slots:
+        return 1
+    limit = max(1, min(key_blocks, max_splits))
+    efficiency = [decode_wave_efficiency(programs * s, slots) for s in range(1, limit + 1)]
+    best = max(efficiency)
+    return next(s for s, e in enumerate(efficiency, 1) if e >= DECODE_GOOD_WAVES * best)
+
+
+def decode_max_splits(kv_len: int, block_n: int) -> int:
+    """The most splits the heuristic can choose for a cache of kv_len keys in tiles of block_n."""
+    return max(1, min(n_blocks(kv_len, block_n), DECODE_MAX_SPLITS))

@@ -13,6 +13,8 @@ What the traffic models count (per (batch, head), times batch·heads):
   the usable L2, each head's K and V come from HBM once; when one head's K/V does not fit, each wave of
   co-resident Q blocks streams it once.
 - fused (SDPA, decode): Q, K, V read once and O written once, the least any kernel moves.
+- decode (ours, split-KV): the split kernel reads Q and the cache once (a K/V tile once for all the query heads that
+  share it) and writes fp32 partials per split; the merge reads them back and writes O and the LSE.
 """
 from __future__ import annotations
 
@@ -20,8 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from costmodel.memory import fa1_state_bytes_per_row, kv_bytes, output_bytes
-from costmodel.schedule import (fa1_schedule, fa1_split_ranges, k_tiles_per_q_block, keys_per_q_block, n_blocks, schedule_arrays,
+from costmodel.memory import decode_partial_bytes, fa1_state_bytes_per_row, kv_bytes, output_bytes
+from costmodel.schedule import (fa1_schedule, fa1_split_ranges, k_tiles_per_q_block, keys_per_q_block, n_blocks,
+                                schedule_arrays,
                                 tile_schedule, visible_scores)
 from costmodel.shape import LSE_BYTES, SCORE_BYTES, Shape, attention_flops
 
@@ -120,6 +123,21 @@ def fused_traffic(shape: Shape) -> list[Traffic]:
     """The least any fused kernel (PyTorch SDPA, a decode kernel) moves: Q, K, V read once, O written once."""
     return [Traffic("fused kernel", output_bytes(shape) + kv_bytes(shape), output_bytes(shape),
                     attention_flops(shape))]
+
+
+def decode_traffic(shape: Shape, num_splits: int = 1) -> list[Traffic]:
+    """The decode kernel's HBM traffic by kernel (kernels/decode.py): the split kernel reads Q and K, V of the cache
+    (kv_len keys of each sequence, each tile once for the group of query heads that share its K/V head) and writes
+    the fp32 partial O and LSE of each split; the merge reads those and writes O and the LSE. With one split there is
+    no merge: the split kernel writes O and the LSE. The block table and lengths (a few bytes a page) are left out."""
+    rows = shape.batch * shape.heads * shape.seq_len
+    final = output_bytes(shape) + rows * LSE_BYTES
+    reads = output_bytes(shape) + kv_bytes(shape)  # Q is O's size
+    partials = decode_partial_bytes(shape, num_splits)
+    if not partials:
+        return [Traffic("split kernel (one split, no merge)", reads, final, attention_flops(shape))]
+    return [Traffic("split kernel", reads, partials, attention_flops(shape)),
+            Traffic("merge splits", partials, final, 4.0 * rows * num_splits * shape.head_dim)]
 
 
 def torch_naive_traffic(shape: Shape) -> list[Traffic]:

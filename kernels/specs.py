@@ -9,7 +9,7 @@ kernel's loop order, schedule and source phases), Proton's phase recordings and 
 A new kernel is its file in kernels/ plus one `Spec` in SPECS below (docs/architecture.md). Importing this module
 costs no torch or Triton: what needs them is named as "module:function" and imported when first used (`load`).
 The key is the one vocabulary of the code, the link, the results file and the library: "fa2", "fa1", "fa3",
-"naive", "sdpa_default", "sdpa_flash", "torch_naive".
+"naive", "sdpa_default", "sdpa_flash", "torch_naive", "decode" (attention against a KV cache: its pass is "decode").
 """
 from __future__ import annotations
 
@@ -109,6 +109,28 @@ def _fa1_model(shape: Shape, tiles: Tiles, machine: Machine | None, interpreter:
     return costmodel.fa1_traffic(shape, *tiles, splits=splits)
 
 
+def _decode_model(shape: Shape, tiles: Tiles, machine: Machine | None, interpreter: bool) -> list[Traffic]:
+    """The decode kernel's bytes: one split (no merge) with no machine to fill, else the splits its heuristic chooses
+    for the machine's SMs (at 2 programs resident per SM, the decode kernel's own residency by its design)."""
+    splits = 1
+    if machine is not None:
+        block_m, block_n = tiles
+        sm_count = max(1, machine.programs_in_flight // max(1, machine.programs_per_sm))
+        row_blocks = costmodel.n_blocks(shape.group * shape.seq_len, block_m)
+        splits = costmodel.decode_num_splits(shape.batch * shape.kv_heads * row_blocks,
+                                             costmodel.n_blocks(shape.kv_len, block_n), sm_count * 2)
+    return costmodel.decode_traffic(shape, splits)
+
+
+def _decode_extra_bytes(shape: Shape) -> int:
+    """The decode kernel's memory beyond Q and the cache, at the most splits its heuristic can choose (key tiles of
+    64; the partials are a few MiB at most)."""
+    return costmodel.decode_extra_bytes(shape, costmodel.decode_max_splits(shape.kv_len, DECODE_ASSUMED_TILES[1]))
+
+
+DECODE_ASSUMED_TILES = (16, 64)  # packed query rows (a group of 4 at q_len 1, padded to 16) × keys per tile
+
+
 def check_fa3_tiles(block_m: object, block_n: object) -> None:
     """The FA-3 style kernel's tiles: query rows per program and keys per K/V tile, each a multiple of 64 (wgmma's
     M per consumer warpgroup) up to 256."""
@@ -165,6 +187,10 @@ _BUILT_IN = (
          tiles="kernels.fa3:tiles_for",
          assumed_tiles=(128, 128), tile_rule=check_fa3_tiles, unavailable="kernels.fa3:unavailable_for",
          ratio=True, proton="kernels.fa3:proton_launcher", compile="kernels.fa3:shipped_launches"),
+    Spec("decode", "flash-decoding (ours, Triton, split-KV)", "decode (ours)", "sky_blue",
+         "kernels.decode:decode_attention", _decode_model, _decode_extra_bytes, interpreter=True,
+         tiles="kernels.decode:tiles_for", assumed_tiles=DECODE_ASSUMED_TILES, tile_rule=costmodel.check_tiles,
+         passes=("decode",), compile="kernels.decode:shipped_launches"),
 )
 
 SPECS: dict[str, Spec] = {spec.key: spec for spec in _BUILT_IN}

@@ -787,7 +787,7 @@ def contrast(a: str, b: str) -> float:
 
 def test_one_look_per_algorithm() -> None:
     looks = {key: look(key) for key in algorithm_order()}
-    assert set(looks) == {"fa2", "naive", "sdpa_default", "sdpa_flash", "torch_naive", "fa1", "fa3"}
+    assert set(looks) == {"fa2", "naive", "sdpa_default", "sdpa_flash", "torch_naive", "fa1", "fa3", "decode"}
     colors = [found.color for found in looks.values()]
     labels = [found.label for found in looks.values()]
     assert len(set(colors)) == len(colors) and len(set(labels)) == len(labels)
