@@ -287,12 +287,15 @@ def config_is_right(run: Run, config: DecodeConfig, page: int = 0, splits: int =
         case = (*SWEEP_CHECK[:5], page, *SWEEP_CHECK[6:8], 1 if splits == 1 else 5)
         try:
             _checked[key] = check_case(case, config) < TOLERANCE[torch.bfloat16]
+            if not _checked[key]:  # a wrong answer: the kernel has a bug at this config
+                run.say(f"WRONG: {config} page {page} {'one split' if splits == 1 else 'splits'}: not timed")
+                run.record.setdefault("wrong_configs", []).append(f"{config} page {page} splits {splits}")
         except Exception as exc:  # noqa: BLE001 - out of shared memory, a compile error: not a candidate
-            run.failed(f"config {config} page {page}", exc)
             _checked[key] = False
-        if not _checked[key]:
-            run.say(f"WRONG or failing: {config} page {page} {'one split' if splits == 1 else 'splits'}: not timed")
-            run.record.setdefault("wrong_configs", []).append(f"{config} page {page} splits {splits}")
+            if "OutOfResources" in type(exc).__name__ or "out of resource" in str(exc):
+                run.say(f"does not fit: {_short(config)} ({str(exc).splitlines()[0][:120]}): not a candidate")
+            else:
+                run.failed(f"config {config} page {page}", exc)
     return _checked[key]
 
 
