@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+import costmodel
 from costmodel import SEQ_LENS, Shape
 
 from bench.device import device_facts
@@ -95,6 +96,15 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "kernel (fa2) and the FA-3 style kernel (fa3): batch 1 × 4 heads, N = 4K, head_dim 128")
     p.add_argument("--phases-only", type=Path, default=None, help=argparse.SUPPRESS)  # record_phases' child
     p.add_argument("--tune", action="store_true", help="time FA-2 tile configs at seq_len 8K and print the best")
+    p.add_argument("--decode", action="store_true",
+                   help="time decode instead: one new token (q_len 1) of Llama 3 8B's attention (32 query heads, 8 "
+                        "K/V heads, head_dim 128, bf16) against a KV cache of --kv-lens tokens at --decode-batches, "
+                        "for every kernel with a KV-cache path (our split-KV kernel, contiguous and paged by "
+                        f"{DECODE_PAGE_SIZE}; SDPA; our prefill kernel used as-is at q_len 1)")
+    p.add_argument("--kv-lens", type=_int_list, default=list(DECODE_KV_LENS),
+                   help="--decode: comma-separated cache lengths (default 1K … 1M)")
+    p.add_argument("--decode-batches", type=_int_list, default=list(DECODE_BATCHES),
+                   help="--decode: comma-separated batch sizes (default 1,8,32)")
     p.add_argument("--out", type=Path, default=None, help="write a results JSON file here")
     p.add_argument("--merge-into", action="store_true",
                    help="with --out naming an existing results file: keep its records of settings this run did not "
@@ -230,6 +240,44 @@ def record_phases_here() -> tuple[list[dict], str]:
     return kept, "; ".join(skipped)
 
 
+DECODE_KV_LENS = costmodel.DECODE_KV_LENS  # 1K … 1M tokens of cache
+DECODE_BATCHES = (1, 8, 32)
+DECODE_HEADS, DECODE_KV_HEADS, DECODE_HEAD_DIM = 32, 8, 128  # Llama 3 8B's attention
+DECODE_PAGE_SIZE = 64
+DECODE_MEMORY_SHARE = 0.35  # a setting whose cache (as the kernel reads it) needs more of the GPU is not timed
+
+
+def decode_settings(kv_lens: list[int], batches: list[int], hbm_bytes: int | None) -> tuple[list[Setting], list[str]]:
+    """The decode sweep: every kernel with a KV-cache path at each (batch, cache length), ours also paged; and the
+    settings left out because their cache would not fit (said, never silently)."""
+    settings, skipped = [], []
+    for batch, kv_len in itertools.product(batches, kv_lens):
+        shape = Shape(1, batch, DECODE_HEADS, DECODE_HEAD_DIM, "bfloat16", True, kv_len=kv_len,
+                      kv_heads=DECODE_KV_HEADS, pass_="decode")
+        for spec in specs.with_facet("kv_cache"):
+            expanded = spec.key == "fa2"  # our prefill kernel has no grouped heads: K/V expanded to every head
+            cache = costmodel.kv_bytes(shape.at(kv_heads=DECODE_HEADS) if expanded else shape)
+            if hbm_bytes and 2 * cache > DECODE_MEMORY_SHARE * hbm_bytes:  # the cache and its copy, or its pages
+                skipped.append(f"{spec.key} batch {batch} × {kv_len} keys: its cache needs {cache / 2**30:.0f} GiB")
+                continue
+            settings.append(Setting(spec.key, shape))
+            if spec.key == "decode":
+                settings.append(Setting(spec.key, shape, page_size=DECODE_PAGE_SIZE))
+    return settings, skipped
+
+
+def print_decode_table(records: list[dict], copy_gbps: float | None, file=sys.stdout) -> None:
+    """The decode records: time per token, bandwidth on the cache's bytes and its share of the copy roof."""
+    print(f"{'algorithm':13s} {'B':>3s} {'kv_len':>8s} {'page':>5s} {'splits':>6s} {'status':>6s} {'us':>10s} "
+          f"{'GB/s':>7s} {'% copy':>7s}", file=file)
+    for r in records:
+        share = r["gbps"] / copy_gbps * 100 if r.get("gbps") and copy_gbps else None
+        us = r["time_ms"] * 1e3 if r["time_ms"] is not None else None
+        print(f"{r['algorithm']:13s} {r['batch']:3d} {r['kv_len']:8d} {_fmt(r.get('page_size'), '5d')} "
+              f"{_fmt(r.get('num_splits'), '6d')} {r['status']:>6s} {_fmt(us, '10.1f')} {_fmt(r['gbps'], '7.0f')} "
+              f"{_fmt(share, '7.1f')}", file=file)
+
+
 def fill_settings(head_dims: list[int], dtypes: list[str], causals: list[bool], sm_count: int) -> list[Setting]:
     """FA-2 and the FA1-order kernel at a shape whose batch·heads (FA1's programs, one per head) is at least
     twice the SMs, so that no SM idles: there the two differ by their loop order alone."""
@@ -240,7 +288,7 @@ def fill_settings(head_dims: list[int], dtypes: list[str], causals: list[bool], 
 
 
 def _setting_key(record: dict) -> tuple:
-    return (specs.canonical(record["algorithm"]), Shape.of_record(record))
+    return (specs.canonical(record["algorithm"]), Shape.of_record(record), record.get("page_size"))
 
 
 def merged(path: Path, records: list[dict], timelines: list[dict], phases: list[dict], extra: dict,
@@ -274,6 +322,8 @@ def main(argv=None) -> int:
         tune(args.head_dims, args.dtypes, causals, args.batch, args.heads)
         return 0
     facts = device_facts()  # the roofs are measured at the end, on a GPU the sweep has warmed up
+    if args.decode:
+        return _main_decode(args, argv, facts)
     shapes = [(args.batch, args.heads, d) for d in args.head_dims]
     for shape in args.shapes:  # a shape with its own head_dim is swept at that one only
         shapes += [shape] if len(shape) == 3 else [(*shape, d) for d in args.head_dims]
@@ -315,6 +365,31 @@ def main(argv=None) -> int:
         command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
         created = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         extra = {"ratios": ratios, **({"phases_skipped": phases_skipped} if phases_skipped else {})}
+        if args.merge_into and args.out.is_file():
+            records, timelines, phases, extra = merged(args.out, records, timelines, phases, extra, command)
+        dump_results(args.out, facts, records, timelines, command, created, extra, phases)
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _main_decode(args, argv, facts: dict) -> int:
+    """bench --decode: the decode sweep, its table, and (with --out) its records in a results file."""
+    settings, skipped = decode_settings(args.kv_lens, args.decode_batches, facts.get("hbm_bytes"))
+    for line in skipped:
+        print(f"not timed: {line}", file=sys.stderr)
+    records = []
+    for i, s in enumerate(settings, 1):
+        r = measure(s, rep_ms=args.rep_ms).to_dict()
+        records.append(r)
+        print(f"[{i}/{len(settings)}] {s.algorithm} B={s.shape.batch} kv_len={s.shape.kv_len} page={s.page_size}: "
+              f"{r['status']} {_fmt(r['time_ms'], '.4f')} ms", file=sys.stderr, flush=True)
+    torch.cuda.empty_cache()
+    facts = device_facts(measure_bandwidth=True)
+    print_decode_table(records, facts.get("copy_gbps"))
+    if args.out:
+        command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
+        created = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        timelines, phases, extra = [], [], {"ratios": []}
         if args.merge_into and args.out.is_file():
             records, timelines, phases, extra = merged(args.out, records, timelines, phases, extra, command)
         dump_results(args.out, facts, records, timelines, command, created, extra, phases)

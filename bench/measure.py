@@ -40,9 +40,11 @@ GPU_LOCK_TIMEOUT_S = 300.0
 
 @dataclass(frozen=True)
 class Setting:
-    """What one measurement measures: an algorithm (a spec's key; an older name is read as today's) at a shape."""
+    """What one measurement measures: an algorithm (a spec's key; an older name is read as today's) at a shape, and for
+    a decode shape (pass "decode") the cache's page size (None: contiguous)."""
     algorithm: str
     shape: Shape
+    page_size: int | None = None
 
     def __post_init__(self):
         if not isinstance(self.algorithm, str) or specs.canonical(self.algorithm) not in specs.SPECS:
@@ -56,9 +58,19 @@ class Setting:
         if self.shape.head_dim not in SUPPORTED_HEAD_DIMS:
             raise ValueError(f"unsupported head_dim {self.shape.head_dim!r}: supported are {SUPPORTED_HEAD_DIMS}")
 
+        if self.page_size is not None and (self.shape.pass_ != "decode" or isinstance(self.page_size, bool)
+                                           or not isinstance(self.page_size, int) or self.page_size < 1):
+            raise ValueError(f"page_size is a positive int of a decode setting; got {self.page_size!r}")
+        if self.shape.pass_ == "decode" and not self.spec.kv_cache:
+            raise ValueError(f"{self.algorithm} is not timed against a KV cache (its spec has no kv_cache)")
+
     @property
     def spec(self) -> specs.Spec:
         return specs.spec(self.algorithm)
+
+    @property
+    def decode(self) -> bool:
+        return self.shape.pass_ == "decode"
 
 
 def attention_flops(s: Setting) -> float:
@@ -73,7 +85,11 @@ def flash_tiles(s: Setting) -> tuple[int, int] | None:
 
 def bytes_moved(s: Setting, machine: costmodel.Machine | None = None) -> int:
     """HBM bytes the algorithm moves by the cost model (its spec's traffic): flash with the tiles it runs,
-    L2-aware on `machine` (else the no-cache bound); naive with its softmax's passes on this path."""
+    L2-aware on `machine` (else the no-cache bound); naive with its softmax's passes on this path. A decode setting,
+    whatever the algorithm: the least any decode moves, the cache's K and V read once with Q and O (its record's
+    GB/s is then the bandwidth the algorithm reached on the work itself)."""
+    if s.decode:
+        return costmodel.total_bytes(costmodel.decode_traffic(s.shape, 1))
     tiles = flash_tiles(s) or (None, None)
     return costmodel.total_bytes(specs.traffic(s.algorithm, s.shape, *tiles, machine=machine, interpreter=INTERPRET))
 
@@ -83,9 +99,17 @@ def model_extra_bytes(s: Setting) -> int:
     return specs.extra_bytes(s.algorithm, s.shape)
 
 
+def decode_runner(s: Setting, q, k, v):
+    """(call, facts) to time a decode setting: its spec's kv_cache facet builds what the call needs (a paged cache,
+    K/V expanded for a kernel without grouped heads) before the timing; facts: its page size and splits."""
+    return s.spec.load("kv_cache")(q, k, v, s.page_size)
+
+
 def runner(s: Setting, q, k, v):
     """The call to time for this setting's algorithm: ours through the library's face (kernels.flash_attention),
     the others as their spec names them. ValueError where it does not run (its spec says why)."""
+    if s.decode:
+        return decode_runner(s, q, k, v)[0]
     spec = s.spec
     why = spec.load("unavailable")(s.shape) if spec.unavailable else None
     if why:
@@ -113,7 +137,8 @@ def oom_bytes(message: str) -> int | None:
 
 
 def make_record(s: Setting, status: str, device: str, timing_kind: str, times_ms: list[float] | None = None,
-            peak: int | None = None, needed: int | None = None, message: str = "") -> Record:
+            peak: int | None = None, needed: int | None = None, message: str = "",
+            num_splits: int | None = None) -> Record:
     median = p20 = p80 = tflops = gbps = None
     moved = bytes_moved(s, _machine() if timing_kind == "cuda" else None)
     if times_ms:
@@ -124,12 +149,13 @@ def make_record(s: Setting, status: str, device: str, timing_kind: str, times_ms
         if timing_kind == "cuda":
             tflops = attention_flops(s) / (median * 1e-3) / 1e12
             gbps = moved / (median * 1e-3) / 1e9
-    block_m, block_n = flash_tiles(s) or (None, None)
+    block_m, block_n = (flash_tiles(s) or (None, None)) if not s.decode or s.algorithm == "decode" else (None, None)
     shape = s.shape
     return Record(s.algorithm, shape.seq_len, shape.batch, shape.heads, shape.head_dim, shape.dtype, shape.causal,
                   status, median, p20, p80, tflops, gbps, moved, peak, needed, message, device, timing_kind, block_m,
                   block_n, counters="not counted: hardware counters are read by `python -m bench.counters`",
-                  kv_len=shape.kv_len, kv_heads=shape.kv_heads, pass_=shape.pass_)
+                  kv_len=shape.kv_len, kv_heads=shape.kv_heads, pass_=shape.pass_, page_size=s.page_size,
+                  num_splits=num_splits)
 
 
 @functools.cache
@@ -176,7 +202,12 @@ def _measure_cuda(s: Setting, seed: int, warmup_ms: float, rep_ms: float) -> Rec
     q = k = v = None
     try:
         q, k, v = inputs(s, seed)
-        fn = runner(s, q, k, v)
+        splits = None
+        if s.decode:
+            fn, facts = decode_runner(s, q, k, v)
+            splits = facts.get("num_splits")
+        else:
+            fn = runner(s, q, k, v)
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
@@ -187,7 +218,7 @@ def _measure_cuda(s: Setting, seed: int, warmup_ms: float, rep_ms: float) -> Rec
             return make_record(s, "error", device, "cuda", message="output has NaN or Inf")
         del out
         times = time_cuda(fn, warmup_ms, rep_ms)
-        return make_record(s, "ok", device, "cuda", times, peak=peak)
+        return make_record(s, "ok", device, "cuda", times, peak=peak, num_splits=splits)
     except torch.OutOfMemoryError as exc:
         message = str(exc).split("\n")[0]
         return make_record(s, "oom", device, "cuda", needed=oom_bytes(message) or model_extra_bytes(s), message=message)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import costmodel
-from costmodel import DTYPE_BYTES, SEQ_LENS, Shape
+from costmodel import DECODE_KV_LENS, DTYPE_BYTES, SEQ_LENS, Shape
 from bench.record import OPTIONAL_RECORD_FIELDS, RECORD_FIELDS
 from bench.schema import (  # noqa: F401 - the schema's names, read through this module too (results.RECORD_SCHEMA)
     FACT_SCHEMA, KERNEL_SCHEMA, MAX_BYTES, MAX_DEPTH, MAX_KERNELS, MAX_PROGRAMS, MAX_RATIO_ROWS, MAX_TEXT,
@@ -312,8 +312,15 @@ def _one_record_per_setting(records: list[dict], name: str) -> list[dict]:
     return kept
 
 
+def _on_the_slider(record: dict) -> bool:
+    """The record's length is a stop of its scene's slider: a prefill's N, a decode's cache length."""
+    if record.get("pass") == "decode":
+        return record["kv_len"] in DECODE_KV_LENS
+    return record["seq_len"] in SEQ_LENS
+
+
 def _say_what_the_slider_misses(records: list[dict], name: str, notes: _Notes) -> None:
-    outside = [r for r in records if r["seq_len"] not in SEQ_LENS]
+    outside = [r for r in records if not _on_the_slider(r)]
     if outside and len(outside) == len(records):
         notes.drop("seq_len", "every record", outside[0]["seq_len"],
                    f"is off the slider's lengths ({', '.join(str(n) for n in (SEQ_LENS[0], SEQ_LENS[-1]))} and the "

@@ -42,3 +42,91 @@ def torch_naive(q, k, v, causal: bool = False, sm_scale: float | None = None):
     p = torch.softmax(s, dim=-1).to(q.dtype)  # (B·H, N, N)
     del s
     return torch.bmm(p, v3).reshape(batch, heads, n, d)
+
+
+# -- decode: one new token's queries against a KV cache -------------------------------------------------------------
+# Each returns (call, facts): a no-argument call to time (what it needs is built first, outside the timing) and
+# what the record says of how it ran ({"page_size", "num_splits"}). q (batch, heads, q_len, head_dim), k and v
+# (batch, kv_heads, kv_len, head_dim); a query row sees every key of the cache (bottom-right aligned).
+
+def paged_cache(k, v, page_size: int, seed: int = 0):
+    """The same cache in pages of page_size under a shuffled block table, as vLLM and FlashAttention lay it out:
+    (k_pages, v_pages, block_table), pages (num_pages, page_size, kv_heads, head_dim), block_table (batch, pages)
+    int32."""
+    batch, heads, length, head_dim = k.shape
+    per_sequence = -(-length // page_size)
+    gen = torch.Generator(device=k.device).manual_seed(seed)
+    table = torch.randperm(batch * per_sequence, device=k.device, generator=gen).to(torch.int32)
+    table = table.view(batch, per_sequence)
+    out = []
+    for t in (k, v):
+        padded = torch.nn.functional.pad(t, (0, 0, 0, per_sequence * page_size - length))
+        pages = torch.empty(batch * per_sequence, page_size, heads, head_dim, device=t.device, dtype=t.dtype)
+        pages[table.flatten().long()] = padded.view(batch, heads, per_sequence, page_size, head_dim).permute(
+            0, 2, 3, 1, 4).reshape(batch * per_sequence, page_size, heads, head_dim)
+        out.append(pages)
+        del padded
+    return out[0], out[1], table
+
+
+def decode_ours(q, k, v, page_size: int | None = None):
+    """Our split-KV decode kernel (kernels/decode.py) on a contiguous cache, or on a paged one (page_size)."""
+    from kernels import decode
+    table = None
+    if page_size:
+        k, v, table = paged_cache(k, v, page_size)
+    plan, _ = decode._checked_plan(q, k, v, None, table, True, None, None, None)
+    return (lambda: decode.decode_attention(q, k, v, block_table=table, causal=True),
+            {"page_size": page_size or None, "num_splits": plan.splits})
+
+
+def decode_sdpa_default(q, k, v, page_size: int | None = None):
+    """SDPA as it picks its backend, K/V heads grouped (enable_gqa); one query row sees every key (no mask)."""
+    if page_size:
+        raise ValueError("SDPA reads a contiguous cache only")
+    return (lambda: sdpa_default(q, k, v, causal=False)), {"page_size": None, "num_splits": None}
+
+
+def decode_sdpa_flash(q, k, v, page_size: int | None = None):
+    """SDPA held to its FlashAttention-2 backend, K/V heads grouped (enable_gqa)."""
+    if page_size:
+        raise ValueError("SDPA reads a contiguous cache only")
+    return (lambda: sdpa_flash(q, k, v, causal=False)), {"page_size": None, "num_splits": None}
+
+
+def decode_prefill_kernel(q, k, v, page_size: int | None = None):
+    """Our prefill kernel (kernels/fa2.py) used as-is for decode: launched as a prefill launches at q_len 1, one
+    program per batch·query head (its Q block padded from one row), K and V expanded to every query head (it has no
+    grouped heads). What Flash-Decoding set out to fix: a handful of programs, each streaming a whole cache."""
+    if page_size:
+        raise ValueError("the prefill kernel reads a contiguous cache only")
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    from kernels import fa2
+    from kernels.inputs import dot_modes
+    batch, heads, q_len, head_dim = q.shape
+    group = heads // k.shape[1]
+    if group > 1:
+        k, v = (t.repeat_interleave(group, dim=1) for t in (k, v))
+    kv_len = k.shape[2]
+    config = fa2.config_for(head_dim, q.dtype, False)
+    dot_fp32, precision = dot_modes(q.dtype)
+    q_pad = torch.zeros(batch, heads, config.block_m, head_dim, device=q.device, dtype=q.dtype)
+    q_pad[:, :, :q_len] = q
+    o_pad = torch.empty_like(q_pad)
+    lse = torch.empty(batch * heads * max(kv_len, config.block_m), device=q.device, dtype=torch.float32)
+    q_d, o_d = (TensorDescriptor.from_tensor(t, [1, 1, config.block_m, head_dim]) for t in (q_pad, o_pad))
+    k_d, v_d = (TensorDescriptor.from_tensor(t, [1, 1, config.block_n, head_dim]) for t in (k, v))
+
+    def call():
+        fa2._attn_fwd[(1, batch * heads)](
+            q_d, k_d, v_d, o_d, lse, lse, lse, lse, head_dim ** -0.5, kv_len, heads, triton_cdiv(kv_len, config.block_n),
+            *q_pad.stride(), *k.stride(), *v.stride(), *o_pad.stride(),
+            HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n, CAUSAL=False, DOT_FP32=dot_fp32,
+            PRECISION=precision, USE_TMA=True, TRACE=False, RECORD_SM=False, PROFILE=False,
+            num_warps=config.num_warps, num_stages=config.num_stages)
+        return o_pad[:, :, :q_len]
+    return call, {"page_size": None, "num_splits": None}
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)

@@ -62,6 +62,8 @@ class Spec:
     roofline: bool = True               # a point on the roofline scene
     ratio: bool = False                 # a column of the bench's ratio table (its time ÷ FA-2's)
     passes: tuple[str, ...] = ("prefill",)  # what it computes (costmodel.PASSES): the scenes of that pass show it
+    kv_cache: str | None = None         # "module:function" (q, k, v, page_size) -> (call, facts): how it is timed
+                                        # against a KV cache (bench --decode, the decode scene); None: not there
     trace: Trace | None = None          # the tiling animation can trace it
     proton: str | None = None           # "module:function" (head_dim, causal, dtype) -> (launch, config, warps)
     compile: str | None = None          # "module:function" () -> its shipped launches, compiled ahead of time
@@ -162,6 +164,7 @@ FA1_PHASES = (
 _BUILT_IN = (
     Spec("fa2", "flash (ours, Triton)", "flash (ours)", "blue", "kernels.fa2:flash_attention", _flash_model,
          costmodel.flash_extra_bytes, interpreter=True, library=True, auto_rank=1, aliases=("flash",),
+         kv_cache="kernels.peers:decode_prefill_kernel",
          tiles="kernels.fa2:tiles_for", assumed_tiles=costmodel.ASSUMED_FLASH_TILES, tile_rule=costmodel.check_tiles,
          trace=Trace("FA2 order", False, costmodel.tile_schedule, costmodel.step_traffic,
                      costmodel.flash_traffic_no_cache, "kernels.fa2:flash_attention_traced", "fa2.py", FA2_PHASES),
@@ -170,9 +173,11 @@ _BUILT_IN = (
          "kernels.naive:naive_attention", _naive_model, costmodel.naive_extra_bytes, interpreter=True,
          compile="kernels.naive:shipped_launches"),
     Spec("sdpa_default", "PyTorch SDPA (default)", "SDPA default", "reddish_purple", "kernels.peers:sdpa_default",
-         _fused_model, costmodel.fused_extra_bytes, ours=False, ratio=True),
+         _fused_model, costmodel.fused_extra_bytes, ours=False, ratio=True,
+         kv_cache="kernels.peers:decode_sdpa_default"),
     Spec("sdpa_flash", "PyTorch SDPA (flash backend)", "SDPA flash", "bluish_green", "kernels.peers:sdpa_flash",
-         _fused_model, costmodel.fused_extra_bytes, ours=False, ratio=True),
+         _fused_model, costmodel.fused_extra_bytes, ours=False, ratio=True,
+         kv_cache="kernels.peers:decode_sdpa_flash"),
     Spec("torch_naive", "PyTorch eager (matmul, softmax, matmul)", "PyTorch eager", "orange",
          "kernels.peers:torch_naive", _torch_naive_model, costmodel.naive_extra_bytes, ours=False, roofline=False),
     Spec("fa1", "flash, FA1 loop order (ours, Triton)", "flash, FA1 order (ours)", "medium_purple",
@@ -190,7 +195,7 @@ _BUILT_IN = (
     Spec("decode", "flash-decoding (ours, Triton, split-KV)", "decode (ours)", "sky_blue",
          "kernels.decode:decode_attention", _decode_model, _decode_extra_bytes, interpreter=True,
          tiles="kernels.decode:tiles_for", assumed_tiles=DECODE_ASSUMED_TILES, tile_rule=costmodel.check_tiles,
-         passes=("decode",), compile="kernels.decode:shipped_launches"),
+         passes=("decode",), compile="kernels.decode:shipped_launches", kv_cache="kernels.peers:decode_ours"),
 )
 
 SPECS: dict[str, Spec] = {spec.key: spec for spec in _BUILT_IN}
