@@ -389,8 +389,12 @@ def _main_decode(args, argv, facts: dict) -> int:
     if args.out:
         command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
         created = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        timelines, phases, extra = [], [], {"ratios": []}
+        # the decode roof is this run's copy (meta.decode_copy_gbps); merged into a file, the file keeps its own
+        # device facts, which its prefill records were measured against
+        timelines, phases, extra = [], [], {"ratios": [], "decode_copy_gbps": facts.get("copy_gbps")}
         if args.merge_into and args.out.is_file():
+            from bench.results import load_results_path
+            facts = load_results_path(args.out).facts
             records, timelines, phases, extra = merged(args.out, records, timelines, phases, extra, command)
         dump_results(args.out, facts, records, timelines, command, created, extra, phases)
         print(f"wrote {args.out}")
