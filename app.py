@@ -21,6 +21,7 @@ import streamlit as st
 
 import page
 from page import Body, Stage, bound, chart, no_numbers, recording_coverage, seq_len_slider
+from page.decode_trace import decode_trace
 from page.settings import TRACE_SEQ_LENS, MAX_SEED
 import story
 import viz
@@ -261,6 +262,63 @@ def scene_seqlen(stage: Stage) -> None:
     st.caption(caption)
 
 
+DECODE_COLUMNS = [1, 1]  # the decode scene: the kernel's trace, the bandwidths
+
+
+def scene_decode(stage: Stage) -> None:
+    """Generating: one new token against the KV cache, decode's whole job a stream of the cache through HBM."""
+    s = stage.settings
+    body = Body()
+    records = story.decode_records(stage.recording.records) if stage.recording and not stage.live else []
+    batches = story.decode_batches(records)
+    with st.container(horizontal=True, vertical_alignment="bottom"):
+        bound(st.select_slider, "Tokens in the KV cache", "kv_len", s, options=page.settings.DECODE_KV_LENS,
+              format_func=fmt_tokens, width=1100)
+        if batches:
+            bound(st.segmented_control, "Sequences at once", "decode_batch", s,
+                  options=sorted({*batches, s.decode_batch}), required=True)
+    body.row("slider")
+    if stage.live:
+        st.info("Decode is recorded (`python -m bench --decode`), not timed on each visit: showing the shipped "
+                "recording's numbers below when it has them; the animation runs our kernel here.")
+        body.add_px(page.ROW_PX["cards_plain"] / 2)
+        records = story.decode_records(page.shipped_recording().records) if page.shipped_recording() else []
+    copy_gbps = (stage.recording.meta.get("decode_copy_gbps") if stage.recording else None) or (
+        stage.facts or {}).get("copy_gbps")
+    rows = story.decode_rows(records, s.decode_batch, s.kv_len, copy_gbps)
+    if not rows:
+        why = ("the recording has no decode records at this cache length and batch" if records else
+               "this recording has no decode records (`python -m bench --decode` makes them)")
+        st.info(f"No decode numbers here: {why}.")
+        body.add_px(page.ROW_PX["cards_plain"] / 2)
+    sentence = story.decode_sentence(rows, s.decode_batch, s.kv_len,
+                                     (stage.facts or {}).get("sm_count")) if rows else ""
+    height = body.chart_px(below=(page.text_rows_px(sentence), page.ROW_PX["expander"]))
+    left, right = st.columns(DECODE_COLUMNS)
+    with left:
+        try:
+            with st.spinner(f"Running our decode kernel in trace mode {stage.kernels_run}…"):
+                trace = decode_trace(s.seed)
+            chart(viz.decode_trace_figure(trace, theme=s.theme, height=height), width=page.column_px(DECODE_COLUMNS, 0))
+        except (ValueError, RuntimeError) as why:
+            st.error(f"No decode animation: {why}")
+    with right:
+        if rows:
+            shown = [{"key": r.key, "label": r.label, "time_us": r.time_us, "gbps": r.gbps,
+                      "host_bound": r.host_bound} for r in rows]
+            chart(viz.decode_bandwidth_figure(shown, copy_gbps, theme=s.theme, height=height,
+                                              title=f"batch {s.decode_batch} × {fmt_tokens(s.kv_len)} tokens: "
+                                                    f"time per token, bandwidth"),
+                  width=page.column_px(DECODE_COLUMNS, 1))
+    if sentence:
+        st.caption(sentence)
+    with st.popover("The KV cache of each model against this GPU's memory", width="content"):
+        hbm = (stage.facts or {}).get("hbm_bytes")
+        st.table(story.kv_cache_table(story.kv_cache_rows(page.settings.MODEL_PRESETS, hbm, s.kv_len), s.kv_len, hbm))
+        st.caption("bf16, K and V of every layer and K/V head; all of the device's memory, the model's weights left "
+                   "aside: an upper bound of what a serving system can give the cache.")
+
+
 def scene_evolution(stage: Stage) -> None:
     s = stage.settings
     body = Body()
@@ -395,6 +453,7 @@ SCENES = (
     page.Scene("roofline", "Memory-bound or compute-bound: the roofline", scene_roofline),
     page.Scene("tiling", "The tiling, step by step", scene_tiling),
     page.Scene("seqlen", "Sequence length", scene_seqlen),
+    page.Scene("decode", "Generating: one token against the cache", scene_decode),
     page.Scene("evolution", "FlashAttention 1 → 4", scene_evolution),
     page.Scene("timeline", "Work on the SMs", scene_timeline),
     page.Scene("inside", "Inside one program: FA-2 and FA-3", scene_inside),

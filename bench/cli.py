@@ -242,7 +242,6 @@ def record_phases_here() -> tuple[list[dict], str]:
 
 DECODE_KV_LENS = costmodel.DECODE_KV_LENS  # 1K … 1M tokens of cache
 DECODE_BATCHES = (1, 8, 32)
-DECODE_HEADS, DECODE_KV_HEADS, DECODE_HEAD_DIM = 32, 8, 128  # Llama 3 8B's attention
 DECODE_PAGE_SIZE = 64
 DECODE_MEMORY_SHARE = 0.35  # a setting whose cache (as the kernel reads it) needs more of the GPU is not timed
 
@@ -252,11 +251,10 @@ def decode_settings(kv_lens: list[int], batches: list[int], hbm_bytes: int | Non
     settings left out because their cache would not fit (said, never silently)."""
     settings, skipped = [], []
     for batch, kv_len in itertools.product(batches, kv_lens):
-        shape = Shape(1, batch, DECODE_HEADS, DECODE_HEAD_DIM, "bfloat16", True, kv_len=kv_len,
-                      kv_heads=DECODE_KV_HEADS, pass_="decode")
+        shape = costmodel.decode_shape(batch, kv_len)
         for spec in specs.with_facet("kv_cache"):
             expanded = spec.key == "fa2"  # our prefill kernel has no grouped heads: K/V expanded to every head
-            cache = costmodel.kv_bytes(shape.at(kv_heads=DECODE_HEADS) if expanded else shape)
+            cache = costmodel.kv_bytes(shape.at(kv_heads=shape.heads) if expanded else shape)
             if hbm_bytes and 2 * cache > DECODE_MEMORY_SHARE * hbm_bytes:  # the cache and its copy, or its pages
                 skipped.append(f"{spec.key} batch {batch} × {kv_len} keys: its cache needs {cache / 2**30:.0f} GiB")
                 continue

@@ -106,7 +106,9 @@ META_SCHEMA: dict[str, _Field] = {"created": _text(40), "command": _text(1000),
                                   "phases_skipped": _text(1000, nullable=True),  # bench --phases: what could not be
                                   "merged_from": _text(1000, nullable=True),  # bench --merge-into: earlier commands
                                   "counters_command": _text(1000, nullable=True),  # bench.counters
-                                  "ratios": _Field(list, nullable=True)}            # bench: printed ratios
+                                  "ratios": _Field(list, nullable=True),            # bench: printed ratios
+                                  # bench --decode: the copy bandwidth measured in that run, the decode scene's roof
+                                  "decode_copy_gbps": _float(MAX_GBPS, unit="GB/s")}
 MAX_RATIO_ROWS = 1000
 TIMELINE_SCHEMA: dict[str, _Field] = {
     "sm_count": _int(1, 10_000), "seq_len": _int(1, 1 << 24), "heads": _int(1, 1 << 12),

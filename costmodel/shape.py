@@ -112,3 +112,14 @@ def attention_flops(shape: Shape) -> float:
     """Matmul FLOPs of the forward pass: QKᵀ and PV, 2·D per (query, key) pair each, per query head; halved under a
     causal mask (the convention of the FlashAttention papers: visible_pairs)."""
     return 4.0 * shape.batch * shape.heads * shape.head_dim * visible_pairs(shape)
+
+
+# The decode recording's attention (bench --decode, the decode scene): Llama 3 8B's, 32 query heads sharing 8 K/V
+# heads, head_dim 128, bf16, one new token (q_len 1) against the cache.
+DECODE_HEADS, DECODE_KV_HEADS, DECODE_HEAD_DIM = 32, 8, 128
+
+
+def decode_shape(batch: int, kv_len: int) -> Shape:
+    """One new token of the decode recording's attention for `batch` sequences against kv_len cached tokens each."""
+    return Shape(1, batch, DECODE_HEADS, DECODE_HEAD_DIM, "bfloat16", True, kv_len=kv_len, kv_heads=DECODE_KV_HEADS,
+                 pass_="decode")

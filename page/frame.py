@@ -192,7 +192,7 @@ COVERAGE_PX = 145  # design px the coverage line takes when it shows (its note a
 def recording_coverage(stage: Stage, body: Body | None = None) -> bool:
     """When the recording has nothing for the current setting, say so in one line, with what it has and a button
     to go there (a row of the scene's `body`, when given); returns whether it said so."""
-    records = stage.recording.records if stage.recording else []
+    records = [r for r in (stage.recording.records if stage.recording else []) if r.get("pass", "prefill") == "prefill"]
     if stage.live or not records or any(same_setting(record, stage.settings) for record in records):
         return False
     if body is not None:

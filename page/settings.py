@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 
-from costmodel import DTYPE_BYTES, HEAD_DIMS, SEQ_LENS, TILE_SIZES, TRACE_SEQ_LENS, Shape
+from costmodel import DECODE_KV_LENS, DTYPE_BYTES, HEAD_DIMS, SEQ_LENS, TILE_SIZES, TRACE_SEQ_LENS, Shape
 from fmt import THEMES
 
 SOURCES = ("live", "recorded")
@@ -32,21 +32,29 @@ class ModelPreset:
     """A real model's attention shape, from its published configuration (config.json)."""
     label: str
     heads: int      # num_attention_heads (query heads)
-    kv_heads: int   # num_key_value_heads: grouped K/V heads (GQA); the kernels here use one K/V head per
-                    # query head, so the app shows as many K/V heads as query heads
+    kv_heads: int   # num_key_value_heads: grouped K/V heads (GQA): the decode scene's cache has these; the prefill
+                    # scenes give every query head its own K/V head
     head_dim: int   # hidden_size / num_attention_heads
     source: str
+    layers: int = 1  # num_hidden_layers (n_layer): a token's KV cache is one K and one V row per layer and K/V head
+
+    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
+        """One token's KV cache over the whole model: K and V, every layer, every K/V head (bf16 by default)."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
 
 
 MODEL_PRESETS: dict[str, ModelPreset] = {
     "gpt2-small": ModelPreset("GPT-2 small", 12, 12, 64,
-                              "openai-community/gpt2 config.json: n_head 12, n_embd 768 → 768 / 12 = 64"),
+                              "openai-community/gpt2 config.json: n_head 12, n_embd 768 → 768 / 12 = 64, n_layer 12",
+                              layers=12),
     "llama3-8b": ModelPreset("Llama 3 8B", 32, 8, 128,
                              "meta-llama/Meta-Llama-3-8B config.json: num_attention_heads 32, "
-                             "num_key_value_heads 8, hidden_size 4096 → 4096 / 32 = 128"),
+                             "num_key_value_heads 8, hidden_size 4096 → 4096 / 32 = 128, num_hidden_layers 32",
+                             layers=32),
     "llama3-70b": ModelPreset("Llama 3 70B", 64, 8, 128,
                               "meta-llama/Meta-Llama-3-70B config.json: num_attention_heads 64, "
-                              "num_key_value_heads 8, hidden_size 8192 → 8192 / 64 = 128"),
+                              "num_key_value_heads 8, hidden_size 8192 → 8192 / 64 = 128, num_hidden_layers 80",
+                              layers=80),
 }
 CUSTOM_MODEL = "custom"  # heads and head_dim as set one by one
 MODELS = (CUSTOM_MODEL, *MODEL_PRESETS)
@@ -86,6 +94,8 @@ class Settings:
     view: str = ""       # the tiling scene's view (tiles, HBM ↔ SRAM, source, re-reads)
     order: str = ""      # the tiling scene's kernel: its loop order (fa2 = FA2 order, fa1 = FA1 order)
     tab: str = ""        # the sequence-length scene's tab (memory, time, throughput, table)
+    kv_len: int = 131072  # the decode scene: tokens in the KV cache
+    decode_batch: int = 1  # the decode scene: sequences generating at once
 
     @property
     def dtype_bytes(self) -> int:
@@ -209,6 +219,8 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "recording": _recording,
     "theme": lambda raw: _one_of_names(raw, THEME_CHOICES),
     "model": lambda raw: _one_of_names(raw, MODELS),
+    "kv_len": lambda raw: _one_of_numbers(raw, DECODE_KV_LENS, "a cache length from 1K to 1M (a power of two)"),
+    "decode_batch": lambda raw: _whole_number(raw, 1, MAX_BATCH),
 }
 assert set(_PARSERS) == set(QUERY_KEYS), "every setting needs a parser"
 

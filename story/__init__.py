@@ -5,6 +5,8 @@ number a scene shows comes from one function that tests can call directly. One m
 what several of them say of a record (an out-of-memory wall, a failure, the bytes the GPU counted); a number takes
 the talk's shape as one value (costmodel.Shape).
 """
+from story.decode import (cache_bytes, CacheRow, DecodeRow, decode_batches, decode_lengths, decode_records, decode_rows,
+                          decode_sentence, kv_cache_rows, kv_cache_table)
 from story.compare import (model_off, tiles_bytes_sentence, HbmBytes, TrafficPanels, compare_caption, compare_titles, flash_tiles, hbm_bytes,
                            model_vs_counted, tiles_text, traffic_panels)
 from story.evolution import Fa1Gap, evolution_points, fa1_gap, prefill_algorithms, same_gpu_sentence

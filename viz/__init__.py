@@ -8,6 +8,7 @@ One look per algorithm (its spec's colour and names, viz.theme.look); the animat
 
 from viz.animation import standalone_html
 from viz.compare import compare_figure
+from viz.decode import decode_bandwidth_figure, decode_trace_figure
 from viz.evolution import PUBLISHED, evolution_figure
 from viz.hbm import hbm_sram_figure
 from viz.hierarchy import hierarchy_figure
@@ -31,6 +32,8 @@ __all__ = [
     "algorithm_label",
     "algorithm_order",
     "compare_figure",
+    "decode_bandwidth_figure",
+    "decode_trace_figure",
     "evolution_figure",
     "hbm_sram_figure",
     "hierarchy_figure",
