@@ -122,8 +122,9 @@ def parse_results(raw: bytes, name: str = "results") -> RecordedResults:
         raise ResultsError(f"{name} is not a results file: {str(exc)[:120]}") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise ResultsError(f"{name} is not a FlashAttention-live results file (no \"schema\": \"{SCHEMA}\")")
-    if doc.get("schema_version") not in READABLE_VERSIONS:
-        raise ResultsError(f"{name} has schema version {_short(doc.get('schema_version'))}; this app reads "
+    version = doc.get("schema_version")
+    if type(version) is not int or version not in READABLE_VERSIONS:  # not true (== 1) or 2.0 (== 2): a version
+        raise ResultsError(f"{name} has schema version {_short(version)}; this app reads "
                            f"version {SCHEMA_VERSION}: re-run `python -m bench`")
     if not _depth_within(doc, MAX_DEPTH):
         raise ResultsError(f"{name} is nested deeper than a results file ({MAX_DEPTH} levels)")

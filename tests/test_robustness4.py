@@ -151,3 +151,66 @@ def test_the_phase_recorder_child_on_a_full_disk_says_so_without_a_traceback():
                          text=True, timeout=300, env={**os.environ, "FLASH_LIVE_BACKEND": "interpreter"})
     assert run.returncode == 1
     assert "Traceback" not in run.stderr and "could not write the phase recordings" in run.stderr, run.stderr[-2000:]
+
+
+# -- 6: a number too big for a float, and versions that are not whole numbers ---------------------------------
+
+HUGE = 10**400  # valid JSON: 401 digits
+
+
+def _doc(change) -> bytes:
+    doc = json.loads(uploaded_recording())
+    change(doc)
+    return json.dumps(doc).encode()
+
+
+def _phases(doc):
+    doc["phases"] = [{"kernel": "fa2", "batch": 1, "heads": 4, "seq_len": 4096, "head_dim": 128, "causal": False,
+                      "dtype": "bfloat16", "program_count": 4, "plain_ms": 1.0, "instrumented_launch_ms": 1.2,
+                      "sm_clock_mhz": 1980.0, "overhead": 0.1, "profiled_output_identical": True,
+                      "programs": [{"cta": 0, "sm": 0, "lanes": [{"warp": 0, "role": "warpgroup 0",
+                                                                   "spans": [["qk", 0, 10], ["softmax", 10, 20]]}]}]}]
+
+
+HUGE_FIELDS = {
+    "time_ms": (lambda doc: doc["records"][0].update(time_ms=HUGE), "time_ms"),
+    "batch": (lambda doc: doc["records"][0].update(batch=HUGE), "batch"),
+    "bytes_moved": (lambda doc: doc["records"][0].update(bytes_moved=HUGE), "bytes_moved"),
+    "sm_count": (lambda doc: doc["device"].update(sm_count=HUGE), "sm_count"),
+    "copy_gbps": (lambda doc: doc["device"].update(copy_gbps=HUGE), "copy_gbps"),
+    "timeline sm_count": (lambda doc: doc.update(timelines=[{
+        "sm_count": HUGE, "seq_len": 1024, "heads": 16, "batch": 2, "head_dim": 128, "block_m": 128, "causal": False,
+        "sm_id": [0], "t_start_ns": [0], "t_end_ns": [10], "q_block": [0], "bh": [0]}]), "sm_count"),
+    "phase plain_ms": (lambda doc: (_phases(doc), doc["phases"][0].update(plain_ms=HUGE)), "plain_ms"),
+    "phase span": (lambda doc: (_phases(doc), doc["phases"][0]["programs"][0]["lanes"][0]["spans"].append(
+        ["pv", 20, HUGE])), "span"),
+}
+
+
+@pytest.mark.parametrize("case", list(HUGE_FIELDS))
+def test_a_401_digit_number_is_refused_naming_its_field(case):
+    change, field = HUGE_FIELDS[case]
+    with pytest.raises(results.ResultsError) as why:
+        results.parse_results(_doc(change), "upload")
+    assert field in str(why.value)
+
+
+def test_a_401_digit_optional_number_is_dropped_with_a_note():
+    loaded = results.parse_results(_doc(lambda doc: doc["records"][0].update(dram_read_bytes=HUGE)), "upload")
+    assert loaded.records[0]["dram_read_bytes"] is None and any("dram_read_bytes" in n for n in loaded.notes)
+
+
+def test_a_401_digit_upload_says_which_field_and_the_page_falls_back_to_the_shipped_recording():
+    from tests.support_app import assert_no_exception, badges, open_app, shown, upload
+    app = upload(open_app(scene="headline"), _doc(HUGE_FIELDS["time_ms"][0]))
+    assert_no_exception(app)
+    errors = shown(" ".join(error.value for error in app.sidebar.get("error")))
+    assert "That file was not used" in errors and "time_ms" in errors, errors
+    assert "OverflowError" not in shown(" ".join(str(e.value) for e in app.get("error") + app.get("info")))
+    assert "RECORDED on NVIDIA H200" in badges(app), "the page falls back to the shipped recording"
+
+
+@pytest.mark.parametrize("version", [True, 2.0, 3.0, "3", None])
+def test_a_schema_version_that_is_not_a_whole_number_is_refused(version):
+    with pytest.raises(results.ResultsError, match="schema version"):
+        results.parse_results(_doc(lambda doc: doc.update(schema_version=version)), "upload")
