@@ -486,8 +486,9 @@ def _check_phase_program(program, where: str) -> dict:
             raise ResultsError(f"{where}: lane {j} has no warp index")
         role = plain_text(str(lane.get("role", "")), 40)
         spans = lane.get("spans")
-        if not isinstance(spans, list) or len(spans) > MAX_PHASE_SPANS:
-            raise ResultsError(f"{where}: lane {j}: spans must be a list of at most {MAX_PHASE_SPANS}")
+        if not isinstance(spans, list) or not 1 <= len(spans) <= MAX_PHASE_SPANS:  # a lane is drawn from its spans
+            raise ResultsError(f"{where}: lane {j}: spans must be a list of 1 … {MAX_PHASE_SPANS} "
+                               f"[phase, start, end]{'; it is empty' if spans == [] else ''}")
         for span in spans:
             if (not isinstance(span, list) or len(span) != 3 or span[0] not in PHASE_NAMES
                     or not all(type(t) is int for t in span[1:]) or not 0 <= span[1] <= span[2] <= MAX_PHASE_CYCLES):

@@ -214,3 +214,113 @@ def test_a_401_digit_upload_says_which_field_and_the_page_falls_back_to_the_ship
 def test_a_schema_version_that_is_not_a_whole_number_is_refused(version):
     with pytest.raises(results.ResultsError, match="schema version"):
         results.parse_results(_doc(lambda doc: doc.update(schema_version=version)), "upload")
+
+
+# -- 4, 5: a recording's phases: an interval sweep, worked out once per file; a lane without spans is refused ----
+
+class Cycle(int):
+    """A clock cycle that counts every comparison made with it (a step of the overlap's work, timing-free)."""
+    count = 0
+    budget = float("inf")
+
+    def _counted(self, op, other):
+        Cycle.count += 1
+        if Cycle.count > Cycle.budget:
+            raise AssertionError(f"more than {Cycle.budget:,} comparisons")
+        return op(int(self), int(other))
+
+    def __lt__(self, other):
+        return self._counted(int.__lt__, other)
+
+    def __le__(self, other):
+        return self._counted(int.__le__, other)
+
+    def __gt__(self, other):
+        return self._counted(int.__gt__, other)
+
+    def __ge__(self, other):
+        return self._counted(int.__ge__, other)
+
+
+def _program(spans_per_lane: int, lanes: int = 3, cycle=int) -> dict:
+    """A producer and consumers that take turns: each consumer's qk, softmax, pv, wait, spans_per_lane spans."""
+    out = [{"warp": 0, "role": "producer", "spans": [["load", cycle(0), cycle(10)]]}]
+    for w in range(1, lanes):
+        spans, t = [], w * 3
+        for i in range(spans_per_lane):
+            spans.append([("qk", "softmax", "pv", "wait")[i % 4], cycle(t), cycle(t + 7)])
+            t += 5
+        out.append({"warp": w * 4, "role": f"consumer {w - 1}", "spans": spans})
+    return {"cta": 0, "sm": 0, "lanes": out}
+
+
+def test_the_softmax_overlap_is_an_interval_sweep_not_every_pair():
+    """20,000 spans a lane (the schema's limit): the old pairwise count made 2 comparisons per pair of spans,
+    2 × 5,000 × 10,000 = 10⁸ here; the sweep, a sort and a bisection per span, stays under 40 per span."""
+    import story
+    n = 20_000
+    Cycle.count, Cycle.budget = 0, 40 * 2 * n
+    try:
+        overlap = story.softmax_overlap(_program(n, cycle=Cycle))
+    finally:
+        Cycle.budget = float("inf")
+    assert overlap == story.softmax_overlap(_program(n))  # the same number with plain ints
+    assert 0.0 < overlap <= 1.0
+
+
+@pytest.mark.parametrize("spans", [1, 2, 3, 7, 40])
+def test_the_sweep_gives_what_every_pair_gives_where_the_gemms_do_not_overlap(spans):
+    """The old pairwise sum, on a program whose other warpgroups' GEMMs never overlap each other (there the two
+    agree; where they do overlap, the pairwise sum counted that time twice)."""
+    import story
+    program = _program(spans)
+    lanes = [lane for lane in program["lanes"] if lane["role"] != "producer"]
+    soft = [(a, b) for n, a, b in lanes[0]["spans"] if n == "softmax"]
+    busy = [(a, b) for lane in lanes[1:] for n, a, b in lane["spans"] if n in story.GEMM_PHASES]
+    total = sum(b - a for a, b in soft)
+    pairwise = sum(max(0, min(b, d) - max(a, c)) for a, b in soft for c, d in busy)
+    assert story.softmax_overlap(program) == (min(1.0, pairwise / total) if total else None)
+
+
+def _with_phases(program: dict) -> bytes:
+    def change(doc):
+        _phases(doc)
+        doc["phases"][0].update(kernel="fa3", programs=[program])
+    return _doc(change)
+
+
+def test_a_recording_is_worked_out_once_per_upload_not_on_every_rerun(monkeypatch):
+    import story
+    from page import stage
+    from tests.support_app import assert_no_exception, badges, open_app, upload
+    calls = []
+    real = story.recorded_programs
+    monkeypatch.setattr(story, "recorded_programs", lambda phases: calls.append(len(phases)) or real(phases))
+    stage.UPLOADS.clear()
+    app = open_app(scene="inside")  # the shipped recording, read once per process
+    calls.clear()
+    app = upload(app, _with_phases(_program(3000, lanes=16)))
+    assert_no_exception(app)
+    assert app.get("plotly_chart") and "RECORDED on Test GPU" in badges(app), "the upload's phases are drawn"
+    for _ in range(3):
+        app.run()
+        assert_no_exception(app)
+    assert calls == [1], "once, when the upload was read"
+
+
+def test_a_lane_without_spans_is_refused_where_the_file_is_read():
+    program = _program(4)
+    program["lanes"][1]["spans"] = []
+    with pytest.raises(results.ResultsError, match="lane 1: spans must be a list of 1 .* it is empty"):
+        results.parse_results(_with_phases(program), "upload")
+
+
+def test_an_upload_with_an_empty_lane_says_so_and_the_inside_scene_runs():
+    from tests.support_app import assert_no_exception, badges, open_app, shown, upload
+    program = _program(4)
+    for lane in program["lanes"]:
+        lane["spans"] = []
+    app = upload(open_app(scene="inside"), _with_phases(program))
+    assert_no_exception(app)
+    assert "it is empty" in shown(" ".join(error.value for error in app.sidebar.get("error")))
+    assert "RECORDED on NVIDIA H200" in badges(app)
