@@ -324,3 +324,35 @@ def test_an_upload_with_an_empty_lane_says_so_and_the_inside_scene_runs():
     assert_no_exception(app)
     assert "it is empty" in shown(" ".join(error.value for error in app.sidebar.get("error")))
     assert "RECORDED on NVIDIA H200" in badges(app)
+
+
+# -- 9: a softmax scale fp32 cannot carry ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("scale", [1e-50, 1e-39, 3.4e38, 1e39, 10**400, -(10**400), float("nan")],
+                         ids=["1e-50", "1e-39", "3.4e38", "1e39", "10**400", "-10**400", "nan"])
+@pytest.mark.parametrize("name", ["fa2", "fa1", "naive", "auto"])
+def test_a_scale_positive_in_python_but_not_in_fp32_is_refused_naming_sm_scale(name, scale):
+    import torch
+    from kernels import flash_attention, naive_attention
+    from kernels.fa1 import flash_attention_v1
+    call = {"fa2": lambda *a, **k: flash_attention(*a, kernel="fa2", **k), "fa1": flash_attention_v1,
+            "naive": naive_attention, "auto": flash_attention}[name]
+    q = torch.randn(1, 1, 37, 16)
+    with pytest.raises(ValueError, match="sm_scale must be a positive"):
+        call(q, q, q, causal=True, sm_scale=scale)
+
+
+@pytest.mark.parametrize("scale", [1.2e-38, 1e-30, 1e-3, 1e3, 1e30])
+@pytest.mark.parametrize("name", ["fa2", "fa1", "naive"])
+def test_a_scale_fp32_carries_gives_the_float64_answer(name, scale):
+    import torch
+    from kernels import naive_attention
+    from kernels.fa1 import flash_attention_v1
+    from kernels.fa2 import flash_attention
+    from kernels.reference import reference_attention, relative_error
+    call = {"fa2": flash_attention, "fa1": flash_attention_v1, "naive": naive_attention}[name]
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 1, 37, 16, generator=gen) * (1e-33 if scale >= 1e30 else 1) for _ in range(3))
+    v = torch.randn(1, 1, 37, 16, generator=gen)
+    out = call(q, k, v, causal=True, sm_scale=scale)
+    assert relative_error(out, reference_attention(q, k, v, True, scale)[0]) < 1e-4
