@@ -356,3 +356,100 @@ def test_a_scale_fp32_carries_gives_the_float64_answer(name, scale):
     v = torch.randn(1, 1, 37, 16, generator=gen)
     out = call(q, k, v, causal=True, sm_scale=scale)
     assert relative_error(out, reference_attention(q, k, v, True, scale)[0]) < 1e-4
+
+
+# -- 10: a fork while another thread is inside a kernel launch -------------------------------------------------
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_child_forked_while_another_thread_holds_the_launch_lock_is_not_blocked():
+    import threading
+    import time
+    from kernels import runtime
+    if not runtime.INTERPRET:
+        pytest.skip("the lock serializes the interpreter only; on the GPU it is not taken")
+    holding, release = threading.Event(), threading.Event()
+
+    def launch():
+        with runtime.kernel_launch_lock():
+            holding.set()
+            release.wait(60)
+    other = threading.Thread(target=launch)
+    other.start()
+    assert holding.wait(10)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: one launch of its own, then out (never back into pytest)
+            code = 1
+            try:
+                with runtime.kernel_launch_lock():
+                    code = 0 if runtime.interpreter_queue() == 1 else 2
+            finally:
+                os._exit(code)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the child waited 20 s for a launch lock no thread of it holds")
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        release.set()
+        other.join(10)
+
+
+# -- 11: choose_kernel names only a kernel flash_attention then accepts --------------------------------------------
+
+def _choose_cases():
+    import numpy as np
+    import torch
+    return {
+        "None": (None, "auto", TypeError), "ndarray": (np.zeros((1, 1, 8, 16), np.float32), "auto", TypeError),
+        "torch.Size": (torch.Size([1, 1, 8, 16]), "fa2", TypeError),
+        "nested": (torch.nested.nested_tensor([torch.randn(8, 16)]), "auto", TypeError),
+        "sparse": (torch.randn(1, 1, 8, 16).to_sparse(), "auto", TypeError),
+        "head_dim 7": (torch.randn(1, 1, 8, 7), "auto", ValueError),
+        "requires grad": (torch.randn(1, 1, 8, 16, requires_grad=True), "auto", ValueError),
+        "seq_len 0": (torch.randn(1, 1, 0, 16), "fa2", ValueError),
+        "float64": (torch.randn(1, 1, 8, 16, dtype=torch.float64), "auto", TypeError),
+        "kernel as a list": (torch.randn(1, 1, 8, 16), ["fa2"], ValueError),
+    }
+
+
+@pytest.mark.parametrize("case", ["None", "ndarray", "torch.Size", "nested", "sparse", "head_dim 7", "requires grad",
+                                  "seq_len 0", "float64", "kernel as a list"])
+def test_choose_kernel_refuses_what_flash_attention_refuses_with_the_same_error(case):
+    import warnings
+    from kernels import choose_kernel, flash_attention
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's nested tensors are a prototype
+        q, kernel, error = _choose_cases()[case]
+    with pytest.raises(error) as chosen:
+        choose_kernel(q, kernel)
+    with pytest.raises(error) as ran:
+        flash_attention(q, q, q, kernel=kernel)
+    assert str(chosen.value) == str(ran.value)
+
+
+def test_choose_kernel_refuses_a_kernel_asked_for_by_name_that_cannot_run_here():
+    import torch
+    from kernels import choose_kernel, flash_attention
+    from kernels.fa3 import v3_unavailable_reason
+    q = torch.randn(1, 1, 8, 64)  # float32: the FA-3 style kernel takes 16-bit inputs only
+    with pytest.raises(RuntimeError, match="kernel='fa3' cannot run") as why:
+        choose_kernel(q, "fa3")
+    assert v3_unavailable_reason(q.device, q.dtype, 64) in str(why.value)
+    with pytest.raises((TypeError, RuntimeError)):
+        flash_attention(q, q, q, kernel="fa3")
+
+
+@pytest.mark.parametrize("kernel", ["auto", "fa2", "fa1"])
+def test_the_kernel_choose_kernel_names_runs_the_inputs(kernel):
+    import torch
+    from kernels import choose_kernel, flash_attention
+    q = torch.randn(1, 2, 20, 32)
+    chosen, why = choose_kernel(q, kernel)
+    assert why and torch.isfinite(flash_attention(q, q, q, kernel=chosen)).all()
