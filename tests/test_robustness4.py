@@ -453,3 +453,22 @@ def test_the_kernel_choose_kernel_names_runs_the_inputs(kernel):
     q = torch.randn(1, 2, 20, 32)
     chosen, why = choose_kernel(q, kernel)
     assert why and torch.isfinite(flash_attention(q, q, q, kernel=chosen)).all()
+
+
+# -- 11: the tiling legend's swatches scale with its text (4K, 8K) -----------------------------------------------
+
+@pytest.mark.parametrize("factor", [2 / 3, 1, 2, 4], ids=["720p", "1080p", "4K", "8K"])
+def test_the_tile_legend_swatches_scale_with_the_text_around_them(factor):
+    """What chromium draws: a span's font-size in px stays as written, in em it follows the annotation's font (checked
+    in chromium: 34.08 px at 1080p, 68.16 at 4K, 136.3 at 8K beside 24, 48, 96 px text)."""
+    import re
+    import viz
+    from kernels.trace import trace_flash
+    from viz.theme import scaled_figure
+    fig = scaled_figure(viz.tiling_figure(trace_flash(64, 16, 16, 32, True, dtype="float32").to_dict()), factor)
+    legend = next(a for a in fig.layout.annotations if "■" in a.text)
+    sizes = re.findall(r"font-size:([\d.]+)(px|em)", legend.text)
+    assert sizes, legend.text
+    swatch_px = [float(size) * (legend.font.size if unit == "em" else 1) for size, unit in sizes]
+    assert swatch_px == [pytest.approx(34 / 24 * legend.font.size, rel=0.01)] * len(sizes), (swatch_px,
+                                                                                           legend.font.size)
