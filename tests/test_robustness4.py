@@ -472,3 +472,47 @@ def test_the_tile_legend_swatches_scale_with_the_text_around_them(factor):
     swatch_px = [float(size) * (legend.font.size if unit == "em" else 1) for size, unit in sizes]
     assert swatch_px == [pytest.approx(34 / 24 * legend.font.size, rel=0.01)] * len(sizes), (swatch_px,
                                                                                            legend.font.size)
+
+
+# -- 11: how often one viewer may ask the interpreter for new inputs ------------------------------------------------
+
+def test_the_allowance_gives_a_burst_then_one_trace_per_interval_per_viewer():
+    from page.pictures import TraceAllowance
+    now = [0.0]
+    allowance = TraceAllowance(at_once=3, every_s=10.0, clock=lambda: now[0])
+    assert [allowance.take("a") for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert allowance.take("a") == pytest.approx(10.0)
+    assert allowance.take("b") == 0.0, "another viewer has their own"
+    now[0] = 4.0
+    assert allowance.take("a") == pytest.approx(6.0)
+    now[0] = 10.0
+    assert allowance.take("a") == 0.0 and allowance.take("a") > 0
+    now[0] = 1000.0
+    assert [allowance.take("a") for _ in range(4)][-1] > 0, "idle time refills the burst, not more"
+
+
+def test_a_viewer_asking_for_seed_after_seed_is_refused_with_a_note_and_others_are_not(monkeypatch):
+    from kernels import runtime
+    from page import pictures
+    from tests.support_app import SMALL_ANIMATION, assert_no_exception, open_app
+    if not runtime.INTERPRET:
+        pytest.skip("the GPU path runs traces in milliseconds: no allowance")
+    monkeypatch.setattr(pictures, "TRACE_ALLOWANCE", pictures.TraceAllowance(at_once=2, every_s=3600.0))
+    pictures.TRACES.clear()
+    pictures.FIGURES.clear()
+    app = open_app(scene="tiling", seed="101", **SMALL_ANIMATION)
+    assert_no_exception(app)
+    assert app.get("plotly_chart") and not app.error
+    app.query_params["seed"] = "102"
+    app.run()
+    assert app.get("plotly_chart") and not app.error, "two new traces: within the allowance"
+    app.query_params["seed"] = "103"
+    app.run()
+    assert_no_exception(app)
+    refusal = " ".join(error.value for error in app.error)
+    assert "new animations in a short time" in refusal and "can start in" in refusal, refusal
+    app.query_params["seed"] = "101"
+    app.run()
+    assert app.get("plotly_chart") and not app.error, "a trace already made shows at once"
+    other = open_app(scene="tiling", seed="103", **SMALL_ANIMATION)
+    assert other.get("plotly_chart") and not other.error, "another viewer is not held back"
