@@ -400,7 +400,7 @@ def scene_inside(stage: Stage) -> None:
     rates = [r for r in recording.records if (r["seq_len"], r["batch"], r["heads"], r["head_dim"], r["causal"]) ==
              (s.seq_len, s.batch, s.heads, shape["head_dim"], shape["causal"])]  # the kernels' rates at the talk's N
     names = {**viz.short_labels(), "fa2": "flash (ours), FA-2 order"}
-    kernels = story.phase_kernels(phases, rates, recording.facts, names)
+    kernels = story.phase_kernels(recording.programs, rates, recording.facts, names)
     body.say(story.phases_sentence(kernels))
     cards = st.columns(len(kernels))
     for card, k in zip(cards, kernels):

@@ -10,6 +10,7 @@ import argparse
 import datetime as dt
 import itertools
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -20,6 +21,7 @@ from costmodel import SEQ_LENS, Shape
 from bench.device import device_facts
 from bench.measure import Setting, measure, model_extra_bytes, time_cuda
 from bench.results import dump_results
+from bench.schema import RECORD_SCHEMA, _Bad, _checked
 from kernels import specs
 from kernels.fa2 import FlashConfig, flash_attention
 from kernels.inputs import DTYPES_BY_NAME, SUPPORTED_HEAD_DIMS
@@ -114,7 +116,54 @@ def parse_args(argv=None) -> argparse.Namespace:
     bad_dims = [d for d in args.head_dims if d not in SUPPORTED_HEAD_DIMS]
     if bad_dims:
         p.error(f"unsupported head dims {bad_dims}: supported are {SUPPORTED_HEAD_DIMS}")
+    problem = _unwritable(args)  # what would fail at write time, said before a minute of measuring
+    if problem:
+        p.error(problem)
     return args
+
+
+def _out_of_bounds(args: argparse.Namespace) -> str | None:
+    """A value the results file's schema would refuse (bench/schema.py), so no record of it could be written."""
+    values = [("batch", args.batch), ("heads", args.heads), *(("seq_len", n) for n in args.seq_lens)]
+    for shape in args.shapes:
+        values += [("batch", shape[0]), ("heads", shape[1])]
+    for field_name, value in values:
+        try:
+            _checked(RECORD_SCHEMA[field_name], value)
+        except _Bad as why:
+            return f"{field_name} = {value} {why}: a results file cannot hold it"
+    return None
+
+
+def _unwritable(args: argparse.Namespace) -> str | None:
+    """Why the run's results could not be written (None: they can): a value the file cannot hold, --out a folder,
+    a device or in a folder that is not there or not writable, or a --merge-into file that cannot be read."""
+    if args.merge_into and args.out is None:
+        return "--merge-into needs --out naming the results file to merge into"
+    if args.out is None or args.phases_only:
+        return None
+    bounds = _out_of_bounds(args)
+    if bounds:
+        return bounds
+    out = args.out
+    if out.is_dir():
+        return f"--out {out} is a folder; name a file in it"
+    if out.exists() and not out.is_file():
+        return f"--out {out} is not a regular file (a device or a pipe): results are written to a file"
+    if not out.parent.is_dir():
+        return f"--out {out}: the folder {out.parent} does not exist"
+    try:
+        with tempfile.TemporaryFile(dir=out.parent):
+            pass
+    except OSError as why:
+        return f"--out {out}: cannot write in {out.parent} ({why.strerror or why})"
+    if args.merge_into and out.is_file():
+        from bench.results import ResultsError, load_results_path
+        try:
+            load_results_path(out)
+        except (ResultsError, OSError) as why:
+            return f"--merge-into: {out} cannot be read, so nothing could be merged into it: {str(why)[:300]}"
+    return None
 
 
 def _fmt(value, spec: str) -> str:
@@ -309,7 +358,11 @@ def main(argv=None) -> int:
     if args.phases_only:  # record_phases' child: on the interpreter it writes why nothing could be recorded
         import json
         phases, skipped = record_phases_here()
-        args.phases_only.write_text(json.dumps({"phases": phases, "skipped": skipped}))
+        try:
+            args.phases_only.write_text(json.dumps({"phases": phases, "skipped": skipped}))
+        except OSError as why:  # a full disk: the parent says the recordings failed, no traceback
+            print(f"could not write the phase recordings to {args.phases_only}: {why}", file=sys.stderr)
+            return 1
         return 0
     if INTERPRET:
         print("no CUDA GPU: the bench measures GPU kernels; on the interpreter use small N via bench.measure",
@@ -330,23 +383,9 @@ def main(argv=None) -> int:
                                                                  args.seq_lens)]
     if args.fill:
         settings += fill_settings(args.head_dims, args.dtypes, causals, facts["sm_count"])
-    records = []
-    oom_at = {}
-    for i, s in enumerate(settings, 1):
-        n = s.shape.seq_len
-        key = (s.algorithm, s.shape.at(seq_len=1, kv_len=1))
-        if s.spec.max_seq_len and n > s.spec.max_seq_len:
-            continue  # its spec says why: minutes of GPU time for a point the story does not need
-        if key in oom_at and n > oom_at[key] and not s.spec.ours:
-            continue  # PyTorch's eager path past its own wall: nothing new to learn
-        r = measure(s, rep_ms=args.rep_ms).to_dict()
-        if r["status"] == "oom":
-            oom_at.setdefault(key, n)
-        records.append(r)
-        print(f"[{i}/{len(settings)}] {s.algorithm} D={s.shape.head_dim} causal={s.shape.causal} N={n}: "
-              f"{r['status']} {_fmt(r['time_ms'], '.3f')} ms", file=sys.stderr, flush=True)
+    records, interrupted = sweep(settings, args.rep_ms)
     timelines = []
-    if args.timeline:
+    if args.timeline and not interrupted:
         from kernels.trace import sm_timeline
         timelines = [sm_timeline(seq_len=RATIO_SEQ_LEN, heads=args.heads, batch=args.batch, head_dim=128,
                                  causal=c).to_dict() for c in (False, True)]
@@ -355,18 +394,68 @@ def main(argv=None) -> int:
     print(f"device: {facts['name']}, copy {facts['copy_gbps']:,.0f} GB/s, L2 reads {facts['l2_gbps']:,.0f} GB/s, "
           f"bf16 matmul {facts['matmul_tflops']:,.0f} TFLOPS, max SM clock {facts['sm_clock_mhz']} MHz",
           file=sys.stderr, flush=True)
-    phases, phases_skipped = record_phases() if args.phases else ([], "")
+    phases, phases_skipped = record_phases() if args.phases and not interrupted else ([], "")
     print_table(records)
     ratios = ratio_table(records, batch=args.batch, heads=args.heads)
     print_ratios(ratios)
-    if args.out:
+    if args.out and records:
         command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
+        if interrupted:
+            command += f" (interrupted: {interrupted})"
         created = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         extra = {"ratios": ratios, **({"phases_skipped": phases_skipped} if phases_skipped else {})}
+        return write_out(args, facts, records, timelines, command, created, extra, phases)
+    return 0
+
+
+def sweep(settings: list[Setting], rep_ms: float) -> tuple[list[dict], str]:
+    """Each setting measured, in order; and "" or, after Ctrl-C, how far it got (the points measured are kept)."""
+    records = []
+    oom_at = {}
+    try:
+        for i, s in enumerate(settings, 1):
+            n = s.shape.seq_len
+            key = (s.algorithm, s.shape.at(seq_len=1, kv_len=1))
+            if s.spec.max_seq_len and n > s.spec.max_seq_len:
+                continue  # its spec says why: minutes of GPU time for a point the story does not need
+            if key in oom_at and n > oom_at[key] and not s.spec.ours:
+                continue  # PyTorch's eager path past its own wall: nothing new to learn
+            r = measure(s, rep_ms=rep_ms).to_dict()
+            if r["status"] == "oom":
+                oom_at.setdefault(key, n)
+            records.append(r)
+            print(f"[{i}/{len(settings)}] {s.algorithm} D={s.shape.head_dim} causal={s.shape.causal} N={n}: "
+                  f"{r['status']} {_fmt(r['time_ms'], '.3f')} ms", file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        done = f"{len(records)} of {len(settings)} points measured"
+        print(f"\ninterrupted: {done}; keeping them (the roofs are measured next, a few seconds; Ctrl-C again "
+              f"drops everything)", file=sys.stderr, flush=True)
+        return records, done
+    return records, ""
+
+
+def write_out(args: argparse.Namespace, facts: dict, records: list[dict], timelines: list[dict], command: str,
+              created: str, extra: dict, phases: list[dict]) -> int:
+    """The results file, written whole or not at all (bench.results.write_atomically). Where it cannot be (a full
+    disk, a --merge-into file spoiled since the start), the measurements go to a file in the system's temporary
+    folder instead, and the message says where."""
+    from bench.results import ResultsError
+    try:
         if args.merge_into and args.out.is_file():
             records, timelines, phases, extra = merged(args.out, records, timelines, phases, extra, command)
         dump_results(args.out, facts, records, timelines, command, created, extra, phases)
-        print(f"wrote {args.out}")
+    except (OSError, ResultsError) as why:
+        print(f"could not write {args.out} ({why}); what it held before is unchanged", file=sys.stderr)
+        rescue = Path(tempfile.gettempdir()) / f"bench-{created.replace(':', '')}.json"
+        try:
+            dump_results(rescue, facts, records, timelines, command, created, extra, phases)
+        except (OSError, ResultsError) as again:
+            print(f"could not write the measurements to {rescue} either ({again}): only the table above has them",
+                  file=sys.stderr)
+        else:
+            print(f"the measurements are in {rescue}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.out}")
     return 0
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,8 +122,9 @@ def parse_results(raw: bytes, name: str = "results") -> RecordedResults:
         raise ResultsError(f"{name} is not a results file: {str(exc)[:120]}") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise ResultsError(f"{name} is not a FlashAttention-live results file (no \"schema\": \"{SCHEMA}\")")
-    if doc.get("schema_version") not in READABLE_VERSIONS:
-        raise ResultsError(f"{name} has schema version {_short(doc.get('schema_version'))}; this app reads "
+    version = doc.get("schema_version")
+    if type(version) is not int or version not in READABLE_VERSIONS:  # not true (== 1) or 2.0 (== 2): a version
+        raise ResultsError(f"{name} has schema version {_short(version)}; this app reads "
                            f"version {SCHEMA_VERSION}: re-run `python -m bench`")
     if not _depth_within(doc, MAX_DEPTH):
         raise ResultsError(f"{name} is nested deeper than a results file ({MAX_DEPTH} levels)")
@@ -491,8 +493,9 @@ def _check_phase_program(program, where: str) -> dict:
             raise ResultsError(f"{where}: lane {j} has no warp index")
         role = plain_text(str(lane.get("role", "")), 40)
         spans = lane.get("spans")
-        if not isinstance(spans, list) or len(spans) > MAX_PHASE_SPANS:
-            raise ResultsError(f"{where}: lane {j}: spans must be a list of at most {MAX_PHASE_SPANS}")
+        if not isinstance(spans, list) or not 1 <= len(spans) <= MAX_PHASE_SPANS:  # a lane is drawn from its spans
+            raise ResultsError(f"{where}: lane {j}: spans must be a list of 1 … {MAX_PHASE_SPANS} "
+                               f"[phase, start, end]{'; it is empty' if spans == [] else ''}")
         for span in spans:
             if (not isinstance(span, list) or len(span) != 3 or span[0] not in PHASE_NAMES
                     or not all(type(t) is int for t in span[1:]) or not 0 <= span[1] <= span[2] <= MAX_PHASE_CYCLES):
@@ -513,4 +516,23 @@ def dump_results(path: Path, facts: dict, records: list[dict], timelines: list[d
     loaded = parse_results(text.encode(), str(path))  # never write a file the app would refuse or trim
     if loaded.notes:
         raise ResultsError("; ".join(loaded.notes))
-    path.write_text(text)
+    write_atomically(path, text)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """`text` into `path` whole or not at all: written to a new file beside it, flushed to the disk, then renamed
+    over it. A write that fails part way (a full disk, a quota) raises OSError and leaves what `path` held before."""
+    path = Path(path)
+    if path.exists() and not path.is_file():  # a folder, a device (/dev/full), a pipe: never renamed over
+        raise IsADirectoryError(21, "a folder", str(path)) if path.is_dir() else OSError(
+            f"{path} is not a regular file")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "x", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

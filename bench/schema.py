@@ -179,8 +179,8 @@ def _checked(spec: _Field, value):
         raise _Bad("is not a number")
     if spec.kind is int and not isinstance(value, int):
         raise _Bad("is not a whole number")
-    if not math.isfinite(value):
-        raise _Bad("is not finite")
+    if isinstance(value, float) and not math.isfinite(value):  # a whole number is finite, and may be too big for a
+        raise _Bad("is not finite")                            # float (a 401-digit one): the bounds say so
     if not spec.low <= value <= spec.high:
         unit = f" {spec.unit}" if spec.unit else ""
         raise _Bad(f"is outside {spec.low:g} … {spec.high:g}{unit}")

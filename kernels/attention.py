@@ -34,20 +34,31 @@ def _why_not(spec: specs.Spec, q: torch.Tensor) -> str | None:
 def choose_kernel(q: torch.Tensor, kernel: str = "auto") -> tuple[str, str]:
     """(the kernel `flash_attention` runs for inputs like q, e.g. "fa3" or "fa2"; a sentence saying why).
 
-    Raises ValueError for a `kernel` not in kernel_choices(), TypeError for a q that is not a tensor of a dtype the
-    kernels take. A kernel asked for by name is chosen as asked: where it cannot run, the kernel itself raises with
-    its own sentence."""
-    choices = kernel_choices()
-    if kernel not in choices:
-        raise ValueError(f"kernel must be one of {', '.join(map(repr, choices))}; got {kernel!r}")
-    if not isinstance(q, torch.Tensor) or q.dim() != 4 or q.dtype not in DTYPE_NAMES:
-        raise TypeError("choose_kernel needs q as flash_attention takes it: a 4-D float16, bfloat16 or float32 tensor "
-                        f"(batch, heads, seq_len, head_dim); got {type(q).__name__}"
-                        + (f" of shape {tuple(q.shape)}, {q.dtype}" if isinstance(q, torch.Tensor) else ""))
+    q is checked as flash_attention checks it (kernels.inputs: a TypeError for what is not a tensor the kernels take,
+    a ValueError for a shape they refuse), so a kernel is named only for inputs it then accepts. Raises ValueError for
+    a `kernel` not in kernel_choices(), and RuntimeError for a kernel asked for by name that cannot run inputs like q
+    here, saying why (flash_attention lets that kernel raise its own error)."""
+    _check_choice(kernel)
+    q = check_attention_inputs(q, q, q, False, None)[0]
     if kernel != "auto":
-        return kernel, f"{specs.spec(kernel).short}: asked for"
+        spec = specs.spec(kernel)
+        why = _why_not(spec, q)
+        if why is not None:
+            raise RuntimeError(f"kernel={kernel!r} cannot run these inputs here: {why}")
+        return kernel, f"{spec.short}: asked for"
+    return _auto(q)
+
+
+def _check_choice(kernel) -> None:
+    choices = kernel_choices()
+    if not isinstance(kernel, str) or kernel not in choices:
+        raise ValueError(f"kernel must be one of {', '.join(map(repr, choices))}; got {kernel!r}"[:300])
+
+
+def _auto(q: torch.Tensor) -> tuple[str, str]:
+    """The fastest of the library's kernels that can run checked inputs like q here, and why."""
     passed_over = []
-    for key in choices[1:]:
+    for key in kernel_choices()[1:]:
         spec = specs.spec(key)
         if spec.auto_rank is None:
             continue
@@ -68,9 +79,11 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     kernel: "auto" (FA-3 on a Hopper GPU for fp16/bf16 at head_dim 64 or 128, else FA-2) or one of
     kernel_choices(). Returns O in the input dtype, and with return_lse=True also the fp32 row log-sum-exp (natural
     log). Forward only. The inputs are checked (kernels.inputs) before a kernel is chosen; the chosen kernel's own
-    entry point checks them again, which costs no copy (they come back ready)."""
+    entry point checks them again, which costs no copy (they come back ready). A kernel asked for by name that cannot
+    run here raises its own error."""
     q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
-    chosen, _ = choose_kernel(q, kernel)
+    _check_choice(kernel)
+    chosen = kernel if kernel != "auto" else _auto(q)[0]
     run = specs.spec(chosen).load("call")
     return run(q, k, v, causal=causal, sm_scale=sm_scale, return_lse=return_lse)
 

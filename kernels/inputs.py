@@ -7,7 +7,7 @@ from numbers import Real
 
 import torch
 
-from costmodel import HEAD_DIMS as SUPPORTED_HEAD_DIMS
+from costmodel import HEAD_DIMS as SUPPORTED_HEAD_DIMS, LOG2_E
 from kernels.runtime import DEVICE, INTERPRET
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -60,13 +60,38 @@ def check_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ca
         raise TypeError(f"causal must be True or False, got {causal!r}")
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(head_dim)
-    elif (isinstance(sm_scale, bool) or not isinstance(sm_scale, Real) or not math.isfinite(sm_scale)
-          or sm_scale <= 0):
-        # a scale of 0 or below turns the masked scores' −inf into NaN (−inf · 0) or +inf in the kernels:
-        # softmax(s · x) for x ≤ 0 is not what anyone calling attention means, so it is refused, not computed
-        raise ValueError(f"sm_scale must be a positive finite number (or None for 1/sqrt(head_dim)); "
-                         f"got {sm_scale!r}")
+    else:
+        sm_scale = checked_sm_scale(sm_scale)
     return (*(_kernel_ready(t, seq_len) for t in (q, k, v)), float(sm_scale))
+
+
+# The kernels take sm_scale as an fp32 scalar and multiply it by log2(e) (exp(x) == exp2(x·log2 e)): the scale, and
+# that product, must be normal fp32 numbers. Below, fp32 rounds it to 0 or a subnormal the kernels' asserts refuse;
+# above, the product is +inf and every score NaN.
+_FP32 = torch.finfo(torch.float32)
+SM_SCALE_RANGE = (_FP32.tiny, _FP32.max / LOG2_E)  # 1.2e-38 … 2.4e38
+
+
+def checked_sm_scale(sm_scale) -> float:
+    """sm_scale as the float the kernels take, or ValueError naming it: a real number, positive, finite, and in the
+    range an fp32 scale times log2(e) can hold (SM_SCALE_RANGE)."""
+    # a scale of 0 or below turns the masked scores' −inf into NaN (−inf · 0) or +inf in the kernels:
+    # softmax(s · x) for x ≤ 0 is not what anyone calling attention means, so it is refused, not computed
+    low, high = SM_SCALE_RANGE
+    why = f"sm_scale must be a positive finite number (or None for 1/sqrt(head_dim)); got {sm_scale!r}"[:200]
+    if isinstance(sm_scale, bool) or not isinstance(sm_scale, Real):
+        raise ValueError(why)
+    try:
+        value = float(sm_scale)  # 10**400 is a Real that no float holds
+    except (OverflowError, ValueError):
+        raise ValueError(f"{why}: too large for a float") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(why)
+    if not low <= value <= high:
+        raise ValueError(f"{why}, outside {low:.3g} … {high:.3g}: the kernels take it as an fp32 number and multiply "
+                         f"it by log2(e), which fp32 cannot hold past that range (0 or a subnormal below it, "
+                         f"infinity above)")
+    return value
 
 
 def _kernel_ready(t: torch.Tensor, seq_len: int) -> torch.Tensor:

@@ -82,6 +82,16 @@ _queue_guard = threading.Lock()
 _queue: dict[int, int] = {}  # thread id -> nesting depth, for threads holding or waiting for the lock
 
 
+def _fresh_locks_after_fork() -> None:
+    """In a forked child: new locks and an empty queue. The child has one thread; a lock another thread of the parent
+    held at the fork (inside a launch) would stay held in the child forever, with no thread to release it."""
+    global _INTERPRETER_LOCK, _queue_guard, _queue
+    _INTERPRETER_LOCK, _queue_guard, _queue = threading.RLock(), threading.Lock(), {}
+
+
+os.register_at_fork(after_in_child=_fresh_locks_after_fork)
+
+
 @contextmanager
 def kernel_launch_lock(on_wait: Callable[[int], None] | None = None) -> Iterator[None]:
     """Hold around every kernel launch: serializes the interpreter, no-op on the GPU (measure's GPU_LOCK

@@ -6,7 +6,10 @@ trace that a `TraceRequest` names; both are frozen values, so they are the cache
 """
 from __future__ import annotations
 
+import math
 import threading
+import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -137,11 +140,61 @@ def _trace_bytes(trace: dict) -> int:
     return sum(value.nbytes for value in trace.values() if isinstance(value, np.ndarray))
 
 
+# How often one viewer may have the interpreter run new inputs (a seed, tiles, a length, the mask, the loop order not
+# run before): each new trace holds Triton's one CPU interpreter, which every viewer shares, for up to ~10 s. A viewer
+# may start NEW_TRACES_AT_ONCE at once, then one more every NEW_TRACE_EVERY_S: a presenter trying settings is never
+# stopped, and one viewer asking for seed after seed cannot keep the interpreter from everyone else.
+NEW_TRACES_AT_ONCE = 6
+NEW_TRACE_EVERY_S = 10.0
+VIEWER_KEY = "viewer"  # the session's own random id (a viewer is a browser session)
+
+
+class TraceAllowance:
+    """New traces per viewer: a token bucket each (NEW_TRACES_AT_ONCE tokens, one back every NEW_TRACE_EVERY_S),
+    shared by the server's sessions; the clock is a parameter for the tests."""
+
+    def __init__(self, at_once: int = NEW_TRACES_AT_ONCE, every_s: float = NEW_TRACE_EVERY_S,
+                 clock: Callable[[], float] = time.monotonic, viewers: int = 4096):
+        self.at_once, self.every_s, self.clock, self.viewers = at_once, every_s, clock, viewers
+        self._lock = threading.Lock()
+        self._left: dict[str, tuple[float, float]] = {}  # viewer -> (tokens, when counted)
+
+    def take(self, viewer: str) -> float:
+        """0.0 and one token taken, or the seconds until this viewer has one (nothing taken)."""
+        with self._lock:
+            now = self.clock()
+            tokens, then = self._left.get(viewer, (float(self.at_once), now))
+            tokens = min(float(self.at_once), tokens + (now - then) / self.every_s)
+            if tokens < 1.0:
+                self._left[viewer] = (tokens, now)
+                return (1.0 - tokens) * self.every_s
+            self._left[viewer] = (tokens - 1.0, now)
+            if len(self._left) > self.viewers:  # the longest-idle viewers are forgotten (they would be full again)
+                for gone in sorted(self._left, key=lambda v: self._left[v][1])[:len(self._left) - self.viewers]:
+                    del self._left[gone]
+            return 0.0
+
+
+TRACE_ALLOWANCE = TraceAllowance()
+
+
+class TooManyTraces(ValueError):
+    """A viewer asked the interpreter for new traces faster than TRACE_ALLOWANCE lets one viewer."""
+
+
+def _viewer() -> str:
+    if VIEWER_KEY not in st.session_state:
+        st.session_state[VIEWER_KEY] = uuid.uuid4().hex
+    return st.session_state[VIEWER_KEY]
+
+
 def kernel_trace(request: TraceRequest) -> dict:
     """The kernel's tile steps on one (batch, head), and the naive kernel on the same inputs.
 
     On the CPU, Triton's interpreter runs one kernel at a time for the whole server (kernels.runtime): a
-    viewer whose animation waits behind other viewers' is told so while it waits."""
+    viewer whose animation waits behind other viewers' is told so while it waits, and a viewer who asks for new
+    traces faster than TRACE_ALLOWANCE allows is refused (TooManyTraces, a ValueError that says when to try again);
+    a trace another viewer has run is shared, and costs nothing."""
     from kernels import runtime, trace
     # the message's place is made only when the viewer queues: a place made on every call would be one element
     # more on a run that builds the trace than on the next run (a cache hit), which moves the scene's chart one
@@ -155,6 +208,11 @@ def kernel_trace(request: TraceRequest) -> dict:
                          "this animation starts when theirs are done.", icon=":material/hourglass_top:")
 
     def build() -> dict:
+        wait_s = TRACE_ALLOWANCE.take(_viewer()) if runtime.INTERPRET else 0.0
+        if wait_s:
+            raise TooManyTraces(f"this page has asked Triton's CPU interpreter for {TRACE_ALLOWANCE.at_once} new "
+                                f"animations in a short time, and it runs one at a time for every viewer: the next "
+                                f"new one can start in {math.ceil(wait_s)} s (those already made show at once)")
         with runtime.kernel_launch_lock(on_wait=queued):  # the trace's kernel runs re-enter it
             r = request
             return trace.trace_flash(r.seq_len, r.head_dim, r.block_m, r.block_n, r.causal, dtype=r.dtype,

@@ -43,22 +43,72 @@
       changed = true;
     }
     if (!changed) return;
-    window.history.replaceState(window.history.state, "", url.toString());
-    window.dispatchEvent(new PopStateEvent("popstate", { state: window.history.state }));
+    if (writeLink(url.toString())) window.dispatchEvent(new PopStateEvent("popstate", { state: window.history.state }));
+  };
+  // Some embedded browsers refuse history.replaceState (it throws): there the address moves with pushState, and
+  // Streamlit's own replaceState calls (the address after a popstate: a throw there stops the app with "Bad message
+  // format") go the same way from then on; where both are refused, the address itself (a new page load at that link,
+  // which reads the same values). Never an error that stops this script: the controls come all the same.
+  const writeLink = (url) => {
+    try {
+      window.history.replaceState(window.history.state, "", url);
+      return true;
+    } catch (refused) { /* below */ }
+    try {
+      window.history.pushState(window.history.state, "", url);
+    } catch (refusedToo) {
+      try { window.location.replace(url); } catch (refusedAll) { /* nothing more this page can do */ }
+      return false;
+    }
+    if (!window.history.__flashLivePushes) {
+      const replace = window.history.replaceState;
+      window.history.replaceState = function (...args) {
+        try { return replace.apply(window.history, args); } catch (refused) { return window.history.pushState(...args); }
+      };
+      window.history.__flashLivePushes = true;
+    }
+    return true;
   };
   const sizeOf = (size) => `${size.width}x${size.height}`;
+
+  // -- the animated chart: which it is, and stopping it where it is ----------------------------------------
+  const animated = () => [...document.querySelectorAll(".js-plotly-plot")]
+    .find((plot) => plot.querySelector(".updatemenu-button"));
+  const pauseButton = (chart) => [...chart.querySelectorAll(".updatemenu-button")]
+    .find((b) => b.textContent.includes("pause"));
+  // stop a playing animation at the frame on screen (its own pause button); that frame, as the link's step
+  const stopPlaying = (chart) => {
+    chart.__playing = false;
+    const pause = pauseButton(chart);
+    if (pause) pause.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    return chart.__frameOnScreen === undefined ? null : String(chart.__frameOnScreen);
+  };
 
   // -- the window's size, for the charts ---------------------------------------------------------
   let reported = data && data.viewport ? sizeOf(data.viewport) : "";
   let resizeTimer;
+  let resizedAtStep = null;  // the frame a resize stopped the animation at: it goes into the link with the window
   const report = () => {
     const size = { width: window.innerWidth, height: window.innerHeight };
     const key = sizeOf(size);
-    if (key === reported || !size.width || !size.height) return;
+    const step = resizedAtStep;
+    resizedAtStep = null;
+    if (key === reported || !size.width || !size.height) {
+      if (step !== null) setLink({ step });
+      return;
+    }
     reported = key;
-    setLink({ window: key });
+    setLink({ window: key, step });
   };
-  const onResize = () => { window.clearTimeout(resizeTimer); resizeTimer = window.setTimeout(report, 250); };
+  // A resize redraws the charts at once (Streamlit), a playing animation's included, and plotly's animation loop then
+  // runs on into the redrawn chart, throwing at every frame: so it stops first, at its frame, which the rerun for the
+  // new window then shows (not the link's older step)
+  const onResize = () => {
+    const chart = animated();
+    if (chart && chart.__playing === true) resizedAtStep = stopPlaying(chart);
+    window.clearTimeout(resizeTimer);
+    resizeTimer = window.setTimeout(report, 250);
+  };
   window.addEventListener("resize", onResize);
 
   // -- a session's first view (page/script.py): once the charts built for this window are drawn, say so; the
@@ -99,8 +149,6 @@
   }
 
   // -- the animation and the link ----------------------------------------------------------------
-  const animated = () => [...document.querySelectorAll(".js-plotly-plot")]
-    .find((plot) => plot.querySelector(".updatemenu-button"));
   const urlStep = () => new URL(window.location.href).searchParams.get("step");
   const goToStep = (step) => { if (step !== undefined) setLink({ step: String(step) }); };
   // plotly.js internals this script reads, named in one place: a drawn chart's full layout (which frame is on
@@ -126,12 +174,13 @@
     // listeners, so listen again whenever ours are gone
     if (!chart.__canvas) {
       chart.__canvas = {
-        frame: (frame) => { chart.__frameOnScreen = frame.name; },
+        // a step the keys have taken (→ while it played) is the step, whatever frame plotly still draws
+        frame: (frame) => { if (nav.step === null) chart.__frameOnScreen = frame.name; },
         stopped: () => {
           chart.__playing = false;
           // let plotly finish the frame it is drawing before the rerun redraws the chart
           window.requestAnimationFrame(() => window.requestAnimationFrame(() => {
-            if (!chart.__playing) goToStep(chart.__frameOnScreen);
+            if (!chart.__playing && nav.step === null && resizedAtStep === null) goToStep(chart.__frameOnScreen);
           }));
         },
       };
@@ -175,7 +224,10 @@
     const chart = animated();
     const count = frameCount(chart);
     if (!count) return false;  // no animation on this scene: the key means nothing here
-    const from = nav.step !== null ? nav.step : Number(urlStep() || chart.__frameOnScreen || 0);
+    // while it plays, the frame on screen is where the step goes on from (the link still has the step it started at):
+    // it stops there first
+    const playing = chart.__playing === true ? stopPlaying(chart) : null;
+    const from = nav.step !== null ? nav.step : Number(playing || urlStep() || chart.__frameOnScreen || 0);
     const to = Math.min(Math.max(from + by, 0), count - 1);
     nav.step = to;
     chart.__frameOnScreen = String(to);

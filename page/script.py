@@ -53,9 +53,11 @@ html { font-size: min(calc(100vh / 45), calc(100vw / 80)) !important; }
 [data-testid="stSidebar"] { position: fixed !important; top: 0; left: 0; height: 100vh; z-index: 1000020;
   box-shadow: 0 0 2rem rgba(0, 0, 0, 0.35); }
 [data-testid="stSidebarContent"] { height: 100vh; overflow-y: auto; }
-/* Streamlit's header keeps only the sidebar's arrow (top left, over the page's left padding) */
-[data-testid="stHeader"] { background: transparent; pointer-events: none; }
-[data-testid="stHeader"] button { pointer-events: auto; }
+/* Streamlit's header keeps only the sidebar's arrow (top left, over the page's left padding): the rest of it, its
+   toolbar included (which turns pointer events back on), lets a click through to the scene's buttons under it */
+[data-testid="stHeader"] { background: transparent; }
+[data-testid="stHeader"], [data-testid="stHeader"] :not(button, button *) { pointer-events: none !important; }
+[data-testid="stHeader"] button { pointer-events: auto !important; }
 /* the page script's row: none (its container and the wrapper Streamlit puts around it, which would keep a gap) */
 [data-testid="stLayoutWrapper"]:has(> .st-key-page-script), .st-key-page-script { display: none; }
 /* a held place (hold_place) is exactly as tall as it says */
@@ -145,7 +147,9 @@ def page_style_and_script(scenes: tuple[str, ...] = ()) -> list[str]:
     return notes
 
 
-MIN_WINDOW_PX, MAX_WINDOW_PX = 200, 16384  # what a browser window measures; anything else is not a window
+# what a browser window measures; anything else is not a window. A window under 200 px one way (1280×190, 190×800)
+# is one: refused, its first view never completed (the charts built for no window, no controls, no navigation)
+MIN_WINDOW_PX, MAX_WINDOW_PX = 1, 16384
 
 
 def _window(size) -> dict | None:

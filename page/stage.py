@@ -46,6 +46,7 @@ class Recording:
     timelines: list[dict]
     notes: tuple[str, ...] = ()  # values of the file that were ignored (bench.results), as plain text
     phases: tuple[dict, ...] = ()  # one launch's warpgroups over time, per kernel (schema 2)
+    programs: tuple[story.RecordedProgram, ...] = ()  # each kernel's typical program of `phases`, worked out once
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -201,8 +202,10 @@ def page_record(record: dict) -> dict:
 
 
 def _as_recording(label: str, loaded) -> Recording:
+    """Once per file (uploads are kept by their content's hash, shipped files by name and time): what every rerun
+    would otherwise work out again, the phases' programs included (story.recorded_programs)."""
     return Recording(label, dict(loaded.facts), dict(loaded.meta), [page_record(r) for r in loaded.records],
-                     list(loaded.timelines), loaded.notes, tuple(loaded.phases))
+                     list(loaded.timelines), loaded.notes, tuple(loaded.phases), story.recorded_programs(loaded.phases))
 
 
 # Recordings are read-only and shared by every session: cache_resource hands out the same object

@@ -13,8 +13,8 @@ from story.evolution import Fa1Gap, evolution_points, fa1_gap, prefill_algorithm
 from story.headline import (LAUNCH_BOUND_MS, SPEEDUP_NAMES, Headline, at_length_sentence, headline, launch_bound,
                             speedup_table, speedup_words)
 from story.hierarchy import hierarchy_sentence
-from story.inside import (BUSY_AGREES, GEMM_PHASES, LANE_NAMES, PhaseKernel, busy_sentence, gemm_busy, phase_fractions,
-                          phase_kernels, phases_sentence, softmax_overlap)
+from story.inside import (BUSY_AGREES, GEMM_PHASES, LANE_NAMES, PhaseKernel, RecordedProgram, busy_sentence, gemm_busy,
+                          phase_fractions, phase_kernels, phases_sentence, recorded_programs, softmax_overlap)
 from story.problem import ScoresMemory, scores_memory, standard_wall
 from story.records import (OUT_OF_MEMORY, REFUSED, REFUSED_BEFORE_LAUNCH, oom_word, refused, counted_bytes, counted_bytes_at, failure_text,
                            first_out_of_memory, first_wall, memory_wall, oom_need, oom_text, record_at, runs_sentence,

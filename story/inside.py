@@ -1,6 +1,7 @@
 """Scene 10, inside one program: what each warpgroup did over time, by Proton (a results file's "phases")."""
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from kernels import specs
@@ -12,20 +13,41 @@ GEMM_PHASES = ("qk", "pv")
 
 
 def _program_span(program: dict) -> tuple[int, int]:
-    spans = [s for lane in program["lanes"] for s in lane["spans"]]
-    return min(s[1] for s in spans), max(s[2] for s in spans)
+    """First record to last of the program (bench.results refuses a lane without spans)."""
+    starts = [s[1] for lane in program["lanes"] for s in lane["spans"]]
+    if not starts:
+        raise ValueError(f"program {program.get('cta')} recorded no spans")
+    return min(starts), max(s[2] for lane in program["lanes"] for s in lane["spans"])
+
+
+def _merged(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The intervals' union as disjoint intervals, in order: one sort, one pass (O(n log n))."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            if end > out[-1][1]:
+                out[-1] = (out[-1][0], end)
+        else:
+            out.append((start, end))
+    return out
 
 
 def _union(intervals: list[tuple[int, int]]) -> int:
-    total, reach = 0, None
-    for start, end in sorted(intervals):
-        if reach is None or start > reach:
-            total += end - start
-            reach = end
-        elif end > reach:
-            total += end - reach
-            reach = end
-    return total
+    return sum(end - start for start, end in _merged(intervals))
+
+
+def _covered(spans: list[tuple[int, int]], union: list[tuple[int, int]]) -> int:
+    """How much of `spans` lies inside `union` (disjoint, in order): the union's length below x is a prefix sum and a
+    bisection away, so each span costs O(log m) (comparing every pair was O(n·m))."""
+    starts = [a for a, _ in union]
+    below = [0]  # below[i]: the union's length before its interval i
+    for a, b in union:
+        below.append(below[-1] + b - a)
+
+    def length_below(x: int) -> int:
+        i = bisect.bisect_right(starts, x) - 1
+        return 0 if i < 0 else below[i] + min(x, union[i][1]) - union[i][0]
+    return sum(length_below(b) - length_below(a) for a, b in spans)
 
 
 def gemm_busy(program: dict) -> float:
@@ -60,8 +82,8 @@ def softmax_overlap(program: dict) -> float | None:
     total = sum(b - a for a, b in soft)
     if not total:
         return None
-    covered = sum(max(0, min(b, d) - max(a, c)) for a, b in soft for c, d in busy)
-    return min(1.0, covered / total)
+    # the time under some other warpgroup's GEMM, counted once where several overlap: the GEMMs' union
+    return min(1.0, _covered(soft, _merged(busy)) / total)
 
 
 def _typical_program(recording: dict) -> dict:
@@ -71,6 +93,19 @@ def _typical_program(recording: dict) -> dict:
 
 
 LANE_NAMES = {"producer": "producer warp (TMA loads)", "warpgroup 0": "its one warpgroup (every phase)"}
+
+
+@dataclass(frozen=True)
+class RecordedProgram:
+    """One kernel's typical recorded program and its numbers: what the scene needs of a recording, worked out once
+    per recording (page/stage.py does it as it reads a file, so a rerun does not go through its spans again)."""
+    kernel: str
+    cta: int
+    sm: int
+    microseconds: float       # the program's span, first record to last, at the recorded SM clock
+    gemm_busy: float
+    softmax_overlap: float | None
+    lanes: list[dict]         # [{"label", "spans": [[phase, start_us, end_us], ...]}] for viz.phases_figure
 
 
 @dataclass(frozen=True)
@@ -87,12 +122,10 @@ class PhaseKernel:
     lanes: list[dict]         # [{"label", "spans": [[phase, start_us, end_us], ...]}] for viz.phases_figure
 
 
-def phase_kernels(phases: list[dict], records: list[dict], facts: dict | None,
-                  names: dict[str, str] | None = None) -> list[PhaseKernel]:
+def recorded_programs(phases: list[dict] | tuple[dict, ...]) -> tuple[RecordedProgram, ...]:
     """The kernels with a recorded program, in the specs' order (those with a Proton facet: the teaching kernel, then
-    the FA-3 style kernel). records: every algorithm's at the talk's setting
-    (the measured TFLOPS the busy fraction is checked against); names: each algorithm's short name."""
-    roof = (facts or {}).get("matmul_tflops")
+    the FA-3 style kernel): each one's typical program, its span, GEMM-busy share and softmax overlap. O(n log n) in
+    the spans (a results file may hold 16 lanes × 20,000)."""
     out = []
     for kernel in (spec.key for spec in specs.with_facet("proton")):
         recording = next((p for p in phases if p["kernel"] == kernel), None)
@@ -105,11 +138,24 @@ def phase_kernels(phases: list[dict], records: list[dict], facts: dict | None,
         lanes = [{"label": LANE_NAMES.get(lane["role"], lane["role"]),
                   "spans": [[s[0], (s[1] - start) * to_us, (s[2] - start) * to_us] for s in lane["spans"]]}
                  for lane in program["lanes"]]
-        measured = next((r for r in records if r["algorithm"] == kernel and r["status"] == "ok" and r.get("tflops")),
+        out.append(RecordedProgram(kernel, program["cta"], program["sm"], (end - start) * to_us, gemm_busy(program),
+                                   softmax_overlap(program), lanes))
+    return tuple(out)
+
+
+def phase_kernels(programs: tuple[RecordedProgram, ...], records: list[dict], facts: dict | None,
+                  names: dict[str, str] | None = None) -> list[PhaseKernel]:
+    """The recorded programs (recorded_programs: once per recording) as the scene quotes them at the talk's setting.
+    records: every algorithm's at the talk's setting (the measured TFLOPS the busy fraction is checked against);
+    names: each algorithm's short name."""
+    roof = (facts or {}).get("matmul_tflops")
+    out = []
+    for p in programs:
+        measured = next((r for r in records if r["algorithm"] == p.kernel and r["status"] == "ok" and r.get("tflops")),
                         None)
-        out.append(PhaseKernel(kernel, (names or {}).get(kernel, kernel), program["cta"], program["sm"],
-                               (end - start) * to_us, gemm_busy(program), softmax_overlap(program),
-                               measured["tflops"] / roof if measured and roof else None, lanes))
+        out.append(PhaseKernel(p.kernel, (names or {}).get(p.kernel, p.kernel), p.cta, p.sm, p.microseconds,
+                               p.gemm_busy, p.softmax_overlap, measured["tflops"] / roof if measured and roof else None,
+                               p.lanes))
     return out
 
 

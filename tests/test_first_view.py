@@ -71,7 +71,8 @@ def test_the_step_follows_what_the_page_script_reported(monkeypatch, from_a_brow
     ({"window": "1280x720"}, "picture", SMALL),
     ({"window": "1280x720", "drawn": "1280x720"}, "controls", SMALL),
     ({"drawn": "1920x1080"}, "controls", DESIGN),        # the design window: "drawn" alone, one rerun
-    ({"window": "10x10"}, "window", None),              # a size, but no browser window's: kept, never used
+    ({"window": "0x720"}, "window", None),              # a size, but no browser window's: kept, never used
+    ({"window": "1280x190"}, "picture", {"width": 1280, "height": 190}),  # a short window is one (issue 44)
 ])
 def test_the_page_script_reports_through_the_link_and_the_app_takes_them_out(from_a_browser, link, step, window):
     app = AppTest.from_file(APP, default_timeout=120)

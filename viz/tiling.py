@@ -62,6 +62,7 @@ OUT_BOTTOM_PX = 215  # the output rows' panel starts this high in the plot: the 
 BYTES_CLEARANCE_PX = 130  # the output panel's tick labels and axis title, then the bytes panel's title
 
 TILE_STATES = ("done", "current", "pending", "skipped")  # legend order
+SWATCH_EM = (BASE_FONT_PX + 8) / SMALLEST_TEXT_PX  # a legend swatch, in the legend text's size (34 px at 24 px)
 STATE_NAMES = {
     "skipped": "skipped (causal mask)",
     "pending": "pending",
@@ -191,8 +192,10 @@ def _row_runs(left: np.ndarray | int, right: np.ndarray | int, y_edges: np.ndarr
 def _tile_legend(causal: bool) -> str:
     """The tile states as one line of coloured squares and names (a legend of traces costs time every frame)."""
     names = [name for name in TILE_STATES if causal or name != "skipped"]
-    swatch = '<span style="color:{};font-size:{}px">■</span> {}'
-    return "   ".join(swatch.format(STATE_COLORS[name], BASE_FONT_PX + 8, STATE_NAMES[name]) for name in names)
+    # the swatch's size relative to the legend's text (em), so that it scales with it (page.chart scales the text's px
+    # with the window: 48 px at 4K, 96 px at 8K), where a size in px stayed 34 px
+    swatch = '<span style="color:{};font-size:{:.3g}em">■</span> {}'
+    return "   ".join(swatch.format(STATE_COLORS[name], SWATCH_EM, STATE_NAMES[name]) for name in names)
 
 
 def _grid_lines(x_edges: np.ndarray, y_edges: np.ndarray) -> dict[str, list[float | None]]:
