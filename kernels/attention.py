@@ -70,6 +70,14 @@ def _auto(q: torch.Tensor) -> tuple[str, str]:
     raise RuntimeError("no kernel of ours can run these inputs here: " + "; ".join(passed_over))
 
 
+def _grouped_or_ragged(q, k) -> bool:
+    """q and k are 4-D tensors of one batch and head_dim that differ in length or heads: the split-KV kernel's inputs
+    (anything else is left to the one-shape check, and its errors)."""
+    return (isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and q.dim() == k.dim() == 4
+            and q.shape[0] == k.shape[0] and q.shape[3] == k.shape[3]
+            and (q.shape[2] != k.shape[2] or q.shape[1] != k.shape[1]))
+
+
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                     sm_scale: float | None = None, return_lse: bool = False,
                     kernel: str = "auto") -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
@@ -80,7 +88,20 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     kernel_choices(). Returns O in the input dtype, and with return_lse=True also the fp32 row log-sum-exp (natural
     log). Forward only. The inputs are checked (kernels.inputs) before a kernel is chosen; the chosen kernel's own
     entry point checks them again, which costs no copy (they come back ready). A kernel asked for by name that cannot
-    run here raises its own error."""
+    run here raises its own error.
+
+    q and k, v of different lengths, or fewer K/V heads than query heads (grouped-query attention: heads a multiple
+    of k's heads), run on the split-KV kernel (kernels/decode.py), causal aligned bottom-right as FlashAttention
+    aligns it: query i sees keys up to kv_len − q_len + i. Only "auto" takes them (the prefill kernels need q, k, v of
+    one shape)."""
+    if _grouped_or_ragged(q, k):
+        if kernel != "auto":
+            _check_choice(kernel)
+            raise ValueError(f"kernel={kernel!r} needs q, k and v of one shape (batch, heads, seq_len, head_dim); "
+                             f"q {tuple(q.shape)} against k {tuple(k.shape)} runs with kernel='auto' (the split-KV "
+                             f"kernel)")
+        from kernels.decode import decode_attention
+        return decode_attention(q, k, v, causal=causal, sm_scale=sm_scale, return_lse=return_lse)
     q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
     _check_choice(kernel)
     chosen = kernel if kernel != "auto" else _auto(q)[0]
