@@ -131,3 +131,17 @@ def test_pause_and_resume_keep_one_step(tabs, server, speed):
     expect_slider_at(page, second + 1)
     assert shown_step(page) == second + 1
     assert not page.errors, page.errors
+
+
+@pytest.mark.parametrize("scene, label", [("roofline", "Each point in words"), ("takeaways", "Each takeaway in words"),
+                                          ("evolution", "Sources of the published numbers"),
+                                          ("decode", "The KV cache of each model against this GPU's memory")])
+def test_opening_an_in_words_panel_grows_nothing(tabs, server, scene, label):
+    """The scenes' long texts open as popovers over the page: the page never grows past the window (an expander
+    grew it to 1,463-1,676 px at 1080p)."""
+    page = tabs["1080p"]
+    show(page, server, scene=scene)
+    page.get_by_role("button", name=label).click()
+    expect(page.get_by_test_id("stPopoverBody")).to_be_visible()
+    height = page.evaluate("document.scrollingElement.scrollHeight")
+    assert height <= page.viewport_size["height"], f"{scene}: the page grew to {height} px"

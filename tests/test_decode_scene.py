@@ -92,7 +92,7 @@ def test_the_trace_is_the_kernels_own_and_its_merge_is_the_kernels_lse():
         assert list(ms) == sorted(ms)
     fig = viz.decode_trace_figure(trace)
     steps = max(len(r) for r in trace["running"])
-    assert [f.name for f in fig.frames] == [f"block {i}" for i in range(1, steps + 1)] + ["merge"]
+    assert [f.name for f in fig.frames] == [f"{i}" for i in range(1, steps + 1)] + ["merge"]
     merge = fig.frames[-1].data[-1]
     assert list(merge.y) == [trace["merged_lse"]] * 2 and fig.frames[0].data[-1].y == (None,)
     assert "float64" in fig.layout.title.text

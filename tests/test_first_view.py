@@ -223,6 +223,9 @@ def test_every_chart_asks_for_the_width_of_its_place(params):
     app.run()
     assert_no_exception(app)
     widths = [spec["layout"].get("width") for spec in plotly_specs(app)]
+    if params["scene"] == "decode":  # the trace and the bandwidths side by side, each in its half
+        assert widths == [int(script.column_px([1, 1], i)) for i in range(2)]
+        return
     expected = script.column_px([1, 3], 1) if params["scene"] == "headline" else script.BODY_WIDTH_PX
     assert widths == [expected] * len(widths)
 

@@ -433,7 +433,7 @@ def test_the_evolution_caption_holds_the_same_gpu_ratio():
 def test_the_inside_scene_names_what_its_cards_measure_and_no_colour_words():
     records = [r for r in RECORDED.records if r["seq_len"] == 8192 and r["batch"] == 2 and r["head_dim"] == 128
                and not r["causal"]]
-    kernels = story.phase_kernels(RECORDED.phases, records, FACTS, None)
+    kernels = story.phase_kernels(story.recorded_programs(RECORDED.phases), records, FACTS, None)
     text = story.phases_sentence(kernels)
     assert not re.search(r"\b(orange|purple|green|red|blue)\b", text)  # the legend names the phases, not colours
     assert "O += P·V does as many FLOPs as S = QKᵀ" in text and "issuing a GEMM to waiting on it" in text

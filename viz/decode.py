@@ -44,7 +44,7 @@ def decode_trace_figure(trace: dict, theme: str = "light", height: int = 640) ->
     table = trace["block_table"]
     n_pages, splits = len(table), trace["splits"]
     steps = max(len(r) for r in trace["running"])
-    fig = make_subplots(rows=2, cols=1, row_heights=[0.3, 0.7], vertical_spacing=0.14)
+    fig = make_subplots(rows=2, cols=1, row_heights=[0.4, 0.6], vertical_spacing=0.14)
     where = {logical: physical for logical, physical in enumerate(table)}
     rows_y = {"seq": 1.0, "mem": 0.0}
 
@@ -80,7 +80,7 @@ def decode_trace_figure(trace: dict, theme: str = "light", height: int = 640) ->
     for step in range(steps + 1):  # the last frame: every split done, and the merge
         merged = step == steps
         shown = min(step, steps - 1)
-        frames.append(go.Frame(name="merge" if merged else f"block {step + 1}",
+        frames.append(go.Frame(name="merge" if merged else f"{step + 1}",
                                data=[*page_traces(steps if merged else shown), *lse_traces(shown, merged)]))
     fig.frames = frames
     all_lse = [m + np.log(l) for running in trace["running"] for m, l in running] + [trace["merged_lse"]]
@@ -92,7 +92,7 @@ def decode_trace_figure(trace: dict, theme: str = "light", height: int = 640) ->
     fig.update_yaxes(range=[-0.6, 1.6], tickvals=[rows_y["seq"], rows_y["mem"]],
                      ticktext=["pages in order", "in memory"], showgrid=False, row=1, col=1)
     fig.update_xaxes(range=[-1, n_pages], showgrid=False, row=1, col=1)
-    fig.update_xaxes(range=[0.5, steps + 0.5], dtick=1, row=2, col=1)  # the slider below names the key blocks
+    fig.update_xaxes(range=[0.5, steps + 0.5], dtick=1, row=2, col=1)  # the slider under it names the key blocks
     fig.update_yaxes(range=[lo - pad, hi + pad], title_text="m + ln l", row=2, col=1)
     fig.update_layout(
         height=height, margin=dict(t=130, b=190, r=20),
@@ -102,7 +102,7 @@ def decode_trace_figure(trace: dict, theme: str = "light", height: int = 640) ->
                           buttons=[dict(label="▶ play", method="animate",
                                         args=[None, dict(frame=dict(duration=700, redraw=True), fromcurrent=True,
                                                          transition=dict(duration=0))])])],
-        sliders=[dict(active=0, x=0.22, len=0.78, y=-0.28, yanchor="top", pad=dict(t=0, b=0),
+        sliders=[dict(active=0, x=0.22, len=0.7, y=-0.28, yanchor="top", pad=dict(t=0, b=0),
                       currentvalue=dict(visible=False),
                       steps=[dict(label=frame.name, method="animate",
                                   args=[[frame.name], dict(mode="immediate", frame=dict(duration=0, redraw=True))])
