@@ -694,10 +694,14 @@ def test_timeline_figure_draws_the_programs_and_says_the_statistics_it_is_given(
                 "q_block": [0, 1, 2, 3], "causal": True}
     stats = {"programs": 4, "waves": 1.0, "makespan_us": 0.02, "utilization": 0.65, "max_per_sm": 2}
     fig = viz.sm_timeline_figure(timeline, stats)
-    assert len(fig.data) == 1 and fig.data[0].type == "bar"
-    assert list(fig.data[0].marker.color) == [0, 1, 2, 3]  # causal: coloured by Q block
-    assert list(fig.data[0].base) == pytest.approx([0.0, 0.005, 0.015, 0.0])  # µs from the first start
-    assert list(fig.data[0].x) == pytest.approx([0.01, 0.01, 0.005, 0.006])
+    *rects, bar = fig.data
+    assert bar.marker.showscale and (bar.marker.cmin, bar.marker.cmax) == (0, 3)  # causal: coloured by Q block
+    assert [t.type for t in rects] == ["scatter"] * 4 and all(t.fill == "toself" for t in rects)  # one per colour
+    assert len({t.fillcolor for t in rects}) == 4 and [t.name for t in rects][0] == "Q block 0: 1 program"
+    drawn = sorted((min(x for x in t.x if x == x), max(x for x in t.x if x == x), min(y for y in t.y if y == y))
+                   for t in rects)  # (start, end, bottom) of each rectangle, µs from the first start
+    assert [v for row in drawn for v in row] == pytest.approx(
+        [0.0, 0.006, 0.6, 0.0, 0.01, -0.4, 0.005, 0.015, -0.4, 0.015, 0.02, -0.4], abs=1e-6)
     assert "SM utilization 65%" in fig.layout.title.text and "4 programs on 2 SMs" in fig.layout.title.text
     assert "≈1.0 waves" in fig.layout.title.text and fig.layout.xaxis.range == (0, 0.02)
 
@@ -709,7 +713,8 @@ def test_timeline_draws_whole_sms_under_the_cap(monkeypatch) -> None:
     monkeypatch.setattr(sm_timeline, "MAX_PROGRAMS_DRAWN", 35)
     stats = {"programs": 100, "waves": 10.0, "makespan_us": 0.99, "utilization": 0.9, "max_per_sm": 1}
     fig = viz.sm_timeline_figure(timeline, stats)
-    drawn = np.asarray(fig.data[0].y)
+    corners = np.concatenate([np.asarray(t.y, dtype=float) for t in fig.data[:-1]])
+    drawn = np.round(corners[~np.isnan(corners)][::5] + 0.4).astype(int)  # each rectangle's first corner: its SM
     assert len(drawn) == 30 and set(drawn) == {0, 1, 2}
     assert "100 programs" in fig.layout.title.text and "30 of 100" in fig.layout.title.text
 
