@@ -52,6 +52,8 @@ html { font-size: min(calc(100vh / 45), calc(100vw / 80)) !important; }
    laid out as it was (nothing reflows, no chart shrinks); it closes the same way */
 [data-testid="stSidebar"] { position: fixed !important; top: 0; left: 0; height: 100vh; z-index: 1000020;
   box-shadow: 0 0 2rem rgba(0, 0, 0, 0.35); }
+/* wide enough that every scene's title is one line: the whole drawer, "Look" included, fits 1080 px unscrolled */
+[data-testid="stSidebar"][data-collapsed="false"] { width: 30rem !important; min-width: 30rem !important; }
 [data-testid="stSidebarContent"] { height: 100vh; overflow-y: auto; }
 /* Streamlit's header keeps only the sidebar's arrow (top left, over the page's left padding): the rest of it, its
    toolbar included (which turns pointer events back on), lets a click through to the scene's buttons under it */

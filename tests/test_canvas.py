@@ -56,6 +56,24 @@ def test_every_scene_fits_the_screen_and_reads_from_the_back(tabs, server, scene
     check_canvas(page, f"{scene}, sidebar {sidebar}")
 
 
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_drawer_holds_every_control_unscrolled(tabs, server, size):
+    """The sidebar opened at the projector's size: every scene's title on one line, and its last control (the chart
+    theme) inside the window, so a presenter never scrolls the drawer."""
+    page = tabs[size]
+    show(page, server, scene="headline")
+    open_drawer(page)
+    box = page.evaluate("""() => {
+      const side = document.querySelector('[data-testid="stSidebar"]');
+      const options = [...side.querySelectorAll('[role="radiogroup"]')[0].querySelectorAll('label')];
+      const heights = options.map((o) => o.getBoundingClientRect().height);
+      const last = [...side.querySelectorAll('label')].find((l) => l.innerText.trim() === 'dark');
+      return {heights, bottom: last.getBoundingClientRect().bottom, window: window.innerHeight};
+    }""")
+    assert len(box["heights"]) == len(SCENES) and max(box["heights"]) < 1.5 * min(box["heights"]), box["heights"]
+    assert box["bottom"] <= box["window"], f"the theme's last choice ends at {box['bottom']} px of {box['window']}"
+
 SLIDER_SCENES = ("headline", "problem", "compare", "roofline", "seqlen", "evolution", "takeaways")
 
 
