@@ -364,13 +364,15 @@ def scene_ablation(stage: Stage) -> None:
     selected = names[min(s.rung, len(names) - 1)]
     if story.has_numbers(bars):
         body.say(f"{story.ladder_sentence(bars, markdown_text(source.gpu))} "
-                 f"Each bar: TFLOPS and ÷ the step before, {markdown_text(source.label)}, {story.SHAPE_TEXT}.")
+                 f"Each bar: TFLOPS and ÷ the step before, {markdown_text(source.label)}, {story.ablation.SHAPE_TEXT}.")
     else:
         body.say(story.no_records_sentence(source.live_problem))
     bound(st.segmented_control, "Proton lanes of the step", "rung", s, options=list(range(len(names))),
           format_func=lambda i: story.ablation.SHORT[names[i]], required=True)
     body.row("controls")
-    caption = f"**{markdown_text(selected)}**: {story.what_changed(selected)}"
+    programs = source.recording.ladder_programs if source.recording else {}
+    program = programs.get(selected)
+    caption = f"**{markdown_text(selected)}**: {story.what_changed(selected)} {story.step_lanes_sentence(program)}"
     height = body.chart_px(below=(page.text_rows_px(caption), page.ROW_PX["expander"]))
     published = f"FA-3 paper, {story.ablation.PUBLISHED_GPU} (published, another GPU)"
     bars_col, lanes_col = st.columns(ABLATION_COLUMNS)
@@ -380,8 +382,6 @@ def scene_ablation(stage: Stage) -> None:
                                   measured_label=f"ours, {source.label}", published_label=published),
               width=page.column_px(ABLATION_COLUMNS, 0))
     with lanes_col:
-        programs = source.recording.ladder_programs if source.recording else {}
-        program = programs.get(selected)
         title = story.step_lanes_title(selected, program)
         if program is not None:
             chart(viz.phases_figure([{"title": title, "lanes": program.lanes}], theme=s.theme, height=height),

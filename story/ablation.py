@@ -151,10 +151,16 @@ def no_records_sentence(live_problem: str = "") -> str:
 
 
 def step_lanes_title(name: str, program: RecordedProgram | None) -> str:
-    """The lanes' title for a step (its recorded program), or why there are none."""
+    """The lanes' title for a step (short: it stands over a chart column), or why there are none."""
     if program is None:
         return f"{name}: no Proton lanes recorded for this step"
-    overlap = (f"; softmax under the other's GEMM {program.softmax_overlap:.0%}"
-               if program.softmax_overlap is not None else "")
-    return (f"{name}: CTA {program.cta} on SM {program.sm}, {program.microseconds:,.0f} µs, inside a GEMM scope "
-            f"{program.gemm_busy:.0%}{overlap}")
+    return f"{SHORT.get(name, name)}: CTA {program.cta} on SM {program.sm}, {program.microseconds:,.0f} µs"
+
+
+def step_lanes_sentence(program: RecordedProgram | None) -> str:
+    """What the selected step's recorded program shows: its time inside GEMM scopes and the softmax overlap."""
+    if program is None:
+        return ""
+    overlap = (f"; {program.softmax_overlap:.0%} of the first consumer's softmax runs while another warpgroup is "
+               f"inside a GEMM" if program.softmax_overlap is not None else "; one warpgroup: nothing overlaps")
+    return f"Its lanes (Proton): some warpgroup inside a GEMM scope {program.gemm_busy:.0%} of the program{overlap}."
