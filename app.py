@@ -378,7 +378,6 @@ def scene_ablation(stage: Stage) -> None:
     bars_col, lanes_col = st.columns(ABLATION_COLUMNS)
     with bars_col:
         chart(viz.ablation_figure(story.chart_data(bars, selected), theme=s.theme, height=height,
-                                  width=int(page.column_px(ABLATION_COLUMNS, 0)),
                                   measured_label=f"ours, {source.label}", published_label=published),
               width=page.column_px(ABLATION_COLUMNS, 0))
     with lanes_col:
