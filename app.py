@@ -350,7 +350,7 @@ def scene_evolution(stage: Stage) -> None:
                                   f"{entry['note']}" for entry in viz.PUBLISHED))
 
 
-ABLATION_COLUMNS = [3, 2]  # the ladder's bars, the selected step's Proton lanes
+ABLATION_COLUMNS = [2, 1]  # the ladder's bars, the selected step's Proton lanes
 
 
 def scene_ablation(stage: Stage) -> None:
@@ -364,15 +364,16 @@ def scene_ablation(stage: Stage) -> None:
     selected = names[min(s.rung, len(names) - 1)]
     if story.has_numbers(bars):
         body.say(f"{story.ladder_sentence(bars, markdown_text(source.gpu))} "
-                 f"Each bar: TFLOPS and ÷ the step before, {markdown_text(source.label)}, {story.ablation.SHAPE_TEXT}.")
+                 f"Each bar: TFLOPS (under its name: ÷ the step before), {markdown_text(source.label)}, {story.ablation.SHAPE_TEXT}.")
     else:
         body.say(story.no_records_sentence(source.live_problem))
     bound(st.segmented_control, "Proton lanes of the step", "rung", s, options=list(range(len(names))),
-          format_func=lambda i: story.ablation.SHORT[names[i]], required=True)
-    body.row("controls")
+          format_func=lambda i: story.ablation.SHORT[names[i]], required=True, label_visibility="collapsed")
+    body.row("tabs")
     programs = source.recording.ladder_programs if source.recording else {}
     program = programs.get(selected)
-    caption = f"**{markdown_text(selected)}**: {story.what_changed(selected)} {story.step_lanes_sentence(program)}"
+    caption = (f"**{markdown_text(selected)}**: {story.what_changed(selected)} {story.step_lanes_sentence(program)} "
+               "The buttons above choose the step whose Proton lanes show.")
     height = body.chart_px(below=(page.text_rows_px(caption), page.ROW_PX["expander"]))
     published = f"FA-3 paper, {story.ablation.PUBLISHED_GPU} (published, another GPU)"
     bars_col, lanes_col = st.columns(ABLATION_COLUMNS)
@@ -383,7 +384,7 @@ def scene_ablation(stage: Stage) -> None:
     with lanes_col:
         title = story.step_lanes_title(selected, program)
         if program is not None:
-            chart(viz.phases_figure([{"title": title, "lanes": program.lanes}], theme=s.theme, height=height),
+            chart(viz.phases_figure([{"title": "", "lanes": program.lanes}], theme=s.theme, height=height, title=title),
                   width=page.column_px(ABLATION_COLUMNS, 1))
         else:
             st.info(f"{markdown_text(title)}: `{story.ablation.BENCH_COMMAND}` records each step's lanes with Proton "

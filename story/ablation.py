@@ -28,9 +28,9 @@ STEPS: tuple[tuple[str, str], ...] = (
 REFERENCE = "cuDNN (PyTorch's default), reference"  # bench/ladder.py REFERENCE: a test keeps them equal
 # each step's tick under its bar (a chart column's width at the room's 24 px: a dozen characters a line)
 SHORT = {"FA-2 order (ours)": "FA-2 order", "producer warp, 2 consumers in ping-pong": "producer + ping-pong",
-         "+ softmax overlapped with the next QKᵀ": "+ softmax overlap", "+ Q in registers": "+ Q in registers",
-         "+ named-barrier hand-off, paired K/V ring": "+ named barriers", "+ conditional rescale (FA-4)":
-         "+ cond. rescale", REFERENCE: "cuDNN (ref.)"}
+         "+ softmax overlapped with the next QKᵀ": "+ overlap", "+ Q in registers": "+ Q in regs",
+         "+ named-barrier hand-off, paired K/V ring": "+ named bar.", "+ conditional rescale (FA-4)":
+         "+ lazy rescale", REFERENCE: "cuDNN (ref.)"}
 SHAPE_TEXT = "batch 2 × 16 heads, N = 8K, head_dim 128, not causal, bf16"
 BENCH_COMMAND = "python -m bench --ladder --phases --out results/h200.json --merge-into"
 
@@ -59,7 +59,7 @@ class PublishedStep:
 PUBLISHED_STEPS: tuple[PublishedStep, ...] = (
     PublishedStep("FlashAttention-2", 350, 350, "FA-2 order (ours)",
                   "FA-2 (the authors' CUDA kernel) on the H100, read from the paper's forward benchmark figure"),
-    PublishedStep("TMA + wgmma, no ping-pong (paper only)", 540, 570, None,
+    PublishedStep("no ping-pong (paper only)", 540, 570, None,
                   "FA-3 without the ping-pong schedule and without the in-warpgroup overlap"),
     PublishedStep("+ ping-pong of two warpgroups", 620, 620, "producer warp, 2 consumers in ping-pong",
                   "the ping-pong schedule: 'from around 570 to 620 TFLOPS'"),
@@ -153,8 +153,8 @@ def no_records_sentence(live_problem: str = "") -> str:
 def step_lanes_title(name: str, program: RecordedProgram | None) -> str:
     """The lanes' title for a step (short: it stands over a chart column), or why there are none."""
     if program is None:
-        return f"{name}: no Proton lanes recorded for this step"
-    return f"{SHORT.get(name, name)}: CTA {program.cta} on SM {program.sm}, {program.microseconds:,.0f} µs"
+        return f"No Proton lanes recorded for {name}"
+    return f"{SHORT.get(name, name)}: one program, {program.microseconds:,.1f} µs"
 
 
 def step_lanes_sentence(program: RecordedProgram | None) -> str:

@@ -171,19 +171,22 @@ def test_the_figure_draws_our_bars_the_published_ranges_and_the_selection():
     selected = story.step_names()[2]
     data = story.chart_data(story.bars(ladder_run()), selected)
     fig = viz.ablation_figure(data, height=600, width=1000)
-    bars, published = fig.data[0], fig.data[-1]
+    bars, published = fig.data[1], fig.data[-1]
+    assert len(fig.data[0].x) == 8, "every category keeps its place"
     assert list(bars.y) == pytest.approx([b["tflops"] for b in data["ours"]])
     widths = list(bars.marker.line.width) if isinstance(bars.marker.line.width, tuple) else None
     outlined = [c for c, col in zip(bars.x, bars.marker.line.color) if col != "rgba(0,0,0,0)"]
-    assert outlined == [viz.ablation._tick(story.ablation.SHORT[selected])] and widths is None
-    assert "1.05×" in bars.text[2] or f"{data['ours'][2]['vs_before']:.2f}×" in bars.text[2]
-    assert list(published.error_y.array + published.y) == pytest.approx([p.high for p in story.PUBLISHED_STEPS])
+    assert len(outlined) == 1 and outlined[0].startswith(viz.ablation._tick(story.ablation.SHORT[selected]))
+    assert widths is None and bars.text[2] == f"<b>{data['ours'][2]['tflops']:,.0f}</b>"
+    assert bars.x[2].endswith(f"<b>{data['ours'][2]['vs_before']:.2f}×</b>"), "the ratio under its tick"
+    assert "×" not in bars.x[0] and "×" not in bars.x[-1], "none for the first step and the reference"
+    assert published.type == "bar" and list(published.error_y.array + published.y) == pytest.approx([p.high for p in story.PUBLISHED_STEPS])
     assert len(fig.layout.xaxis.categoryarray) == len(data["categories"]) == 8
 
 
 def test_the_figure_without_records_shows_the_published_steps_only():
     fig = viz.ablation_figure(story.chart_data(story.bars([])))
-    assert [t.type for t in fig.data] == ["scatter"]
+    assert [t.type for t in fig.data] == ["scatter", "bar"] and fig.data[1].error_y.array is not None
     assert "published steps only" in fig.layout.annotations[0].text
     with pytest.raises(ValueError, match="not among the chart's categories"):
         viz.ablation_figure({"categories": ["a"], "ours": [], "published": [{"category": "b", "low": 1, "high": 2,
@@ -207,7 +210,7 @@ def test_the_scene_recorded_draws_the_bars_and_the_selected_steps_lanes():
     assert len(specs) == 2, "the bars and the lanes"
     bar = next(t for t in specs[0]["data"] if t["type"] == "bar")
     assert len(bar["x"]) == 7, "six steps and cuDNN, each with a number"
-    assert "+ softmax overlap: CTA 0" in json.dumps(specs[1]["layout"], ensure_ascii=False), "the selected step's lanes"
+    assert "+ overlap: one program" in json.dumps(specs[1]["layout"], ensure_ascii=False), "the selected step's lanes"
     text = page_text(app)
     assert "5 of 5 steps faster than the one before" in text and "recorded on Test GPU" in text
     assert story.what_changed(story.step_names()[2]) in text and "inside a GEMM scope" in text
@@ -219,8 +222,9 @@ def test_the_scene_without_ladder_records_says_so_in_one_line():
     text = page_text(app)
     assert "no ladder records yet" in text and "TFLOPS →" not in text
     specs = plotly_specs(app)
-    assert len(specs) == 1 and all(t["type"] == "scatter" for t in specs[0]["data"]), "published steps only"
-    assert app.info and "no Proton lanes recorded" in app.info[0].value
+    bars = [t for t in specs[0]["data"] if t["type"] == "bar"]
+    assert len(specs) == 1 and len(bars) == 1 and "published" in bars[0]["name"], "the published steps only"
+    assert app.info and "No Proton lanes recorded" in app.info[0].value
 
 
 def test_live_where_the_ladder_cannot_run_shows_the_recording_and_says_why(monkeypatch):
