@@ -364,7 +364,8 @@ def scene_ablation(stage: Stage) -> None:
     selected = names[min(s.rung, len(names) - 1)]
     if story.has_numbers(bars):
         body.say(f"{story.ladder_sentence(bars, markdown_text(source.gpu))} "
-                 f"Each bar: TFLOPS (under its name: ÷ the step before), {markdown_text(source.label)}, {story.ablation.SHAPE_TEXT}.")
+                 f"Each bar: TFLOPS (under its name: ÷ the step before), {markdown_text(source.label)}, "
+                 f"{story.ablation.SHAPE_TEXT}." + (f" Not live: {source.live_problem}." if source.live_problem else ""))
     else:
         body.say(story.no_records_sentence(source.live_problem))
     bound(st.segmented_control, "Proton lanes of the step", "rung", s, options=list(range(len(names))),

@@ -337,6 +337,12 @@ def warm_up(stage: Stage) -> str:
         except (ValueError, RuntimeError):  # an out-of-memory at a huge setting is a scene's note, not a stop
             pass
         what = f"{done} measurements of this setting at every slider stop"
+        try:  # the ablation scene's one run (cached for the server's life): a Hopper GPU only
+            with st.spinner("Timing the FA-3 ladder side by side…"):
+                measure_ladder_live()
+            what += ", the FA-3 ladder"
+        except (RuntimeError, ValueError, TimeoutError):  # not Hopper: the scene shows the recording and says why
+            pass
     else:
         what = "nothing to measure: the recording answers at once"
     with st.spinner("Running the animation's kernels ahead…"):

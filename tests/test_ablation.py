@@ -241,3 +241,34 @@ def test_live_where_the_ladder_cannot_run_shows_the_recording_and_says_why(monke
     assert "this GPU is sm_100" in shown(source.live_problem) and source.label.startswith("recorded on NVIDIA H200")
     assert len(source.records) == 7 and source.gpu == "NVIDIA H200"
     assert "Live: FA-3 style kernel needs Hopper" in shown(story.no_records_sentence(source.live_problem))
+
+
+def test_bench_ladder_is_a_flag_and_its_phases_record_every_step_gluon_first():
+    from bench import cli
+    args = cli.parse_args(["--ladder", "--phases"])
+    assert args.ladder and args.phases
+    jobs = cli._phase_jobs(ladder=True)
+    assert [step for _, step in jobs] == [*story.step_names()[1:], story.step_names()[0]], "the tl kernel last"
+    assert [kernel for kernel, _ in jobs] == ["fa3"] * 5 + ["fa2"]
+    assert all(step is None for _, step in cli._phase_jobs(ladder=False))
+
+
+def test_the_scene_live_where_the_ladder_cannot_run_renders_the_recording_and_says_why(monkeypatch):
+    """A live page on a GPU that is not Hopper: the ladder refuses to run; the scene shows the shipped recording's
+    ladder, labelled as recorded, and says in its line why it is not live."""
+    from page import stage as stage_module
+    recording = stage_module._as_recording("h200.json", parse(doc([shipped_fa3(), *ladder_run()])))
+
+    def refuse():
+        raise RuntimeError("FA-3 style kernel needs Hopper (sm_90); this GPU is sm_100")
+    monkeypatch.setattr(stage_module, "is_live", lambda settings: True)
+    monkeypatch.setattr(stage_module, "live_device_facts", lambda: dict(FACTS, name="NVIDIA B200"))
+    monkeypatch.setattr(stage_module, "measure_ladder_live", refuse)
+    monkeypatch.setattr(stage_module, "shipped_recording", lambda: recording)
+    app = open_app(scene="ablation", source="live")
+    assert_no_exception(app)
+    text = page_text(app)
+    assert "recorded on NVIDIA H200" in text and "5 of 5 steps faster" in text
+    assert "Not live: FA-3 style kernel needs Hopper (sm_90); this GPU is sm_100" in text
+    specs = plotly_specs(app)
+    assert len(specs) == 1 and len(next(t for t in specs[0]["data"] if t["type"] == "bar")["x"]) == 7
