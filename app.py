@@ -350,6 +350,55 @@ def scene_evolution(stage: Stage) -> None:
                                   f"{entry['note']}" for entry in viz.PUBLISHED))
 
 
+ABLATION_COLUMNS = [2, 1]  # the ladder's bars, the selected step's Proton lanes
+
+
+def scene_ablation(stage: Stage) -> None:
+    """FA-3, idea by idea: each step of our ladder measured side by side in one run, the paper's steps beside them,
+    and the selected step's Proton lanes."""
+    s = stage.settings
+    body = Body()
+    source = page.ladder_source(stage)
+    bars = story.bars(source.records)
+    names = story.step_names()
+    selected = names[min(s.rung, len(names) - 1)]
+    if story.has_numbers(bars):
+        body.say(f"{story.ladder_sentence(bars, markdown_text(source.gpu))} "
+                 f"Each bar: TFLOPS (under its name: ÷ the step before), {markdown_text(source.label)}, "
+                 f"{story.ablation.SHAPE_TEXT}." + (f" Not live: {source.live_problem}." if source.live_problem else ""))
+    else:
+        body.say(story.no_records_sentence(source.live_problem))
+    bound(st.segmented_control, "Proton lanes of the step", "rung", s, options=list(range(len(names))),
+          format_func=lambda i: story.ablation.SHORT[names[i]], required=True, label_visibility="collapsed")
+    body.row("tabs")
+    programs = source.recording.ladder_programs if source.recording else {}
+    program = programs.get(selected)
+    caption = (f"**{markdown_text(selected)}**: {story.what_changed(selected)} {story.step_lanes_sentence(program)} "
+               "The buttons above choose the step whose Proton lanes show.")
+    height = body.chart_px(below=(page.text_rows_px(caption), page.ROW_PX["expander"]))
+    published = f"FA-3 paper, {story.ablation.PUBLISHED_GPU} (published, another GPU)"
+    bars_col, lanes_col = st.columns(ABLATION_COLUMNS)
+    with bars_col:
+        chart(viz.ablation_figure(story.chart_data(bars, selected), theme=s.theme, height=height,
+                                  measured_label=f"ours, {source.label}", published_label=published),
+              width=page.column_px(ABLATION_COLUMNS, 0))
+    with lanes_col:
+        title = story.step_lanes_title(selected, program)
+        if program is not None:
+            chart(viz.phases_figure([{"title": "", "lanes": program.lanes}], theme=s.theme, height=height, title=title),
+                  width=page.column_px(ABLATION_COLUMNS, 1))
+        else:
+            st.info(f"{markdown_text(title)}: `{story.ablation.BENCH_COMMAND}` records each step's lanes with Proton "
+                    f"on a Hopper GPU.")
+    st.caption(caption)
+    with st.container(horizontal=True):
+        with st.popover("Each step, and the published steps", width="content"):
+            st.markdown("\n".join(f"- **{markdown_text(name)}**: {what}" for name, what in story.ablation.STEPS))
+            st.markdown("\n".join(f"- {p.label}: **{p.text} TFLOPS** ({p.note})" for p in story.PUBLISHED_STEPS)
+                        + f"\n\n{story.ablation.PUBLISHED_SOURCE}; {story.ablation.PUBLISHED_GPU}, head_dim 128, "
+                          f"N = 8K, FP16, forward.")
+
+
 def scene_timeline(stage: Stage) -> None:
     s = stage.settings
     if stage.live:
@@ -455,6 +504,7 @@ SCENES = (
     page.Scene("seqlen", "Sequence length", scene_seqlen),
     page.Scene("decode", "Generating: one token against the cache", scene_decode),
     page.Scene("evolution", "FlashAttention 1 → 4", scene_evolution),
+    page.Scene("ablation", "FA-3, idea by idea", scene_ablation),
     page.Scene("timeline", "Work on the SMs", scene_timeline),
     page.Scene("inside", "Inside one program: FA-2 and FA-3", scene_inside),
     page.Scene("takeaways", "Takeaways", scene_takeaways),

@@ -97,6 +97,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="also record, with Proton, what each warpgroup of one launch does over time, for the teaching "
                         "kernel (fa2) and the FA-3 style kernel (fa3): batch 1 × 4 heads, N = 4K, head_dim 128")
     p.add_argument("--phases-only", type=Path, default=None, help=argparse.SUPPRESS)  # record_phases' child
+    p.add_argument("--ladder", action="store_true",
+                   help="time FA-3's ideas one by one instead (kernels/ladder.py: FA-2 order, then each row of the FA-3 "
+                        "kernel's LADDER, and cuDNN as the reference) side by side in one run at the FA-3 paper's "
+                        "ablation shape (B2 H16, N = 8K, head_dim 128, not causal, bf16); with --phases also each "
+                        "step's Proton lanes")
     p.add_argument("--tune", action="store_true", help="time FA-2 tile configs at seq_len 8K and print the best")
     p.add_argument("--decode", action="store_true",
                    help="time decode instead: one new token (q_len 1) of Llama 3 8B's attention (32 query heads, 8 "
@@ -240,7 +245,7 @@ PHASE_SHAPE = {"batch": 1, "heads": 4, "seq_len": 4096, "head_dim": 128, "causal
 PHASE_PROGRAMS = 4  # programs kept of the launch (Proton records them all)
 
 
-def record_phases(timeout_s: float = 420) -> tuple[list[dict], str]:
+def record_phases(timeout_s: float = 420, ladder: bool = False) -> tuple[list[dict], str]:
     """The phase recordings, made in a child process (Proton changes process-wide compiler state, and a kernel
     that faults under instrumentation must not take the bench's measurements down with it)."""
     import json
@@ -249,7 +254,8 @@ def record_phases(timeout_s: float = 420) -> tuple[list[dict], str]:
     with tempfile.TemporaryDirectory(prefix="bench-phases-") as tmp:
         path = Path(tmp) / "phases.json"
         try:
-            run = subprocess.run([sys.executable, "-m", "bench", "--phases-only", str(path)], timeout=timeout_s,
+            run = subprocess.run([sys.executable, "-m", "bench", "--phases-only", str(path),
+                                  *(["--ladder"] if ladder else [])], timeout=timeout_s,
                                  stdout=sys.stderr, stderr=sys.stderr)
         except subprocess.TimeoutExpired:
             return [], f"the phase recordings took longer than {timeout_s:.0f} s"
@@ -259,21 +265,37 @@ def record_phases(timeout_s: float = 420) -> tuple[list[dict], str]:
         return data["phases"], data["skipped"]
 
 
-def record_phases_here() -> tuple[list[dict], str]:
-    """bench.phases for each kernel it knows, as the results file keeps it; and what could not be
-    recorded, in words (a kernel Proton could not instrument here is a sentence, not a lost run)."""
+def _phase_jobs(ladder: bool) -> list[tuple[str, str | None]]:
+    """(kernel, ablation step or None) to record, Gluon kernels first (a tl one turns Proton's Triton semantic on for
+    the rest of the process): each kernel's shipped build, or with `ladder` each step of kernels/ladder.py."""
+    from bench import phases
+    if not ladder:
+        return [(kernel, None) for kernel in phases.recording_order()]
+    from kernels import ladder as steps
+    return sorted(((s.algorithm, s.name) for s in steps.steps()), key=lambda job: job[0] == "fa2")
+
+
+def record_phases_here(ladder: bool = False) -> tuple[list[dict], str]:
+    """bench.phases for each kernel it knows (with `ladder`: for each ablation step, its `config` the step's name), as
+    the results file keeps it; and what could not be recorded, in words (a kernel Proton could not instrument here is
+    a sentence, not a lost run)."""
     from bench import phases
     kept, skipped = [], []
-    for kernel in phases.recording_order():  # Gluon kernels first: a tl one turns Proton's Triton semantic on
+    for kernel, step in _phase_jobs(ladder):
         why = phases.unavailable_reason(kernel)
         if why is None:
             try:
-                data = phases.record_phase_timeline(kernel, max_programs=PHASE_PROGRAMS, **PHASE_SHAPE)
+                launcher = None
+                if step is not None:
+                    from kernels.ladder import proton_launcher
+                    launcher = proton_launcher(step, PHASE_SHAPE["head_dim"], PHASE_SHAPE["causal"], torch.bfloat16)
+                data = phases.record_phase_timeline(kernel, max_programs=PHASE_PROGRAMS, launcher=launcher,
+                                                    **PHASE_SHAPE)
             except Exception as exc:  # noqa: BLE001 - a failed recording is said, the bench goes on
                 why = f"{type(exc).__name__}: {str(exc)[:300]}"
             else:
                 timing = data["timing"]
-                kept.append({**data["shape"], "kernel": kernel, "program_count": data["program_count"],
+                kept.append({**data["shape"], "kernel": kernel, "config": step, "program_count": data["program_count"],
                              "plain_ms": timing["plain_ms"], "instrumented_launch_ms": timing["instrumented_launch_ms"],
                              "sm_clock_mhz": data["sm_clock_mhz"], "overhead": timing["overhead"],
                              "profiled_output_identical": data["profiled_output_identical"],
@@ -284,8 +306,9 @@ def record_phases_here() -> tuple[list[dict], str]:
                 print(f"phases {kernel}: {data['program_count']} programs, plain {timing['plain_ms']:.4f} ms, "
                       f"overhead {timing['overhead']}", file=sys.stderr, flush=True)
         if why:
-            skipped.append(f"{kernel}: {why}")
-            print(f"phases {kernel}: not recorded: {why}", file=sys.stderr, flush=True)
+            what = f"{kernel} ({step})" if step else kernel
+            skipped.append(f"{what}: {why}")
+            print(f"phases {what}: not recorded: {why}", file=sys.stderr, flush=True)
     return kept, "; ".join(skipped)
 
 
@@ -335,29 +358,37 @@ def fill_settings(head_dims: list[int], dtypes: list[str], causals: list[bool], 
 
 
 def _setting_key(record: dict) -> tuple:
-    return (specs.canonical(record["algorithm"]), Shape.of_record(record), record.get("page_size"))
+    return (specs.canonical(record["algorithm"]), Shape.of_record(record), record.get("page_size"),
+            record.get("config"))
+
+
+def _phase_key(recording: dict) -> tuple:
+    return (specs.canonical(recording["kernel"]), recording.get("config"))
 
 
 def merged(path: Path, records: list[dict], timelines: list[dict], phases: list[dict], extra: dict,
            command: str) -> tuple[list[dict], list[dict], list[dict], dict]:
     """This run's records over an earlier file's: the earlier records of settings this run did not measure stay
     (with their counts), this run's replace the rest; timelines and phases are this run's where it recorded any.
-    meta says which commands measured the file ("merged_from")."""
+    meta says which commands measured the file ("merged_from"). Phases are kept per (kernel, ablation step): a
+    `--ladder --phases` run keeps the kernels' own recordings, and the other way round."""
     from bench.results import load_results_path
     earlier = load_results_path(path)
     fresh = {_setting_key(r) for r in records}
     kept = [r for r in earlier.records if _setting_key(r) not in fresh]
+    recorded = {_phase_key(p) for p in phases}
+    phases = [p for p in earlier.phases if _phase_key(p) not in recorded] + phases
     history = [earlier.meta.get("command", ""), *earlier.meta.get("merged_from", "").split(" | ")]
     extra = {**extra, "merged_from": " | ".join(c for c in history if c)[:1000],
              "ratios": extra.get("ratios") or earlier.meta.get("ratios")}
-    return kept + records, timelines or earlier.timelines, phases or earlier.phases, extra
+    return kept + records, timelines or earlier.timelines, phases, extra
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.phases_only:  # record_phases' child: on the interpreter it writes why nothing could be recorded
         import json
-        phases, skipped = record_phases_here()
+        phases, skipped = record_phases_here(ladder=args.ladder)
         try:
             args.phases_only.write_text(json.dumps({"phases": phases, "skipped": skipped}))
         except OSError as why:  # a full disk: the parent says the recordings failed, no traceback
@@ -375,6 +406,8 @@ def main(argv=None) -> int:
     facts = device_facts()  # the roofs are measured at the end, on a GPU the sweep has warmed up
     if args.decode:
         return _main_decode(args, argv, facts)
+    if args.ladder:
+        return _main_ladder(args, argv)
     shapes = [(args.batch, args.heads, d) for d in args.head_dims]
     for shape in args.shapes:  # a shape with its own head_dim is swept at that one only
         shapes += [shape] if len(shape) == 3 else [(*shape, d) for d in args.head_dims]
@@ -457,6 +490,28 @@ def write_out(args: argparse.Namespace, facts: dict, records: list[dict], timeli
         return 1
     print(f"wrote {args.out}")
     return 0
+
+
+def _main_ladder(args, argv) -> int:
+    """bench --ladder: the ablation's steps and the reference timed in one interleaved run (bench/ladder.py), their
+    table with each step ÷ the one before, with --phases each step's Proton lanes, and (with --out) the records."""
+    from bench import ladder
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    try:
+        records = ladder.time_ladder(rep_ms=args.rep_ms / 3, say=say)
+    except (RuntimeError, ValueError) as why:
+        print(f"the ladder cannot run here: {why}", file=sys.stderr)
+        return 2
+    torch.cuda.empty_cache()
+    facts = device_facts(measure_bandwidth=True)
+    phases, phases_skipped = record_phases(ladder=True) if args.phases else ([], "")
+    ladder.print_ladder(records)
+    if not args.out:
+        return 0
+    command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
+    created = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    extra = {"ratios": [], **({"phases_skipped": phases_skipped} if phases_skipped else {})}
+    return write_out(args, facts, records, [], command, created, extra, phases)
 
 
 def _main_decode(args, argv, facts: dict) -> int:

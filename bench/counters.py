@@ -174,7 +174,8 @@ def count(results_path: Path, max_seq_len: int | None = None, timeout_s: float =
     jobs = [{"index": i, **{key: r[key] for key in JOB_FIELDS if r.get(key) is not None}}
             for i, r in enumerate(records)
             if r["status"] == "ok" and r["timing_kind"] == "cuda" and (not max_seq_len or r["seq_len"] <= max_seq_len)
-            and not (only_missing and r.get("dram_read_bytes") is not None)]
+            and not (only_missing and r.get("dram_read_bytes") is not None)
+            and r.get("config") is None]  # an ablation step (bench --ladder) runs a config the replay does not
     why_not = ""
     counts: dict[int, list[dict]] = {}
     if ncu is None:

@@ -155,7 +155,7 @@ def _launcher(kernel: str, head_dim: int, causal: bool, dtype: torch.dtype):
 
 def record_phase_timeline(kernel: str = "fa3", batch: int = 1, heads: int = 4, seq_len: int = 4096,
                           head_dim: int = 128, causal: bool = False, dtype: torch.dtype = torch.bfloat16,
-                          max_programs: int | None = 8, seed: int = 0) -> dict:
+                          max_programs: int | None = 8, seed: int = 0, launcher=None) -> dict:
     """Record one launch of `kernel` with Proton; return plain data (see the module docstring):
 
     {"kernel", "shape": {...}, "config": {...}, "sm_clock_mhz", "sampled_warps", "programs": [per CTA: "cta", "sm",
@@ -163,7 +163,9 @@ def record_phase_timeline(kernel: str = "fa3", batch: int = 1, heads: int = 4, s
     {"plain_ms", "longest_program_cycles", "longest_program_ms_at_clock", "overhead", "instrumented_launch_ms"},
     "proton": {"triton", "mode", "raw_sample"}, "profiled_output_identical"}. Raises RuntimeError with
     unavailable_reason's sentence where it cannot run. The default shape fills about one wave of an
-    H200 (128 programs of 128 query rows); `max_programs` keeps the first that many CTAs (None: all)."""
+    H200 (128 programs of 128 query rows); `max_programs` keeps the first that many CTAs (None: all). `launcher`: a
+    (launch, config, warps, language) of that kernel to record instead of its spec's (an ablation step,
+    kernels/ladder.py)."""
     reason = unavailable_reason(kernel)
     if reason:
         raise RuntimeError(reason)
@@ -171,7 +173,7 @@ def record_phase_timeline(kernel: str = "fa3", batch: int = 1, heads: int = 4, s
     import triton.profiler as proton
     import triton.profiler.language as pl
 
-    launch, config, warps, semantic = _launcher(kernel, head_dim, causal, dtype)
+    launch, config, warps, semantic = launcher or _launcher(kernel, head_dim, causal, dtype)
     if semantic == "triton":
         pl.enable_semantic("triton")  # Proton records tl kernels' scopes only when asked to
     gen = torch.Generator(device="cuda").manual_seed(seed)

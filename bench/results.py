@@ -35,9 +35,10 @@ from kernels import specs
 SCHEMA = "flash-live-results"
 # 3: the kernels' one vocabulary ("fa2", "fa1", "fa3": files of 1 and 2 say "flash", "flash_v1", "flash_v3", read as
 # these) and the shape's K/V length and heads, the pass, a decode's page size and splits; 2 added "phases" (what each
-# warpgroup of one launch did, Proton). 1 and 2 still read.
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+# warpgroup of one launch did, Proton). 4: records and phases may name an ablation step ("config", bench --ladder):
+# an app of version 3 would read such a record as the shipped kernel's. 1, 2 and 3 still read.
+SCHEMA_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 MAX_FILE_BYTES = 20 << 20
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,100}\.json$")
@@ -300,11 +301,12 @@ def _one_record_per_setting(records: list[dict], name: str) -> list[dict]:
     kept = []
     for i, record in enumerate(records):
         shape = Shape.of_record(record)
-        key = (record["algorithm"], shape, record.get("page_size"))
+        key = (record["algorithm"], shape, record.get("page_size"), record.get("config"))
         if key in first:
             j, earlier = first[key]
             if earlier != record:
-                raise ResultsError(f"{name}: records {j} and {i} measure the same setting ({key[0]}, N = "
+                step = f", step {key[3]!r}" if key[3] else ""
+                raise ResultsError(f"{name}: records {j} and {i} measure the same setting ({key[0]}{step}, N = "
                                    f"{shape.seq_len}, batch {shape.batch}, {shape.heads} heads, head_dim "
                                    f"{shape.head_dim}, {shape.dtype}{', causal' if shape.causal else ''}) with "
                                    f"different results")
@@ -337,6 +339,7 @@ def _counter_fallback(key: str) -> str:
 def _check_record(rec, where: str, notes: _Notes) -> dict:
     required = tuple(key for key in RECORD_FIELDS if key not in OPTIONAL_RECORD_FIELDS)
     out = _object(rec, RECORD_SCHEMA, required, where, notes, _counter_fallback)
+    _check_config(rec, out, where)
     if out["counters"] is None:
         out["counters"] = ""
     # the shape's newer fields: a record that lacks them (an older file) is a prefill of every query against every key
@@ -363,6 +366,20 @@ def _check_record(rec, where: str, notes: _Notes) -> dict:
         raise ResultsError(f"{where}: status {out['status']} but {', '.join(timed)} given: only a run that "
                            f"finished (ok) has a time")
     return out
+
+
+def _check_config(raw: dict, out: dict, where: str) -> None:
+    """A record's or a phase recording's ablation step (bench --ladder): text, not empty, or absent. A bad one refuses
+    the file: dropped, the record would read as the shipped kernel's at that setting, which it is not."""
+    value = raw.get("config")
+    if value is None:
+        out["config"] = None
+        return
+    if not isinstance(value, str) or not plain_text(value):
+        why = "is empty" if isinstance(value, str) else "is not text"
+        raise ResultsError(f"{where}: config = {_short(value)} {why}: a ladder record names its step "
+                           f"(e.g. \"FA-2 order (ours)\"), or has no config")
+    out["config"] = plain_text(value)
 
 
 def _check_kernels(kernels: list) -> list[dict]:
@@ -452,7 +469,7 @@ def _check_timeline(tl, where: str) -> dict:
 # -- phases: one launch's warpgroups over time (bench --phases, bench/phases.py) --------------------------------
 
 PHASE_NAMES = ("load", "wait", "qk", "softmax", "pv", "epilogue")
-MAX_PHASE_RECORDINGS = 8
+MAX_PHASE_RECORDINGS = 16   # the kernels' (2) and the ablation's steps (bench --ladder --phases)
 MAX_PHASE_PROGRAMS = 16
 MAX_PHASE_LANES = 16
 MAX_PHASE_SPANS = 20_000     # spans of one lane: a 256K-token program has 2 048 K/V tiles × 4 phases
@@ -471,6 +488,7 @@ def _check_phases(rec, where: str) -> dict:
     if not isinstance(rec, dict):
         raise ResultsError(f"{where} is not an object")
     out = _required_fields(rec, PHASE_SCHEMA, ("programs",), where)
+    _check_config(rec, out, where)  # optional: the ablation step it records (bench --ladder --phases)
     programs = rec["programs"]
     if not isinstance(programs, list) or not 1 <= len(programs) <= MAX_PHASE_PROGRAMS:
         raise ResultsError(f"{where}: programs must be a list of 1 … {MAX_PHASE_PROGRAMS}")

@@ -79,6 +79,8 @@ RECORD_SCHEMA: dict[str, _Field] = {
     "kernels": _Field(list, nullable=True), "kv_len": _int(1, 1 << 24, nullable=True),
     "kv_heads": _int(1, 1 << 12, nullable=True), "pass": _text(choices=PASSES, nullable=True),
     "page_size": _int(1, 1 << 16, nullable=True), "num_splits": _int(1, 1 << 16, nullable=True),
+    # bench --ladder: the ablation step (a bad one refuses the file: without it the record reads as the shipped kernel)
+    "config": _text(nullable=True),
 }
 KERNEL_SCHEMA: dict[str, _Field] = {
     "name": _text(), "time_ms": _TIME, "dram_read_bytes": _BYTES, "dram_write_bytes": _BYTES, "l2_bytes": _BYTES,

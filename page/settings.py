@@ -22,6 +22,7 @@ SOURCES = ("live", "recorded")
 MAX_BATCH = 64
 MAX_HEADS = 128
 MAX_SEED = 2**31 - 1
+MAX_RUNG = 5  # the ablation ladder's last step (story.ablation.STEPS: FA-2 order and the five FA-3 rows)
 MAX_STEP = 1 << 20  # far above any schedule the animation draws; the app clamps to the real length
 # "auto": charts follow the page's theme (the viewer's system setting, or Streamlit's menu)
 THEME_CHOICES = ("auto", *THEMES)
@@ -96,6 +97,7 @@ class Settings:
     tab: str = ""        # the sequence-length scene's tab (memory, time, throughput, table)
     kv_len: int = 131072  # the decode scene: tokens in the KV cache
     decode_batch: int = 1  # the decode scene: sequences generating at once
+    rung: int = MAX_RUNG  # the ablation scene: the step whose Proton lanes show (0: FA-2 order; clamped to the steps)
 
     @property
     def dtype_bytes(self) -> int:
@@ -221,6 +223,7 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "model": lambda raw: _one_of_names(raw, MODELS),
     "kv_len": lambda raw: _one_of_numbers(raw, DECODE_KV_LENS, "a cache length from 1K to 1M (a power of two)"),
     "decode_batch": lambda raw: _whole_number(raw, 1, MAX_BATCH),
+    "rung": lambda raw: _whole_number(raw, 0, MAX_RUNG),
 }
 assert set(_PARSERS) == set(QUERY_KEYS), "every setting needs a parser"
 

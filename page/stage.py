@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import streamlit as st
 
@@ -47,6 +47,10 @@ class Recording:
     notes: tuple[str, ...] = ()  # values of the file that were ignored (bench.results), as plain text
     phases: tuple[dict, ...] = ()  # one launch's warpgroups over time, per kernel (schema 2)
     programs: tuple[story.RecordedProgram, ...] = ()  # each kernel's typical program of `phases`, worked out once
+    # bench --ladder (schema 4): the ablation's records and each step's typical program, by the step's name; kept
+    # apart, so that no other scene reads a ladder step as the shipped kernel
+    ladder: tuple[dict, ...] = ()
+    ladder_programs: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -204,8 +208,13 @@ def page_record(record: dict) -> dict:
 def _as_recording(label: str, loaded) -> Recording:
     """Once per file (uploads are kept by their content's hash, shipped files by name and time): what every rerun
     would otherwise work out again, the phases' programs included (story.recorded_programs)."""
-    return Recording(label, dict(loaded.facts), dict(loaded.meta), [page_record(r) for r in loaded.records],
-                     list(loaded.timelines), loaded.notes, tuple(loaded.phases), story.recorded_programs(loaded.phases))
+    shipped = [p for p in loaded.phases if p.get("config") is None]
+    steps = [p for p in loaded.phases if p.get("config") is not None]
+    return Recording(label, dict(loaded.facts), dict(loaded.meta),
+                     [page_record(r) for r in loaded.records if r.get("config") is None], list(loaded.timelines),
+                     loaded.notes, tuple(shipped), story.recorded_programs(shipped),
+                     tuple(page_record(r) for r in loaded.records if r.get("config") is not None),
+                     story.step_programs(steps))
 
 
 # Recordings are read-only and shared by every session: cache_resource hands out the same object
@@ -258,6 +267,43 @@ def _measure_with_progress(stage: Stage, jobs: list[tuple[str, int]]) -> list[di
     return measured
 
 
+@st.cache_data(show_spinner=False, max_entries=2)
+def measure_ladder_live() -> list[dict]:
+    """The ablation's steps and cuDNN timed side by side now, in one interleaved run (bench/ladder.py), once per
+    server process: the same run answers every later visit (the shape is the paper's, not the slider's)."""
+    from bench import ladder
+    return [page_record(r) for r in ladder.time_ladder()]
+
+
+@dataclass(frozen=True)
+class LadderSource:
+    """Where the ablation scene's numbers come from: the records, a label as the house labels sources, and why live
+    could not measure them ("" when it did, or did not try)."""
+    records: tuple[dict, ...]
+    label: str
+    live_problem: str = ""
+    recording: Recording | None = None  # where the steps' Proton lanes come from
+    gpu: str = ""                       # the GPU that measured them, plain text
+
+
+def ladder_source(stage: Stage) -> LadderSource:
+    """Live on a Hopper GPU: every step measured now (cached); otherwise, or where live fails, the recording's ladder
+    records (the shipped recording's when live)."""
+    recording = stage.recording if not stage.live else shipped_recording()
+    problem = ""
+    if stage.live:
+        try:
+            with st.spinner(f"Timing every step of the ladder side by side on {stage.gpu_name}…"):
+                return LadderSource(tuple(measure_ladder_live()), stage.measured_text, "", recording, stage.gpu)
+        except (RuntimeError, ValueError, TimeoutError) as why:  # not Hopper, or the GPU busy with other viewers
+            problem = markdown_text(str(why))
+    if recording is None:
+        return LadderSource((), "", problem or stage.recording_problem, None)
+    created = str(recording.meta.get("created", ""))[:10]
+    label = f"recorded on {recording.facts['name']}" + (f", {created}" if created else "")
+    return LadderSource(tuple(recording.ladder), label, problem, recording, recording.facts["name"])
+
+
 # -- the warm-up: every slider stop measured before the talk ------------------------------------------------
 # Live, the first drag to 128K takes seconds (a kernel compiles, then runs); in front of an audience every drag
 # should be served from the cache. One action measures, for the talk's setting, everything the slider's scenes
@@ -291,6 +337,12 @@ def warm_up(stage: Stage) -> str:
         except (ValueError, RuntimeError):  # an out-of-memory at a huge setting is a scene's note, not a stop
             pass
         what = f"{done} measurements of this setting at every slider stop"
+        try:  # the ablation scene's one run (cached for the server's life): a Hopper GPU only
+            with st.spinner("Timing the FA-3 ladder side by side…"):
+                measure_ladder_live()
+            what += ", the FA-3 ladder"
+        except (RuntimeError, ValueError, TimeoutError):  # not Hopper: the scene shows the recording and says why
+            pass
     else:
         what = "nothing to measure: the recording answers at once"
     with st.spinner("Running the animation's kernels ahead…"):

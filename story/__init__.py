@@ -5,6 +5,9 @@ number a scene shows comes from one function that tests can call directly. One m
 what several of them say of a record (an out-of-memory wall, a failure, the bytes the GPU counted); a number takes
 the talk's shape as one value (costmodel.Shape).
 """
+from story.ablation import (PUBLISHED_STEPS, Bar, PublishedStep, bars, chart_data, has_numbers, ladder_sentence,
+                            no_records_sentence, step_lanes_sentence, step_lanes_title, step_names,
+                            what_changed)
 from story.decode import (cache_bytes, CacheRow, DecodeRow, decode_batches, decode_lengths, decode_records, decode_rows,
                           decode_sentence, kv_cache_rows, kv_cache_table)
 from story.compare import (model_off, tiles_bytes_sentence, HbmBytes, TrafficPanels, compare_caption, compare_titles, flash_tiles, hbm_bytes,
@@ -14,7 +17,8 @@ from story.headline import (LAUNCH_BOUND_MS, SPEEDUP_NAMES, Headline, at_length_
                             speedup_table, speedup_words)
 from story.hierarchy import hierarchy_sentence
 from story.inside import (BUSY_AGREES, GEMM_PHASES, LANE_NAMES, PhaseKernel, RecordedProgram, busy_sentence, gemm_busy,
-                          phase_fractions, phase_kernels, phases_sentence, recorded_programs, softmax_overlap)
+                          phase_fractions, phase_kernels, phases_sentence, recorded_program, recorded_programs,
+                          softmax_overlap, step_programs)
 from story.problem import ScoresMemory, scores_memory, standard_wall
 from story.records import (OUT_OF_MEMORY, REFUSED, REFUSED_BEFORE_LAUNCH, oom_word, refused, counted_bytes, counted_bytes_at, failure_text,
                            first_out_of_memory, first_wall, memory_wall, oom_need, oom_text, record_at, runs_sentence,

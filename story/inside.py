@@ -129,18 +129,29 @@ def recorded_programs(phases: list[dict] | tuple[dict, ...]) -> tuple[RecordedPr
     out = []
     for kernel in (spec.key for spec in specs.with_facet("proton")):
         recording = next((p for p in phases if p["kernel"] == kernel), None)
-        if recording is None:
-            continue
-        program = _typical_program(recording)
-        clock_mhz = recording.get("sm_clock_mhz") or 1000.0  # Proton's own assumption when the clock is unknown
-        start, end = _program_span(program)
-        to_us = 1.0 / clock_mhz
-        lanes = [{"label": LANE_NAMES.get(lane["role"], lane["role"]),
-                  "spans": [[s[0], (s[1] - start) * to_us, (s[2] - start) * to_us] for s in lane["spans"]]}
-                 for lane in program["lanes"]]
-        out.append(RecordedProgram(kernel, program["cta"], program["sm"], (end - start) * to_us, gemm_busy(program),
-                                   softmax_overlap(program), lanes))
+        if recording is not None:
+            out.append(recorded_program(recording))
     return tuple(out)
+
+
+def recorded_program(recording: dict) -> RecordedProgram:
+    """One phase recording's typical program: its span (µs at the recorded clock), GEMM-busy share, softmax overlap
+    and its lanes in µs from the program's first record."""
+    program = _typical_program(recording)
+    clock_mhz = recording.get("sm_clock_mhz") or 1000.0  # Proton's own assumption when the clock is unknown
+    start, end = _program_span(program)
+    to_us = 1.0 / clock_mhz
+    lanes = [{"label": LANE_NAMES.get(lane["role"], lane["role"]),
+              "spans": [[s[0], (s[1] - start) * to_us, (s[2] - start) * to_us] for s in lane["spans"]]}
+             for lane in program["lanes"]]
+    return RecordedProgram(recording["kernel"], program["cta"], program["sm"], (end - start) * to_us,
+                           gemm_busy(program), softmax_overlap(program), lanes)
+
+
+def step_programs(phases: list[dict] | tuple[dict, ...]) -> dict[str, RecordedProgram]:
+    """The ablation's phase recordings (bench --ladder --phases: each names its step in "config"), each step's typical
+    program by the step's name."""
+    return {p["config"]: recorded_program(p) for p in phases if p.get("config")}
 
 
 def phase_kernels(programs: tuple[RecordedProgram, ...], records: list[dict], facts: dict | None,

@@ -153,6 +153,7 @@ def test_pause_and_resume_keep_one_step(tabs, server, speed):
 
 @pytest.mark.parametrize("scene, label", [("roofline", "Each point in words"), ("takeaways", "Each takeaway in words"),
                                           ("evolution", "Sources of the published numbers"),
+                                          ("ablation", "Each step, and the published steps"),
                                           ("decode", "The KV cache of each model against this GPU's memory")])
 def test_opening_an_in_words_panel_grows_nothing(tabs, server, scene, label):
     """The scenes' long texts open as popovers over the page: the page never grows past the window (an expander

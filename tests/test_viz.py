@@ -14,6 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
+import story
 import viz
 from viz import sm_timeline
 from viz.evolution import PUBLISHED
@@ -744,6 +745,7 @@ def all_figures(theme: str, records: list[dict]) -> dict[str, go.Figure]:
         "problem": viz.scores_memory_figure(Shape(4096, 1, 8), theme=theme),
         "compare": viz.compare_figure(compare_panels(1024, True), theme=theme),
         "evolution": viz.evolution_figure([], theme=theme),
+        "ablation": viz.ablation_figure(story.chart_data(story.bars([])), theme=theme),
         "sm_timeline": viz.sm_timeline_figure(timeline, TIMELINE_STATS, theme=theme),
     }
 

@@ -6,6 +6,7 @@ scenes quote from story/, formatting from fmt.py, every formula from the cost mo
 One look per algorithm (its spec's colour and names, viz.theme.look); the animated views share viz.animation.
 """
 
+from viz.ablation import ablation_figure
 from viz.animation import standalone_html
 from viz.compare import compare_figure
 from viz.decode import decode_bandwidth_figure, decode_trace_figure
@@ -28,6 +29,7 @@ __all__ = [
     "COLORS",
     "PALETTE",
     "PUBLISHED",
+    "ablation_figure",
     "algorithm_color",
     "algorithm_label",
     "algorithm_order",

@@ -1,0 +1,274 @@
+"""FA-3, idea by idea: the ladder's records (bench --ladder) in the results file, the story's bars and sentences, the
+figure, and the scene recorded, without ladder records, and where live cannot run the ladder."""
+import json
+
+import pytest
+
+import story
+import viz
+from bench import ladder as bench_ladder
+from bench import results as res
+from bench.measure import Setting, make_record
+from costmodel import Shape
+from tests.support_app import (assert_no_exception, open_app, page_text, plotly_specs, shown, upload,
+                               uploaded_recording)
+
+FACTS = {"name": "NVIDIA H200", "sm_count": 132, "smem_per_sm_bytes": 233472, "smem_per_block_bytes": 232448,
+         "l2_bytes": 62914560, "hbm_bytes": 150109880320, "copy_gbps": 4273.4, "compute_capability": "9.0",
+         "driver": "580", "torch": "2.11.0", "triton": "3.6.0", "matmul_tflops": 720.0}
+STEP_MS = (2.4, 1.95, 1.85, 1.83, 1.80, 1.78)  # made up for the tests: each step faster; the reference 1.9 ms
+ALGORITHMS = {**{name: ("fa2" if i == 0 else "fa3") for i, name in enumerate(story.step_names())},
+              bench_ladder.REFERENCE: "sdpa_default"}
+
+
+def ladder_run(failures=None) -> list[dict]:
+    times = {name: [ms * 0.99, ms, ms * 1.01] for name, ms in zip(story.step_names(), STEP_MS)}
+    times[bench_ladder.REFERENCE] = [1.9, 1.9, 1.9]
+    return bench_ladder.ladder_records(times, ALGORITHMS, bench_ladder.SHAPE, "NVIDIA H200", failures=failures)
+
+
+def shipped_fa3() -> dict:
+    return make_record(Setting("fa3", bench_ladder.SHAPE), "ok", "NVIDIA H200", "cuda", [1.78, 1.8]).to_dict()
+
+
+def phase(kernel: str, config: str | None) -> dict:
+    lanes = [{"warp": 0, "role": "consumer 0", "spans": [["qk", 0, 100], ["softmax", 100, 180], ["pv", 180, 260]]},
+             {"warp": 4, "role": "consumer 1", "spans": [["wait", 0, 90], ["qk", 90, 190], ["softmax", 190, 260]]},
+             {"warp": 8, "role": "producer", "spans": [["load", 0, 40]]}]
+    return {"kernel": kernel, "config": config, "batch": 1, "heads": 4, "seq_len": 4096, "head_dim": 128,
+            "causal": False, "dtype": "bfloat16", "program_count": 4, "plain_ms": 0.1, "instrumented_launch_ms": 30.0,
+            "sm_clock_mhz": 1980.0, "overhead": 0.05, "profiled_output_identical": True,
+            "programs": [{"cta": 0, "sm": 0, "lanes": lanes}]}
+
+
+def doc(records, phases=(), version=res.SCHEMA_VERSION) -> dict:
+    return {"schema": res.SCHEMA, "schema_version": version, "meta": {"created": "2026-12-04T07:00:00Z",
+                                                                      "command": "python -m bench --ladder"},
+            "device": dict(FACTS), "records": records, "timelines": [], "phases": list(phases)}
+
+
+def parse(d) -> res.RecordedResults:
+    return res.parse_results(json.dumps(d).encode(), "test.json")
+
+
+# -- the names every layer shares ------------------------------------------------------------------------------
+
+def test_the_story_names_the_steps_the_ladder_runs():
+    from kernels import fa3, ladder
+    assert story.step_names() == tuple(s.name for s in ladder.steps())
+    assert story.step_names()[1:] == tuple(fa3.LADDER), "every LADDER row, in its order, after FA-2 order"
+    assert story.ablation.REFERENCE == bench_ladder.REFERENCE
+    assert bench_ladder.step_names() == (*story.step_names(), story.ablation.REFERENCE)
+    assert set(story.ablation.SHORT) == {*story.step_names(), story.ablation.REFERENCE}
+    assert ladder.steps()[-1].config == fa3.SHIPPED[(128, False)], "the last step is the shipped kernel"
+    with pytest.raises(ValueError, match="no ladder step"):
+        ladder.step("+ a trick nobody shipped")
+    published = {p.ours for p in story.PUBLISHED_STEPS if p.ours}
+    assert published <= set(story.step_names()), "a published step stands beside a step we have"
+
+
+# -- records: written, read back, kept apart from the shipped kernel's ------------------------------------------
+
+def test_ladder_records_round_trip_beside_the_shipped_kernels_record(tmp_path):
+    records = ladder_run()
+    assert [r["config"] for r in records] == list(bench_ladder.step_names())
+    assert [r["algorithm"] for r in records] == ["fa2"] + ["fa3"] * 5 + ["sdpa_default"]
+    path = tmp_path / "ladder.json"
+    res.dump_results(path, dict(FACTS), [shipped_fa3(), *records], [], "python -m bench --ladder", "today",
+                     phases=[phase("fa3", story.step_names()[2]), phase("fa3", None)])
+    loaded = res.load_results_path(path)
+    assert len(loaded.records) == 8, "seven steps and the shipped fa3 at the same setting: no conflict"
+    assert [r["config"] for r in loaded.records] == [None, *bench_ladder.step_names()]
+    median = {r["config"]: r["time_ms"] for r in loaded.records}
+    assert median[story.step_names()[1]] == pytest.approx(1.95)
+    assert [p["config"] for p in loaded.phases] == [story.step_names()[2], None]
+    assert json.loads(path.read_text())["schema_version"] == 4
+
+
+def test_a_file_without_config_reads_as_before():
+    old = doc([shipped_fa3()], [phase("fa3", None)], version=3)
+    del old["phases"][0]["config"]
+    for record in old["records"]:
+        del record["config"]
+    loaded = parse(old)
+    assert loaded.records[0]["config"] is None and loaded.phases[0]["config"] is None and not loaded.notes
+
+
+@pytest.mark.parametrize("bad, why", [(7, "is not text"), ("", "is empty"), ("   ", "is empty"), (["a"], "is not text")])
+def test_a_bad_config_refuses_the_file_saying_why(bad, why):
+    records = ladder_run()
+    records[1]["config"] = bad
+    with pytest.raises(res.ResultsError, match=f"record 1: config = .* {why}: a ladder record names its step"):
+        parse(doc(records))
+    with pytest.raises(res.ResultsError, match=f"phases 0: config = .* {why}"):
+        parse(doc([shipped_fa3()], [{**phase("fa3", None), "config": bad}]))
+
+
+def test_two_times_of_one_step_refuse_the_file_naming_the_step():
+    records = ladder_run()
+    again = dict(records[3], time_ms=records[3]["time_ms"] * 2, tflops=records[3]["tflops"] / 2,
+                 gbps=records[3]["gbps"] / 2, time_ms_p20=None, time_ms_p80=None)
+    with pytest.raises(res.ResultsError, match="step '\\+ Q in registers'"):
+        parse(doc([*records, again]))
+
+
+def test_a_failed_step_is_an_error_record_without_a_time():
+    records = ladder_run(failures={story.step_names()[3]: "output has NaN or Inf"})
+    failed = records[3]
+    assert failed["status"] == "error" and failed["time_ms"] is None and "NaN" in failed["message"]
+    parse(doc(records))  # and the file still reads
+
+
+def test_merging_a_ladder_run_keeps_the_kernels_own_phases_and_records(tmp_path):
+    from bench import cli
+    path = tmp_path / "h200.json"
+    res.dump_results(path, dict(FACTS), [shipped_fa3()], [], "python -m bench", "yesterday",
+                     phases=[phase("fa3", None), phase("fa2", None)])
+    steps = [phase("fa3", name) for name in story.step_names()[1:3]]
+    records, _, phases, extra = cli.merged(path, ladder_run(), [], steps, {"ratios": []}, "python -m bench --ladder")
+    assert [r["config"] for r in records] == [None, *bench_ladder.step_names()]
+    assert [(p["kernel"], p["config"]) for p in phases] == [("fa3", None), ("fa2", None),
+                                                           *(("fa3", n) for n in story.step_names()[1:3])]
+    res.dump_results(path, dict(FACTS), records, [], "merged", "today", extra, phases)  # and it writes
+
+
+def test_the_page_keeps_ladder_records_out_of_the_other_scenes():
+    from page import stage
+    loaded = parse(doc([shipped_fa3(), *ladder_run()], [phase("fa3", None), phase("fa3", story.step_names()[1])]))
+    recording = stage._as_recording("test.json", loaded)
+    assert [r["config"] for r in recording.records] == [None]
+    assert len(recording.ladder) == 7 and len(recording.phases) == 1
+    assert set(recording.ladder_programs) == {story.step_names()[1]}
+    assert [p.kernel for p in recording.programs] == ["fa3"]
+
+
+# -- the story and the figure ------------------------------------------------------------------------------
+
+def test_bars_are_the_steps_in_order_each_against_the_one_before():
+    bars = story.bars(ladder_run())
+    assert [b.name for b in bars] == [*story.step_names(), story.ablation.REFERENCE]
+    tflops = [b.tflops for b in bars]
+    assert tflops[1] / tflops[0] == pytest.approx(STEP_MS[0] / STEP_MS[1])
+    assert bars[0].vs_before is None and bars[2].vs_before == pytest.approx(STEP_MS[1] / STEP_MS[2])
+    assert bars[-1].reference and bars[-1].vs_before is None, "cuDNN is the reference, not a step"
+    sentence = story.ladder_sentence(bars, "NVIDIA H200")
+    assert "5 of 5 steps faster than the one before" in sentence
+    assert f"{tflops[0]:,.0f} TFLOPS" in sentence and f"{tflops[-2] / tflops[-1]:.2f}×" in sentence
+
+
+def test_a_step_without_a_number_keeps_its_place_and_says_why():
+    records = [r for r in ladder_run(failures={story.step_names()[2]: "RuntimeError: boom"})
+               if r["config"] != story.step_names()[4]]
+    bars = story.bars(records)
+    assert bars[2].tflops is None and "boom" in bars[2].note
+    assert bars[4].tflops is None and bars[4].note == "not in this recording"
+    assert bars[3].vs_before is None, "no ratio across a missing step"
+    assert "3 of 3 steps faster" not in story.ladder_sentence(bars, "GPU")
+    assert story.ladder_sentence(story.bars([]), "GPU") == "" and not story.has_numbers(story.bars([]))
+
+
+def test_the_figure_draws_our_bars_the_published_ranges_and_the_selection():
+    selected = story.step_names()[2]
+    data = story.chart_data(story.bars(ladder_run()), selected)
+    fig = viz.ablation_figure(data, height=600, width=1000)
+    bars, published = fig.data[1], fig.data[-1]
+    assert len(fig.data[0].x) == 8, "every category keeps its place"
+    assert list(bars.y) == pytest.approx([b["tflops"] for b in data["ours"]])
+    widths = list(bars.marker.line.width) if isinstance(bars.marker.line.width, tuple) else None
+    outlined = [c for c, col in zip(bars.x, bars.marker.line.color) if col != "rgba(0,0,0,0)"]
+    assert len(outlined) == 1 and outlined[0].startswith(viz.ablation._tick(story.ablation.SHORT[selected]))
+    assert widths is None and bars.text[2] == f"<b>{data['ours'][2]['tflops']:,.0f}</b>"
+    assert bars.x[2].endswith(f"<b>{data['ours'][2]['vs_before']:.2f}×</b>"), "the ratio under its tick"
+    assert "×" not in bars.x[0] and "×" not in bars.x[-1], "none for the first step and the reference"
+    assert published.type == "bar" and list(published.error_y.array + published.y) == pytest.approx([p.high for p in story.PUBLISHED_STEPS])
+    assert len(fig.layout.xaxis.categoryarray) == len(data["categories"]) == 8
+
+
+def test_the_figure_without_records_shows_the_published_steps_only():
+    fig = viz.ablation_figure(story.chart_data(story.bars([])))
+    assert [t.type for t in fig.data] == ["scatter", "bar"] and fig.data[1].error_y.array is not None
+    assert "published steps only" in fig.layout.annotations[0].text
+    with pytest.raises(ValueError, match="not among the chart's categories"):
+        viz.ablation_figure({"categories": ["a"], "ours": [], "published": [{"category": "b", "low": 1, "high": 2,
+                                                                            "text": "", "note": ""}]})
+
+
+# -- the scene ---------------------------------------------------------------------------------------------
+
+def _upload_with_ladder() -> bytes:
+    d = json.loads(uploaded_recording())
+    d["device"]["matmul_tflops"] = 720.0
+    d["records"] += ladder_run()
+    d["phases"] = [phase("fa3", name) for name in story.step_names()[1:]]
+    return json.dumps(d).encode()
+
+
+def test_the_scene_recorded_draws_the_bars_and_the_selected_steps_lanes():
+    app = upload(open_app(scene="ablation", rung="2"), _upload_with_ladder())
+    assert_no_exception(app)
+    specs = plotly_specs(app)
+    assert len(specs) == 2, "the bars and the lanes"
+    bar = next(t for t in specs[0]["data"] if t["type"] == "bar")
+    assert len(bar["x"]) == 7, "six steps and cuDNN, each with a number"
+    assert "+ overlap: one program" in json.dumps(specs[1]["layout"], ensure_ascii=False), "the selected step's lanes"
+    text = page_text(app)
+    assert "5 of 5 steps faster than the one before" in text and "recorded on Test GPU" in text
+    assert story.what_changed(story.step_names()[2]) in text and "inside a GEMM scope" in text
+
+
+def test_the_scene_without_ladder_records_says_so_in_one_line():
+    app = upload(open_app(scene="ablation"), uploaded_recording())
+    assert_no_exception(app)
+    text = page_text(app)
+    assert "no ladder records yet" in text and "TFLOPS →" not in text
+    specs = plotly_specs(app)
+    bars = [t for t in specs[0]["data"] if t["type"] == "bar"]
+    assert len(specs) == 1 and len(bars) == 1 and "published" in bars[0]["name"], "the published steps only"
+    assert app.info and "No Proton lanes recorded" in app.info[0].value
+
+
+def test_live_where_the_ladder_cannot_run_shows_the_recording_and_says_why(monkeypatch):
+    from page import stage as stage_module
+    recording = stage_module._as_recording("h200.json", parse(doc([shipped_fa3(), *ladder_run()])))
+
+    def refuse():
+        raise RuntimeError("FA-3 style kernel needs Hopper (sm_90); this GPU is sm_100")
+    monkeypatch.setattr(stage_module, "measure_ladder_live", refuse)
+    monkeypatch.setattr(stage_module, "shipped_recording", lambda: recording)
+    live = stage_module.Stage(settings=stage_module.Settings(), on_gpu=True, live=True, backend_reason="cuda",
+                              facts={"name": "NVIDIA B200"})
+    source = stage_module.ladder_source(live)
+    assert "this GPU is sm_100" in shown(source.live_problem) and source.label.startswith("recorded on NVIDIA H200")
+    assert len(source.records) == 7 and source.gpu == "NVIDIA H200"
+    assert "Live: FA-3 style kernel needs Hopper" in shown(story.no_records_sentence(source.live_problem))
+
+
+def test_bench_ladder_is_a_flag_and_its_phases_record_every_step_gluon_first():
+    from bench import cli
+    args = cli.parse_args(["--ladder", "--phases"])
+    assert args.ladder and args.phases
+    jobs = cli._phase_jobs(ladder=True)
+    assert [step for _, step in jobs] == [*story.step_names()[1:], story.step_names()[0]], "the tl kernel last"
+    assert [kernel for kernel, _ in jobs] == ["fa3"] * 5 + ["fa2"]
+    assert all(step is None for _, step in cli._phase_jobs(ladder=False))
+
+
+def test_the_scene_live_where_the_ladder_cannot_run_renders_the_recording_and_says_why(monkeypatch):
+    """A live page on a GPU that is not Hopper: the ladder refuses to run; the scene shows the shipped recording's
+    ladder, labelled as recorded, and says in its line why it is not live."""
+    from page import stage as stage_module
+    recording = stage_module._as_recording("h200.json", parse(doc([shipped_fa3(), *ladder_run()])))
+
+    def refuse():
+        raise RuntimeError("FA-3 style kernel needs Hopper (sm_90); this GPU is sm_100")
+    monkeypatch.setattr(stage_module, "is_live", lambda settings: True)
+    monkeypatch.setattr(stage_module, "live_device_facts", lambda: dict(FACTS, name="NVIDIA B200"))
+    monkeypatch.setattr(stage_module, "measure_ladder_live", refuse)
+    monkeypatch.setattr(stage_module, "shipped_recording", lambda: recording)
+    app = open_app(scene="ablation", source="live")
+    assert_no_exception(app)
+    text = page_text(app)
+    assert "recorded on NVIDIA H200" in text and "5 of 5 steps faster" in text
+    assert "Not live: FA-3 style kernel needs Hopper (sm_90); this GPU is sm_100" in text
+    specs = plotly_specs(app)
+    assert len(specs) == 1 and len(next(t for t in specs[0]["data"] if t["type"] == "bar")["x"]) == 7
