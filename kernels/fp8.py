@@ -206,7 +206,8 @@ def config_for_fp8(head_dim: int, causal: bool):
 
 
 def _descale_rows(name: str, d, batch: int, heads: int, device) -> torch.Tensor:
-    """A descale argument (None: 1; a number or 0-d tensor; (batch, heads)) as float32 (batch·heads,)."""
+    """A descale argument (None: 1; a number or 0-d tensor; (batch, heads)) as float32 (batch·heads,). Numbers and
+    CPU tensors are checked to be positive and finite; tensors on the GPU are not (that would sync every call)."""
     if d is None:
         return torch.ones(batch * heads, dtype=torch.float32, device=device)
     if isinstance(d, bool) or not isinstance(d, (int, float, torch.Tensor)):
@@ -219,9 +220,10 @@ def _descale_rows(name: str, d, batch: int, heads: int, device) -> torch.Tensor:
     if t.shape not in ((), (batch, heads)):
         raise ValueError(f"{name} must be a scalar or of shape (batch, heads) = ({batch}, {heads}); got "
                          f"{tuple(t.shape)}")
+    if t.device.type == "cpu" and (not bool(torch.isfinite(t).all()) or not bool((t > 0).all())):
+        raise ValueError(f"{name} must be positive and finite")  # (scales held on the GPU are not read on the
+        # host: no sync per call; a bad one gives a wrong O, as flash-attn's does)
     t = t.to(device=device, dtype=torch.float32)
-    if not bool(torch.isfinite(t).all()) or not bool((t > 0).all()):
-        raise ValueError(f"{name} must be positive and finite")
     return t.expand(batch, heads).reshape(batch * heads)
 
 
