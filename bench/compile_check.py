@@ -149,9 +149,9 @@ def _cubin_facts(cubin: bytes, sass: bool) -> dict:
     if m:
         facts.update(regs=int(m[1]), stack=int(m[2]), local=int(m[3]))
     if listing is not None:
-        facts["hgmma"] = len(re.findall(r"\bHGMMA\.", listing))
+        facts["hgmma"] = len(re.findall(r"\b[HQ]GMMA\.", listing))  # QGMMA: 8-bit operands
         # `HGMMA.64x128x16.F32.BF16 R24, R180, gdesc[UR8], …`: A from registers; `R24, gdesc[UR8], …`: from smem
-        facts["hgmma_reg_a"] = len(re.findall(r"\bHGMMA\.\S+\s+R\d+,\s*R\d+,", listing))
+        facts["hgmma_reg_a"] = len(re.findall(r"\b[HQ]GMMA\.\S+\s+R\d+,\s*R\d+,", listing))
         # the ping-pong hand-off through named barriers (`BAR.ARV 0x8, 0x100`: ids 8 and up, 256 threads), and the
         # conditional rescale's warp vote (`VOTE.ANY`) before the branch around the multiplies
         facts["named_arrives"] = len(re.findall(r"\bBAR\.ARV\s+0x[89a-f],\s*0x100", listing))

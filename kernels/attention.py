@@ -80,7 +80,8 @@ def _grouped_or_ragged(q, k) -> bool:
 
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                     sm_scale: float | None = None, return_lse: bool = False,
-                    kernel: str = "auto") -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                    kernel: str = "auto", descale_q=None, descale_k=None,
+                    descale_v=None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Attention output O = softmax(sm_scale · Q Kᵀ [causal mask]) V, by one of our flash kernels.
 
     q, k, v: (batch, heads, seq_len, head_dim); any seq_len ≥ 1; sm_scale > 0 (default 1/sqrt(head_dim)).
@@ -93,7 +94,24 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     q and k, v of different lengths, or fewer K/V heads than query heads (grouped-query attention: heads a multiple
     of k's heads), run on the split-KV kernel (kernels/decode.py), causal aligned bottom-right as FlashAttention
     aligns it: query i sees keys up to kv_len − q_len + i. Only "auto" takes them (the prefill kernels need q, k, v of
-    one shape)."""
+    one shape).
+
+    FP8 (flash-attn's API): torch.float8_e4m3fn q, k, v with descale_q, descale_k, descale_v (float32 scalars or
+    (batch, heads) tensors; None: 1) run on the FA-3 style kernel (Hopper only; kernel "auto" or "fa3") and return
+    O in bf16 (kernels/fp8.py: quantize_fp8 makes values and descales, hadamard_rotate spreads Q's and K's outliers).
+    Descales with 16-bit inputs are refused."""
+    descales = (descale_q, descale_k, descale_v)
+    if isinstance(q, torch.Tensor) and q.dtype == torch.float8_e4m3fn:
+        _check_choice(kernel)
+        if kernel not in ("auto", "fa3"):
+            raise ValueError(f"float8_e4m3fn inputs run only on the FA-3 style kernel (kernel 'auto' or 'fa3'); "
+                             f"got kernel={kernel!r}")
+        from kernels.fp8 import fp8_attention
+        return fp8_attention(q, k, v, causal=causal, sm_scale=sm_scale, return_lse=return_lse, descale_q=descale_q,
+                             descale_k=descale_k, descale_v=descale_v)
+    if any(d is not None for d in descales):
+        raise ValueError("descale_q, descale_k and descale_v are the scales of float8_e4m3fn inputs; these are "
+                         f"{getattr(q, 'dtype', type(q).__name__)} (quantize them with kernels.fp8.quantize_fp8)")
     if _grouped_or_ragged(q, k):
         if kernel != "auto":
             _check_choice(kernel)

@@ -29,6 +29,18 @@ log2(e) folded into the scale, O divided by l once at the end, and the row log-s
 O. Nothing of size N×N is allocated: the extra memory is O plus the LSE. K/V rows past seq_len load as zeros (the
 4-D TMA descriptor's bounds are per head) and their scores are masked; O rows past seq_len are clipped on store.
 
+FP8 (e4m3 Q, K, V; kernels/fp8.py holds the quantization, the scales and the library's entry): the same kernel,
+its dtype-dependent lines chosen by the operands' dtype. wgmma's 8-bit K dimension is 32 (16 for 16-bit) and P goes
+to the tensor cores from registers as e4m3, rounded per tile (P ≤ 2^8 under the lazy rescale: under e4m3's 448, so
+the threshold stays 8). wgmma reads 8-bit operands from shared memory K-major only: for P·V that is Vᵀ (D × N, N
+contiguous). We take Vᵀ from the host (`v_transposed`, as Triton's tutorial 06 does for fp8 on Hopper) rather than
+transpose V in shared memory (FA-3's way): it costs one extra read and write of V in HBM (at B2 H16 16K d128 in
+e4m3: 2 × 64 MiB, ~30 µs at 4.3 TB/s, under 1 % of the attention's time at FA-3's rates) and keeps the kernel's
+producer a plain TMA copy, with no transposing warps and no extra shared-memory buffer. Q's and K's descales fold
+into the softmax scale; V's multiplies O once at the end; O is bf16, staged for its TMA store in a buffer of its
+own (an 8-bit Q slot is too small for it). The fp8 wgmma accumulates in fp32 with Triton's Hopper default (no extra
+promotion every few K steps, as FA-3).
+
 Gluon kernels compile for a real GPU only: Triton's CPU interpreter does not run them, and only Hopper has wgmma
 (sm_90; Blackwell's sm_100 has other tensor-core instructions). `v3_unavailable_reason()` says why it cannot run.
 The version differences between triton 3.6 and 3.7.1 sit in kernels/gluon_compat.py.
@@ -204,13 +216,11 @@ def _produce_paired(k_desc, v_desc, k_smem, v_smem, kv_ready, kv_empty, off_b, o
         mbarrier.expect(kv_ready.index(slot), k_desc.block_type.nbytes + v_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(k_desc, [off_b, off_h, j * BLOCK_N, 0], kv_ready.index(slot),
                                         k_smem.index(slot))
-        tma.async_copy_global_to_shared(v_desc, [off_b, off_h, (j - 1) * BLOCK_N, 0], kv_ready.index(slot),
-                                        v_smem.index(slot))
+        _load_v(v_desc, off_b, off_h, (j - 1) * BLOCK_N, kv_ready.index(slot), v_smem.index(slot))
     slot, phase = _ring(n_kv, KV_STAGES)
     mbarrier.wait(kv_empty.index(slot), phase ^ 1)
     mbarrier.expect(kv_ready.index(slot), v_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(v_desc, [off_b, off_h, (n_kv - 1) * BLOCK_N, 0], kv_ready.index(slot),
-                                    v_smem.index(slot))
+    _load_v(v_desc, off_b, off_h, (n_kv - 1) * BLOCK_N, kv_ready.index(slot), v_smem.index(slot))
     _exit("load", PROFILE)
 
 
@@ -232,9 +242,38 @@ def _produce_split(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_
         # -- load the V tile --
         mbarrier.wait(v_empty.index(slot), refill)
         mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(v_desc, [off_b, off_h, j * BLOCK_N, 0], v_ready.index(slot),
-                                        v_smem.index(slot))
+        _load_v(v_desc, off_b, off_h, j * BLOCK_N, v_ready.index(slot), v_smem.index(slot))
         _exit("load", PROFILE)
+
+
+@_jit
+def _load_v(v_desc, off_b, off_h, key0, bar, dst):
+    # one V tile from key key0 on: (BLOCK_N, D) rows of V, or with 8-bit inputs the (D, BLOCK_N) tile of Vᵀ
+    if v_desc.dtype.is_fp8():
+        tma.async_copy_global_to_shared(v_desc, [off_b, off_h, 0, key0], bar, dst)
+    else:
+        tma.async_copy_global_to_shared(v_desc, [off_b, off_h, key0, 0], bar, dst)
+
+
+@_jit
+def _v_operand(v_tile, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr):
+    # P·V's B operand, (BLOCK_N, D): V's tile as loaded, or with 8-bit inputs the Vᵀ tile seen transposed (K-major,
+    # the only 8-bit layout wgmma reads)
+    if v_tile.dtype.is_fp8():
+        return v_tile.reshape([HEAD_DIM, BLOCK_N]).permute((1, 0))
+    else:
+        return v_tile.reshape([BLOCK_N, HEAD_DIM])
+
+
+@_jit
+def _wait_pv(o_tok, p_op):
+    # wait for every wgmma in flight: O += P·V done, and P's registers free again. Triton's wait can hold 16-bit
+    # registers live until then, not 8-bit ones: with e4m3 P, ptxas alone keeps P's registers from reuse meanwhile
+    if p_op.dtype.is_fp8():
+        acc = warpgroup_mma_wait(0, deps=(o_tok,))
+    else:
+        acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
+    return acc, p_op
 
 
 # -- the consumer's math: masking, the online softmax, the (conditional) rescale ------------------------------------
@@ -273,7 +312,7 @@ def _softmax(s, m_i, l_i, qk_scale, LAZY: gl.constexpr = False):
 def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.constexpr, PROFILE: gl.constexpr):
     # -- consumer: one warpgroup, BLOCK_M query rows; the scores and O live in wgmma accumulator registers --
     o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn, qk_scale, seq_len, off_b, \
-        off_h, off_bh, m0, n_kv, mask_from = work
+        off_h, off_bh, m0, n_kv, mask_from, o_smem, v_descale = work
     BLOCK_M: gl.constexpr = CFG.block_m
     BLOCK_N: gl.constexpr = CFG.block_n
     KV_STAGES: gl.constexpr = CFG.kv_stages
@@ -281,12 +320,16 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
     KV_PAIRED: gl.constexpr = CFG.kv_paired
     LAZY: gl.constexpr = CFG.lazy_rescale
     HEAD_DIM: gl.constexpr = o_desc.block_type.shape[3]
-    dtype: gl.constexpr = o_desc.dtype
+    dtype: gl.constexpr = o_desc.dtype  # O's (bf16 for 8-bit inputs)
+    in_dtype: gl.constexpr = q_smem.dtype  # the wgmma operands' (Q, K, V, P): 16-bit, or e4m3
+    FP8: gl.constexpr = in_dtype.is_fp8()
+    INSTR_K: gl.constexpr = 256 // in_dtype.primitive_bitwidth  # wgmma's K: 16 for 16-bit operands, 32 for 8-bit
+    K_WIDTH: gl.constexpr = 32 // in_dtype.primitive_bitwidth  # A-operand values per 32-bit register
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, BLOCK_N, 16])
+                                                       instr_shape=[16, BLOCK_N, INSTR_K])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, HEAD_DIM, 16])
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)  # P from registers
+                                                       instr_shape=[16, HEAD_DIM, INSTR_K])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=K_WIDTH)  # P from regs
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     col_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
     o_row_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
@@ -303,7 +346,7 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
     s_init = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)  # ignored: the QKᵀ wgmma runs with use_acc=False
     mbarrier.wait(q_ready.index(CONSUMER), 0)
     if Q_IN_REGS:  # Q read from shared memory once, then fed to every QKᵀ wgmma from registers
-        q = q.load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2))
+        q = q.load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=K_WIDTH))
 
     if NAMED_TURNS and NEXT == 0:  # the last consumer gives consumer 0 its first turn
         _turn_pass(turn, NEXT, NAMED_TURNS)
@@ -320,7 +363,7 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
     if mask_from == 0:
         s = _mask(s, 0, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
     p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, LAZY)
-    p_op = gl.convert_layout(p.to(dtype), p_layout)
+    p_op = gl.convert_layout(p.to(in_dtype), p_layout)  # e4m3 P: ≤ 2^8 with the lazy rescale, under e4m3's 448
 
     for j in range(1, n_kv):
         acc, m_i, l_i, alpha, p_op = _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_ready,
@@ -337,10 +380,10 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
         mbarrier.wait(v_ready.index(last), last_phase)
     _turn_wait(turn, n_kv & 1, CONSUMER, NAMED_TURNS)
     acc = rescale(acc, alpha, o_row_layout, LAZY)
-    o_tok = warpgroup_mma(p_op, v_smem.index(last).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
+    o_tok = warpgroup_mma(p_op, _v_operand(v_smem.index(last), BLOCK_N, HEAD_DIM), acc, is_async=True)
     if not (NAMED_TURNS and NEXT == 0):  # named barriers count arrivals: the first turn's was given up front
         _turn_pass(turn, NEXT, NAMED_TURNS)
-    acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
+    acc, p_op = _wait_pv(o_tok, p_op)
     if KV_PAIRED:
         mbarrier.arrive(k_empty.index(last), count=1)
     else:
@@ -350,8 +393,12 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
     _enter("epilogue", PROFILE)
     lse = (m_i + gl.log2(l_i)) * _LN2
     gl.store(LSE + off_bh.to(gl.int64) * seq_len + offs_m, lse, mask=offs_m < seq_len)
-    o = acc / gl.convert_layout(l_i, o_row_layout)[:, None]
-    o_smem = q_smem.index(CONSUMER)  # Q is spent (its last wgmma is done): its slot stages O for the TMA store
+    if FP8:  # V's descale applied once, to O
+        o = acc * gl.convert_layout(v_descale / l_i, o_row_layout)[:, None]
+    else:
+        o = acc / gl.convert_layout(l_i, o_row_layout)[:, None]
+    # Q is spent (its last wgmma is done): its slot stages O for the TMA store (8-bit Q: a bf16 buffer of its own)
+    o_smem = o_smem.index(CONSUMER)
     o_smem.reshape([BLOCK_M, HEAD_DIM]).store(o.to(dtype))
     fence_async_shared()
     tma.async_copy_shared_to_global(o_desc, [off_b, off_h, row0, 0], o_smem)  # rows past seq_len are clipped
@@ -372,6 +419,7 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
     OVERLAP: gl.constexpr = CFG.overlap
     LAZY: gl.constexpr = CFG.lazy_rescale
     HEAD_DIM: gl.constexpr = acc.type.shape[1]
+    FP8: gl.constexpr = p_op.dtype.is_fp8()
     slot, phase = _ring(j, KV_STAGES)
     prev, prev_phase = _ring(j - 1, KV_STAGES)
     # -- load the K tile (TMA landed?) and the previous V tile --
@@ -390,7 +438,7 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
     s_tok = warpgroup_mma(q, k_t, s_init, use_acc=False, is_async=True)
     # -- rescale the accumulator (while S_j runs), then add P·V: O += P_{j-1}·V_{j-1}, async --
     acc = rescale(acc, alpha, o_row_layout, LAZY)
-    o_tok = warpgroup_mma(p_op, v_smem.index(v_slot).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
+    o_tok = warpgroup_mma(p_op, _v_operand(v_smem.index(v_slot), BLOCK_N, HEAD_DIM), acc, is_async=True)
     _turn_pass(turn, NEXT, NAMED_TURNS)  # the other consumer issues while we run the softmax
     if OVERLAP:
         # -- softmax overlap: wait for S_j only; P_{j-1}·V_{j-1} keeps the tensor cores busy meanwhile --
@@ -398,7 +446,11 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
         if not KV_PAIRED:
             mbarrier.arrive(k_empty.index(slot), count=1)
     else:  # ping-pong only: both products done before the softmax (fewer live registers)
-        s, acc, p_op = warpgroup_mma_wait(0, deps=(s_tok, o_tok, p_op))
+        if FP8:
+            s = warpgroup_mma_wait(1, deps=(s_tok,))
+            acc, p_op = _wait_pv(o_tok, p_op)
+        else:
+            s, acc, p_op = warpgroup_mma_wait(0, deps=(s_tok, o_tok, p_op))
         mbarrier.arrive(k_empty.index(slot), count=1)  # (paired ring: K_j and V_{j-1} freed at once)
         if not KV_PAIRED:
             mbarrier.arrive(v_empty.index(prev), count=1)
@@ -414,7 +466,7 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
         # above the softmax (within one block it does, and the overlap is lost: seen in the SASS).
         if seq_len < 0:
             tma.store_wait(0)
-        acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
+        acc, p_op = _wait_pv(o_tok, p_op)
         if KV_PAIRED:
             mbarrier.arrive(k_empty.index(slot), count=1)  # K_j and V_{j-1} both read
         else:
@@ -427,9 +479,11 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
 # -- the kernel: shared memory, mbarriers, and the warp-specialized partitions -------------------------------------
 
 @_jit(do_not_specialize=["seq_len", "heads"])
-def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
+def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, DESCALE, sm_scale, seq_len, heads,
              CFG: gl.constexpr, CAUSAL: gl.constexpr, PROFILE: gl.constexpr):
     # Q, K, V, O: 4-D TMA descriptors over (B, H, N, D); Q and O boxes are [1, 1, BLOCK_M, D], K and V [1, 1, BLOCK_N, D].
+    # 8-bit (e4m3) Q, K, V: V's descriptor is over Vᵀ (B, H, D, N), boxes [1, 1, D, BLOCK_N]; DESCALE holds float32
+    # descales (3, B·H): Q's, K's, V's per head (None for 16-bit inputs); O is bf16.
     # One program per (block of num_consumers·block_m query rows, batch·head).
     NUM_CONSUMERS: gl.constexpr = CFG.num_consumers
     KV_STAGES: gl.constexpr = CFG.kv_stages
@@ -452,11 +506,21 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
         mask_from = seq_len // BLOCK_N
     n_kv = gl.cdiv(hi, BLOCK_N)
     qk_scale = sm_scale * _LOG2_E
+    if q_desc.dtype.is_fp8():  # Q's and K's descales fold into the softmax scale; V's multiplies O at the end
+        bh = gl.num_programs(1)
+        qk_scale = qk_scale * gl.load(DESCALE + off_bh) * gl.load(DESCALE + bh + off_bh)
+        v_descale = gl.load(DESCALE + 2 * bh + off_bh)
+    else:
+        v_descale = sm_scale  # unused
 
     dtype: gl.constexpr = q_desc.dtype
     q_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS] + q_desc.block_type.shape, q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [KV_STAGES] + k_desc.block_type.shape, k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [KV_STAGES] + v_desc.block_type.shape, v_desc.layout)
+    if dtype.is_fp8():  # O (bf16) does not fit an 8-bit Q slot: its own staging buffer
+        o_smem = gl.allocate_shared_memory(o_desc.dtype, [NUM_CONSUMERS] + o_desc.block_type.shape, o_desc.layout)
+    else:
+        o_smem = q_smem
     q_ready = gl.allocate_shared_memory(gl.int64, [NUM_CONSUMERS, 1], mbarrier.MBarrierLayout())
     turn = gl.allocate_shared_memory(gl.int64, [NUM_CONSUMERS, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [KV_STAGES, 1], mbarrier.MBarrierLayout())
@@ -476,7 +540,7 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, sm_scale, seq_len, heads,
     # what every consumer works on, and what the producer loads (the consumer's index and the constexprs are written
     # into each partition's arguments: a tuple built beforehand would turn them into run-time integers)
     work = (o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn, qk_scale, seq_len,
-            off_b, off_h, off_bh, m0, n_kv, mask_from)
+            off_b, off_h, off_bh, m0, n_kv, mask_from, o_smem, v_descale)
     loads = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, off_b, off_h,
              m0, n_kv)
     # consumer 0 is the default partition (the kernel's num_warps=4 warps); the other consumers and the producer are
@@ -564,19 +628,43 @@ def _tma_ready(t: torch.Tensor) -> torch.Tensor:
     return t if ok else t.contiguous()
 
 
+def v_transposed(v: torch.Tensor) -> torch.Tensor:
+    """Vᵀ as the 8-bit kernel reads it: (B, H, D, N) with N contiguous, padded with zeros to a multiple of 16 keys
+    (TMA's row strides are multiples of 16 bytes); the padding's keys are masked like any key past seq_len."""
+    batch, heads, seq_len, head_dim = v.shape
+    padded = -(-seq_len // 16) * 16
+    vt = torch.zeros((batch, heads, head_dim, padded), dtype=v.dtype, device=v.device)
+    vt[..., :seq_len].copy_(v.transpose(-1, -2))
+    return vt
+
+
 def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
-              config: Fa3Config, profile: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+              config: Fa3Config, profile: bool = False,
+              descale: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One launch. 8-bit (e4m3) q, k, v need `descale`: float32 (3, batch·heads), the descales of Q, K and V per
+    head; V is transposed here (v_transposed) and O comes back in bf16."""
     batch, heads, seq_len, head_dim = q.shape  # (B, H, N, D)
     if batch * heads > 65535:  # the grid's second dimension
         raise ValueError(f"batch × heads must be at most 65535 for the FA-3 kernel's grid; got {batch * heads}")
+    fp8 = q.dtype == torch.float8_e4m3fn
+    if fp8 and (descale is None or descale.shape != (3, batch * heads) or descale.dtype != torch.float32):
+        raise ValueError(f"8-bit inputs need descale, float32 of shape (3, {batch * heads}); got "
+                         f"{None if descale is None else (tuple(descale.shape), descale.dtype)}")
     q, k, v = (_tma_ready(t) for t in (q, k, v))
-    o = torch.empty_like(q, memory_format=torch.contiguous_format)  # (B, H, N, D)
+    o = torch.empty(q.shape, dtype=torch.bfloat16 if fp8 else q.dtype, device=q.device)  # (B, H, N, D)
     lse = torch.empty((batch, heads, seq_len), dtype=torch.float32, device=q.device)  # (B, H, N)
     q_desc, o_desc = (compat.make_descriptor(t, [1, 1, config.block_m, head_dim]) for t in (q, o))
-    k_desc, v_desc = (compat.make_descriptor(t, [1, 1, config.block_n, head_dim]) for t in (k, v))
+    k_desc = compat.make_descriptor(k, [1, 1, config.block_n, head_dim])
+    if fp8:  # wgmma reads 8-bit B operands K-major only: P·V takes Vᵀ (kernel docstring: why on the host)
+        v_desc = compat.make_descriptor(v_transposed(v), [1, 1, head_dim, config.block_n])
+        descale = descale.contiguous()
+    else:
+        v_desc = compat.make_descriptor(v, [1, 1, config.block_n, head_dim])
+        descale = None
     grid = (triton.cdiv(seq_len, config.tile_m), batch * heads)
     with kernel_launch_lock():
-        _fa3_fwd[grid](q_desc, k_desc, v_desc, o_desc, lse, sm_scale, seq_len, heads, CFG=config, CAUSAL=causal,
+        _fa3_fwd[grid](q_desc, k_desc, v_desc, o_desc, lse, descale, sm_scale, seq_len, heads, CFG=config,
+                       CAUSAL=causal,
                        PROFILE=profile,  # Proton scopes on the phases (bench/phases.py); off in every shipped call
                        num_warps=4, maxnreg=config.maxnreg)
     return o, lse
@@ -644,6 +732,14 @@ def shipped_launches():
     rows += [(f"ladder: {name}: ", 128, False, config) for name, config in LADDER.items()
              if config not in SHIPPED.values()]
     launches = []
+    for head_dim, causal in sorted(SHIPPED):  # 8-bit inputs (kernels/fp8.py): e4m3 Q, K, Vᵀ, per-head descales
+        from kernels.fp8 import config_for_fp8
+        config = config_for_fp8(head_dim, causal)
+        q, k, v = (t.to(torch.float8_e4m3fn) for t in example_qkv(head_dim, torch.float32, seq_len=1000))
+        descale = torch.ones(3, q.shape[0] * q.shape[1])
+        launches.append((f"D={head_dim} float8_e4m3fn {'causal' if causal else 'full'} {config.label}", ("sm_90",),
+                         lambda q=q, k=k, v=v, c=causal, g=config, d=descale: launch_v3(q, k, v, c, 0.125, g,
+                                                                                        descale=d)))
     for where, head_dim, causal, config in rows:
         for dtype in SUPPORTED_DTYPES:
             q, k, v = example_qkv(head_dim, dtype, seq_len=1000)

@@ -57,7 +57,7 @@ def check() -> list[str]:
 def make_descriptor(t, block_shape: list[int]):
     """A host TMA descriptor over all of `t` (its shape and strides) with one `block_shape` box per copy, laid out
     in shared memory with the widest swizzle the box allows (what wgmma reads without bank conflicts)."""
-    dtype = gl.bfloat16 if str(t.dtype) == "torch.bfloat16" else gl.float16
+    dtype = {"torch.bfloat16": gl.bfloat16, "torch.float8_e4m3fn": gl.float8e4nv}.get(str(t.dtype), gl.float16)
     layout = gl.NVMMASharedLayout.get_default_for(block_shape, dtype)
     return TensorDescriptor(base=t, shape=list(t.shape), strides=list(t.stride()), block_shape=list(block_shape),
                             layout=layout)

@@ -17,11 +17,17 @@ DTYPES_BY_NAME = {name: dtype for dtype, name in DTYPE_NAMES.items()}
 _INT32_LIMIT = 2**31
 
 
+# 8-bit inputs: only the FA-3 style kernel takes them, on Hopper (kernels/fp8.py), with their descales
+FP8_DTYPES = (torch.float8_e4m3fn,)
+
+
 def check_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
-                           sm_scale: float | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
+                           sm_scale: float | None, fp8: bool = False,
+                           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
     """Validate (q, k, v, causal, sm_scale); return kernel-ready q, k, v and the softmax scale.
 
-    q, k, v: (batch, heads, seq_len, head_dim), dense, one dtype of fp16/bf16/fp32, on the active device.
+    q, k, v: (batch, heads, seq_len, head_dim), dense, one dtype of fp16/bf16/fp32 (with fp8=True: float8_e4m3fn
+    only, the FP8 path's), on the active device.
     Forward only: tensors that require grad are refused while autograd is on (no gradient would flow).
     Non-contiguous inputs are accepted (strides are passed to the kernels); a last dimension that is
     not unit-stride, or strides too large for 32-bit in-head offsets, are copied to contiguous memory.
@@ -42,7 +48,14 @@ def check_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ca
                          f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q, k and v must share one dtype; got q {q.dtype}, k {k.dtype}, v {v.dtype}")
-    if q.dtype not in SUPPORTED_DTYPES:
+    if fp8 and q.dtype not in FP8_DTYPES:
+        raise TypeError(f"the FP8 path takes torch.float8_e4m3fn q, k, v (kernels.fp8.quantize_fp8 makes them); got "
+                        f"{q.dtype}")
+    if not fp8 and q.dtype in FP8_DTYPES:
+        raise TypeError(f"{q.dtype} inputs run only on the FA-3 style kernel on Hopper, with their scales: "
+                        f"flash_attention(q, k, v, descale_q=..., descale_k=..., descale_v=...) with kernel 'auto' "
+                        f"or 'fa3' (kernels.fp8.quantize_fp8 makes the values and the descales)")
+    if not fp8 and q.dtype not in SUPPORTED_DTYPES:
         raise TypeError(f"unsupported dtype {q.dtype}: use torch.float16, torch.bfloat16 or torch.float32")
     batch, heads, seq_len, head_dim = q.shape
     if seq_len == 0:

@@ -49,9 +49,20 @@ def test_every_kernel_and_target_is_covered(check):
         assert {r["target"] for r in flash_rows if r["label"].startswith(tag)} == {"sm_90", "sm_80"}, tag
     fa3_rows = [r for r in data["results"] if r["kernel"].endswith(":_fa3_fwd")]
     ladder_only = [c for c in flash_v3.LADDER.values() if c not in flash_v3.SHIPPED.values()]
-    assert len(fa3_rows) == 2 * (len(flash_v3.SHIPPED) + len(ladder_only))  # fp16 and bf16, shipped and the ladder
-    for r in fa3_rows:  # the point of the Gluon kernel: wgmma in the SASS, and no spills
+    # fp16 and bf16, shipped and the ladder; and e4m3 per shipped (head_dim, causal)
+    assert len(fa3_rows) == 2 * (len(flash_v3.SHIPPED) + len(ladder_only)) + len(flash_v3.SHIPPED)
+    assert sum("float8_e4m3fn" in r["label"] for r in fa3_rows) == len(flash_v3.SHIPPED)
+    for r in fa3_rows:  # the point of the Gluon kernel: wgmma (8-bit: QGMMA) in the SASS, and no spills
         assert r["hgmma"] and r["hgmma"] > 0 and r["stack"] == 0 and r["local"] == 0, r
+
+
+def _shipped_builds(flash_v3):
+    """((head_dim, causal), config, the dtypes built with it): fp16 and bf16 with the shipped config, e4m3 with
+    kernels.fp8's."""
+    from kernels.fp8 import config_for_fp8
+    for key, config in flash_v3.SHIPPED.items():
+        yield key, config, ("float16", "bfloat16")
+        yield key, config_for_fp8(*key), ("float8_e4m3fn",)
 
 
 @pytest.mark.timeout(1600)
@@ -62,10 +73,11 @@ def test_fa3_operands_come_from_where_the_configs_say(check):
     assert data is not None
     from kernels import fa3 as flash_v3
     rows = [r for r in data["results"] if r["kernel"].endswith(":_fa3_fwd")]
-    for (head_dim, causal), config in flash_v3.SHIPPED.items():
+    for (head_dim, causal), config, dtypes in _shipped_builds(flash_v3):
         tag = f"D={head_dim} "
-        mine = [r for r in rows if r["label"].startswith(tag) and ("causal" in r["label"]) == causal]
-        assert len(mine) == 2, (head_dim, causal)  # fp16, bf16
+        mine = [r for r in rows if r["label"].startswith(tag) and ("causal" in r["label"]) == causal
+                and any(f" {d} " in r["label"] for d in dtypes)]
+        assert len(mine) == len(dtypes), (head_dim, causal, dtypes)
         for r in mine:
             assert ("q-regs" in r["label"]) == config.q_in_regs, r["label"]
             assert 0 < r["hgmma_reg_a"] <= r["hgmma"], r
@@ -85,9 +97,10 @@ def test_fa3_handoff_and_rescale_are_built_as_the_configs_say(check):
     assert data is not None
     from kernels import fa3 as flash_v3
     rows = [r for r in data["results"] if r["kernel"].endswith(":_fa3_fwd")]
-    for (head_dim, causal), config in flash_v3.SHIPPED.items():
-        mine = [r for r in rows if r["label"].startswith(f"D={head_dim} ") and ("causal" in r["label"]) == causal]
-        assert len(mine) == 2, (head_dim, causal)
+    for (head_dim, causal), config, dtypes in _shipped_builds(flash_v3):
+        mine = [r for r in rows if r["label"].startswith(f"D={head_dim} ") and ("causal" in r["label"]) == causal
+                and any(f" {d} " in r["label"] for d in dtypes)]
+        assert len(mine) == len(dtypes), (head_dim, causal, dtypes)
         for r in mine:
             assert (r["named_arrives"] > 0) == config.named_turns, r
             assert (r["votes"] > 0) == config.lazy_rescale, r

@@ -1,0 +1,246 @@
+"""FP8 attention, FA-3's third idea: e4m3 Q, K, V through our FA-3 style kernel (kernels/fa3.py), and everything
+around the kernel body: quantization with its scales, the Hadamard rotation, a CPU emulation and the error metrics.
+
+- `quantize_fp8(x, granularity)` → (values in torch.float8_e4m3fn, float32 descale): x ≈ values · descale, one scale
+  per tensor, per (batch, head), or per block of `block` rows of a head. e4m3 holds ±448 with 3 mantissa bits: the
+  largest |x| of each group is mapped to 448.
+- `hadamard_rotate(q, k, seed)`: Q·R and K·R with R = H·diag(±1)/√d (a Walsh–Hadamard matrix times random signs,
+  seeded: the same R for Q and K). R is orthogonal, so (QR)(KR)ᵀ = QKᵀ in exact arithmetic; an outlier in one
+  coordinate is spread over all d of them, so per-tensor and per-head scales waste less of e4m3's range (FA-3's
+  "incoherent processing"). V is not rotated (it never meets R), so O needs no un-rotation.
+- `fp8_attention(q, k, v, descale_q=, descale_k=, descale_v=)`: the kernel (Hopper only). The descales are
+  float32 scalars or (batch, heads) tensors, as flash-attn's FA-3 takes them; Q's and K's fold into the softmax
+  scale, V's multiplies O at the end. O comes back in bf16. `flash_attention(...)` (kernels.attention) routes e4m3
+  inputs here.
+- `emulate_fp8_attention(q, k, v, ...)`: the same numbers on the CPU (float64 math on e4m3-rounded Q, K, V and P),
+  so the error of each scaling and of the rotation can be checked without a GPU; `attention_error(out, ref)`: max
+  and RMS error against the float64 reference; `plant_outliers(x)`: FA-3's test input (0.1 % of entries ×10–100).
+
+In the kernel, P (≤ 1, or ≤ 2^8 under the lazy rescale) is rounded to e4m3 per tile: 2^8 = 256 is below e4m3's
+448, so the lazy rescale's threshold stays 8. e4m3's relative precision (2^-4) does not depend on magnitude for
+normal numbers, so a P of 256 is no less precise than one of 1; only P below 2^-9 (×max) flushes to zero, which
+the lazy threshold, by keeping P's scale up to 2^8 larger, only makes rarer.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+E4M3 = torch.float8_e4m3fn
+E4M3_MAX = float(torch.finfo(E4M3).max)  # 448
+GRANULARITIES = ("tensor", "head", "block")
+DEFAULT_BLOCK = 128  # rows per scale with granularity="block" (the kernel's keys per K/V tile)
+
+
+def _tiny() -> float:
+    return float(torch.finfo(torch.float32).tiny)
+
+
+# -- quantization ----------------------------------------------------------------------------------------------------
+
+def quantize_fp8(x: torch.Tensor, granularity: str = "head", block: int = DEFAULT_BLOCK
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(values, descale): x (batch, heads, seq_len, head_dim), real floating point, as e4m3 values and the float32
+    descale that multiplies them back (x ≈ values.float() · descale). descale's shape: () for "tensor", (batch, heads)
+    for "head", (batch, heads, ⌈seq_len / block⌉) for "block" (rows [i·block, (i+1)·block) of a head share one)."""
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dtype == E4M3:
+        raise TypeError(f"quantize_fp8 takes a float16/bfloat16/float32/float64 tensor; got "
+                        f"{type(x).__name__ if not isinstance(x, torch.Tensor) else x.dtype}")
+    if x.dim() != 4:
+        raise ValueError(f"quantize_fp8 takes (batch, heads, seq_len, head_dim); got shape {tuple(x.shape)}")
+    if granularity not in GRANULARITIES:
+        raise ValueError(f"granularity must be one of {GRANULARITIES}; got {granularity!r}")
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+        raise ValueError(f"block must be a positive int (rows per scale); got {block!r}")
+    if not torch.isfinite(x).all():
+        raise ValueError("quantize_fp8: x holds inf or NaN, which no e4m3 scale represents")
+    xf = x.detach().float()
+    if granularity == "tensor":
+        amax = xf.abs().amax()
+        descale = (amax / E4M3_MAX).clamp_min(_tiny())
+        scaled = xf / descale
+    elif granularity == "head":
+        amax = xf.abs().amax(dim=(2, 3))
+        descale = (amax / E4M3_MAX).clamp_min(_tiny())
+        scaled = xf / descale[:, :, None, None]
+    else:
+        descale = _block_amax(xf, block) / E4M3_MAX
+        descale = descale.clamp_min(_tiny())
+        scaled = xf / _expand_blocks(descale, block, x.shape[2])[..., None]
+    values = scaled.clamp(-E4M3_MAX, E4M3_MAX).to(E4M3)
+    return values, descale.to(torch.float32)
+
+
+def _block_amax(x: torch.Tensor, block: int) -> torch.Tensor:
+    batch, heads, seq_len, _ = x.shape
+    n_blocks = -(-seq_len // block)
+    padded = torch.zeros(batch, heads, n_blocks * block, x.shape[3], dtype=x.dtype, device=x.device)
+    padded[:, :, :seq_len] = x.abs()
+    return padded.view(batch, heads, n_blocks, block * x.shape[3]).amax(-1)
+
+
+def _expand_blocks(descale: torch.Tensor, block: int, seq_len: int) -> torch.Tensor:
+    """(batch, heads, n_blocks) → (batch, heads, seq_len): each row's block's scale."""
+    return descale.repeat_interleave(block, dim=2)[:, :, :seq_len]
+
+
+def dequantize_fp8(values: torch.Tensor, descale: torch.Tensor, block: int = DEFAULT_BLOCK,
+                   dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """values · descale in `dtype` (descale of any shape quantize_fp8 returns)."""
+    x = values.to(dtype)
+    d = descale.to(dtype=dtype, device=x.device)
+    if d.dim() == 0:
+        return x * d
+    if d.dim() == 2:
+        return x * d[:, :, None, None]
+    return x * _expand_blocks(d, block, x.shape[2])[..., None]
+
+
+# -- the rotation ----------------------------------------------------------------------------------------------------
+
+def hadamard_matrix(d: int, seed: int = 0, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """R = H_d · diag(s) / √d: H_d the Sylvester–Hadamard matrix (d a power of two), s random signs from `seed`.
+    R is orthogonal (R Rᵀ = I)."""
+    if isinstance(d, bool) or not isinstance(d, int) or d < 1 or d & (d - 1):
+        raise ValueError(f"the Hadamard rotation needs head_dim a power of two; got {d!r}")
+    h = torch.ones(1, 1, dtype=torch.float64)
+    while h.shape[0] < d:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    gen = torch.Generator().manual_seed(int(seed))
+    signs = torch.randint(0, 2, (d,), generator=gen).to(torch.float64) * 2 - 1
+    return (h * signs[:, None] / math.sqrt(d)).to(dtype)
+
+
+def hadamard_rotate(q: torch.Tensor, k: torch.Tensor, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(Q·R, K·R) along head_dim with the same seeded random-sign Hadamard R (hadamard_matrix): Q Kᵀ unchanged in
+    exact arithmetic, outliers spread over head_dim. Computed in float32 (float64 for float64 inputs), returned in
+    the inputs' dtype. V is not rotated: it never meets R, so O = softmax(QKᵀ)V needs no un-rotation."""
+    for name, t in (("q", q), ("k", k)):
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.dtype == E4M3:
+            raise TypeError(f"hadamard_rotate: {name} must be a float16/bfloat16/float32/float64 tensor (rotate "
+                            f"before quantizing); got {t.dtype if isinstance(t, torch.Tensor) else type(t).__name__}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must share head_dim; got {q.shape[-1]} and {k.shape[-1]}")
+    work = torch.float64 if q.dtype == torch.float64 else torch.float32
+    r = hadamard_matrix(q.shape[-1], seed, work).to(q.device)
+    return (q.to(work) @ r).to(q.dtype), (k.to(work) @ r).to(k.dtype)
+
+
+# -- inputs with FA-3's planted outliers ------------------------------------------------------------------------------
+
+def plant_outliers(x: torch.Tensor, fraction: float = 1e-3, low: float = 10.0, high: float = 100.0,
+                   seed: int = 0) -> torch.Tensor:
+    """A copy of x with `fraction` of its entries (at least one) multiplied by a factor uniform in [low, high] (the
+    FA-3 paper's test: 0.1 % of entries ×10–100), chosen with `seed`."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1]; got {fraction!r}")
+    gen = torch.Generator().manual_seed(int(seed))
+    flat = x.detach().reshape(-1).clone()
+    count = max(1, round(fraction * flat.numel()))
+    where = torch.randperm(flat.numel(), generator=gen)[:count]
+    factor = low + (high - low) * torch.rand(count, generator=gen, dtype=torch.float64)
+    flat[where.to(flat.device)] = (flat[where.to(flat.device)].double() * factor.to(flat.device)).to(flat.dtype)
+    return flat.view(x.shape)
+
+
+# -- error metrics and the CPU emulation ------------------------------------------------------------------------------
+
+def attention_error(out: torch.Tensor, ref: torch.Tensor) -> dict[str, float]:
+    """{"max": max |out − ref|, "rms": √mean (out − ref)², "rel_rms": rms ÷ √mean ref²} in float64 (ref: the float64
+    reference). NaN anywhere in out gives NaN."""
+    if out.shape != ref.shape:
+        raise ValueError(f"out {tuple(out.shape)} and ref {tuple(ref.shape)} differ in shape")
+    diff = out.detach().to(ref.device, torch.float64) - ref.to(torch.float64)
+    rms = diff.pow(2).mean().sqrt().item()
+    return {"max": diff.abs().max().item(), "rms": rms, "rel_rms": rms / ref.double().pow(2).mean().sqrt().item()}
+
+
+def emulate_fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                          sm_scale: float | None = None, granularity: str = "head", rotate: bool = False,
+                          seed: int = 0, block: int = DEFAULT_BLOCK, quantize_p: bool = True) -> torch.Tensor:
+    """O of FP8 attention as the kernel computes it, in float64 on the CPU: (rotate Q and K,) quantize Q, K, V to
+    e4m3 with `granularity`, S = (Q·Kᵀ)·descales in float64, P = exp(S − row max) rounded to e4m3 (≤ 1, as the
+    kernel's P whenever a row's max is its final one), l summed from the unrounded P, O = P·V·descale_v / l.
+    q, k, v: real (batch, heads, seq_len, head_dim) of any float dtype, not yet quantized."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else float(sm_scale)
+    q, k, v = (t.detach().cpu() for t in (q, k, v))
+    if rotate:
+        q, k = hadamard_rotate(q.double(), k.double(), seed)
+    (q8, dq), (k8, dk), (v8, dv) = (quantize_fp8(t, granularity, block) for t in (q, k, v))
+    qd, kd, vd = (dequantize_fp8(t, d, block) for t, d in ((q8, dq), (k8, dk), (v8, dv)))
+    s = qd @ kd.transpose(-1, -2) * scale
+    if causal:
+        n = s.shape[-1]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    p = torch.exp(s - s.amax(-1, keepdim=True))
+    l = p.sum(-1, keepdim=True)
+    if quantize_p:
+        p = p.to(E4M3).double()
+    return (p @ vd) / l
+
+
+# -- the kernel -------------------------------------------------------------------------------------------------------
+
+def fp8_unavailable_reason(device=None, head_dim: int | None = None) -> str | None:
+    """None when the FP8 kernel can run here (at `head_dim` when given), else one sentence saying why not."""
+    from kernels.fa3 import v3_unavailable_reason
+    why = v3_unavailable_reason(device, None, head_dim)
+    return None if why is None else f"FP8 attention runs only in the FA-3 style kernel (Hopper's e4m3 wgmma): {why}"
+
+
+def _fp8_overrides() -> dict:
+    """(head_dim, causal) → the configuration e4m3 runs where the 16-bit one does not suit it. Head_dim 64: the 16-bit
+    kernel's three consumers at 160 registers spill in e4m3 (207 stores to local memory in the sm_90 SASS: P's
+    conversion to the 8-bit operand layout needs more registers), two at 240 do not. Not yet measured on the H200."""
+    from kernels.fa3 import Fa3Config
+    d64 = Fa3Config(64, 128, 2, 4, 240, 24, q_in_regs=True, named_turns=True, kv_paired=True, lazy_rescale=True)
+    return {(64, False): d64, (64, True): d64}
+
+
+def config_for_fp8(head_dim: int, causal: bool):
+    """The kernel configuration 8-bit inputs run: an override (_fp8_overrides) or else the shipped 16-bit one of
+    this (head_dim, causal) (a new head_dim's 16-bit row serves e4m3 too)."""
+    from kernels.fa3 import config_for_v3
+    return _fp8_overrides().get((head_dim, causal)) or config_for_v3(head_dim, causal)
+
+
+def _descale_rows(name: str, d, batch: int, heads: int, device) -> torch.Tensor:
+    """A descale argument (None: 1; a number or 0-d tensor; (batch, heads)) as float32 (batch·heads,). Numbers and
+    CPU tensors are checked to be positive and finite; tensors on the GPU are not (that would sync every call)."""
+    if d is None:
+        return torch.ones(batch * heads, dtype=torch.float32, device=device)
+    if isinstance(d, bool) or not isinstance(d, (int, float, torch.Tensor)):
+        raise TypeError(f"{name} must be a number, a 0-d tensor or a (batch, heads) float32 tensor; got "
+                        f"{type(d).__name__}")
+    t = torch.as_tensor(d, dtype=torch.float32) if not isinstance(d, torch.Tensor) else d
+    if t.dim() == 3:
+        raise ValueError(f"{name} has per-block scales {tuple(t.shape)}: the kernel takes per-tensor or per-head "
+                         f"descales (quantize_fp8(..., granularity='tensor' or 'head'))")
+    if t.shape not in ((), (batch, heads)):
+        raise ValueError(f"{name} must be a scalar or of shape (batch, heads) = ({batch}, {heads}); got "
+                         f"{tuple(t.shape)}")
+    if t.device.type == "cpu" and (not bool(torch.isfinite(t).all()) or not bool((t > 0).all())):
+        raise ValueError(f"{name} must be positive and finite")  # (scales held on the GPU are not read on the
+        # host: no sync per call; a bad one gives a wrong O, as flash-attn's does)
+    t = t.to(device=device, dtype=torch.float32)
+    return t.expand(batch, heads).reshape(batch * heads)
+
+
+def fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                  sm_scale: float | None = None, return_lse: bool = False, descale_q=None, descale_k=None,
+                  descale_v=None, config=None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """O = softmax(sm_scale · (dq·Q)(dk·K)ᵀ [causal]) (dv·V) from e4m3 q, k, v (batch, heads, seq_len, head_dim) on a
+    Hopper GPU, in bf16; descales default to 1. With return_lse=True also the float32 row log-sum-exp."""
+    from kernels.fa3 import SUPPORTED_HEAD_DIMS, launch_v3
+    from kernels.inputs import check_attention_inputs
+    q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale, fp8=True)
+    batch, heads, _, head_dim = q.shape
+    descale = torch.stack([_descale_rows(name, d, batch, heads, q.device)
+                           for name, d in (("descale_q", descale_q), ("descale_k", descale_k),
+                                           ("descale_v", descale_v))])
+    why = fp8_unavailable_reason(q.device, head_dim)
+    if why is not None:
+        raise (ValueError if head_dim not in SUPPORTED_HEAD_DIMS else RuntimeError)(why)
+    o, lse = launch_v3(q, k, v, causal, sm_scale, config or config_for_fp8(head_dim, causal), descale=descale)
+    return (o, lse) if return_lse else o

@@ -1,0 +1,243 @@
+"""FP8 attention (kernels/fp8.py and the e4m3 path of kernels/fa3.py).
+
+Everywhere (the CPU included): quantize_fp8's values and descales, the Hadamard rotation (QKᵀ kept to float64
+precision, outliers spread), planted outliers, the error metrics, the CPU emulation's error on random and
+planted-outlier inputs beside bf16's, and the library's errors where e4m3 cannot run. On a Hopper GPU (gpu-marked):
+the kernel against float64 on ragged N, causal and not, head_dim 64 and 128, per-tensor and per-head descales.
+"""
+import math
+
+import pytest
+import torch
+
+from kernels import flash_attention
+from kernels.fp8 import (E4M3, E4M3_MAX, attention_error, dequantize_fp8, emulate_fp8_attention,
+                         fp8_unavailable_reason, hadamard_matrix, hadamard_rotate, plant_outliers, quantize_fp8)
+from kernels.inputs import check_attention_inputs
+from kernels.reference import reference_attention, relative_error
+from kernels.runtime import DEVICE, backend
+
+GRANULARITIES = ("tensor", "head", "block")
+
+
+def randn(*shape, seed=0, dtype=torch.float32):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+# -- quantize_fp8 ------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("granularity", GRANULARITIES)
+def test_quantize_round_trips_within_e4m3_precision(granularity):
+    x = randn(2, 3, 300, 64, seed=1) * torch.tensor([0.01, 1.0, 50.0]).view(1, 3, 1, 1)
+    values, descale = quantize_fp8(x, granularity, block=128)
+    assert values.dtype == E4M3 and values.shape == x.shape and descale.dtype == torch.float32
+    assert descale.shape == {"tensor": (), "head": (2, 3), "block": (2, 3, 3)}[granularity]
+    back = dequantize_fp8(values, descale, block=128)
+    step = dequantize_fp8(torch.full_like(values, 2.0 ** -9), descale, block=128)  # e4m3's smallest subnormal
+    # round to nearest: half of e4m3's relative spacing (2^-3) for normal values, half a subnormal step below
+    assert ((back - x.double()).abs() <= x.double().abs() * 2.0 ** -4 + step / 2 + 1e-12).all()
+    # the largest |x| of each group maps to 448
+    assert values.float().abs().max().item() == E4M3_MAX
+    if granularity == "head":
+        assert torch.equal(values.float().abs().amax(dim=(2, 3)), torch.full((2, 3), E4M3_MAX))
+
+
+def test_quantize_per_head_keeps_small_heads_precise_where_per_tensor_does_not():
+    x = randn(1, 2, 256, 64, seed=2) * torch.tensor([1e-4, 1e3]).view(1, 2, 1, 1)  # 10^7 apart: past e4m3's range
+    errors = {}
+    for g in ("tensor", "head"):
+        back = dequantize_fp8(*quantize_fp8(x, g))
+        errors[g] = relative_error(back[:, 0], x[:, 0].double())
+    assert errors["head"] < 0.04 < errors["tensor"]
+
+
+@pytest.mark.parametrize("bad, error, words", [
+    (dict(x=torch.zeros(2, 3, 4)), ValueError, "(batch, heads, seq_len, head_dim)"),
+    (dict(granularity="row"), ValueError, "granularity"),
+    (dict(block=0), ValueError, "block"),
+    (dict(x=torch.zeros(1, 1, 4, 64, dtype=torch.int32)), TypeError, "float"),
+    (dict(x=torch.full((1, 1, 4, 64), float("inf"))), ValueError, "inf or NaN"),
+])
+def test_quantize_refuses_bad_inputs(bad, error, words):
+    args = dict(x=torch.ones(1, 1, 4, 64), granularity="head", block=128) | bad
+    with pytest.raises(error, match=None) as info:
+        quantize_fp8(args["x"], args["granularity"], block=args["block"])
+    assert words in str(info.value)
+
+
+def test_quantize_refuses_values_already_in_e4m3():
+    with pytest.raises(TypeError, match="float8"):
+        quantize_fp8(torch.ones(1, 1, 4, 64).to(E4M3))
+
+
+# -- the rotation ------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_hadamard_matrix_is_orthogonal_and_seeded(d):
+    r = hadamard_matrix(d, seed=3)
+    assert torch.allclose(r @ r.T, torch.eye(d, dtype=torch.float64), atol=1e-13)
+    assert torch.equal(r, hadamard_matrix(d, seed=3))
+    assert not torch.equal(r, hadamard_matrix(d, seed=4))
+    assert torch.all(r.abs() == 1 / math.sqrt(d))
+
+
+def test_rotation_keeps_qk_to_float64_precision_and_spreads_outliers():
+    q, k = (plant_outliers(randn(1, 2, 200, 128, seed=s, dtype=torch.float64), seed=s) for s in (5, 6))
+    qr, kr = hadamard_rotate(q, k, seed=7)
+    exact = q @ k.transpose(-1, -2)
+    assert (qr @ kr.transpose(-1, -2) - exact).abs().max().item() < 1e-12 * exact.abs().max().item()
+
+    def spread(t):  # the largest entry against the typical one: what a scale must cover
+        return (t.abs().max() / t.pow(2).mean().sqrt()).item()
+    assert spread(qr) < spread(q) / 4 and spread(kr) < spread(k) / 4
+
+
+def test_rotation_refuses_e4m3_and_odd_head_dims():
+    with pytest.raises(TypeError, match="before quantizing"):
+        hadamard_rotate(torch.ones(1, 1, 4, 64).to(E4M3), torch.ones(1, 1, 4, 64))
+    with pytest.raises(ValueError, match="power of two"):
+        hadamard_rotate(torch.ones(1, 1, 4, 96), torch.ones(1, 1, 4, 96))
+
+
+def test_plant_outliers_multiplies_a_tenth_of_a_percent_by_10_to_100():
+    x = randn(2, 4, 500, 64, seed=8) + 3.0  # no zeros: every planted entry changes
+    y = plant_outliers(x, seed=1)
+    changed = y != x
+    assert changed.sum().item() == round(1e-3 * x.numel())
+    factor = y[changed] / x[changed]
+    assert factor.min().item() >= 10 - 1e-4 and factor.max().item() <= 100 + 1e-4
+    assert torch.equal(y, plant_outliers(x, seed=1)) and not torch.equal(y, plant_outliers(x, seed=2))
+
+
+# -- error metrics and the emulation ------------------------------------------------------------------------------------
+
+def test_attention_error_metrics():
+    ref = torch.zeros(1, 1, 2, 2, dtype=torch.float64) + 2.0
+    out = ref.clone()
+    out[0, 0, 0, 0] += 0.4
+    err = attention_error(out, ref)
+    assert err["max"] == pytest.approx(0.4) and err["rms"] == pytest.approx(0.2)
+    assert err["rel_rms"] == pytest.approx(0.1)
+    assert math.isnan(attention_error(torch.full_like(ref, float("nan")), ref)["max"])
+    with pytest.raises(ValueError, match="shape"):
+        attention_error(out[..., :1], ref)
+
+
+def _errors(q, k, v, causal):
+    ref = reference_attention(q.double(), k.double(), v.double(), causal)[0]
+    table = {"bf16": attention_error(reference_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), causal)[0], ref)}
+    for g in GRANULARITIES:
+        for rotate in (False, True):
+            out = emulate_fp8_attention(q, k, v, causal, granularity=g, rotate=rotate)
+            table[(g, rotate)] = attention_error(out, ref)
+    return table
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_emulated_fp8_error_on_random_inputs_is_e4m3s_and_above_bf16s(causal):
+    q, k, v = (randn(1, 2, 257, 64, seed=s) for s in (10, 11, 12))
+    table = _errors(q, k, v, causal)
+    for key, err in table.items():
+        if key == "bf16":
+            assert err["rel_rms"] < 0.006
+        else:  # e4m3 keeps 3 mantissa bits: a few % of O's RMS, ten times bf16's at least
+            assert 0.01 < err["rel_rms"] < 0.08, key
+            assert err["rms"] > 10 * table["bf16"]["rms"], key
+
+
+def test_emulated_fp8_error_with_planted_outliers_is_bounded_and_measured():
+    q, k, v = (plant_outliers(randn(1, 2, 256, 128, seed=s), seed=s) for s in (20, 21, 22))
+    table = _errors(q, k, v, causal=False)
+    for key, err in table.items():
+        assert math.isfinite(err["max"]) and math.isfinite(err["rms"])
+        if key != "bf16":
+            assert err["rms"] > table["bf16"]["rms"] and err["rel_rms"] < 0.3, key
+
+
+def test_emulation_without_p_rounding_is_attention_on_the_dequantized_inputs():
+    q, k, v = (randn(1, 1, 100, 64, seed=s) for s in (30, 31, 32))
+    (q8, dq), (k8, dk), (v8, dv) = (quantize_fp8(t, "head") for t in (q, k, v))
+    ref = reference_attention(*(dequantize_fp8(t, d) for t, d in ((q8, dq), (k8, dk), (v8, dv))))[0]
+    out = emulate_fp8_attention(q, k, v, granularity="head", quantize_p=False)
+    assert relative_error(out, ref) < 1e-12
+    assert 1e-3 < relative_error(emulate_fp8_attention(q, k, v, granularity="head"), ref) < 0.05
+
+
+# -- the library's errors where e4m3 cannot run -------------------------------------------------------------------------
+
+def fp8_inputs(seq_len=40, head_dim=64, device=DEVICE):
+    return tuple(quantize_fp8(randn(1, 2, seq_len, head_dim, seed=s).to(device), "head") for s in (40, 41, 42))
+
+
+@pytest.mark.skipif(fp8_unavailable_reason() is None, reason="the FP8 kernel runs here")
+def test_fp8_off_hopper_says_why():
+    (q, dq), (k, dk), (v, dv) = fp8_inputs()
+    with pytest.raises(RuntimeError, match="FP8 attention runs only in the FA-3 style kernel") as info:
+        flash_attention(q, k, v, descale_q=dq, descale_k=dk, descale_v=dv)
+    if backend() == "interpreter":
+        assert "interpreter" in str(info.value)
+
+
+def test_fp8_refused_by_other_kernels_and_descales_refused_without_fp8():
+    (q, dq), (k, dk), (v, dv) = fp8_inputs()
+    with pytest.raises(ValueError, match="only on the FA-3 style kernel"):
+        flash_attention(q, k, v, kernel="fa2", descale_q=dq)
+    x = randn(1, 2, 40, 64).to(DEVICE)
+    with pytest.raises(ValueError, match="scales of float8_e4m3fn inputs"):
+        flash_attention(x, x, x, descale_q=dq)
+    with pytest.raises(TypeError, match="run only on the FA-3 style kernel on Hopper"):
+        check_attention_inputs(q, k, v, False, None)
+    with pytest.raises(TypeError, match="FP8 path takes torch.float8_e4m3fn"):
+        check_attention_inputs(x, x, x, False, None, fp8=True)
+    with pytest.raises(TypeError, match="share one dtype"):
+        flash_attention(q, k, x, descale_q=dq)
+
+
+@pytest.mark.parametrize("bad, words", [
+    (torch.ones(2, 2), "(batch, heads) = (1, 2)"),
+    (torch.ones(1, 2, 3), "per-block"),
+    (-1.0, "positive and finite"),
+    ("1", "must be a number"),
+])
+def test_fp8_bad_descales_say_why(bad, words):
+    (q, _), (k, dk), (v, dv) = fp8_inputs()
+    with pytest.raises((ValueError, TypeError)) as info:
+        flash_attention(q, k, v, descale_q=bad, descale_k=dk, descale_v=dv)
+    assert words in str(info.value)
+
+
+# -- on the GPU ----------------------------------------------------------------------------------------------------------
+
+needs_fp8 = pytest.mark.skipif(backend() == "cuda" and fp8_unavailable_reason() is not None,
+                               reason=f"FP8 kernel cannot run here: {fp8_unavailable_reason()}")
+
+
+@pytest.mark.gpu
+@needs_fp8
+@pytest.mark.parametrize("seq_len", (1, 17, 255, 1000, 4097))
+@pytest.mark.parametrize("head_dim", (64, 128))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("granularity", ["tensor", "head"])
+def test_fp8_kernel_matches_float64(seq_len, head_dim, causal, granularity, poisoned_allocations):
+    gen = torch.Generator(device="cuda").manual_seed(seq_len + head_dim)
+    x = [torch.randn(2, 3, seq_len, head_dim, generator=gen, device="cuda") * (1 + h) for h in range(3)]
+    (q, dq), (k, dk), (v, dv) = (quantize_fp8(t, granularity) for t in x)
+    out, lse = flash_attention(q, k, v, causal=causal, return_lse=True, descale_q=dq, descale_k=dk, descale_v=dv)
+    assert out.dtype == torch.bfloat16 and out.shape == q.shape and torch.isfinite(out).all()
+    # against float64 attention on the dequantized inputs: only P's rounding to e4m3 and O's to bf16 differ
+    deq = [dequantize_fp8(t, d) for t, d in ((q, dq), (k, dk), (v, dv))]
+    ref, ref_lse = reference_attention(*deq, causal)
+    assert relative_error(out, ref) < 0.05
+    assert relative_error(lse, ref_lse) < 1e-3  # (fp8 wgmma's fast fp32 accumulation)
+    # against float64 on the unquantized inputs: e4m3's own error
+    assert relative_error(out, reference_attention(*x, causal)[0]) < 0.1
+
+
+@pytest.mark.gpu
+@needs_fp8
+def test_fp8_kernel_applies_each_heads_descales():
+    (q, _), (k, _), (v, _) = fp8_inputs(seq_len=300, head_dim=128, device="cuda")
+    dq, dk, dv = (torch.tensor([[0.5, 2.0]], device="cuda") * s for s in (1.0, 0.25, 3.0))
+    out = flash_attention(q, k, v, descale_q=dq, descale_k=dk, descale_v=dv)
+    deq = [t.double() * d.double()[:, :, None, None] for t, d in ((q, dq), (k, dk), (v, dv))]
+    assert relative_error(out, reference_attention(*deq)[0]) < 0.05
