@@ -1,7 +1,7 @@
 """The FA-3 style Gluon kernel (kernels/fa3.py).
 
 On a Hopper GPU (gpu-marked, skipped elsewhere): float64 checks on random inputs, ragged N, causal and not, fp16 and
-bf16, head_dim 64 and 128, with every output allocation poisoned with NaN first. Everywhere (CI's interpreter
+bf16, head_dim 64, 128 and 256, with every output allocation poisoned with NaN first. Everywhere (CI's interpreter
 included): the module imports, `v3_unavailable_reason()` says why it cannot run, and a call that cannot run raises a
 clear error instead of a compile trace.
 """
@@ -108,6 +108,23 @@ def test_configs_fit_the_hopper_sm():
         assert config.num_consumers * threads * config.consumer_regs + threads * config.producer_regs <= 65536
         assert config.maxnreg * config.num_warps * 32 <= 65536
         assert config.smem_bytes(head_dim) <= 227 * 1024
+        assert config.block_n & (config.block_n - 1) == 0  # Gluon's arange over a tile's keys: a power of two
+        # a consumer thread's share of the live tiles (fp32 accumulators: O and S; Q when it sits in registers, two
+        # 16-bit values a register) leaves at least 40 of its registers for P, m, l, α and the addresses
+        live = (config.block_m * head_dim + config.block_m * config.block_n) // 128
+        live += config.block_m * head_dim // 256 if config.q_in_regs else 0
+        assert live <= config.consumer_regs - 40, (head_dim, causal, live)
+
+
+def test_head_dim_256_has_configs_that_fit():
+    """FA-3's headline shape: at head_dim 256 O alone is 128 fp32 registers a thread, so Q cannot also sit in
+    registers, and 64-key tiles in two paired slots are what Hopper's 227 KB of shared memory holds."""
+    assert 256 in SUPPORTED_HEAD_DIMS
+    for causal in (False, True):
+        config = SHIPPED[(256, causal)]
+        assert not config.q_in_regs and config.num_consumers == 2
+        assert config.smem_bytes(256) <= 227 * 1024
+        assert dataclasses.replace(config, block_n=128).smem_bytes(256) > 227 * 1024
 
 
 def test_module_imports_and_gluon_is_there():
@@ -126,7 +143,8 @@ def test_unavailable_reason_says_why_off_the_gpu():
 
 def test_unavailable_reason_names_dtype_and_head_dim():
     assert "float32" in v3_unavailable_reason(dtype=torch.float32)
-    assert "256" in v3_unavailable_reason(head_dim=256)
+    assert "32" in v3_unavailable_reason(head_dim=32)
+    assert "256" in v3_unavailable_reason(head_dim=32)  # the sentence names what it does support
 
 
 def test_a_call_that_cannot_run_raises_a_clear_error():
@@ -135,7 +153,7 @@ def test_a_call_that_cannot_run_raises_a_clear_error():
     with pytest.raises(TypeError, match="float16 and bfloat16"):
         flash_attention_v3(q, k, v)
     q16, k16, v16 = (t[..., :32].to(torch.bfloat16) for t in (q, k, v))
-    with pytest.raises(ValueError, match="head_dim 64 and 128"):
+    with pytest.raises(ValueError, match="head_dim 64, 128 and 256"):
         flash_attention_v3(q16, k16, v16)
 
 

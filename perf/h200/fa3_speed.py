@@ -65,6 +65,8 @@ def variants(head_dim: int, causal: bool) -> dict[str, Fa3Config]:
     if head_dim == 128:
         cands += [replace(shipped, kv_stages=5 - shipped.kv_stages),  # kv2 <-> kv3
                   replace(shipped, named_turns=False, kv_paired=False, lazy_rescale=False, kv_stages=2)]  # LADDER row 3
+    if head_dim == 256:  # at 128 accumulator registers a thread, the overlap's extra live S tile may cost more than
+        cands += [replace(shipped, overlap=False)]  # it hides: the ping-pong alone, both products waited together
     return {name(c): c for c in cands if c != shipped}
 
 
