@@ -7,7 +7,7 @@
 against float64 as in 1., the authors' FlashAttention-4 (flash-attn-4: its Hopper forward, kernels.peers.fa4_authors)
 checked the same way when it is installed; then ours, FA-4 and SDPA default (cuDNN) timed in the same interleaved
 rounds at issue 40's table shapes, at 32K, and at head_dim 256 (B2 H8 8K and 16K), the head_dim 256 candidates
-beside them; the table gives ours ÷ FA-4 and ours ÷ cuDNN. Without flash-attn-4 the run goes on and says
+(and one at head_dim 64 causal) beside them; the table gives ours ÷ FA-4 and ours ÷ cuDNN. Without flash-attn-4 the run goes on and says
 "not installed" (requirements-peers.txt; on a machine without a package index, PYTHONPATH to an unpacked copy).
 
 1. Correctness first: every FA-3 config (the shipped table, and with --variants the candidates below) on random
@@ -85,6 +85,19 @@ def variants(head_dim: int, causal: bool) -> dict[str, Fa3Config]:
     if head_dim == 256:  # at 128 accumulator registers a thread, the overlap's extra live S tile may cost more than
         cands += [replace(shipped, overlap=False)]  # it hides: the ping-pong alone, both products waited together
     return {name(c): c for c in cands if c != shipped}
+
+
+def fa4_candidates(head_dim: int, causal: bool) -> dict[str, Fa3Config]:
+    """--fa4's candidates beside the shipped config: at head_dim 256 its variants; at head_dim 64 causal (the widest
+    gap to the authors' FA-4, 0.90×) head_dim 128's design: two consumers (128 query rows a program instead of 192:
+    finer causal blocks), 240 registers each, so the softmax overlap fits (at 160 it spills), Q in registers,
+    named-barrier turns and the paired ring, 4 slots (147 KB)."""
+    if head_dim == 256:
+        return variants(head_dim, causal)
+    if (head_dim, causal) == (64, True):
+        pair = Fa3Config(64, 128, 2, 4, 240, 24, q_in_regs=True, named_turns=True, kv_paired=True, lazy_rescale=True)
+        return {name(pair): pair}
+    return {}
 
 
 def name(c: Fa3Config) -> str:
@@ -329,12 +342,14 @@ def main(argv=None) -> int:
         say(f"FA-3 kernel unavailable: {reason}")
         return 2
 
+    def extra(d, c):  # the candidates checked and timed beside the shipped config of a class
+        return variants(d, c) if args.variants else fa4_candidates(d, c) if args.fa4 else {}
+
     configs: dict[str, tuple[Fa3Config, int, bool]] = {}
     for (d, c), cfg in SHIPPED.items():
         configs[f"shipped {name(cfg)}|{d}|{c}"] = (cfg, d, c)
-        if args.variants or (args.fa4 and d == 256):  # --fa4: the head_dim 256 candidates
-            for vname, vcfg in variants(d, c).items():
-                configs[f"{vname}|{d}|{c}"] = (vcfg, d, c)
+        for vname, vcfg in extra(d, c).items():
+            configs[f"{vname}|{d}|{c}"] = (vcfg, d, c)
     jobs = [("fa3", d, c, dt, tuple(cfg.__dict__.values())) for cfg, d, c in configs.values()
             for dt in ("bfloat16", "float16")]
     if not args.fa4:
@@ -360,11 +375,9 @@ def main(argv=None) -> int:
         if passed.get(shipped_key):
             cfg = SHIPPED[(d, c)]
             out["fa3"] = lambda q, k, v, causal, cfg=cfg: flash_attention_v3(q, k, v, causal=causal, config=cfg)
-        if args.variants or (args.fa4 and d == 256):
-            for vname, vcfg in variants(d, c).items():
-                if passed.get(f"{vname}|{d}|{c}"):
-                    out[vname] = lambda q, k, v, causal, cfg=vcfg: flash_attention_v3(q, k, v, causal=causal,
-                                                                                        config=cfg)
+        for vname, vcfg in extra(d, c).items():
+            if passed.get(f"{vname}|{d}|{c}"):
+                out[vname] = lambda q, k, v, causal, cfg=vcfg: flash_attention_v3(q, k, v, causal=causal, config=cfg)
         if fa4_ok.get(d):
             out["fa4 (authors)"] = fa4_authors
         out["sdpa default"] = sdpa(None)
@@ -435,7 +448,7 @@ def fa4_table(table) -> None:
             f"{', '.join(verdicts)}")
     if RESULTS.get("fa4_unavailable"):
         say(f"FA-4 (the authors'): not timed: {RESULTS['fa4_unavailable']}")
-    say("-- head_dim 256 candidates (TFLOPS, ÷ shipped)")
+    say("-- candidates: head_dim 256, and head_dim 64 causal (TFLOPS, ÷ shipped)")
     for label, tf in table:
         for p, value in tf.items():
             if p.startswith("fa3 ") and "fa3" in tf:
