@@ -97,6 +97,23 @@ def test_fa3_every_config_class_runs_its_own_config():
         assert relative_error(out, reference_attention(q, k, v, causal)[0]) < 1e-2, (head_dim, causal)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", SUPPORTED_HEAD_DIMS)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_the_authors_fa4_peer_matches_float64_where_installed(head_dim, causal, poisoned_allocations):
+    """The peer our FA-3 is measured against (kernels.peers.fa4_authors: our (B, H, N, D) tensors in, transposed
+    views for theirs) gives the right answer, ragged N, where flash-attn-4 is installed on a Hopper GPU."""
+    from costmodel import Shape
+    from kernels.peers import fa4_authors, fa4_unavailable_for
+    why = fa4_unavailable_for(Shape(1000, 2, 3, head_dim, "bfloat16"))
+    if why:
+        pytest.skip(why)
+    q, k, v = random_qkv((2, 3, 1000, head_dim), torch.bfloat16, seed=head_dim + causal)
+    out = fa4_authors(q, k, v, causal=causal)
+    assert out.shape == q.shape and torch.isfinite(out).all()
+    assert relative_error(out, reference_attention(q, k, v, causal)[0]) < 1e-2
+
+
 # -- everywhere -----------------------------------------------------------------------------------
 
 def test_configs_fit_the_hopper_sm():
