@@ -83,6 +83,20 @@ def test_the_authors_fa4_is_a_peer_spec_that_says_why_it_cannot_run(monkeypatch)
         importer.cache_clear()  # the next caller imports again, with flash_attn as it really is
 
 
+def test_a_live_stage_does_not_measure_a_peer_this_machine_lacks(monkeypatch):
+    """Live, the page measures every prefill algorithm; a peer installed apart that cannot run here (the authors'
+    FA-4 not installed) is left out, so its absence shows no failure; where it can run, it is measured."""
+    from kernels import peers
+    from page import stage
+    from page.settings import Settings
+    settings = Settings()
+    monkeypatch.setattr(peers, "_fa4_func", lambda: (None, "flash-attn-4 is not installed"))
+    assert stage._absent_peer("fa4_authors", settings)
+    assert not stage._absent_peer("fa2", settings) and not stage._absent_peer("sdpa_default", settings)
+    monkeypatch.setattr(peers, "fa4_unavailable_for", lambda shape, device=None: None)
+    assert not stage._absent_peer("fa4_authors", settings)
+
+
 def test_older_names_still_read():
     assert specs.canonical("flash") == "fa2" and specs.canonical("flash_v1") == "fa1"
     assert specs.canonical("flash_v3") == "fa3" and specs.canonical("naive") == "naive"
