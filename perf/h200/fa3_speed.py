@@ -406,7 +406,7 @@ def main(argv=None) -> int:
         args.json.write_text(json.dumps(RESULTS, indent=1, default=str))
 
     say("")
-    say(f"== {versions['gpu']}, torch {versions['torch']}, triton {versions['triton']}, cuDNN {versions['cudnn']}, "
+    say(f"== {versions.get('gpu', 'no GPU')}, torch {versions['torch']}, triton {versions['triton']}, cuDNN {versions['cudnn']}, "
         f"{versions['date']}: TFLOPS (median of {args.rounds} rounds), bf16")
     if args.fa4:
         fa4_table(table)
