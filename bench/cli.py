@@ -445,12 +445,19 @@ def sweep(settings: list[Setting], rep_ms: float) -> tuple[list[dict], str]:
     """Each setting measured, in order; and "" or, after Ctrl-C, how far it got (the points measured are kept)."""
     records = []
     oom_at = {}
+    skipped = set()
     try:
         for i, s in enumerate(settings, 1):
             n = s.shape.seq_len
             key = (s.algorithm, s.shape.at(seq_len=1, kv_len=1))
             if s.spec.max_seq_len and n > s.spec.max_seq_len:
                 continue  # its spec says why: minutes of GPU time for a point the story does not need
+            why = s.spec.load("unavailable")(s.shape) if s.spec.requirements and s.spec.unavailable else None
+            if why:  # a peer installed apart from the app (its requirements file), not here: said once, no record
+                if s.algorithm not in skipped:
+                    skipped.add(s.algorithm)
+                    print(f"skipping {s.algorithm}: {why}", file=sys.stderr, flush=True)
+                continue
             if key in oom_at and n > oom_at[key] and not s.spec.ours:
                 continue  # PyTorch's eager path past its own wall: nothing new to learn
             r = measure(s, rep_ms=rep_ms).to_dict()

@@ -1,7 +1,7 @@
 """The library's one call: `flash_attention(q, k, v, causal=..., kernel=...)`, dispatched through the specs.
 
 Our kernels that compute this attention are the specs with `library` set (kernels/specs.py): the FA-3 style Gluon
-kernel (kernels/fa3.py; Hopper only, fp16/bf16, head_dim 64 or 128), the FA-2 order teaching kernel (kernels/fa2.py;
+kernel (kernels/fa3.py; Hopper only, fp16/bf16, head_dim 64, 128 or 256), the FA-2 order teaching kernel (kernels/fa2.py;
 everywhere, the interpreter included) and the FA-1 loop order (kernels/fa1.py; slower by design, kept to show why
 FA-2 changed it). `kernel="auto"` (the default) runs the fastest that can run these inputs on this device (the specs'
 `auto_rank`, each asked why it cannot run); `choose_kernel` says which one, and why.
@@ -85,7 +85,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     """Attention output O = softmax(sm_scale · Q Kᵀ [causal mask]) V, by one of our flash kernels.
 
     q, k, v: (batch, heads, seq_len, head_dim); any seq_len ≥ 1; sm_scale > 0 (default 1/sqrt(head_dim)).
-    kernel: "auto" (FA-3 on a Hopper GPU for fp16/bf16 at head_dim 64 or 128, else FA-2) or one of
+    kernel: "auto" (FA-3 on a Hopper GPU for fp16/bf16 at head_dim 64, 128 or 256, else FA-2) or one of
     kernel_choices(). Returns O in the input dtype, and with return_lse=True also the fp32 row log-sum-exp (natural
     log). Forward only. The inputs are checked (kernels.inputs) before a kernel is chosen; the chosen kernel's own
     entry point checks them again, which costs no copy (they come back ready). A kernel asked for by name that cannot

@@ -70,7 +70,7 @@ except Exception:  # noqa: BLE001 - a Triton without Proton: the PROFILE build i
 from kernels.inputs import DTYPE_NAMES, check_attention_inputs
 from kernels.ptx import TURN_BARRIER_ID, named_barrier, rescale
 
-SUPPORTED_HEAD_DIMS = (64, 128)
+SUPPORTED_HEAD_DIMS = (64, 128, 256)
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
 
 if gluon is not None:
@@ -571,6 +571,12 @@ SHIPPED: dict[tuple[int, bool], Fa3Config] = {
                             lazy_rescale=True),
     (128, True): Fa3Config(64, 128, 2, 3, 240, 24, q_in_regs=True, named_turns=True, kv_paired=True,
                            lazy_rescale=True),
+    # head_dim 256: the ping-pong pair with 64-key tiles (FA-3 takes 80; a Gluon arange wants a power of two) in two
+    # paired ring slots: Q 64 KB + K/V 128 KB = 192 KB of shared memory (128-key tiles would need 320 KB). O alone
+    # is 128 of a consumer's 240 registers, so Q·Kᵀ reads Q from shared memory (in registers it would take 64 more).
+    # Not yet measured: perf/h200/fa3_speed.py --fa4 times it beside its candidates.
+    (256, False): Fa3Config(64, 64, 2, 2, 240, 24, named_turns=True, kv_paired=True, lazy_rescale=True),
+    (256, True): Fa3Config(64, 64, 2, 2, 240, 24, named_turns=True, kv_paired=True, lazy_rescale=True),
 }
 
 # The ablation ladder at head_dim 128, not causal: each row adds one idea to the row before, and each is a
@@ -603,7 +609,7 @@ def v3_unavailable_reason(device: torch.device | str | int | None = None, dtype:
         name = DTYPE_NAMES.get(dtype, str(dtype))
         return f"FA-3 style kernel runs on float16 and bfloat16 inputs, not {name} (its wgmma reads 16-bit tiles)"
     if head_dim is not None and head_dim not in SUPPORTED_HEAD_DIMS:
-        return f"FA-3 style kernel supports head_dim 64 and 128, not {head_dim}"
+        return f"FA-3 style kernel supports head_dim 64, 128 and 256, not {head_dim}"
     if INTERPRET:
         return "Gluon kernels do not run in Triton's CPU interpreter: the FA-3 style kernel needs a Hopper GPU"
     if AOT:
@@ -675,7 +681,7 @@ def flash_attention_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
                        config: Fa3Config | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Attention output O = softmax(sm_scale · Q Kᵀ [causal mask]) V on a Hopper GPU, FA-3 style.
 
-    q, k, v: (batch, heads, seq_len, head_dim), float16 or bfloat16, head_dim 64 or 128, any seq_len ≥ 1, on a
+    q, k, v: (batch, heads, seq_len, head_dim), float16 or bfloat16, head_dim 64, 128 or 256, any seq_len ≥ 1, on a
     CUDA device of compute capability 9.x. sm_scale defaults to 1/sqrt(head_dim). Returns O (batch, heads, seq_len,
     head_dim) in the input dtype, and with return_lse=True also the row log-sum-exp (batch, heads, seq_len), float32,
     natural log. Extra device memory: O and the LSE. `config` overrides the shipped one.

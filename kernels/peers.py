@@ -3,13 +3,20 @@ v (batch, heads, seq_len, head_dim). Their specs (kernels/specs.py) name them; t
 
 - `sdpa_default`: PyTorch's scaled_dot_product_attention as it picks its backend (cuDNN on an H200);
 - `sdpa_flash`: the same, held to its FlashAttention-2 backend;
-- `torch_naive`: standard attention in PyTorch eager, the same math as our naive kernels.
+- `torch_naive`: standard attention in PyTorch eager, the same math as our naive kernels;
+- `fa4_authors`: the FlashAttention authors' own kernels (flash-attn-4, CuTe DSL), whose Hopper forward
+  (flash_attn/cute/flash_fwd_sm90.py) is the reference a GPU expert names first. Installed apart from the app
+  (requirements-peers.txt); `fa4_unavailable_for` says why it cannot run here.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
+
+FA4_INSTALL = "pip install -r requirements-peers.txt"
+FA4_DTYPES = ("float16", "bfloat16")
 
 
 def _grouped(q, k) -> dict:
@@ -42,6 +49,51 @@ def torch_naive(q, k, v, causal: bool = False, sm_scale: float | None = None):
     p = torch.softmax(s, dim=-1).to(q.dtype)  # (B·H, N, N)
     del s
     return torch.bmm(p, v3).reshape(batch, heads, n, d)
+
+
+# -- the authors' FlashAttention-4 (CuTe DSL), Hopper forward ---------------------------------------------------------
+
+@functools.cache
+def _fa4_func():
+    """(the authors' flash_attn_func, None), or (None, why it does not import): imported once, on first use (the
+    CuTe DSL takes seconds to import)."""
+    try:
+        from flash_attn.cute.interface import flash_attn_func
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] in ("flash_attn", "cutlass"):
+            return None, f"flash-attn-4 is not installed ({FA4_INSTALL})"
+        return None, f"flash-attn-4 does not import here: {exc} ({FA4_INSTALL})"[:300]
+    except Exception as exc:  # noqa: BLE001 - a broken install is a sentence, not a crash of the bench
+        return None, f"flash-attn-4 does not import here: {type(exc).__name__}: {exc}"[:300]
+    return flash_attn_func, None
+
+
+def fa4_unavailable_for(shape, device: torch.device | None = None) -> str | None:
+    """Why the authors' FA-4 Hopper forward cannot run this shape (costmodel.Shape) here; None when it can."""
+    _, why = _fa4_func()
+    if why:
+        return why
+    if shape.dtype not in FA4_DTYPES:
+        return f"the authors' FA-4 runs on float16 and bfloat16 inputs, not {shape.dtype}"
+    from kernels.runtime import AOT, INTERPRET
+    if INTERPRET or AOT or not torch.cuda.is_available():
+        return "the authors' FA-4 Hopper forward needs Hopper (sm_90); no CUDA GPU is active here"
+    major, minor = torch.cuda.get_device_capability(device)
+    if major != 9:
+        return f"the authors' FA-4 Hopper forward needs Hopper (sm_90); this GPU is sm_{major}{minor}"
+    return None
+
+
+def fa4_authors(q, k, v, causal: bool = False):
+    """The authors' FA-4 forward on our (batch, heads, seq_len, head_dim) tensors: theirs take (batch, seq_len,
+    heads, head_dim), so each is passed as a transposed view (no copy) and O comes back the same way. Returns O
+    only (theirs returns O and the LSE). RuntimeError with fa4_unavailable_for's sentence where not installed."""
+    func, why = _fa4_func()
+    if func is None:
+        raise RuntimeError(why)
+    out = func(*(t.transpose(1, 2) for t in (q, k, v)), causal=causal)
+    out = out[0] if isinstance(out, tuple) else out
+    return out.transpose(1, 2)
 
 
 # -- decode: one new token's queries against a KV cache -------------------------------------------------------------

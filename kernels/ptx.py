@@ -75,8 +75,9 @@ def rescale(acc, alpha, o_row_layout: gl.constexpr, LAZY: gl.constexpr):
         a_b = gl.broadcast(a_row[:, None], acc)[0]
         moved_b = gl.broadcast(moved[:, None], acc)[0]
         PER_THREAD: gl.constexpr = acc.type.shape[0] * acc.type.shape[1] // 128  # values per thread of the warpgroup
-        gl.static_assert(PER_THREAD == 32 or PER_THREAD == 64, "the rescale's PTX is written for 32 or 64 values")
-        if PER_THREAD == 64:
+        gl.static_assert(PER_THREAD == 32 or PER_THREAD == 64 or PER_THREAD == 128,
+                         "the rescale's PTX is written for 32, 64 or 128 values (head_dim 64, 128, 256)")
+        if PER_THREAD >= 64:  # at head_dim 256, two blocks of 64 (each skips on the same warp vote)
             acc = gl.inline_asm_elementwise(_RESCALE_ASM_64, _RESCALE_CONSTRAINTS_64, [acc, a_b, moved_b],
                                             dtype=gl.float32, is_pure=True, pack=64)
         else:

@@ -9,7 +9,8 @@ kernel's loop order, schedule and source phases), Proton's phase recordings and 
 A new kernel is its file in kernels/ plus one `Spec` in SPECS below (docs/architecture.md). Importing this module
 costs no torch or Triton: what needs them is named as "module:function" and imported when first used (`load`).
 The key is the one vocabulary of the code, the link, the results file and the library: "fa2", "fa1", "fa3",
-"naive", "sdpa_default", "sdpa_flash", "torch_naive", "decode" (attention against a KV cache: its pass is "decode").
+"naive", "sdpa_default", "sdpa_flash", "torch_naive", "decode" (attention against a KV cache: its pass is "decode"),
+"fa4_authors" (the FlashAttention authors' FA-4, a peer installed apart: requirements-peers.txt).
 """
 from __future__ import annotations
 
@@ -67,6 +68,8 @@ class Spec:
     trace: Trace | None = None          # the tiling animation can trace it
     proton: str | None = None           # "module:function" (head_dim, causal, dtype) -> (launch, config, warps)
     compile: str | None = None          # "module:function" () -> its shipped launches, compiled ahead of time
+    requirements: str | None = None     # a peer installed apart from the app (this requirements file): the scenes
+                                        # show it only where it has a measurement
 
     def load(self, field_name: str) -> Callable:
         """The function a "module:function" field names, imported now."""
@@ -196,6 +199,9 @@ _BUILT_IN = (
          "kernels.decode:decode_attention", _decode_model, _decode_extra_bytes, interpreter=True,
          tiles="kernels.decode:tiles_for", assumed_tiles=DECODE_ASSUMED_TILES, tile_rule=costmodel.check_tiles,
          passes=("decode",), compile="kernels.decode:shipped_launches", kv_cache="kernels.peers:decode_ours"),
+    Spec("fa4_authors", "FlashAttention-4, the authors' Hopper kernel", "FA-4 (the authors')", "brown",
+         "kernels.peers:fa4_authors", _fused_model, costmodel.fused_extra_bytes, ours=False, ratio=True,
+         unavailable="kernels.peers:fa4_unavailable_for", requirements="requirements-peers.txt"),
 )
 
 SPECS: dict[str, Spec] = {spec.key: spec for spec in _BUILT_IN}

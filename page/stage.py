@@ -116,7 +116,7 @@ class Stage:
                 return []
             return [record for record in self.recording.records if record["algorithm"] in algorithms
                     and record["seq_len"] in seq_lens and same_setting(record, s)]
-        return _measure_with_progress(self, [(a, n) for n in seq_lens for a in algorithms])
+        return _measure_with_progress(self, [(a, n) for n in seq_lens for a in algorithms if not _absent_peer(a, s)])
 
     def every_algorithm_at_length(self) -> list[dict]:
         """Every algorithm's records at the slider's length (ours, SDPA's, the FA1-order kernel, PyTorch eager)."""
@@ -250,6 +250,14 @@ def live_sm_timeline(seq_len: int, batch: int, heads: int, head_dim: int, dtype:
                              causal=causal).to_dict()
 
 
+def _absent_peer(algorithm: str, s: Settings) -> bool:
+    """A peer installed apart from the app (its spec's `requirements`: the authors' FA-4) that cannot run here: live,
+    it is not measured, so a machine without it shows no failure for it (and the scenes nothing new)."""
+    from kernels import specs
+    spec = specs.spec(algorithm)
+    return bool(spec.requirements and spec.unavailable and spec.load("unavailable")(s.shape))
+
+
 def _measure_with_progress(stage: Stage, jobs: list[tuple[str, int]]) -> list[dict]:
     s = stage.settings
     progress = st.progress(0.0)
@@ -330,7 +338,7 @@ def warm_up(stage: Stage) -> str:
     s = stage.settings
     start = time.perf_counter()
     if stage.live:
-        jobs = [(a, n) for n in SEQ_LENS for a in story.prefill_algorithms()]
+        jobs = [(a, n) for n in SEQ_LENS for a in story.prefill_algorithms() if not _absent_peer(a, s)]
         done = len(_measure_with_progress(stage, jobs))
         try:
             live_sm_timeline(s.seq_len, s.batch, s.heads, s.head_dim, s.dtype, s.causal)

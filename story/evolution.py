@@ -44,9 +44,14 @@ def evolution_points(records: list[dict], seq_len: int | None = None, history: l
     (round trips ∝ N²)", "not recorded"…
 
     records: every algorithm's records at seq_len (one setting); history: the same setting's records at other
-    lengths (why an algorithm with no record here stopped earlier), optional."""
+    lengths (why an algorithm with no record here stopped earlier), optional. A peer installed apart from the app
+    (its spec's `requirements`: the authors' FA-4) has an entry only where it was measured: an "ok" record here or
+    in the history; elsewhere the chart is as it was without it."""
     entries = []
     for algorithm in algorithms or prefill_algorithms():
+        if _installed_apart(algorithm) and not any(
+                r["algorithm"] == algorithm and r["status"] == "ok" for r in [*records, *(history or [])]):
+            continue
         here = [r for r in records if r["algorithm"] == algorithm and (seq_len is None or r["seq_len"] == seq_len)]
         record = next((r for r in here if r["status"] == "ok" and r.get("tflops")), here[0] if here else None)
         if record is not None and record["status"] == "ok" and record.get("tflops"):
@@ -55,6 +60,21 @@ def evolution_points(records: list[dict], seq_len: int | None = None, history: l
             entries.append({"algorithm": algorithm, "tflops": None,
                             "note": _no_number(algorithm, record, history or [], seq_len)})
     return entries
+
+
+def _installed_apart(algorithm: str) -> bool:
+    return algorithm in specs.SPECS and specs.spec(algorithm).requirements is not None
+
+
+def authors_sentence(points: list[dict], gpu: str = "this GPU") -> str:
+    """Our FA-3 style kernel against the FlashAttention authors' own Hopper kernel (FA-4's sm90 forward), both
+    measured on one GPU at the setting (evolution_points); "" where either has no number here."""
+    rate = {point["algorithm"]: point["tflops"] for point in points if point.get("tflops")}
+    if not (rate.get("fa3") and rate.get("fa4_authors")):
+        return ""
+    return (f"FlashAttention-4, the authors' Hopper kernel, measured on {gpu} at this setting: "
+            f"{rate['fa4_authors']:,.0f} TFLOPS; our FA-3 style kernel {rate['fa3']:,.0f}, "
+            f"{rate['fa3'] / rate['fa4_authors']:.2f}× theirs. Their published figures are from other GPUs.")
 
 
 def same_gpu_sentence(points: list[dict], published: list[dict], gpu: str = "this GPU") -> str:

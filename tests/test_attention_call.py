@@ -1,6 +1,6 @@
 """The library's one call, `kernels.flash_attention(..., kernel=...)`: which of our kernels it runs, and that the
 choice computes the same attention. On the CPU path (interpreter) "auto" is FA-2 and says why; on a Hopper GPU it
-is FA-3 for fp16/bf16 at head_dim 64/128 and FA-2 otherwise."""
+is FA-3 for fp16/bf16 at head_dim 64/128/256 and FA-2 otherwise."""
 import math
 
 import pytest
@@ -66,7 +66,7 @@ def test_each_portable_kernel_matches_float64(kernel, causal, poisoned_allocatio
 
 @pytest.mark.gpu
 @pytest.mark.skipif(INTERPRET or v3_unavailable_reason() is not None, reason="needs a Hopper GPU")
-@pytest.mark.parametrize("dtype,head_dim,expected", [(torch.bfloat16, 128, "fa3"), (torch.float16, 64, "fa3"),
+@pytest.mark.parametrize("dtype,head_dim,expected", [(torch.bfloat16, 128, "fa3"), (torch.float16, 64, "fa3"), (torch.bfloat16, 256, "fa3"),
                                                      (torch.float32, 128, "fa2"), (torch.bfloat16, 32, "fa2")])
 def test_auto_on_hopper_is_the_fastest_that_runs(dtype, head_dim, expected, poisoned_allocations):
     q, k, v = random_qkv((2, 3, 1000, head_dim), dtype, seed=head_dim)

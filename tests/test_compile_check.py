@@ -86,6 +86,7 @@ def test_fa3_operands_come_from_where_the_configs_say(check):
             else:
                 assert r["hgmma_reg_a"] < r["hgmma"], r
     assert flash_v3.SHIPPED[(128, False)].q_in_regs and flash_v3.SHIPPED[(128, True)].q_in_regs
+    assert not flash_v3.SHIPPED[(256, False)].q_in_regs  # at 256, O takes 128 registers: Q stays in shared memory
 
 
 @pytest.mark.timeout(1600)

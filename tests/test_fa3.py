@@ -1,7 +1,7 @@
 """The FA-3 style Gluon kernel (kernels/fa3.py).
 
 On a Hopper GPU (gpu-marked, skipped elsewhere): float64 checks on random inputs, ragged N, causal and not, fp16 and
-bf16, head_dim 64 and 128, with every output allocation poisoned with NaN first. Everywhere (CI's interpreter
+bf16, head_dim 64, 128 and 256, with every output allocation poisoned with NaN first. Everywhere (CI's interpreter
 included): the module imports, `v3_unavailable_reason()` says why it cannot run, and a call that cannot run raises a
 clear error instead of a compile trace.
 """
@@ -97,6 +97,23 @@ def test_fa3_every_config_class_runs_its_own_config():
         assert relative_error(out, reference_attention(q, k, v, causal)[0]) < 1e-2, (head_dim, causal)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", SUPPORTED_HEAD_DIMS)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_the_authors_fa4_peer_matches_float64_where_installed(head_dim, causal, poisoned_allocations):
+    """The peer our FA-3 is measured against (kernels.peers.fa4_authors: our (B, H, N, D) tensors in, transposed
+    views for theirs) gives the right answer, ragged N, where flash-attn-4 is installed on a Hopper GPU."""
+    from costmodel import Shape
+    from kernels.peers import fa4_authors, fa4_unavailable_for
+    why = fa4_unavailable_for(Shape(1000, 2, 3, head_dim, "bfloat16"))
+    if why:
+        pytest.skip(why)
+    q, k, v = random_qkv((2, 3, 1000, head_dim), torch.bfloat16, seed=head_dim + causal)
+    out = fa4_authors(q, k, v, causal=causal)
+    assert out.shape == q.shape and torch.isfinite(out).all()
+    assert relative_error(out, reference_attention(q, k, v, causal)[0]) < 1e-2
+
+
 # -- everywhere -----------------------------------------------------------------------------------
 
 def test_configs_fit_the_hopper_sm():
@@ -108,6 +125,23 @@ def test_configs_fit_the_hopper_sm():
         assert config.num_consumers * threads * config.consumer_regs + threads * config.producer_regs <= 65536
         assert config.maxnreg * config.num_warps * 32 <= 65536
         assert config.smem_bytes(head_dim) <= 227 * 1024
+        assert config.block_n & (config.block_n - 1) == 0  # Gluon's arange over a tile's keys: a power of two
+        # a consumer thread's share of the live tiles (fp32 accumulators: O and S; Q when it sits in registers, two
+        # 16-bit values a register) leaves at least 40 of its registers for P, m, l, α and the addresses
+        live = (config.block_m * head_dim + config.block_m * config.block_n) // 128
+        live += config.block_m * head_dim // 256 if config.q_in_regs else 0
+        assert live <= config.consumer_regs - 40, (head_dim, causal, live)
+
+
+def test_head_dim_256_has_configs_that_fit():
+    """FA-3's headline shape: at head_dim 256 O alone is 128 fp32 registers a thread, so Q cannot also sit in
+    registers, and 64-key tiles in two paired slots are what Hopper's 227 KB of shared memory holds."""
+    assert 256 in SUPPORTED_HEAD_DIMS
+    for causal in (False, True):
+        config = SHIPPED[(256, causal)]
+        assert not config.q_in_regs and config.num_consumers == 2
+        assert config.smem_bytes(256) <= 227 * 1024
+        assert dataclasses.replace(config, block_n=128).smem_bytes(256) > 227 * 1024
 
 
 def test_module_imports_and_gluon_is_there():
@@ -126,7 +160,8 @@ def test_unavailable_reason_says_why_off_the_gpu():
 
 def test_unavailable_reason_names_dtype_and_head_dim():
     assert "float32" in v3_unavailable_reason(dtype=torch.float32)
-    assert "256" in v3_unavailable_reason(head_dim=256)
+    assert "32" in v3_unavailable_reason(head_dim=32)
+    assert "256" in v3_unavailable_reason(head_dim=32)  # the sentence names what it does support
 
 
 def test_a_call_that_cannot_run_raises_a_clear_error():
@@ -135,7 +170,7 @@ def test_a_call_that_cannot_run_raises_a_clear_error():
     with pytest.raises(TypeError, match="float16 and bfloat16"):
         flash_attention_v3(q, k, v)
     q16, k16, v16 = (t[..., :32].to(torch.bfloat16) for t in (q, k, v))
-    with pytest.raises(ValueError, match="head_dim 64 and 128"):
+    with pytest.raises(ValueError, match="head_dim 64, 128 and 256"):
         flash_attention_v3(q16, k16, v16)
 
 

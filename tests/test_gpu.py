@@ -65,6 +65,10 @@ def test_oom_is_a_result_and_the_gpu_recovers():
 @pytest.mark.parametrize("algorithm", tuple(specs.SPECS))
 def test_every_algorithm_gives_a_record(algorithm):
     s = Setting(algorithm, Shape(seq_len=4096, batch=1, heads=8, head_dim=64))
+    spec = specs.spec(algorithm)
+    why = spec.load("unavailable")(s.shape) if spec.requirements and spec.unavailable else None
+    if why:  # a peer installed apart from the app (the authors' FA-4) that is not here
+        pytest.skip(f"{algorithm}: {why}")
     r = measure(s)
     assert r.status == "ok", r.message
     assert r.timing_kind == "cuda" and r.tflops > 0 and r.gbps > 0

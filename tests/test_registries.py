@@ -4,6 +4,8 @@ traffic, the roofline, the colours), with no table to edit elsewhere. Scenes and
 import dataclasses
 import json
 import math
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -51,6 +53,48 @@ def test_every_spec_is_complete():
         for alias in s.aliases:
             assert specs.canonical(alias) == s.key and alias not in specs.SPECS
     assert results.RECORD_SCHEMA["algorithm"].choices() == tuple(specs.SPECS)  # a file may name each
+
+
+def test_the_authors_fa4_is_a_peer_spec_that_says_why_it_cannot_run(monkeypatch):
+    """The FlashAttention authors' FA-4 (issue 40): a peer (not ours, not in the library), timed by the bench and
+    recorded like SDPA, installed apart from the app; where it cannot run its spec's `unavailable` says why."""
+    from kernels import peers
+    fa4 = specs.spec("fa4_authors")
+    assert not fa4.ours and not fa4.library and fa4.ratio and "prefill" in fa4.passes
+    assert fa4.requirements == "requirements-peers.txt"
+    wanted = (Path(__file__).resolve().parents[1] / fa4.requirements).read_text()
+    assert "flash-attn-4==4.0.0b36" in wanted and "nvidia-cutlass-dsl" in wanted
+    assert "flash-attn-4" not in (Path(__file__).resolve().parents[1] / "requirements.txt").read_text()
+    assert "fa4_authors" in specs.keys(passes=("prefill",))  # what `python -m bench` times by default
+    assert results.RECORD_SCHEMA["algorithm"].choices() == tuple(specs.SPECS)  # a file may record it
+    shape = Shape(1024, 2, 4, 128, "bfloat16")
+    unavailable = fa4.load("unavailable")
+    importer = peers._fa4_func
+    importer.cache_clear()
+    monkeypatch.setitem(sys.modules, "flash_attn", None)  # not installed (an import of it fails)
+    try:
+        assert unavailable(shape) == "flash-attn-4 is not installed (pip install -r requirements-peers.txt)"
+        with pytest.raises(RuntimeError, match="not installed"):
+            fa4.load("call")(*(torch.zeros(1, 1, 8, 64) for _ in range(3)))
+        monkeypatch.setattr(peers, "_fa4_func", lambda: (object(), None))  # installed, on this CPU machine
+        assert "float32" in unavailable(Shape(1024, 2, 4, 128, "float32"))
+        assert "needs Hopper" in unavailable(shape)
+    finally:
+        importer.cache_clear()  # the next caller imports again, with flash_attn as it really is
+
+
+def test_a_live_stage_does_not_measure_a_peer_this_machine_lacks(monkeypatch):
+    """Live, the page measures every prefill algorithm; a peer installed apart that cannot run here (the authors'
+    FA-4 not installed) is left out, so its absence shows no failure; where it can run, it is measured."""
+    from kernels import peers
+    from page import stage
+    from page.settings import Settings
+    settings = Settings()
+    monkeypatch.setattr(peers, "_fa4_func", lambda: (None, "flash-attn-4 is not installed"))
+    assert stage._absent_peer("fa4_authors", settings)
+    assert not stage._absent_peer("fa2", settings) and not stage._absent_peer("sdpa_default", settings)
+    monkeypatch.setattr(peers, "fa4_unavailable_for", lambda shape, device=None: None)
+    assert not stage._absent_peer("fa4_authors", settings)
 
 
 def test_older_names_still_read():

@@ -51,6 +51,26 @@ def test_the_fake_gpu_sweep_writes_a_file_the_app_reads(fake_gpu, tmp_path):
     assert len(results.load_results_path(out).records) == 4 == len(fake_gpu)
 
 
+def test_a_peer_that_is_not_installed_is_skipped_once_not_recorded(fake_gpu, tmp_path, monkeypatch, capsys):
+    """The authors' FA-4 (a peer installed apart: requirements-peers.txt) is in the bench's default algorithms; where
+    it is not installed the sweep says so once and records nothing for it, the others as before."""
+    from kernels import peers
+    monkeypatch.setattr(peers, "_fa4_func", lambda: (None, "flash-attn-4 is not installed (pip install -r "
+                                                            "requirements-peers.txt)"))
+    out = tmp_path / "run.json"
+    sweep = ["--seq-lens", "1024,2048", "--algorithms", "fa2,fa4_authors", "--head-dims", "128", "--causal", "false"]
+    assert cli.main([*sweep, "--out", str(out)]) == 0
+    assert [s.algorithm for s in fake_gpu] == ["fa2", "fa2"]
+    assert {r["algorithm"] for r in results.load_results_path(out).records} == {"fa2"}
+    said = capsys.readouterr().err
+    assert said.count("skipping fa4_authors: flash-attn-4 is not installed") == 1
+    monkeypatch.setattr(peers, "_fa4_func", lambda: (object(), None))  # installed: it is measured (here, faked)
+    monkeypatch.setattr(peers, "fa4_unavailable_for", lambda shape, device=None: None)
+    fake_gpu.clear()
+    assert cli.main([*sweep, "--out", str(tmp_path / "run2.json")]) == 0
+    assert sorted(s.algorithm for s in fake_gpu) == ["fa2", "fa2", "fa4_authors", "fa4_authors"]
+
+
 def test_a_write_that_fails_part_way_leaves_the_earlier_file_as_it_was(tmp_path):
     """A full disk, simulated by the kernel: the file-size limit (RLIMIT_FSIZE) stops the write after 2,000 bytes
     with EFBIG, in a process of its own. Before: the file was truncated and left as 2,000 bytes of invalid JSON."""

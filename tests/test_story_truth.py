@@ -173,7 +173,9 @@ def test_the_roofline_paragraph_speaks_of_the_points_drawn():
 def test_every_algorithm_has_an_evolution_entry_and_says_why_it_has_no_number():
     history = talk(128, False, tuple(specs.SPECS))
     points = story.evolution_points(at_length(128, False, 262144), 262144, history)
-    assert [p["algorithm"] for p in points] == list(story.prefill_algorithms())
+    recorded_peers = {r["algorithm"] for r in RECORDED.records}  # a peer installed apart has an entry only if timed
+    shown = [a for a in story.prefill_algorithms() if not specs.spec(a).requirements or a in recorded_peers]
+    assert [p["algorithm"] for p in points] == shown
     notes = {p["algorithm"]: p["note"] for p in points if p["tflops"] is None}
     assert notes == {"naive": story.REFUSED, "torch_naive": f"{story.OUT_OF_MEMORY} (from 32K)",
                      "fa1": "not timed past 16K (round trips ∝ N²)"}
@@ -182,7 +184,7 @@ def test_every_algorithm_has_an_evolution_entry_and_says_why_it_has_no_number():
     fig = viz.evolution_figure(measured)
     gaps = next(t for t in fig.data if t.customdata is not None and story.REFUSED in t.customdata)
     assert sorted(gaps.customdata) == sorted(notes.values())  # each drawn in its column, labelled
-    assert len(fig.layout.xaxis.categoryarray) == len(viz.PUBLISHED) + len(story.prefill_algorithms())
+    assert len(fig.layout.xaxis.categoryarray) == len(viz.PUBLISHED) + len(shown)
     without_v3 = [r for r in at_length(128, False, 8192) if r["algorithm"] != "fa3"]
     assert story.evolution_points(without_v3, 8192, history)[-1] == {"algorithm": "fa3", "tflops": None,
                                                                      "note": "not recorded"}
@@ -421,6 +423,65 @@ def test_the_evolution_scene_says_fa3_over_fa2_on_one_gpu_beside_the_papers_two(
     assert story.same_gpu_sentence([p for p in points if p["algorithm"] != "fa3"], viz.PUBLISHED) == ""
     fa4 = next(e for e in viz.PUBLISHED if e["short"] == "FA4")
     assert "71 %, not 'near 100 %'" in fa4["note"]
+
+
+# -- the authors' FA-4 (issue 40): a measured point where a recording or a live run has it, nothing otherwise ------
+
+FA4_LABEL = "FlashAttention-4, the authors' Hopper kernel"
+
+
+def _with_fa4(records: list[dict], slower: float = 1.04) -> list[dict]:
+    """The records plus an fa4_authors record beside each fa3 one: `slower` times its time (a fake, for the test)."""
+    fake = [{**r, "algorithm": "fa4_authors", "time_ms": r["time_ms"] * slower, "time_ms_p20": r["time_ms_p20"] * slower,
+             "time_ms_p80": r["time_ms_p80"] * slower, "tflops": r["tflops"] / slower, "gbps": r["gbps"] / slower,
+             "block_m": None, "block_n": None, "kernels": None}
+            for r in records if r["algorithm"] == "fa3" and r["status"] == "ok"]
+    return [*records, *fake]
+
+
+def test_the_evolution_points_have_the_authors_fa4_only_where_it_was_measured():
+    records = [r for r in RECORDED.records if r["seq_len"] == 8192 and r["head_dim"] == 128 and not r["causal"]
+               and r["batch"] == 2]
+    assert "fa4_authors" not in {r["algorithm"] for r in records}
+    without = story.evolution_points(records, 8192)
+    assert "fa4_authors" not in [p["algorithm"] for p in without]
+    assert story.authors_sentence(without) == ""
+    with_fa4 = story.evolution_points(_with_fa4(records, 1.25), 8192)
+    (point,) = [p for p in with_fa4 if p["algorithm"] == "fa4_authors"]
+    fa3 = next(p for p in with_fa4 if p["algorithm"] == "fa3")
+    assert point["tflops"] == pytest.approx(fa3["tflops"] / 1.25) and point["note"] is None
+    text = story.authors_sentence(with_fa4, "NVIDIA H200")
+    assert f"{FA4_LABEL}, measured on NVIDIA H200" in text and "1.25× theirs" in text
+    # an fa4_authors record that failed (not installed on a live GPU) adds nothing either
+    failed = [{**r, "algorithm": "fa4_authors", "status": "error", "tflops": None, "time_ms": None,
+               "message": "RuntimeError: flash-attn-4 is not installed"} for r in records if r["algorithm"] == "fa3"]
+    assert [p["algorithm"] for p in story.evolution_points([*records, *failed], 8192)] == \
+        [p["algorithm"] for p in without]
+
+
+def _evolution_categories(app) -> str:
+    spec = json.loads(app.get("plotly_chart")[0].proto.spec)
+    return " ".join(spec["layout"]["xaxis"]["categoryarray"])
+
+
+def test_the_evolution_scene_shows_the_authors_fa4_from_a_recording_that_has_it(tmp_path, monkeypatch):
+    shipped = json.loads((results.RESULTS_DIR / "h200.json").read_text())
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    (tmp_path / "h200.json").write_text(json.dumps(shipped))
+    app = open_app(scene="evolution", source="recorded")
+    assert_no_exception(app)
+    assert "authors" not in _evolution_categories(app)  # no fa4_authors records: nothing new on the chart
+    assert not any("authors' Hopper kernel" in caption.value for caption in app.caption)
+    (tmp_path / "h200.json").write_text(json.dumps({**shipped, "records": _with_fa4(shipped["records"])}))
+    app = open_app(scene="evolution", source="recorded")
+    assert_no_exception(app)
+    assert "authors" in _evolution_categories(app)
+    assert any(f"{FA4_LABEL}, measured on NVIDIA H200" in caption.value and "1.04× theirs" in caption.value
+               for caption in app.caption)
+    published = [e["short"] for e in viz.PUBLISHED]  # the papers' points from other GPUs stay, labelled as such
+    assert all(short in _evolution_categories(app) for short in published)
+    assert "published numbers are other GPUs" in json.loads(app.get("plotly_chart")[0].proto.spec)["layout"][
+        "title"]["text"]
 
 
 def test_the_evolution_caption_holds_the_same_gpu_ratio():

@@ -794,13 +794,14 @@ def contrast(a: str, b: str) -> float:
 
 def test_one_look_per_algorithm() -> None:
     looks = {key: look(key) for key in algorithm_order()}
-    assert set(looks) == {"fa2", "naive", "sdpa_default", "sdpa_flash", "torch_naive", "fa1", "fa3", "decode"}
+    assert set(looks) == {"fa2", "naive", "sdpa_default", "sdpa_flash", "torch_naive", "fa1", "fa3", "decode",
+                          "fa4_authors"}
     colors = [found.color for found in looks.values()]
     labels = [found.label for found in looks.values()]
     assert len(set(colors)) == len(colors) and len(set(labels)) == len(labels)
     assert PALETTE["published"] not in colors  # grey stays the papers' (and any unknown algorithm's)
     assert not set(PALETTE) & set(looks)  # the palette holds what is not an algorithm
-    for key in ("fa1", "fa3"):  # the colours picked for this house: 3:1 on both backgrounds
+    for key in ("fa1", "fa3", "fa4_authors"):  # the colours picked for this house: 3:1 on both backgrounds
         for theme in fmt.THEMES:
             assert contrast(looks[key].color, surface(theme)["background"]) >= 3, (key, theme)
     assert algorithm_label("fa3") == "flash, FA-3 style (ours, Gluon)"

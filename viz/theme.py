@@ -27,12 +27,14 @@ from viz.plotly_private import share_frames
 BLUE, VERMILLION, REDDISH_PURPLE, BLUISH_GREEN = "#0072B2", "#D55E00", "#CC79A7", "#009E73"
 ORANGE, SKY_BLUE, MEDIUM_PURPLE, INDIGO = "#E69F00", "#56B4E9", "#8C6BB1", "#4050E8"
 GREY, LIGHT_GREY, DARK_GREY = "#7F7F7F", "#BBBBBB", "#555555"
+BROWN = "#A6761D"  # ColorBrewer Dark2's: 4.0:1 on white, 4.7:1 on the dark background
 
 
 # The palette by name: a kernel's spec names its colour here (kernels/specs.py, `color`), and nothing else draws it.
 COLORS: dict[str, str] = {"blue": BLUE, "vermillion": VERMILLION, "reddish_purple": REDDISH_PURPLE,
                           "bluish_green": BLUISH_GREEN, "orange": ORANGE, "sky_blue": SKY_BLUE,
-                          "medium_purple": MEDIUM_PURPLE, "indigo": INDIGO, "grey": GREY, "dark_grey": DARK_GREY}
+                          "medium_purple": MEDIUM_PURPLE, "indigo": INDIGO, "brown": BROWN, "grey": GREY,
+                          "dark_grey": DARK_GREY}
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,20 @@
 """The FA-3 style Gluon kernel on the H200: checked against float64, then timed beside its peers, in one call.
 
     PYTHONUNBUFFERED=1 python3 -m perf.h200.fa3_speed [--variants] [--shapes goal|8k|quick] [--rounds 3]
+    PYTHONUNBUFFERED=1 python3 -m perf.h200.fa3_speed --fa4 [--json PATH]     (issue 40: ours against the authors')
+
+--fa4 (about 3–4 minutes): every shipped config (head_dim 64, 128, 256) and the head_dim 256 candidates checked
+against float64 as in 1., the authors' FlashAttention-4 (flash-attn-4: its Hopper forward, kernels.peers.fa4_authors)
+checked the same way when it is installed; then ours, FA-4 and SDPA default (cuDNN) timed in the same interleaved
+rounds at issue 40's table shapes, at 32K, and at head_dim 256 (B2 H8 8K and 16K), the head_dim 256 candidates
+(and one at head_dim 64 causal) beside them; the table gives ours ÷ FA-4 and ours ÷ cuDNN. Without flash-attn-4 the run goes on and says
+"not installed" (requirements-peers.txt; on a machine without a package index, PYTHONPATH to an unpacked copy).
 
 1. Correctness first: every FA-3 config (the shipped table, and with --variants the candidates below) on random
    inputs against kernels.reference (float64), ragged N (1, 17, 255, 1000, 4097), its causal mode, fp16 and bf16,
    outputs poisoned with NaN beforehand; plus a non-contiguous input per head_dim. A config that fails is not timed.
 2. Timing, side by side in one run: ours FA-3 (shipped config; at N=8K the variants too), ours FA-2
-   (kernels.fa2.flash_attention), SDPA default (cuDNN on the H200; at 8K also SDPA with CUDNN_ATTENTION forced,
+   (kernels.fa2.flash_attention), the authors' FA-4 where installed, SDPA default (cuDNN on the H200; at 8K also SDPA with CUDNN_ATTENTION forced,
    to show the default is cuDNN) and SDPA's FLASH_ATTENTION backend. triton.testing.do_bench (L2 flushed before each
    call) gives a median per round; rounds interleave every shape and provider (order rotated per round); the table
    gives the median over rounds, in TFLOPS = 4·B·H·N²·D / t (half that when causal) and ratios.
@@ -34,8 +42,10 @@ from pathlib import Path
 import torch
 
 from kernels.runtime import backend, backend_reason  # first: picks the backend before any kernel is decorated
+from costmodel import Shape
 from kernels.fa2 import config_for, flash_attention
 from kernels.fa3 import SHIPPED, Fa3Config, flash_attention_v3, v3_unavailable_reason
+from kernels.peers import fa4_authors, fa4_unavailable_for
 from kernels.reference import reference_attention, relative_error
 
 OUT = Path(os.environ.get("OUT") or Path(__file__).parent / "logs")
@@ -49,7 +59,14 @@ GOAL_SHAPES = [(f"B{b} H{h} N{n // 1024}K D{d}{' causal' if c else ''}", b, h, n
                for (b, h) in ((2, 16),) for n in (8192, 16384, 32768) for d in (128, 64) for c in (False, True)]
 GOAL_SHAPES += [(f"B1 H32 N{n // 1024}K D128{' causal' if c else ''}", 1, 32, n, 128, c)
                 for n in (8192, 16384, 32768) for c in (False, True)]
-SHAPE_SETS = {"goal": GOAL_SHAPES, "8k": [s for s in GOAL_SHAPES if s[3] == 8192 and s[1] == 2],
+# issue 40's table (B2 H16 and B1 H32 at 8K, B2 H16 at 16K), 32K, and FA-3's headline head_dim 256 (B2 H8)
+FA4_SHAPES = [(f"B{b} H{h} N{n // 1024}K D{d}{' causal' if c else ''}", b, h, n, d, c)
+              for (b, h, n, d) in ((2, 16, 8192, 64), (2, 16, 8192, 128), (1, 32, 8192, 128), (2, 16, 16384, 64),
+                                   (2, 16, 16384, 128), (2, 16, 32768, 64), (2, 16, 32768, 128), (2, 8, 8192, 256),
+                                   (2, 8, 16384, 256))
+              for c in (False, True)]
+FA4_RAGGED = (17, 1000, 4097)  # the authors' kernel compiles per shape class: fewer lengths than ours
+SHAPE_SETS = {"fa4": FA4_SHAPES, "goal": GOAL_SHAPES, "8k": [s for s in GOAL_SHAPES if s[3] == 8192 and s[1] == 2],
               "quick": [s for s in GOAL_SHAPES if s[3] == 8192 and s[1] == 2 and s[4] == 128],
               "d128": [s for s in GOAL_SHAPES if s[4] == 128]}
 
@@ -65,7 +82,22 @@ def variants(head_dim: int, causal: bool) -> dict[str, Fa3Config]:
     if head_dim == 128:
         cands += [replace(shipped, kv_stages=5 - shipped.kv_stages),  # kv2 <-> kv3
                   replace(shipped, named_turns=False, kv_paired=False, lazy_rescale=False, kv_stages=2)]  # LADDER row 3
+    if head_dim == 256:  # at 128 accumulator registers a thread, the overlap's extra live S tile may cost more than
+        cands += [replace(shipped, overlap=False)]  # it hides: the ping-pong alone, both products waited together
     return {name(c): c for c in cands if c != shipped}
+
+
+def fa4_candidates(head_dim: int, causal: bool) -> dict[str, Fa3Config]:
+    """--fa4's candidates beside the shipped config: at head_dim 256 its variants; at head_dim 64 causal (the widest
+    gap to the authors' FA-4, 0.90×) head_dim 128's design: two consumers (128 query rows a program instead of 192:
+    finer causal blocks), 240 registers each, so the softmax overlap fits (at 160 it spills), Q in registers,
+    named-barrier turns and the paired ring, 4 slots (147 KB)."""
+    if head_dim == 256:
+        return variants(head_dim, causal)
+    if (head_dim, causal) == (64, True):
+        pair = Fa3Config(64, 128, 2, 4, 240, 24, q_in_regs=True, named_turns=True, kv_paired=True, lazy_rescale=True)
+        return {name(pair): pair}
+    return {}
 
 
 def name(c: Fa3Config) -> str:
@@ -200,6 +232,45 @@ def check(config: Fa3Config, head_dim: int, causal: bool, label: str) -> bool:
     return ok
 
 
+def check_fa4(head_dims) -> dict[int, bool | None]:
+    """The authors' FA-4 against float64 as ours is checked (O only: our peer call returns O), bf16 and fp16, causal
+    and not, ragged N, per head_dim: True (right), False (a WRONG answer: the run fails) or None (not installed, or it
+    raised at that head_dim: said, not timed there)."""
+    why = fa4_unavailable_for(Shape(1024, 1, 1, 128, "bfloat16"))
+    RESULTS["fa4_unavailable"] = why
+    if why:
+        say(f"  FA-4 (the authors'): {why}: not timed")
+        return {d: None for d in head_dims}
+    verdicts = {}
+    for d in head_dims:
+        ok, raised = True, None
+        for causal in (False, True):
+            for dtype in (torch.bfloat16, torch.float16):
+                for n in FA4_RAGGED:
+                    what = f"fa4 (authors) D={d} {'causal' if causal else 'full'} {dtype} N={n}"
+                    beat(f"check {what}")
+                    q, k, v = (t.to(dtype) for t in _random_qkv(n, d, 1000 * n + d + causal, False))
+                    _poison(q.numel() * 2)
+                    try:
+                        o = fa4_authors(q, k, v, causal=causal)
+                        torch.cuda.synchronize()
+                        err = relative_error(o, reference_attention(q, k, v, causal)[0])
+                        good = err < TOLERANCE[dtype]  # NaN compares False
+                    except Exception as exc:  # e.g. a head_dim its Hopper forward does not take
+                        raised = raised or f"{type(exc).__name__}: {str(exc)[:300]}"
+                        RESULTS["errors"].append(f"{what}: {traceback.format_exc()[-1500:]}")
+                        continue
+                    RESULTS["checks"].append({"config": "fa4 (authors)", "dtype": str(dtype), "seq_len": n,
+                                              "causal": causal, "head_dim": d, "rel_err": err, "ok": good})
+                    if not good:
+                        say(f"  WRONG {what}: rel err {err:.2e}")
+                    ok &= good
+        verdicts[d] = None if raised and ok else ok
+        state = f"raised ({raised}): not timed at D={d}" if raised and ok else ("ok" if ok else "FAILED")
+        say(f"  {'fa4 (authors), flash-attn-4':44s} D={d}: {state}")
+    return verdicts
+
+
 # -- timing ----------------------------------------------------------------------------------------
 
 def sdpa(backend_name: str | None):
@@ -248,7 +319,12 @@ def main(argv=None) -> int:
     parser.add_argument("--shapes", choices=sorted(SHAPE_SETS), default="goal")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--check-only", action="store_true")
+    parser.add_argument("--fa4", action="store_true", help="issue 40: ours against the authors' FA-4 and cuDNN, "
+                                                           "its shapes (head_dim 256 with its candidates)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args(argv)
+    if args.fa4:
+        args.shapes = "fa4"
     threading.Thread(target=_watchdog, daemon=True).start()
 
     import triton
@@ -266,21 +342,29 @@ def main(argv=None) -> int:
         say(f"FA-3 kernel unavailable: {reason}")
         return 2
 
+    def extra(d, c):  # the candidates checked and timed beside the shipped config of a class
+        return variants(d, c) if args.variants else fa4_candidates(d, c) if args.fa4 else {}
+
     configs: dict[str, tuple[Fa3Config, int, bool]] = {}
     for (d, c), cfg in SHIPPED.items():
         configs[f"shipped {name(cfg)}|{d}|{c}"] = (cfg, d, c)
-        if args.variants:
-            for vname, vcfg in variants(d, c).items():
-                configs[f"{vname}|{d}|{c}"] = (vcfg, d, c)
+        for vname, vcfg in extra(d, c).items():
+            configs[f"{vname}|{d}|{c}"] = (vcfg, d, c)
     jobs = [("fa3", d, c, dt, tuple(cfg.__dict__.values())) for cfg, d, c in configs.values()
             for dt in ("bfloat16", "float16")]
-    jobs += [("fa2", d, c, "bfloat16", None) for d in (64, 128) for c in (False, True)]
+    if not args.fa4:
+        jobs += [("fa2", d, c, "bfloat16", None) for d in (64, 128) for c in (False, True)]
     precompile(jobs)
 
     say("== correctness (float64 reference, ragged N, fp16 + bf16, NaN-poisoned outputs)")
     passed = {}
     for key, (cfg, d, c) in configs.items():
         passed[key] = check(cfg, d, c, key.split("|")[0])
+    shapes = SHAPE_SETS[args.shapes]
+    fa4_ok = check_fa4(sorted({s[4] for s in shapes}))
+    for d, verdict in fa4_ok.items():
+        if verdict is False:
+            passed[f"fa4 (authors)|{d}"] = False
     _dump()
     if args.check_only:
         return 0 if all(passed.values()) else 1
@@ -291,19 +375,20 @@ def main(argv=None) -> int:
         if passed.get(shipped_key):
             cfg = SHIPPED[(d, c)]
             out["fa3"] = lambda q, k, v, causal, cfg=cfg: flash_attention_v3(q, k, v, causal=causal, config=cfg)
-        if args.variants:
-            for vname, vcfg in variants(d, c).items():
-                if passed.get(f"{vname}|{d}|{c}"):
-                    out[vname] = lambda q, k, v, causal, cfg=vcfg: flash_attention_v3(q, k, v, causal=causal,
-                                                                                        config=cfg)
-        out["fa2 (ours)"] = lambda q, k, v, causal: flash_attention(q, k, v, causal=causal)
+        for vname, vcfg in extra(d, c).items():
+            if passed.get(f"{vname}|{d}|{c}"):
+                out[vname] = lambda q, k, v, causal, cfg=vcfg: flash_attention_v3(q, k, v, causal=causal, config=cfg)
+        if fa4_ok.get(d):
+            out["fa4 (authors)"] = fa4_authors
         out["sdpa default"] = sdpa(None)
+        if args.fa4:  # ours, theirs, cuDNN: nothing else in these rounds
+            return out
+        out["fa2 (ours)"] = lambda q, k, v, causal: flash_attention(q, k, v, causal=causal)
         out["sdpa flash"] = sdpa("FLASH_ATTENTION")
         if n == 8192:
             out["sdpa cudnn"] = sdpa("CUDNN_ATTENTION")
         return out
 
-    shapes = SHAPE_SETS[args.shapes]
     say(f"== timing {len(shapes)} shapes, {args.rounds} interleaved rounds (do_bench medians, bf16)")
     times = time_all(shapes, providers_for, args.rounds)
     table = []
@@ -316,25 +401,58 @@ def main(argv=None) -> int:
         table.append((label, tf))
     _dump()
 
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(RESULTS, indent=1, default=str))
+
     say("")
-    say(f"== {versions['gpu']}, torch {versions['torch']}, triton {versions['triton']}, cuDNN {versions['cudnn']}, "
+    say(f"== {versions.get('gpu', 'no GPU')}, torch {versions['torch']}, triton {versions['triton']}, cuDNN {versions['cudnn']}, "
         f"{versions['date']}: TFLOPS (median of {args.rounds} rounds), bf16")
+    if args.fa4:
+        fa4_table(table)
+        return 0 if all(passed.values()) else 1
     if args.variants:
         say("-- FA-3 variants (TFLOPS, ÷ shipped)")
         for label, tf in table:
             for p, value in tf.items():
                 if p.startswith("fa3 ") and "fa3" in tf:
                     say(f"  {label:24s} {p:44s} {value:6.1f}  {value / tf['fa3']:.3f}×")
-    say(f"{'shape':24s} {'fa3':>6s} {'fa2':>6s} {'cudnn':>6s} {'sdpaFA':>6s}  {'÷cudnn':>6s} {'÷fa2':>6s}  goal")
+    say(f"{'shape':24s} {'fa3':>6s} {'fa2':>6s} {'cudnn':>6s} {'sdpaFA':>6s} {'fa4':>6s}  {'÷cudnn':>6s} {'÷fa2':>6s} "
+        f"{'÷fa4':>6s}  goal")
+    nan = float("nan")
     for label, tf in table:
-        fa3 = tf.get("fa3", float("nan"))
+        fa3 = tf.get("fa3", nan)
         cudnn = tf["sdpa default"]
+        fa4 = tf.get("fa4 (authors)", nan)
         goal = 1.05 if "D128" in label else 1.0
         verdict = "met" if fa3 / cudnn >= goal else f"<{goal:.2f}"
         forced = f"  (forced cuDNN {tf['sdpa cudnn']:.1f})" if "sdpa cudnn" in tf else ""
-        say(f"{label:24s} {fa3:6.1f} {tf['fa2 (ours)']:6.1f} {cudnn:6.1f} {tf['sdpa flash']:6.1f}  "
-            f"{fa3 / cudnn:6.3f} {fa3 / tf['fa2 (ours)']:6.3f}  {verdict}{forced}")
+        say(f"{label:24s} {fa3:6.1f} {tf['fa2 (ours)']:6.1f} {cudnn:6.1f} {tf['sdpa flash']:6.1f} {fa4:6.1f}  "
+            f"{fa3 / cudnn:6.3f} {fa3 / tf['fa2 (ours)']:6.3f} {fa3 / fa4:6.3f}  {verdict}{forced}")
+    if RESULTS.get("fa4_unavailable"):
+        say(f"fa4 (authors): not timed: {RESULTS['fa4_unavailable']}")
     return 0 if all(passed.values()) else 1
+
+
+def fa4_table(table) -> None:
+    """Issue 40's table: ours, the authors' FA-4 and cuDNN side by side, the ratios and the goals (≥ 1.0× FA-4,
+    ≥ 1.05× cuDNN); then the head_dim 256 candidates ÷ the shipped config."""
+    nan = float("nan")
+    say(f"{'shape':24s} {'ours':>6s} {'FA-4':>6s} {'cuDNN':>6s}  {'÷FA-4':>6s} {'÷cuDNN':>6s}  goals (≥1.00× FA-4, "
+        f"≥1.05× cuDNN)")
+    for label, tf in table:
+        ours, fa4, cudnn = tf.get("fa3", nan), tf.get("fa4 (authors)", nan), tf.get("sdpa default", nan)
+        verdicts = [f"FA-4 {'met' if ours / fa4 >= 1.0 else 'MISSED'}" if fa4 == fa4 else "FA-4 not timed",
+                    f"cuDNN {'met' if ours / cudnn >= 1.05 else 'MISSED'}"]
+        say(f"{label:24s} {ours:6.1f} {fa4:6.1f} {cudnn:6.1f}  {ours / fa4:6.3f} {ours / cudnn:6.3f}  "
+            f"{', '.join(verdicts)}")
+    if RESULTS.get("fa4_unavailable"):
+        say(f"FA-4 (the authors'): not timed: {RESULTS['fa4_unavailable']}")
+    say("-- candidates: head_dim 256, and head_dim 64 causal (TFLOPS, ÷ shipped)")
+    for label, tf in table:
+        for p, value in tf.items():
+            if p.startswith("fa3 ") and "fa3" in tf:
+                say(f"  {label:24s} {p:52s} {value:6.1f}  {value / tf['fa3']:.3f}×")
 
 
 if __name__ == "__main__":
