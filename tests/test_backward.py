@@ -8,7 +8,7 @@ from kernels import flash_attention, specs
 from kernels.attention import choose_kernel
 from kernels.fa2_bwd import BackwardConfig, launch_backward
 from kernels.reference import reference_gradients, relative_error
-from support_kernels import random_qkv, reference
+from tests.support_kernels import random_qkv, reference
 
 GRAD_TOLERANCE = {torch.float32: 1e-5, torch.float16: 5e-3, torch.bfloat16: 3e-2}
 
