@@ -246,7 +246,9 @@ class BackwardConfig:
 # rows stepping 32 keys) at head_dim ≤ 64, larger steps and 8 warps at 128, halved at 256 and for fp32 (registers).
 def _gpu_config(head_dim: int, dtype_bytes: int) -> BackwardConfig:
     if dtype_bytes == 4:
-        return BackwardConfig(16, 64, 64, 16, 4, 2) if head_dim >= 128 else BackwardConfig(32, 64, 64, 32, 4, 2)
+        if head_dim == 256:  # 64×16 steps at 2 stages need 168 KB of shared memory: more than sm_80 has
+            return BackwardConfig(16, 32, 32, 16, 4, 1)
+        return BackwardConfig(16, 64, 64, 16, 4, 2) if head_dim == 128 else BackwardConfig(32, 64, 64, 32, 4, 2)
     if head_dim <= 64:
         return BackwardConfig(32, 128, 128, 32, 4, 3)
     if head_dim == 128:
