@@ -87,7 +87,8 @@ def kernel_sets() -> tuple[str, ...]:
 
 def _spec_entries(spec) -> list[Entry]:
     entries = []
-    for label, targets, launch in spec.load("compile")():
+    shipped = spec.load("compile")() + (spec.load("backward_compile")() if spec.backward_compile else [])
+    for label, targets, launch in shipped:  # its forward's launches, then its backward's
         for fn, args, kwargs in _capture(launch):
             entries += [Entry(_name(fn), label, target, fn, args, kwargs) for target in targets]
     return entries

@@ -13,6 +13,7 @@ import torch
 
 from costmodel import Shape
 from kernels import specs
+from kernels.autograd import attention as autograd_attention, needs_grad, no_backward_message
 from kernels.inputs import DTYPE_NAMES, check_attention_inputs
 
 
@@ -39,14 +40,17 @@ def choose_kernel(q: torch.Tensor, kernel: str = "auto") -> tuple[str, str]:
     a `kernel` not in kernel_choices(), and RuntimeError for a kernel asked for by name that cannot run inputs like q
     here, saying why (flash_attention lets that kernel raise its own error)."""
     _check_choice(kernel)
+    grad = needs_grad(q)
     q = check_attention_inputs(q, q, q, False, None)[0]
     if kernel != "auto":
         spec = specs.spec(kernel)
+        if grad and spec.backward is None:
+            raise ValueError(no_backward_message(kernel, "q"))
         why = _why_not(spec, q)
         if why is not None:
             raise RuntimeError(f"kernel={kernel!r} cannot run these inputs here: {why}")
         return kernel, f"{spec.short}: asked for"
-    return _auto(q)
+    return _auto(q, grad)
 
 
 def _check_choice(kernel) -> None:
@@ -55,14 +59,16 @@ def _check_choice(kernel) -> None:
         raise ValueError(f"kernel must be one of {', '.join(map(repr, choices))}; got {kernel!r}"[:300])
 
 
-def _auto(q: torch.Tensor) -> tuple[str, str]:
-    """The fastest of the library's kernels that can run checked inputs like q here, and why."""
+def _auto(q: torch.Tensor, backward: bool = False) -> tuple[str, str]:
+    """The fastest of the library's kernels that can run checked inputs like q here (with backward: and has a
+    backward pass, for inputs that require grad), and why."""
     passed_over = []
     for key in kernel_choices()[1:]:
         spec = specs.spec(key)
         if spec.auto_rank is None:
             continue
-        why = _why_not(spec, q)
+        why = "no backward pass (an input requires grad)" if backward and spec.backward is None else None
+        why = f"{spec.short}: {why}" if why else _why_not(spec, q)
         if why is None:
             first = not passed_over
             return key, f"{spec.short}: {'the fastest of ours that runs here' if first else '; '.join(passed_over)}"
@@ -87,7 +93,10 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     q, k, v: (batch, heads, seq_len, head_dim); any seq_len ≥ 1; sm_scale > 0 (default 1/sqrt(head_dim)).
     kernel: "auto" (FA-3 on a Hopper GPU for fp16/bf16 at head_dim 64, 128 or 256, else FA-2) or one of
     kernel_choices(). Returns O in the input dtype, and with return_lse=True also the fp32 row log-sum-exp (natural
-    log). Forward only. The inputs are checked (kernels.inputs) before a kernel is chosen; the chosen kernel's own
+    log). Differentiable where the kernel has a backward pass (its spec's `backward`: FA-2 today): with autograd on
+    and an input that requires grad, "auto" picks among those kernels, and a kernel named without one raises a
+    ValueError naming those that have one. The forward then saves O and the LSE, no N×N matrix (kernels/autograd.py);
+    the LSE returned is detached. The inputs are checked (kernels.inputs) before a kernel is chosen; the chosen kernel's own
     entry point checks them again, which costs no copy (they come back ready). A kernel asked for by name that cannot
     run here raises its own error.
 
@@ -120,9 +129,15 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
                              f"kernel)")
         from kernels.decode import decode_attention
         return decode_attention(q, k, v, causal=causal, sm_scale=sm_scale, return_lse=return_lse)
+    grad = needs_grad(q, k, v)
     q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
     _check_choice(kernel)
-    chosen = kernel if kernel != "auto" else _auto(q)[0]
+    chosen = kernel if kernel != "auto" else _auto(q, grad)[0]
+    if grad:  # recorded for autograd: the forward saves O and the LSE, the backward is the kernel's spec's
+        if specs.spec(chosen).backward is None:
+            name = next(n for n, t in (("q", q), ("k", k), ("v", v)) if t.requires_grad)
+            raise ValueError(no_backward_message(chosen, name))
+        return autograd_attention(q, k, v, causal, sm_scale, chosen, return_lse)
     run = specs.spec(chosen).load("call")
     return run(q, k, v, causal=causal, sm_scale=sm_scale, return_lse=return_lse)
 

@@ -471,8 +471,8 @@ def _check_dense(name: str, t: object) -> None:
         kind = "a nested tensor" if t.is_nested else f"a {t.layout} tensor"
         raise TypeError(f"{name} is {kind}: the kernels read dense (strided) tensors; pass {name}.to_dense()")
     if t.requires_grad and torch.is_grad_enabled():
-        raise ValueError(f"{name} requires grad, but these kernels are forward only (no backward pass): "
-                         f"call them under torch.no_grad() or pass {name}.detach()")
+        from kernels.autograd import no_backward_message
+        raise ValueError(no_backward_message("decode", name))
 
 
 _FP32_MAX = float(torch.finfo(torch.float32).max)

@@ -215,7 +215,7 @@ def flash_attention_v1(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
     fp32 running O, m and l in HBM (costmodel.fa1_extra_bytes). splits: the programs one (batch, head) is
     divided into along its Q blocks (None: FlashAttention-1's heuristic, `splits_for`).
     """
-    q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
+    q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale, kernel="fa1")
     config = config or config_for_v1(q.shape[-1], q.dtype)
     costmodel.check_tiles(config.block_m, config.block_n)
     if splits is None:
@@ -232,7 +232,7 @@ def flash_attention_v1_traced(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     """Run the FA1-order kernel in trace mode. Returns (O, LSE, trace): stats (B·H, n_q, n_k, 3, block_m)
     with m in natural-log units, l, alpha (NaN where no step ran), out (B·H, n_q, n_k, block_m, head_dim)
     and order (B·H, n_q, n_k) int32, the step number at which the program ran (q block, k block)."""
-    q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
+    q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale, kernel="fa1")
     costmodel.check_tiles(block_m, block_n)
     batch, heads, seq_len, head_dim = q.shape
     n_q, n_k = triton.cdiv(seq_len, block_m), triton.cdiv(seq_len, block_n)

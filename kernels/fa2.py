@@ -26,6 +26,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 import costmodel
+from kernels.autograd import attention as autograd_attention, needs_grad
 from kernels.inputs import check_attention_inputs, dot_modes
 
 try:  # Proton's in-kernel scopes, compiled in only when PROFILE is on (bench/phases.py)
@@ -334,9 +335,15 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     q, k, v: (batch, heads, seq_len, head_dim) in fp16, bf16 or fp32; head_dim in 16, 32, 64, 128, 256;
     any seq_len ≥ 1. sm_scale defaults to 1/sqrt(head_dim). Returns O (batch, heads, seq_len, head_dim)
     in the input dtype, and with return_lse=True also the row log-sum-exp (batch, heads, seq_len), fp32,
-    natural log. Forward only (no autograd). `config` overrides the tuned tile shape.
+    natural log. Differentiable: with autograd on and an input that requires grad, the call is recorded and its
+    backward is kernels/fa2_bwd.py (the forward saves O and the LSE, no N×N matrix; the LSE returned is detached).
+    `config` overrides the tuned tile shape.
     """
     q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
+    if needs_grad(q, k, v):
+        if config is not None:
+            raise ValueError("config is for the forward alone: a call recorded for autograd runs the shipped tiles")
+        return autograd_attention(q, k, v, causal, sm_scale, "fa2", return_lse)
     config = config or config_for(q.shape[-1], q.dtype, causal)
     costmodel.check_tiles(config.block_m, config.block_n)
     o, lse = launch_flash(q, k, v, causal, sm_scale, config)
@@ -352,7 +359,7 @@ def flash_attention_traced(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ca
     did not run the step (causal skipping). out (B·H, n_q_blocks, n_k_blocks, block_m, head_dim).
     sm (B·H, n_q_blocks, 3) int64 (SM id, start ns, end ns) when record_sm (GPU only), else None.
     """
-    q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
+    q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale, kernel="fa2 traced")
     costmodel.check_tiles(block_m, block_n)
     if record_sm and INTERPRET:
         raise ValueError("SM ids and timestamps exist only on a GPU; the interpreter path cannot record them")
@@ -376,7 +383,7 @@ def flash_attention_sm_timeline(q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
 
     Returns (O, sm) with sm (B·H, n_q_blocks, 3) int64: SM id, start ns, end ns (%globaltimer).
     """
-    q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
+    q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale, kernel="fa2 SM timeline")
     if INTERPRET:
         raise ValueError("SM ids and timestamps exist only on a GPU; the interpreter path cannot record them")
     config = config or config_for(q.shape[-1], q.dtype, causal)

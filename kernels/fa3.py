@@ -687,7 +687,7 @@ def flash_attention_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
     natural log. Extra device memory: O and the LSE. `config` overrides the shipped one.
     Raises (with v3_unavailable_reason's sentence) where the kernel cannot run.
     """
-    q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
+    q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale, kernel="fa3")
     head_dim = q.shape[-1]
     reason = v3_unavailable_reason(q.device, q.dtype, head_dim)
     if reason is not None:

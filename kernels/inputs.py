@@ -22,13 +22,15 @@ FP8_DTYPES = (torch.float8_e4m3fn,)
 
 
 def check_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
-                           sm_scale: float | None, fp8: bool = False,
+                           sm_scale: float | None, fp8: bool = False, kernel: str | None = None,
                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
     """Validate (q, k, v, causal, sm_scale); return kernel-ready q, k, v and the softmax scale.
 
     q, k, v: (batch, heads, seq_len, head_dim), dense, one dtype of fp16/bf16/fp32 (with fp8=True: float8_e4m3fn
     only, the FP8 path's), on the active device.
-    Forward only: tensors that require grad are refused while autograd is on (no gradient would flow).
+    kernel: the kernel these inputs are for when it has no backward pass: then tensors that require grad are refused
+    while autograd is on (no gradient would flow), naming the kernels that have one; None: no such check (the
+    caller records the call for autograd, kernels/autograd.py).
     Non-contiguous inputs are accepted (strides are passed to the kernels); a last dimension that is
     not unit-stride, or strides too large for 32-bit in-head offsets, are copied to contiguous memory.
     """
@@ -38,9 +40,9 @@ def check_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ca
         if t.is_nested or t.layout != torch.strided:
             kind = "a nested tensor" if t.is_nested else f"a {t.layout} tensor"
             raise TypeError(f"{name} is {kind}: the kernels read dense (strided) tensors; pass {name}.to_dense()")
-        if t.requires_grad and torch.is_grad_enabled():
-            raise ValueError(f"{name} requires grad, but these kernels are forward only (no backward pass): "
-                               f"call them under torch.no_grad() or pass {name}.detach()")
+        if kernel is not None and t.requires_grad and torch.is_grad_enabled():
+            from kernels.autograd import no_backward_message
+            raise ValueError(no_backward_message(kernel, name))
         if t.dim() != 4:
             raise ValueError(f"{name} must be 4-D (batch, heads, seq_len, head_dim); got shape {tuple(t.shape)}")
     if not (q.shape == k.shape == v.shape):

@@ -168,7 +168,7 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     Raises torch.OutOfMemoryError when S and P do not fit on the GPU (before any launch when they are larger than
     all of its memory).
     """
-    q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale)
+    q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale, kernel="naive")
     batch, heads, seq_len, head_dim = q.shape  # (B, H, N, D)
     check_fits(batch * heads * seq_len * seq_len * (4 + q.element_size()), q.device, "S (fp32) and P")
     s = torch.empty((batch, heads, seq_len, seq_len), dtype=torch.float32, device=q.device)  # (B, H, N, N)

@@ -18,8 +18,12 @@ def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causa
     (batch, heads, q_len), natural log. Causal is aligned bottom-right: query i sees keys 0 .. kv_len − q_len + i
     (the usual lower triangle when q_len == kv_len); a query that sees no key gets NaN. sm_scale defaults to
     1/sqrt(head_dim)."""
-    scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
     q, k, v = (t.detach().to(device or t.device, torch.float64) for t in (q, k, v))
+    return _attention64(q, k, v, causal, sm_scale)
+
+
+def _attention64(q, k, v, causal, sm_scale):
+    scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
     if k.shape[1] != q.shape[1]:  # GQA / MQA: each K/V head serves a group of query heads
         k, v = (t.repeat_interleave(q.shape[1] // k.shape[1], dim=1) for t in (k, v))
     scores = q @ k.transpose(-1, -2) * scale  # (B, H, q_len, kv_len)
@@ -28,6 +32,17 @@ def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causa
         above = torch.ones(n_q, n_k, dtype=torch.bool, device=scores.device).triu(1 + n_k - n_q)
         scores = scores.masked_fill(above, float("-inf"))
     return torch.softmax(scores, -1) @ v, torch.logsumexp(scores, -1)
+
+
+def reference_gradients(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor, causal: bool = False,
+                        sm_scale: float | None = None, device: torch.device | str | None = None,
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dQ, dK, dV) in float64: float64 autograd through reference_attention's O for the upstream gradient do, on
+    the inputs as given (already rounded to their dtype)."""
+    q, k, v = (t.detach().to(device or t.device, torch.float64).requires_grad_() for t in (q, k, v))
+    with torch.enable_grad():
+        out, _ = _attention64(q, k, v, causal, sm_scale)
+        return torch.autograd.grad(out, (q, k, v), do.detach().to(out.device, torch.float64))
 
 
 def reference_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,

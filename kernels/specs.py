@@ -70,6 +70,10 @@ class Spec:
     compile: str | None = None          # "module:function" () -> its shipped launches, compiled ahead of time
     requirements: str | None = None     # a peer installed apart from the app (this requirements file): the scenes
                                         # show it only where it has a measurement
+    backward: str | None = None         # "module:function" (q, k, v, o, lse, do, causal, sm_scale) -> (dq, dk, dv):
+                                        # its backward pass; a library kernel with one is differentiable
+                                        # (kernels/autograd.py) and "auto" picks among these when grad is needed
+    backward_compile: str | None = None  # "module:function" () -> the backward's shipped launches (compile check)
 
     def load(self, field_name: str) -> Callable:
         """The function a "module:function" field names, imported now."""
@@ -171,7 +175,8 @@ _BUILT_IN = (
          tiles="kernels.fa2:tiles_for", assumed_tiles=costmodel.ASSUMED_FLASH_TILES, tile_rule=costmodel.check_tiles,
          trace=Trace("FA2 order", False, costmodel.tile_schedule, costmodel.step_traffic,
                      costmodel.flash_traffic_no_cache, "kernels.fa2:flash_attention_traced", "fa2.py", FA2_PHASES),
-         proton="kernels.fa2:proton_launcher", compile="kernels.fa2:shipped_launches"),
+         proton="kernels.fa2:proton_launcher", compile="kernels.fa2:shipped_launches",
+         backward="kernels.fa2_bwd:launch_backward", backward_compile="kernels.fa2_bwd:shipped_launches"),
     Spec("naive", "standard (ours, 3 Triton kernels)", "standard (ours)", "vermillion",
          "kernels.naive:naive_attention", _naive_model, costmodel.naive_extra_bytes, interpreter=True,
          compile="kernels.naive:shipped_launches"),

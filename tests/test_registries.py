@@ -37,7 +37,7 @@ def test_every_spec_is_complete():
         assert costmodel.total_bytes(specs.traffic(s.key, shape)) > 0, s.key
         assert specs.extra_bytes(s.key, shape) > 0, s.key
         assert set(s.passes) <= set(costmodel.PASSES), s.key
-        for facet in ("tiles", "unavailable", "proton", "compile"):
+        for facet in ("tiles", "unavailable", "proton", "compile", "backward", "backward_compile"):
             if getattr(s, facet):
                 assert callable(s.load(facet)), (s.key, facet)
         if s.tile_rule:

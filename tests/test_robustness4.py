@@ -432,7 +432,7 @@ def _choose_cases():
         "nested": (torch.nested.nested_tensor([torch.randn(8, 16)]), "auto", TypeError),
         "sparse": (torch.randn(1, 1, 8, 16).to_sparse(), "auto", TypeError),
         "head_dim 7": (torch.randn(1, 1, 8, 7), "auto", ValueError),
-        "requires grad": (torch.randn(1, 1, 8, 16, requires_grad=True), "auto", ValueError),
+        "requires grad": (torch.randn(1, 1, 8, 16, requires_grad=True), "fa1", ValueError),  # fa1: no backward
         "seq_len 0": (torch.randn(1, 1, 0, 16), "fa2", ValueError),
         "float64": (torch.randn(1, 1, 8, 16, dtype=torch.float64), "auto", TypeError),
         "kernel as a list": (torch.randn(1, 1, 8, 16), ["fa2"], ValueError),

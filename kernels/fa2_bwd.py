@@ -1,0 +1,327 @@
+"""FlashAttention backward in Triton (FlashAttention-2 order), the teaching kernel's backward; runs in the interpreter.
+
+The forward (kernels/fa2.py) saved only O and the row log-sum-exp (LSE, natural log, fp32): no N×N matrix. The
+backward recomputes the scores S = Q Kᵀ · scale and the probabilities P = exp(S − LSE) tile by tile from them, in
+three kernels:
+
+1. `_bwd_preprocess`: Δ = rowsum(dO ∘ O), one number per query row (it equals rowsum(P ∘ dP), which the softmax's
+   derivative needs, without any P).
+2. `_bwd_dkdv`: one program per K/V block. dK and dV stay in registers while the program walks every Q block that
+   sees its keys (under causal, only the blocks on and below the diagonal): P = exp(S − LSE), dV += Pᵀ dO,
+   dP = dO Vᵀ, dS = P ∘ (dP − Δ), dK += dSᵀ Q · scale. Written once at the end.
+3. `_bwd_dq`: one program per Q block, walking the K/V blocks as the forward does: dQ += dS K · scale.
+
+dQ gets its own pass (recomputing S and P a second time) instead of atomic adds from the dK/dV programs: no atomics,
+so the gradients are deterministic (the same bits every run) and every kernel runs in Triton's CPU interpreter. The
+cost is the second recompute of S and P, about 1/5 more FLOPs than an atomic dQ (FA-2 and FA-3 use atomics).
+
+Causal: blocks above the diagonal are skipped, the diagonal blocks masked; ragged seq_len: the edge blocks masked.
+The exponentials are base 2 with log2(e) folded into the scale, as in the forward. Pointer loads only (no TMA).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernels.runtime import INTERPRET, kernel_launch_lock  # first: it sets TRITON_INTERPRET before @triton.jit
+import torch
+import triton
+import triton.language as tl
+
+import costmodel
+from kernels.fa2 import LOG2_E_KERNEL
+from kernels.inputs import dot_modes
+
+
+@triton.jit
+def _bwd_preprocess(O, DO, DELTA, seq_len, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    # O, dO: contiguous (B·H, N, D); Δ: (B·H, N) fp32
+    off_bh = tl.program_id(1).to(tl.int64)
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    rows = offs_m < seq_len
+    # -- compute Δ = rowsum(dO ∘ O) --
+    ptrs = off_bh * seq_len * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+    o = tl.load(O + ptrs, mask=rows[:, None], other=0.0).to(tl.float32)
+    do = tl.load(DO + ptrs, mask=rows[:, None], other=0.0).to(tl.float32)
+    tl.store(DELTA + off_bh * seq_len + offs_m, tl.sum(o * do, 1), mask=rows)
+
+
+@triton.jit
+def _dkdv_inner(dk, dv, k, v, q_src, do_src, lse_src, delta_src, lo, hi, qk_scale, seq_len, offs_n, offs_m0,
+                BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+                DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, stride_qn):
+    # q_src, do_src point at a (HEAD_DIM × BLOCK_M) transposed tile of rows 0..BLOCK_M; lse_src, delta_src at row 0
+    for start_m in range(lo, hi, BLOCK_M):
+        start_m = tl.multiple_of(start_m, BLOCK_M)
+        offs_m = start_m + offs_m0
+        # -- load the Q block and its dO, LSE and Δ (transposed: HEAD_DIM × BLOCK_M) --
+        if MASKED:
+            in_range = offs_m < seq_len
+            qT = tl.load(q_src + start_m * stride_qn, mask=in_range[None, :], other=0.0)
+            doT = tl.load(do_src + start_m * HEAD_DIM, mask=in_range[None, :], other=0.0)
+            lse = tl.load(lse_src + offs_m, mask=in_range, other=0.0)
+            delta = tl.load(delta_src + offs_m, mask=in_range, other=0.0)
+        else:
+            qT = tl.load(q_src + start_m * stride_qn)
+            doT = tl.load(do_src + start_m * HEAD_DIM)
+            lse = tl.load(lse_src + offs_m)
+            delta = tl.load(delta_src + offs_m)
+        if DOT_FP32:
+            qT = qT.to(tl.float32)
+            doT = doT.to(tl.float32)
+        # -- recompute Sᵀ and Pᵀ = exp(Sᵀ − LSE) from the forward's LSE (base 2, log2 e folded in) --
+        sT = tl.dot(k, qT, input_precision=PRECISION)
+        pT = tl.math.exp2(sT * qk_scale - (lse * LOG2_E_KERNEL)[None, :])
+        if MASKED:
+            keep = (offs_m < seq_len)[None, :]
+            if CAUSAL:
+                keep = keep & (offs_m[None, :] >= offs_n[:, None])
+            pT = tl.where(keep, pT, 0.0)
+        # -- dV += Pᵀ dO --
+        p_in = pT.to(q_src.dtype.element_ty)  # rounded to the input dtype, as the forward rounds P
+        if DOT_FP32:
+            p_in = p_in.to(tl.float32)
+        dv = tl.dot(p_in, tl.trans(doT), dv, input_precision=PRECISION)
+        # -- dPᵀ = V dOᵀ, dSᵀ = Pᵀ ∘ (dPᵀ − Δ) --
+        dpT = tl.dot(v, doT, input_precision=PRECISION)
+        dsT = pT * (dpT - delta[None, :])
+        ds_in = dsT.to(q_src.dtype.element_ty)
+        if DOT_FP32:
+            ds_in = ds_in.to(tl.float32)
+        # -- dK += dSᵀ Q (the scale is applied once, at the end) --
+        dk = tl.dot(ds_in, tl.trans(qT), dk, input_precision=PRECISION)
+    return dk, dv
+
+
+@triton.jit(do_not_specialize=["seq_len", "heads"])
+def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, seq_len, heads,
+              stride_qb, stride_qh, stride_qn, stride_qd,
+              stride_kb, stride_kh, stride_kn, stride_kd,
+              stride_vb, stride_vh, stride_vn, stride_vd,
+              HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+              DOT_FP32: tl.constexpr, PRECISION: tl.constexpr):
+    # One program per K/V block (BLOCK_N keys) of one batch·head. dO, dK, dV: contiguous (B, H, N, D).
+    start_n = tl.program_id(0) * BLOCK_N
+    off_bh = tl.program_id(1)
+    off_b = (off_bh // heads).to(tl.int64)
+    off_h = (off_bh % heads).to(tl.int64)
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_m0 = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    keys = offs_n < seq_len
+    # -- load the K and V block once; it stays in SRAM with dK and dV for the whole Q sweep --
+    k = tl.load(K + off_b * stride_kb + off_h * stride_kh + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
+                mask=keys[:, None], other=0.0)
+    v = tl.load(V + off_b * stride_vb + off_h * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
+                mask=keys[:, None], other=0.0)
+    if DOT_FP32:
+        k = k.to(tl.float32)
+        v = v.to(tl.float32)
+    bh_rows = off_bh.to(tl.int64) * seq_len
+    q_src = (Q + off_b * stride_qb + off_h * stride_qh + offs_m0[None, :] * stride_qn
+             + offs_d[:, None] * stride_qd)
+    do_src = DO + bh_rows * HEAD_DIM + offs_m0[None, :] * HEAD_DIM + offs_d[:, None]
+    dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * LOG2_E_KERNEL
+    # Query blocks split as the forward's key tiles are: masked ones (the diagonal under causal, the ragged tail)
+    # and full ones no row of which needs a mask. Under causal no query before start_n sees these keys.
+    full_hi = seq_len // BLOCK_M * BLOCK_M
+    if CAUSAL:
+        diag_hi = tl.minimum(start_n + BLOCK_N, seq_len)
+        dk, dv = _dkdv_inner(dk, dv, k, v, q_src, do_src, LSE + bh_rows, DELTA + bh_rows, start_n, diag_hi,
+                             qk_scale, seq_len, offs_n, offs_m0, BLOCK_M, HEAD_DIM, True, True, DOT_FP32, PRECISION,
+                             stride_qn)
+        full_lo = start_n + BLOCK_N
+    else:
+        full_lo = 0
+    dk, dv = _dkdv_inner(dk, dv, k, v, q_src, do_src, LSE + bh_rows, DELTA + bh_rows, full_lo, full_hi,
+                         qk_scale, seq_len, offs_n, offs_m0, BLOCK_M, HEAD_DIM, False, CAUSAL, DOT_FP32, PRECISION,
+                         stride_qn)
+    dk, dv = _dkdv_inner(dk, dv, k, v, q_src, do_src, LSE + bh_rows, DELTA + bh_rows,
+                         tl.maximum(full_hi, full_lo), seq_len, qk_scale, seq_len, offs_n, offs_m0,
+                         BLOCK_M, HEAD_DIM, True, CAUSAL, DOT_FP32, PRECISION, stride_qn)
+    # -- write dK (times the scale) and dV once --
+    out = bh_rows * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
+    tl.store(DK + out, (dk * sm_scale).to(DK.dtype.element_ty), mask=keys[:, None])
+    tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=keys[:, None])
+
+
+@triton.jit
+def _dq_inner(dq, q, do, lse2, delta, k_src, v_src, stride_kn, stride_vn, lo, hi, qk_scale, seq_len, offs_m, offs_n0,
+              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+              DOT_FP32: tl.constexpr, PRECISION: tl.constexpr):
+    # k_src, v_src point at a (HEAD_DIM × BLOCK_N) transposed tile of keys 0..BLOCK_N
+    for start_n in range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        offs_n = start_n + offs_n0
+        # -- load the K tile and the V tile (transposed: HEAD_DIM × BLOCK_N) --
+        if MASKED:
+            kT = tl.load(k_src + start_n * stride_kn, mask=(offs_n < seq_len)[None, :], other=0.0)
+            vT = tl.load(v_src + start_n * stride_vn, mask=(offs_n < seq_len)[None, :], other=0.0)
+        else:
+            kT = tl.load(k_src + start_n * stride_kn)
+            vT = tl.load(v_src + start_n * stride_vn)
+        if DOT_FP32:
+            kT = kT.to(tl.float32)
+            vT = vT.to(tl.float32)
+        # -- recompute S and P = exp(S − LSE) --
+        s = tl.dot(q, kT, input_precision=PRECISION)
+        p = tl.math.exp2(s * qk_scale - lse2[:, None])
+        if MASKED:
+            keep = (offs_n < seq_len)[None, :]
+            if CAUSAL:
+                keep = keep & (offs_m[:, None] >= offs_n[None, :])
+            p = tl.where(keep, p, 0.0)
+        # -- dP = dO Vᵀ, dS = P ∘ (dP − Δ), dQ += dS K --
+        dp = tl.dot(do, vT, input_precision=PRECISION)
+        ds = (p * (dp - delta[:, None])).to(k_src.dtype.element_ty)
+        if DOT_FP32:
+            ds = ds.to(tl.float32)
+        dq = tl.dot(ds, tl.trans(kT), dq, input_precision=PRECISION)
+    return dq
+
+
+@triton.jit(do_not_specialize=["seq_len", "heads"])
+def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale, seq_len, heads,
+            stride_qb, stride_qh, stride_qn, stride_qd,
+            stride_kb, stride_kh, stride_kn, stride_kd,
+            stride_vb, stride_vh, stride_vn, stride_vd,
+            HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+            DOT_FP32: tl.constexpr, PRECISION: tl.constexpr):
+    # One program per Q block (BLOCK_M query rows) of one batch·head, walking the K/V blocks it sees.
+    n_q_blocks = tl.num_programs(0)
+    start_m = (n_q_blocks - 1 - tl.program_id(0)) if CAUSAL else tl.program_id(0)  # longest first under causal
+    off_bh = tl.program_id(1)
+    off_b = (off_bh // heads).to(tl.int64)
+    off_h = (off_bh % heads).to(tl.int64)
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n0 = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    rows = offs_m < seq_len
+    bh_rows = off_bh.to(tl.int64) * seq_len
+    # -- load the Q block, its dO, LSE and Δ once --
+    q = tl.load(Q + off_b * stride_qb + off_h * stride_qh + offs_m[:, None] * stride_qn + offs_d[None, :] * stride_qd,
+                mask=rows[:, None], other=0.0)
+    do = tl.load(DO + bh_rows * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=rows[:, None],
+                 other=0.0)
+    lse2 = tl.load(LSE + bh_rows + offs_m, mask=rows, other=0.0) * LOG2_E_KERNEL
+    delta = tl.load(DELTA + bh_rows + offs_m, mask=rows, other=0.0)
+    if DOT_FP32:
+        q = q.to(tl.float32)
+        do = do.to(tl.float32)
+    k_src = K + off_b * stride_kb + off_h * stride_kh + offs_n0[None, :] * stride_kn + offs_d[:, None] * stride_kd
+    v_src = V + off_b * stride_vb + off_h * stride_vh + offs_n0[None, :] * stride_vn + offs_d[:, None] * stride_vd
+    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * LOG2_E_KERNEL
+    # key tiles split as in the forward: full ones left of the diagonal (or all full ones), then the masked ones
+    if CAUSAL:
+        masked_lo = (start_m * BLOCK_M) // BLOCK_N * BLOCK_N
+        masked_hi = tl.minimum((start_m + 1) * BLOCK_M, seq_len)
+    else:
+        masked_lo = seq_len // BLOCK_N * BLOCK_N
+        masked_hi = seq_len
+    dq = _dq_inner(dq, q, do, lse2, delta, k_src, v_src, stride_kn, stride_vn, 0, masked_lo, qk_scale, seq_len,
+                   offs_m, offs_n0, BLOCK_N, False, CAUSAL, DOT_FP32, PRECISION)
+    dq = _dq_inner(dq, q, do, lse2, delta, k_src, v_src, stride_kn, stride_vn, masked_lo, masked_hi, qk_scale,
+                   seq_len, offs_m, offs_n0, BLOCK_N, True, CAUSAL, DOT_FP32, PRECISION)
+    # -- write dQ (times the scale) once --
+    tl.store(DQ + bh_rows * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+             (dq * sm_scale).to(DQ.dtype.element_ty), mask=rows[:, None])
+
+
+# -- configs --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BackwardConfig:
+    block_m1: int   # query rows per step of a dK/dV program
+    block_n1: int   # keys per dK/dV program (a multiple of block_m1)
+    block_m2: int   # query rows per dQ program (a multiple of block_n2)
+    block_n2: int   # keys per step of a dQ program
+    num_warps: int
+    num_stages: int
+
+
+# Not yet tuned on a GPU: tutorial 06's split (dK/dV programs of 128 keys stepping 32 query rows, dQ programs of 128
+# rows stepping 32 keys) at head_dim ≤ 64, larger steps and 8 warps at 128, halved at 256 and for fp32 (registers).
+def _gpu_config(head_dim: int, dtype_bytes: int) -> BackwardConfig:
+    if dtype_bytes == 4:
+        if head_dim == 256:  # 64×16 steps at 2 stages need 168 KB of shared memory: more than sm_80 has
+            return BackwardConfig(16, 32, 32, 16, 4, 1)
+        return BackwardConfig(16, 64, 64, 16, 4, 2) if head_dim == 128 else BackwardConfig(32, 64, 64, 32, 4, 2)
+    if head_dim <= 64:
+        return BackwardConfig(32, 128, 128, 32, 4, 3)
+    if head_dim == 128:
+        return BackwardConfig(64, 128, 128, 64, 8, 2)
+    return BackwardConfig(32, 64, 64, 32, 8, 1)
+
+
+# The interpreter costs about 10 ms per tile whatever its size, so it gets large tiles.
+_INTERPRETER_CONFIG = BackwardConfig(64, 64, 64, 64, 4, 1)
+
+
+def config_for(head_dim: int, dtype: torch.dtype) -> BackwardConfig:
+    """The backward's tile shapes and launch settings for this shape class."""
+    if INTERPRET:
+        return _INTERPRETER_CONFIG
+    return _gpu_config(head_dim, torch.empty((), dtype=dtype).element_size())
+
+
+def _check_config(config: BackwardConfig) -> None:
+    costmodel.check_tiles(config.block_m1, config.block_n1)
+    costmodel.check_tiles(config.block_m2, config.block_n2)
+    if config.block_n1 % config.block_m1 or config.block_m2 % config.block_n2:
+        raise ValueError(f"the backward's dK/dV program must hold whole query steps (block_n1 a multiple of "
+                         f"block_m1) and its dQ program whole key steps (block_m2 a multiple of block_n2); got "
+                         f"{config}")
+
+
+# -- wrapper --------------------------------------------------------------------------------------
+
+def launch_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
+                    do: torch.Tensor, causal: bool, sm_scale: float, config: BackwardConfig | None = None,
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dQ, dK, dV) of O = attention(q, k, v) for the upstream gradient dO, from the forward's O and LSE (natural log,
+    fp32, (B, H, N)). q, k, v as the forward took them (checked, (B, H, N, D), any strides with unit last stride);
+    o and do are made contiguous. The gradients come back contiguous in the input dtype. Memory beyond the inputs and
+    gradients: Δ, one fp32 per row."""
+    batch, heads, seq_len, head_dim = q.shape
+    config = config or config_for(head_dim, q.dtype)
+    _check_config(config)
+    o, do = o.contiguous(), do.contiguous().to(q.dtype)
+    lse = lse.contiguous()
+    dq, dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
+    delta = torch.empty((batch, heads, seq_len), dtype=torch.float32, device=q.device)
+    dot_fp32, precision = dot_modes(q.dtype)
+    bh = batch * heads
+    common = dict(HEAD_DIM=head_dim, CAUSAL=causal, DOT_FP32=dot_fp32, PRECISION=precision,
+                  num_warps=config.num_warps, num_stages=config.num_stages)
+    strides = (*q.stride(), *k.stride(), *v.stride())
+    with kernel_launch_lock():  # the interpreter runs one kernel at a time, process-wide
+        _bwd_preprocess[(triton.cdiv(seq_len, config.block_m2), bh)](o, do, delta, seq_len, HEAD_DIM=head_dim,
+                                                                       BLOCK_M=config.block_m2)
+        _bwd_dkdv[(triton.cdiv(seq_len, config.block_n1), bh)](
+            q, k, v, do, lse, delta, dk, dv, sm_scale, seq_len, heads, *strides,
+            BLOCK_M=config.block_m1, BLOCK_N=config.block_n1, **common)
+        _bwd_dq[(triton.cdiv(seq_len, config.block_m2), bh)](
+            q, k, v, do, lse, delta, dq, sm_scale, seq_len, heads, *strides,
+            BLOCK_M=config.block_m2, BLOCK_N=config.block_n2, **common)
+    return dq, dk, dv
+
+
+def shipped_launches():
+    """Every configuration the backward ships, as (label, targets, launch) for the ahead-of-time compile check
+    (bench/compile_check.py): each head_dim, 16-bit and fp32, causal and not."""
+    from kernels.inputs import example_qkv
+    launches = []
+    for head_dim in costmodel.HEAD_DIMS:
+        for dtype in (torch.bfloat16, torch.float32):
+            g = config_for(head_dim, dtype)
+            for causal in (False, True):
+                q, k, v = example_qkv(head_dim, dtype)
+                lse = torch.zeros(q.shape[:3], dtype=torch.float32)
+                label = (f"backward D={head_dim} {str(dtype)[6:]} {'causal' if causal else 'full'} "
+                         f"dkdv {g.block_n1}x{g.block_m1} dq {g.block_m2}x{g.block_n2} w{g.num_warps} s{g.num_stages}")
+                launches.append((label, ("sm_90", "sm_80"),
+                                 lambda q=q, k=k, v=v, lse=lse, c=causal: launch_backward(q, k, v, q, lse, q, c, 0.125)))
+    return launches

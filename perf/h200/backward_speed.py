@@ -1,0 +1,128 @@
+"""The teaching backward (kernels/fa2_bwd.py) on the H200: correctness, then time beside SDPA's backwards (~3 min).
+
+    PYTHONUNBUFFERED=1 python -m perf.h200.backward_speed [--json PATH]
+
+a. dq, dk, dv of ours against float64 autograd of the reference: bf16 and fp16, d64 and d128, causal and not,
+   ragged N (1, 1000, 1337). A wrong answer: exit 2 before anything is timed.
+b. backward alone (fwd outside the timing), ours vs SDPA cuDNN and SDPA FA-2, B2 H16, 8K and 16K, d64 and d128,
+   causal and not, bf16: interleaved rounds, median ms; TFLOPS = 2.5 × 4·B·H·N²·D (halved when causal); ratios.
+c. peak extra memory of fwd+bwd at 64K (B1 H16 d128 causal): ours vs O + LSE + dQ + dK + dV.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+
+from kernels.runtime import backend  # first: it picks the backend
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from triton.testing import do_bench
+
+from kernels.fa2 import flash_attention
+from kernels.reference import reference_gradients, relative_error
+
+TOL = {torch.bfloat16: 3e-2, torch.float16: 5e-3}
+
+
+def check() -> bool:
+    ok = True
+    for dtype in (torch.bfloat16, torch.float16):
+        for d in (64, 128):
+            for causal in (False, True):
+                for n in (1, 1000, 1337):
+                    gen = torch.Generator(device="cuda").manual_seed(n + d)
+                    q, k, v = (torch.randn(2, 3, n, d, generator=gen, device="cuda").to(dtype).requires_grad_()
+                               for _ in range(3))
+                    out = flash_attention(q, k, v, causal=causal)
+                    do = torch.randn(out.shape, generator=gen, device="cuda").to(dtype)
+                    out.backward(do)
+                    refs = reference_gradients(q, k, v, do, causal)
+                    errs = [relative_error(t.grad, r) if r.norm() > 0 else t.grad.abs().max().item()
+                            for t, r in zip((q, k, v), refs)]
+                    good = max(errs) < TOL[dtype]
+                    ok &= good
+                    print(f"check {str(dtype)[6:]:8} d{d} {'causal' if causal else 'full  '} N={n:5}: "
+                          f"dq {errs[0]:.1e} dk {errs[1]:.1e} dv {errs[2]:.1e} {'ok' if good else 'WRONG'}")
+    return ok
+
+
+def _bwd_timer(fn, q, k, v, causal):
+    out = fn(q, k, v, causal)
+    do = torch.randn_like(out)
+    return lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
+
+
+def ours(q, k, v, causal):
+    return flash_attention(q, k, v, causal=causal, kernel="fa2")
+
+
+def sdpa(backend_):
+    def run(q, k, v, causal):
+        with sdpa_kernel(backend_):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return run
+
+
+PEERS = {"ours": ours, "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION), "sdpa_fa2": sdpa(SDPBackend.FLASH_ATTENTION)}
+
+
+def time_all(rounds=3):
+    rows = []
+    for n in (8192, 16384):
+        for d in (64, 128):
+            for causal in (False, True):
+                q, k, v = (torch.randn(2, 16, n, d, device="cuda", dtype=torch.bfloat16).requires_grad_()
+                           for _ in range(3))
+                timers = {name: _bwd_timer(fn, q, k, v, causal) for name, fn in PEERS.items()}
+                times = {name: [] for name in PEERS}
+                for _ in range(rounds):  # interleaved
+                    for name, t in timers.items():
+                        times[name].append(do_bench(t, warmup=5, rep=30))
+                flops = 2.5 * 4 * 2 * 16 * n * n * d / (2 if causal else 1)
+                ms = {name: statistics.median(ts) for name, ts in times.items()}
+                row = {"n": n, "d": d, "causal": causal, "ms": ms,
+                       "tflops": {name: flops / (t * 1e-3) / 1e12 for name, t in ms.items()}}
+                rows.append(row)
+                tf = row["tflops"]
+                print(f"N={n:6} d{d:3} {'causal' if causal else 'full  '}  " + "  ".join(
+                    f"{name} {tf[name]:6.1f}" for name in PEERS)
+                      + f"  ours/fa2 {tf['ours'] / tf['sdpa_fa2']:.2f}  ours/cudnn {tf['ours'] / tf['sdpa_cudnn']:.2f}")
+                del timers
+    return rows
+
+
+def memory_64k():
+    n, d = 65536, 128
+    q, k, v = (torch.randn(1, 16, n, d, device="cuda", dtype=torch.bfloat16).requires_grad_() for _ in range(3))
+    do = torch.randn_like(q)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    out = flash_attention(q, k, v, causal=True)
+    grads = torch.autograd.grad(out, (q, k, v), do)
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    ideal = 4 * q.numel() * 2 + 16 * n * 4  # O, dQ, dK, dV + LSE
+    print(f"memory 64K B1 H16 d128 causal: peak extra {peak / 2**20:.0f} MiB, O+LSE+grads {ideal / 2**20:.0f} MiB, "
+          f"ratio {peak / ideal:.3f}")
+    del grads
+    return {"peak_extra_bytes": peak, "ideal_bytes": ideal}
+
+
+def main() -> int:
+    if backend() != "cuda":
+        print("needs a CUDA GPU")
+        return 1
+    if not check():
+        print("WRONG gradients: nothing timed")
+        return 2
+    result = {"rows": time_all(), "memory": memory_64k()}
+    if "--json" in sys.argv:
+        with open(sys.argv[sys.argv.index("--json") + 1], "w") as f:
+            json.dump(result, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

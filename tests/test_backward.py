@@ -1,0 +1,198 @@
+"""The backward pass: our FA-2 order backward (kernels/fa2_bwd.py) against float64 autograd of the reference, through
+`flash_attention`'s autograd (kernels/autograd.py); what the forward saves; refusals; the spec facet; torch.compile.
+CPU tests run the kernels in Triton's interpreter; the gpu-marked ones run real sizes on a GPU."""
+import pytest
+import torch
+
+from kernels import flash_attention, specs
+from kernels.attention import choose_kernel
+from kernels.fa2_bwd import BackwardConfig, launch_backward
+from kernels.reference import reference_gradients, relative_error
+from tests.support_kernels import random_qkv, reference
+
+GRAD_TOLERANCE = {torch.float32: 1e-5, torch.float16: 5e-3, torch.bfloat16: 3e-2}
+
+
+def _leaves(shape, dtype, seed, device=None):
+    q, k, v = random_qkv(shape, dtype, seed)
+    return tuple(t.to(device or t.device).requires_grad_() for t in (q, k, v))
+
+
+def _check_grads(q, k, v, causal, kernel="auto", sm_scale=None, tolerance=None):
+    out = flash_attention(q, k, v, causal=causal, kernel=kernel, sm_scale=sm_scale)
+    gen = torch.Generator().manual_seed(q.shape[2])
+    do = torch.randn(out.shape, generator=gen).to(out.dtype).to(out.device)
+    out.backward(do)
+    expected = reference_gradients(q, k, v, do, causal, sm_scale, device="cpu")
+    tolerance = tolerance or GRAD_TOLERANCE[q.dtype]
+    for name, t, ref in zip("qkv", (q, k, v), expected):
+        assert t.grad is not None and t.grad.dtype == t.dtype and t.grad.shape == t.shape, name
+        # one key (N = 1): softmax is constant in the scores, so dQ and dK are exactly zero (compared absolutely)
+        err = relative_error(t.grad, ref) if ref.norm() > 0 else t.grad.abs().max().item()
+        assert err < tolerance, f"d{name}: relative error {err:.2e} ≥ {tolerance:.0e}"
+
+
+@pytest.mark.parametrize("seq_len,causal,dtype,head_dim", [
+    (1, False, torch.float32, 16),
+    (1, True, torch.float16, 32),
+    (37, False, torch.float32, 32),
+    (37, True, torch.bfloat16, 16),
+    (100, True, torch.float32, 64),
+    (100, False, torch.float16, 64),
+    (130, True, torch.float16, 32),
+    (130, False, torch.bfloat16, 32),
+    (130, True, torch.float32, 16),
+])
+def test_gradients_match_float64_autograd(seq_len, causal, dtype, head_dim):
+    _check_grads(*_leaves((1, 2, seq_len, head_dim), dtype, seed=seq_len + head_dim), causal)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_small_tiles_cover_the_mask_exactly(causal):
+    """Tiles much smaller than N: several full query steps per dK/dV program and key steps per dQ program, besides
+    the diagonal and the ragged tail (the interpreter's shipped 64-tiles see few of each)."""
+    q, k, v = random_qkv((1, 2, 75, 16), torch.float32, seed=9)
+    o, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
+    do = torch.randn_like(o)
+    for config in (BackwardConfig(16, 32, 32, 16, 4, 1), BackwardConfig(16, 16, 16, 16, 4, 1), BackwardConfig(16, 64, 64, 32, 4, 1)):
+        grads = launch_backward(q, k, v, o, lse, do, causal, 0.25, config)
+        for got, ref in zip(grads, reference_gradients(q, k, v, do, causal, 0.25)):
+            assert relative_error(got, ref) < 1e-5, config
+
+
+def test_backward_refuses_tiles_that_do_not_nest():
+    q, k, v = random_qkv((1, 1, 8, 16), torch.float32, seed=1)
+    o, lse = flash_attention(q, k, v, return_lse=True)
+    with pytest.raises(ValueError, match="multiple of block_m1"):
+        launch_backward(q, k, v, o, lse, o, False, 0.25, BackwardConfig(32, 16, 16, 16, 4, 1))
+
+
+def test_non_contiguous_inputs_and_a_custom_scale():
+    """(B, N, H, D) memory seen as (B, H, N, D): the gradients come back for the views, in their shape."""
+    gen = torch.Generator().manual_seed(4)
+    bnhd = [torch.randn(1, 45, 2, 32, generator=gen).requires_grad_() for _ in range(3)]
+    q, k, v = (t.transpose(1, 2) for t in bnhd)
+    assert not q.is_contiguous()
+    out = flash_attention(q, k, v, causal=True, sm_scale=0.3)
+    do = torch.randn(out.shape, generator=gen)
+    out.backward(do)
+    for leaf, ref in zip(bnhd, reference_gradients(q, k, v, do, True, 0.3)):
+        assert relative_error(leaf.grad.transpose(1, 2), ref) < 1e-5
+
+
+def test_gradcheck_against_finite_differences():
+    """torch.autograd.gradcheck wants float64, which the kernels do not take (fp16, bf16, fp32: Triton's tl.dot has
+    no float64 path worth shipping); in fp32 with a step and tolerances fp32 can resolve, its fast mode still
+    compares our backward with finite differences of our own forward."""
+    q, k, v = _leaves((1, 1, 5, 16), torch.float32, seed=2)
+    assert torch.autograd.gradcheck(lambda q, k, v: flash_attention(q, k, v, causal=True), (q, k, v), eps=1e-2,
+                                    atol=1e-2, rtol=5e-2, fast_mode=True, nondet_tol=0.0)
+
+
+def test_the_forward_saves_o_and_lse_only():
+    """What autograd keeps between forward and backward: q, k, v, O (B, H, N, D) and the LSE (B, H, N), no N×N."""
+    q, k, v = _leaves((1, 2, 96, 16), torch.float32, seed=3)
+    saved = []
+
+    def pack(t):
+        saved.append((tuple(t.shape), t.dtype))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = flash_attention(q, k, v, causal=True)
+    assert sorted(saved) == sorted([((1, 2, 96, 16), torch.float32)] * 4 + [((1, 2, 96), torch.float32)])
+    assert max(torch.Size(s).numel() for s, _ in saved) < 96 * 96
+    out.sum().backward()  # and they are enough
+    assert q.grad is not None and torch.isfinite(q.grad).all()
+
+
+def test_return_lse_with_grad_gives_a_detached_lse():
+    q, k, v = _leaves((1, 1, 20, 16), torch.float32, seed=5)
+    out, lse = flash_attention(q, k, v, return_lse=True)
+    assert out.requires_grad and not lse.requires_grad
+    assert relative_error(lse, reference(q, k, v, False, 0.25)[1]) < 1e-5
+
+
+@pytest.mark.parametrize("kernel", ["fa1"])
+def test_a_kernel_without_backward_names_the_one_that_has_it(kernel):
+    q, k, v = _leaves((1, 1, 8, 16), torch.float32, seed=6)
+    with pytest.raises(ValueError, match=rf"kernel='{kernel}' is forward only.*kernel='fa2'"):
+        flash_attention(q, k, v, kernel=kernel)
+    with pytest.raises(ValueError, match="kernel='fa2'"):
+        choose_kernel(q, kernel)
+    from kernels.fa1 import flash_attention_v1
+    with pytest.raises(ValueError, match="kernel='fa2'"):
+        flash_attention_v1(q, k, v)
+    with torch.no_grad():  # no gradient wanted: runs
+        flash_attention(q, k, v, kernel=kernel)
+
+
+def test_the_split_kv_path_refuses_grad_naming_fa2():
+    q = torch.randn(1, 4, 3, 16, requires_grad=True)
+    k, v = torch.randn(1, 2, 9, 16), torch.randn(1, 2, 9, 16)
+    with pytest.raises(ValueError, match="kernel='decode' is forward only.*kernel='fa2'"):
+        flash_attention(q, k, v)
+
+
+def test_auto_picks_a_kernel_with_a_backward_when_grad_is_needed():
+    """A faster library kernel without a backward (registered for the test, as fa3 is on a Hopper GPU) is "auto"'s
+    choice for inference and passed over for training; giving it a backward is one field of its spec."""
+    fa2 = specs.spec("fa2")
+    fast = specs.Spec("fast_fwd", "fast", "fast", "black", fa2.call, fa2.traffic, fa2.extra_bytes, library=True,
+                      auto_rank=-1)
+    q, k, v = _leaves((1, 1, 8, 16), torch.float32, seed=7)
+    with specs.registered(fast):
+        with torch.no_grad():
+            assert choose_kernel(q)[0] == "fast_fwd"
+        chosen, why = choose_kernel(q)
+        assert chosen == "fa2" and "no backward pass" in why
+        assert flash_attention(q, k, v).grad_fn is not None
+    with specs.registered(specs.Spec("fast_both", "fast", "fast", "black", fa2.call, fa2.traffic, fa2.extra_bytes,
+                                     library=True, auto_rank=-1, backward=fa2.backward)):
+        assert choose_kernel(q)[0] == "fast_both"
+        _check_grads(q, k, v, False, kernel="fast_both")
+
+
+def test_torch_compile_traces_the_custom_op():
+    """The operator has a fake (shapes without a launch), so torch.compile traces through forward and backward."""
+    q, k, v = _leaves((1, 1, 24, 16), torch.float32, seed=8)
+
+    def loss(q, k, v):
+        return (torch.ops.flash_live.attention(q, k, v, True, 0.25, "fa2")[0] * 2).sum()
+
+    compiled = torch.compile(loss, backend="aot_eager", fullgraph=True)
+    compiled(q, k, v).backward()
+    got = [t.grad.clone() for t in (q, k, v)]
+    expected = reference_gradients(q, k, v, torch.full((1, 1, 24, 16), 2.0), True, 0.25)
+    for g, ref in zip(got, expected):
+        assert relative_error(g, ref) < 1e-5
+
+
+# -- on the GPU, at real sizes ----------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_gpu_gradients_match_float64(dtype, head_dim, causal):
+    _check_grads(*_leaves((2, 3, 1000, head_dim), dtype, seed=head_dim + causal, device="cuda"), causal,
+                 kernel="fa2")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [16, 32, 256])
+def test_gpu_gradients_other_head_dims_and_fp32(head_dim):
+    for dtype in (torch.bfloat16, torch.float32):
+        _check_grads(*_leaves((1, 2, 333, head_dim), dtype, seed=head_dim, device="cuda"), True, kernel="fa2")
+
+
+@pytest.mark.gpu
+def test_gpu_auto_trains_on_fa2_and_the_saved_memory_is_linear():
+    q, k, v = _leaves((1, 4, 8192, 128), torch.bfloat16, seed=10, device="cuda")
+    assert choose_kernel(q)[0] == "fa2"
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    out = flash_attention(q, k, v, causal=True)
+    held = torch.cuda.memory_allocated() - before  # what the graph keeps: O and the LSE
+    assert held <= out.numel() * 2 + 4 * 8192 * 4 + 2**20
+    out.sum().backward()
