@@ -381,6 +381,9 @@ def merged(path: Path, records: list[dict], timelines: list[dict], phases: list[
     history = [earlier.meta.get("command", ""), *earlier.meta.get("merged_from", "").split(" | ")]
     extra = {**extra, "merged_from": " | ".join(c for c in history if c)[:1000],
              "ratios": extra.get("ratios") or earlier.meta.get("ratios")}
+    copy = extra.get("decode_copy_gbps") or earlier.meta.get("decode_copy_gbps")
+    if copy is not None:  # the decode records' roof stays with them until a decode run replaces both
+        extra["decode_copy_gbps"] = copy
     return kept + records, timelines or earlier.timelines, phases, extra
 
 

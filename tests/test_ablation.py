@@ -132,6 +132,19 @@ def test_merging_a_ladder_run_keeps_the_kernels_own_phases_and_records(tmp_path)
     res.dump_results(path, dict(FACTS), records, [], "merged", "today", extra, phases)  # and it writes
 
 
+def test_merging_another_run_keeps_the_decode_records_copy_roof(tmp_path):
+    """The decode scene reads its records against meta.decode_copy_gbps: a later --ladder (or prefill) run merged
+    into the file keeps it, as it keeps the decode records; a --decode run replaces it."""
+    from bench import cli
+    path = tmp_path / "h200.json"
+    res.dump_results(path, dict(FACTS), [shipped_fa3()], [], "python -m bench --decode", "yesterday",
+                     {"ratios": [], "decode_copy_gbps": 4294.5})
+    extra = cli.merged(path, ladder_run(), [], [], {"ratios": []}, "python -m bench --ladder")[3]
+    assert extra["decode_copy_gbps"] == 4294.5
+    extra = cli.merged(path, [], [], [], {"ratios": [], "decode_copy_gbps": 4100.0}, "python -m bench --decode")[3]
+    assert extra["decode_copy_gbps"] == 4100.0
+
+
 def test_the_page_keeps_ladder_records_out_of_the_other_scenes():
     from page import stage
     loaded = parse(doc([shipped_fa3(), *ladder_run()], [phase("fa3", None), phase("fa3", story.step_names()[1])]))
