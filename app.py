@@ -350,7 +350,7 @@ def scene_evolution(stage: Stage) -> None:
                                   f"{entry['note']}" for entry in viz.PUBLISHED))
 
 
-ABLATION_COLUMNS = [2, 1]  # the ladder's bars, the selected step's Proton lanes
+ABLATION_COLUMNS = [3, 2]  # the ladder's bars, the selected step's Proton lanes
 
 
 def scene_ablation(stage: Stage) -> None:
@@ -385,7 +385,8 @@ def scene_ablation(stage: Stage) -> None:
     with lanes_col:
         title = story.step_lanes_title(selected, program)
         if program is not None:
-            chart(viz.phases_figure([{"title": "", "lanes": program.lanes}], theme=s.theme, height=height, title=title),
+            chart(viz.phases_figure([{"title": "", "lanes": program.lanes}], theme=s.theme, height=height, title=title,
+                                    legend_per_row=2),
                   width=page.column_px(ABLATION_COLUMNS, 1))
         else:
             st.info(f"{markdown_text(title)}: `{story.ablation.BENCH_COMMAND}` records each step's lanes with Proton "

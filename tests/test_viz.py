@@ -862,3 +862,21 @@ def test_a_figure_styled_from_the_shared_template_cannot_change_the_next(theme):
     assert template(theme) is template(theme), "built once per theme"
     other = "dark" if theme == "light" else "light"
     assert style(go.Figure(), other).layout.template.layout.paper_bgcolor == surface(other)["background"]
+
+
+def test_lanes_in_a_narrow_column_carry_their_key_below_the_axis_and_it_scales() -> None:
+    """legend_per_row: no plotly legend (its entries would wrap one to a row and grow up into the lanes); the phases
+    as a key of text lines under the time axis, legend_per_row to a line, that moves down with the figure's scale."""
+    from viz import phases
+    from viz.theme import scaled_figure
+    lanes = [{"label": "consumer 0", "spans": [["qk", 0.0, 1.0], ["softmax", 1.0, 2.0], ["pv", 2.0, 3.0]]},
+             {"label": "producer", "spans": [["load", 0.0, 3.0]]}]
+    wide = viz.phases_figure([{"title": "", "lanes": lanes}])
+    assert wide.layout.showlegend is not False and not wide.layout.annotations
+    narrow = viz.phases_figure([{"title": "", "lanes": lanes}], legend_per_row=2)
+    (key,) = [a for a in narrow.layout.annotations if "■" in a.text]
+    assert narrow.layout.showlegend is False and key.text.count("<br>") == 1  # 4 phases drawn, 2 to a line
+    assert all(phases.SHORT[p] in key.text for p in ("qk", "softmax", "pv", "load")) and "write" not in key.text
+    assert narrow.layout.margin.b == phases.AXIS_TITLE_PX + 3 * phases.LEGEND_ROW_PX  # room for every phase's row
+    assert key.yshift == -phases.AXIS_TITLE_PX
+    assert scaled_figure(narrow, 0.5).layout.annotations[0].yshift == -phases.AXIS_TITLE_PX / 2  # negative: kept

@@ -207,9 +207,9 @@ def _scale_px(node, factor: float, parent: str) -> None:
     for key in _PX_KEYS.get(parent, ()):
         value = node.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            node[key] = max(value, floor) * factor
+            node[key] = (max(value, floor) if floor else value) * factor  # a shift may be negative
         elif isinstance(value, list) and all(isinstance(v, (int, float)) for v in value):
-            node[key] = [max(v, floor) * factor for v in value]
+            node[key] = [(max(v, floor) if floor else v) * factor for v in value]
     for key, value in node.items():
         if isinstance(value, (dict, list)):
             _scale_px(value, factor, key)
