@@ -36,7 +36,8 @@ def sidebar_source(settings: Settings, scenes: Sequence, on_gpu: bool, live: boo
     keys = tuple(scene.key for scene in scenes)
     titles = {scene.key: scene.title for scene in scenes}
     with st.sidebar:
-        bound(st.radio, "Scene", "scene", settings, options=keys,
+        # a list, not a radio: at 14 scenes a radio pushed the drawer's last controls below a 1080 px window
+        bound(st.selectbox, "Scene", "scene", settings, options=keys,
               format_func=lambda key: f"{keys.index(key) + 1}. {titles[key]}")
         st.subheader("Data source")
         if on_gpu:
