@@ -1,0 +1,137 @@
+"""The backward scene's numbers and sentences: the memory a training step keeps for attention (standard attention's
+autograd keeps N × N per head, flash O and the LSE), the backward's measured TFLOPS beside the forward's and the
+peers', and the backward's tile walk (kernels/fa2_bwd.py's visit order)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import costmodel
+from costmodel import Shape
+from fmt import fmt_bytes, fmt_tokens
+from story.records import failure_text
+
+BACKWARD = "backward"
+BENCH_COMMAND = "python -m bench --backward"
+NO_BACKWARD_RECORDS = f"this recording has no backward records (`{BENCH_COMMAND}` records them)"
+# the memory chart's formulas: the algorithm whose backward records carry the measured peaks, and what each counts
+STANDARD, FLASH = "torch_naive", "fa2"
+TRAINING_FORMULAS = {
+    STANDARD: (costmodel.standard_training_bytes, "softmax (fp32) + P + O kept, + dQ, dK, dV"),
+    FLASH: (costmodel.flash_training_bytes, "O + LSE kept, + Δ + dQ, dK, dV"),
+}
+TRAINING_TITLE = "A training step's memory for attention, beyond Q, K, V, dO"
+# the TFLOPS bars, in order: (algorithm, pass, label)
+BARS = (
+    ("fa2", BACKWARD, "ours (fa2), backward"),
+    ("sdpa_default", BACKWARD, "SDPA cuDNN, backward"),
+    ("sdpa_flash", BACKWARD, "SDPA FA-2, backward"),
+    ("fa2", "prefill", "ours (fa2), forward"),
+)
+TFLOPS_RULE = "backward TFLOPS = 2.5 × the forward's FLOPs ÷ the backward's time (halved when causal)"
+
+
+def backward_records(records) -> list[dict]:
+    """The records of these that are backward passes (`pass` = "backward")."""
+    return [r for r in records if r.get("pass") == BACKWARD]
+
+
+def _same_setting(record: dict, shape: Shape, pass_: str) -> bool:
+    one = Shape.of_record(record)
+    return one.kv_len == one.seq_len and one.at(seq_len=1, kv_len=1) == shape.at(seq_len=1, kv_len=1, pass_=pass_)
+
+
+def at_setting(records, shape: Shape, pass_: str = BACKWARD) -> list[dict]:
+    """The records of this pass at the talk's setting (its N aside)."""
+    return [r for r in records if _same_setting(r, shape, pass_)]
+
+
+def with_training_failures(records: list[dict]) -> list[dict]:
+    """Backward records as the memory chart draws them: a failed one with its `failure` text, an out-of-memory one
+    with what the step needs there by the training formula (none for an algorithm without one)."""
+    out = []
+    for r in records:
+        if r["status"] == "ok":
+            out.append(r)
+            continue
+        formula = TRAINING_FORMULAS.get(r["algorithm"])
+        need = formula[0](Shape.of_record(r)) if formula else None
+        out.append({**r, "failure": failure_text(r), "need_bytes": need})
+    return out
+
+
+def training_wall(records: list[dict]) -> dict | None:
+    """The chart's shaded wall: the shortest N at which standard attention's backward record ran out of memory."""
+    oom = [r for r in records if r["algorithm"] == STANDARD and r["status"] == "oom"]
+    first = min(oom, key=lambda r: r["seq_len"], default=None)
+    if first is None:
+        return None
+    return {"seq_len": first["seq_len"],
+            "text": f"standard attention's training step: out of memory at N = {fmt_tokens(first['seq_len'])} "
+                    "(measured)"}
+
+
+def memory_sentence(shape: Shape, hbm_bytes: int | None) -> str:
+    """What each training step keeps at the talk's N, and where standard attention's wall falls on this device."""
+    standard = costmodel.standard_training_bytes(shape)
+    flash = costmodel.flash_training_bytes(shape)
+    said = (f"At N = {fmt_tokens(shape.seq_len)} (batch {shape.batch} × {shape.heads} heads, head_dim "
+            f"{shape.head_dim}, {shape.dtype}), standard attention's autograd keeps softmax's fp32 output and P for "
+            f"the backward, N × N per head: with the gradients at least {fmt_bytes(standard)}. Flash keeps O and one "
+            f"LSE per row and recomputes S and P from them: {fmt_bytes(flash)} with the gradients, "
+            f"{standard / flash:,.0f}× less.")
+    if hbm_bytes:
+        wall = costmodel.standard_training_wall(hbm_bytes, shape)
+        fits = "fits" if shape.seq_len <= wall.fits_up_to else "does not fit"
+        said += (f" On this device's {fmt_bytes(hbm_bytes)} the standard step fits up to N ≈ "
+                 f"{fmt_tokens(wall.fits_up_to)} by this formula (the backward's dP and dS come on top); at this N "
+                 f"it {fits}.")
+    return said
+
+
+@dataclass(frozen=True)
+class Bar:
+    label: str
+    algorithm: str
+    pass_: str
+    tflops: float | None   # None: not measured at this setting
+    note: str = ""         # why there is no number ("" when there is one)
+
+
+def tflops_bars(backward: list[dict], forward: list[dict], shape: Shape) -> list[Bar]:
+    """One bar per BARS entry at the talk's setting and N: the record's TFLOPS, or None and why."""
+    pools = {BACKWARD: at_setting(backward, shape, BACKWARD), "prefill": at_setting(forward, shape, "prefill")}
+    bars = []
+    for algorithm, pass_, label in BARS:
+        found = [r for r in pools[pass_] if r["algorithm"] == algorithm and r["seq_len"] == shape.seq_len]
+        if not found:
+            bars.append(Bar(label, algorithm, pass_, None, "not measured at this setting"))
+        elif found[0]["status"] != "ok" or not found[0].get("tflops"):
+            bars.append(Bar(label, algorithm, pass_, None, failure_text(found[0]) if found[0]["status"] != "ok"
+                            else "no TFLOPS in its record"))
+        else:
+            bars.append(Bar(label, algorithm, pass_, float(found[0]["tflops"])))
+    return bars
+
+
+def tflops_sentence(bars: list[Bar], shape: Shape) -> str:
+    """Ours against cuDNN's backward and our own forward, where both were measured; which bars are missing."""
+    by = {(b.algorithm, b.pass_): b for b in bars}
+    ours, cudnn, forward = by[("fa2", BACKWARD)], by[("sdpa_default", BACKWARD)], by[("fa2", "prefill")]
+    said = [f"N = {fmt_tokens(shape.seq_len)}, {'causal' if shape.causal else 'no mask'}: {TFLOPS_RULE}."]
+    if ours.tflops and cudnn.tflops:
+        said.append(f"Our backward runs at {ours.tflops / cudnn.tflops:.2f}× cuDNN's.")
+    if ours.tflops and forward.tflops:
+        said.append(f"Our backward reaches {ours.tflops / forward.tflops:.2f}× our forward's TFLOPS.")
+    missing = [f"{b.label} ({b.note})" for b in bars if b.tflops is None]
+    if missing:
+        said.append("No bar: " + "; ".join(missing) + ".")
+    return " ".join(said)
+
+
+def walk_sentence(num_blocks: int, causal: bool, dkdv_visits: int, dq_visits: int) -> str:
+    """What the walk shows: the dK/dV pass by columns, the dQ pass by rows, and how many tiles each recomputes."""
+    skipped = " (causal: the tiles above the diagonal are skipped)" if causal else ""
+    return (f"{num_blocks} × {num_blocks} tiles{skipped}. The dK/dV pass walks one column per K/V block: its dK and "
+            f"dV stay on chip while it recomputes S and P for each Q block ({dkdv_visits} tiles). The dQ pass walks "
+            f"one row per Q block and recomputes them again ({dq_visits} tiles): no atomics, so the gradients come "
+            "out the same every run.")
