@@ -258,6 +258,7 @@ def _gpu_config(head_dim: int, dtype_bytes: int) -> BackwardConfig:
 
 # The interpreter costs about 10 ms per tile whatever its size, so it gets large tiles.
 _INTERPRETER_CONFIG = BackwardConfig(64, 64, 64, 64, 4, 1)
+WALK_CONFIG = _INTERPRETER_CONFIG  # the scene's tile walk (visit_order's default): square tiles, both passes alike
 
 
 def config_for(head_dim: int, dtype: torch.dtype) -> BackwardConfig:
@@ -285,7 +286,7 @@ def visit_order(seq_len: int, causal: bool, config: BackwardConfig | None = None
     launch grids and loop bounds of _bwd_dkdv and _bwd_dq above, not traced: tests/test_backward_walk.py pins the
     tiles of each pass to the ones the kernels read. Programs run in parallel on a GPU; the order within one is the
     loop's."""
-    c = config or _INTERPRETER_CONFIG
+    c = config or WALK_CONFIG
     _check_config(c)
     dkdv = []
     for pid in range(triton.cdiv(seq_len, c.block_n1)):

@@ -81,10 +81,10 @@ def memory_sentence(shape: Shape, hbm_bytes: int | None) -> str:
             f"{standard / flash:,.0f}× less.")
     if hbm_bytes:
         wall = costmodel.standard_training_wall(hbm_bytes, shape)
-        fits = "fits" if shape.seq_len <= wall.fits_up_to else "does not fit"
-        said += (f" On this device's {fmt_bytes(hbm_bytes)} the standard step fits up to N ≈ "
-                 f"{fmt_tokens(wall.fits_up_to)} by this formula (the backward's dP and dS come on top); at this N "
-                 f"it {fits}.")
+        where = ("within that bound (the backward's dP and dS come on top of it)" if shape.seq_len <= wall.fits_up_to
+                 else "past it: the standard step cannot run here")
+        said += (f" On this device's {fmt_bytes(hbm_bytes)}, with Q, K, V and dO, the standard step's lower bound "
+                 f"fits up to N ≈ {fmt_tokens(wall.fits_up_to)}; N = {fmt_tokens(shape.seq_len)} is {where}.")
     return said
 
 
@@ -128,10 +128,41 @@ def tflops_sentence(bars: list[Bar], shape: Shape) -> str:
     return " ".join(said)
 
 
-def walk_sentence(num_blocks: int, causal: bool, dkdv_visits: int, dq_visits: int) -> str:
-    """What the walk shows: the dK/dV pass by columns, the dQ pass by rows, and how many tiles each recomputes."""
-    skipped = " (causal: the tiles above the diagonal are skipped)" if causal else ""
-    return (f"{num_blocks} × {num_blocks} tiles{skipped}. The dK/dV pass walks one column per K/V block: its dK and "
-            f"dV stay on chip while it recomputes S and P for each Q block ({dkdv_visits} tiles). The dQ pass walks "
-            f"one row per Q block and recomputes them again ({dq_visits} tiles): no atomics, so the gradients come "
-            "out the same every run.")
+INTRO = ("Training needs the backward pass too. Standard attention's autograd keeps the N × N probabilities for it; "
+         "FlashAttention keeps only O and one log-sum-exp per row, and its backward recomputes S and P tile by tile "
+         "from them.")
+
+
+def walk_caption(seq_len: int, block: int, num_blocks: int, causal: bool, dkdv_tiles: int, dq_tiles: int) -> str:
+    """What the walk shows, how it was made, and how many tiles each pass recomputes S and P for."""
+    skipped = ", causal: the tiles above the diagonal are skipped" if causal else ""
+    return (f"One head, N = {seq_len}, {block}×{block} tiles ({num_blocks} a side{skipped}). Left, the dK/dV pass: one "
+            f"program per K/V block walks its column of Q blocks, dK and dV staying on chip, recomputing S and P "
+            f"for {dkdv_tiles} tiles. Right, the dQ pass: one program per Q block walks its row, recomputing them "
+            f"again for {dq_tiles} tiles (no atomics: the same gradients every run). The order is derived from "
+            "kernels/fa2_bwd.py's launch grids and loop bounds, not traced; a test pins each pass's tiles to those "
+            "the kernels read in Triton's interpreter. On a GPU the programs run at once.")
+
+
+def source_words(gpu: str, created: str, live: bool) -> str:
+    """Where the numbers come from, as plain text: live pages show the shipped recording (not timed here)."""
+    if not gpu:
+        return "no recording"
+    where = f"recorded on {gpu}" + (f", {created}" if created else "")
+    return f"{where} (the backward is not timed live yet)" if live else where
+
+
+def measured_words(records: list[dict], source: str) -> str:
+    """What of the chart is measured: the recording's backward peaks at this setting, or none."""
+    peaks = [r for r in records if r["status"] == "ok" and r.get("peak_extra_bytes")]
+    if not peaks:
+        return (f"Curves: formulas only; no measured peak at this setting ({source}; `{BENCH_COMMAND}` measures "
+                "them).")
+    return (f"Curves: formulas; dots: measured peaks of forward + backward beyond Q, K, V and dO ({len(peaks)} "
+            f"records, {source}).")
+
+
+def no_records_line(has_recording: bool) -> str:
+    """The speed view's one line where there is nothing measured to draw."""
+    return (NO_BACKWARD_RECORDS[0].upper() + NO_BACKWARD_RECORDS[1:] + "." if has_recording
+            else f"No recording to read backward records from (`{BENCH_COMMAND}` records them).")
