@@ -271,7 +271,8 @@ def scene_backward(stage: Stage) -> None:
         chart(page.built_figure(viz.memory_figure, records=story.backward.with_training_failures(records),
                                 batch=s.batch, heads=s.heads, head_dim=s.head_dim, dtype_bytes=s.dtype_bytes,
                                 seq_len_marker=s.seq_len, theme=s.theme, hbm_bytes=hbm_bytes,
-                                wall=story.backward.training_wall(records), height=height, width=page.BODY_WIDTH_PX,
+                                wall=(story.backward.training_wall(records)
+                                      or story.backward.formula_wall(s.shape, hbm_bytes)), height=height, width=page.BODY_WIDTH_PX,
                                 formulas=story.backward.TRAINING_FORMULAS, title=story.backward.TRAINING_TITLE),
               width=page.BODY_WIDTH_PX)
         st.caption(caption)

@@ -70,15 +70,24 @@ def training_wall(records: list[dict]) -> dict | None:
                     "(measured)"}
 
 
+def formula_wall(shape: Shape, hbm_bytes: int | None) -> dict | None:
+    """The chart's shaded wall where no backward record measured one: from the first N whose standard training step
+    (with Q, K, V and dO) outgrows the device by the formula."""
+    if not hbm_bytes:
+        return None
+    wall = costmodel.standard_training_wall(hbm_bytes, shape)
+    return {"seq_len": wall.fits_up_to + 1,
+            "text": f"standard attention's training step outgrows the device past N ≈ {fmt_tokens(wall.fits_up_to)} "
+                    "(formula, a lower bound)"}
+
+
 def memory_sentence(shape: Shape, hbm_bytes: int | None) -> str:
     """What each training step keeps at the talk's N, and where standard attention's wall falls on this device."""
     standard = costmodel.standard_training_bytes(shape)
     flash = costmodel.flash_training_bytes(shape)
-    said = (f"At N = {fmt_tokens(shape.seq_len)} (batch {shape.batch} × {shape.heads} heads, head_dim "
-            f"{shape.head_dim}, {shape.dtype}), standard attention's autograd keeps softmax's fp32 output and P for "
-            f"the backward, N × N per head: with the gradients at least {fmt_bytes(standard)}. Flash keeps O and one "
-            f"LSE per row and recomputes S and P from them: {fmt_bytes(flash)} with the gradients, "
-            f"{standard / flash:,.0f}× less.")
+    said = (f"At N = {fmt_tokens(shape.seq_len)}, standard attention's autograd keeps softmax's fp32 output and P "
+            f"for the backward, N × N per head: with the gradients at least {fmt_bytes(standard)}. Flash keeps O and "
+            f"one LSE per row: {fmt_bytes(flash)} with the gradients, {standard / flash:,.0f}× less.")
     if hbm_bytes:
         wall = costmodel.standard_training_wall(hbm_bytes, shape)
         where = ("within that bound (the backward's dP and dS come on top of it)" if shape.seq_len <= wall.fits_up_to

@@ -146,6 +146,13 @@ def test_recorded_without_backward_records_it_says_so_and_draws_formulas_only():
     (fig,) = plotly_specs(app)
     assert [d["name"] for d in fig["data"] if "measured" in d["name"]] == []
     assert "formulas only" in page_text(app)
+    assert "formula, a lower bound" in fig["layout"]["title"]["text"], "the wall by the formula, said as one"
+
+
+def test_the_formula_wall_shades_from_the_first_n_past_the_device():
+    wall = story.backward.formula_wall(SHAPE, H200_BYTES)
+    assert wall["seq_len"] == costmodel.standard_training_wall(H200_BYTES, SHAPE).fits_up_to + 1
+    assert story.backward.formula_wall(SHAPE, None) is None
 
 
 def test_recorded_with_backward_records_it_draws_them():

@@ -14,7 +14,8 @@ from fmt import plotly_text
 from viz import animation
 from viz.theme import BLUE, ORANGE, SMALLEST_TEXT_PX, algorithm_color, style, surface, translucent
 
-PASSES = (("dkdv", "dK/dV pass: one column per K/V block", BLUE), ("dq", "dQ pass: one row per Q block", ORANGE))
+PASSES = (("dkdv", "dK/dV pass: a program per K/V block (column)", BLUE),
+          ("dq", "dQ pass: a program per Q block (row)", ORANGE))
 FRAME_MS = 500
 TILE_PX = 44  # a tile's square at the design size
 
@@ -74,15 +75,22 @@ def backward_walk_figure(walk: dict, num_q_blocks: int, num_kv_blocks: int, them
             marker=dict(symbol="square", size=size, color=fill, line=dict(width=width, color=colors["foreground"])),
             hovertext=[f"Q block {q}, K/V block {kv}: step {order[(q, kv)]} of this pass" for q, kv in walk[name]],
             hoverinfo="text"), row=1, col=col)
-        fig.update_xaxes(range=[-0.6, num_kv_blocks - 0.4], title_text="K/V block", dtick=1, showgrid=False,
-                         row=1, col=col)
-        fig.update_yaxes(range=[num_q_blocks - 0.4, -0.6], title_text="Q block", dtick=1, showgrid=False,
-                         scaleanchor=f"x{'' if col == 1 else col}", row=1, col=col)
+        # no axis title under the plots, where the play buttons are: the panel titles name the columns
+        fig.update_xaxes(range=[-0.6, num_kv_blocks - 0.4], tickvals=list(range(num_kv_blocks)),
+                         tickangle=0, showgrid=False,
+                         constrain="domain", zeroline=False, row=1, col=col)
+        fig.update_yaxes(range=[num_q_blocks - 0.4, -0.6], tickvals=list(range(num_q_blocks)), title_text="Q block",
+                         showgrid=False, zeroline=False,
+                         constrain="domain", scaleanchor=f"x{'' if col == 1 else col}", row=1, col=col)
     fig.frames = [go.Frame(**f) for f in animation.frames(traces, num_steps, [0, 1])]
     style(fig, theme, title=title or None)
     fig.update_annotations(font=dict(size=SMALLEST_TEXT_PX))
-    fig.update_layout(height=height, margin=dict(b=150, t=110 if title else 60),
-                      **animation.controls(FRAME_MS, num_steps, start_step, colors, buttons_y=-0.12, slider_y=-0.12))
+    # the play buttons and the step slider in the bottom margin, under the axis titles
+    bottom = 150
+    controls_y = -(bottom - 90) / max(height - bottom - 60, 1)
+    fig.update_layout(height=height, margin=dict(b=bottom, t=110 if title else 60),
+                      **animation.controls(FRAME_MS, num_steps, start_step, colors, buttons_y=controls_y,
+                                           slider_y=controls_y))
     return fig
 
 
