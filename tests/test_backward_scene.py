@@ -176,3 +176,14 @@ def test_recorded_with_backward_records_it_draws_them():
 def test_the_results_parser_keeps_backward_records_for_the_scene():
     loaded = results.parse_results(with_backward_records(), "t.json")
     assert len(story.backward.backward_records(loaded.records)) == 4
+
+
+def test_the_page_reads_backward_records_kept_apart_or_among_the_records():
+    from types import SimpleNamespace
+
+    from page.stage import backward_records
+    apart, among = record("fa2", tflops=1.0), record("sdpa_default")
+    assert backward_records(None) == []
+    assert backward_records(SimpleNamespace(records=[among, record("fa2", pass_="prefill")])) == [among]
+    assert backward_records(SimpleNamespace(records=[among], backward=(apart, among))) == [apart, among], \
+        "a Recording with a `backward` field: its records, each once"
