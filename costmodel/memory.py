@@ -120,8 +120,10 @@ def gradients_bytes(shape: Shape) -> int:
 def standard_training_bytes(shape: Shape) -> int:
     """What a training step of standard attention (PyTorch eager autograd, kernels/peers.py's torch_naive) holds
     beyond Q, K, V and dO at the least: what autograd saves for the backward (softmax's fp32 output and P in dtype,
-    N × N each per (batch, head), and O) and the gradients. The backward's own dP and dS come on top of it."""
-    return scores_bytes(shape, SCORE_BYTES) + scores_bytes(shape) + output_bytes(shape) + gradients_bytes(shape)
+    N × N each per (batch, head; one tensor in fp32, where the cast to dtype is none), and O) and the gradients. The
+    backward's own dP and dS come on top of it."""
+    p_bytes = scores_bytes(shape) if shape.dtype_bytes != SCORE_BYTES else 0
+    return scores_bytes(shape, SCORE_BYTES) + p_bytes + output_bytes(shape) + gradients_bytes(shape)
 
 
 def flash_training_bytes(shape: Shape) -> int:

@@ -85,7 +85,8 @@ def memory_sentence(shape: Shape, hbm_bytes: int | None) -> str:
     """What each training step keeps at the talk's N, and where standard attention's wall falls on this device."""
     standard = costmodel.standard_training_bytes(shape)
     flash = costmodel.flash_training_bytes(shape)
-    said = (f"At N = {fmt_tokens(shape.seq_len)}, standard attention's autograd keeps softmax's fp32 output and P "
+    kept = "softmax's fp32 output and P" if shape.dtype_bytes != costmodel.SCORE_BYTES else "P (fp32)"
+    said = (f"At N = {fmt_tokens(shape.seq_len)}, standard attention's autograd keeps {kept} "
             f"for the backward, N × N per head: with the gradients at least {fmt_bytes(standard)}. Flash keeps O and "
             f"one LSE per row: {fmt_bytes(flash)} with the gradients, {standard / flash:,.0f}× less.")
     if hbm_bytes:

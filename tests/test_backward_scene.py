@@ -35,6 +35,8 @@ def test_a_training_steps_memory_by_hand():
     grads = 3 * o
     assert costmodel.standard_training_bytes(s) == scores * 4 + scores * 2 + o + grads
     assert costmodel.flash_training_bytes(s) == o + 2 * (2 * 16 * 1024 * 4) + grads
+    fp32 = s.at(dtype="float32")
+    assert costmodel.standard_training_bytes(fp32) == scores * 4 + 2 * o * 4, "fp32: softmax's output is P"
     assert costmodel.standard_training_bytes(s.at(causal=True)) == costmodel.standard_training_bytes(s), \
         "eager autograd keeps the whole N × N under a mask too"
     wall = costmodel.standard_training_wall(H200_BYTES, s)
