@@ -32,11 +32,12 @@ HEADLINE_SENTENCE = ("Attention builds an **N × N** matrix of scores. FlashAtte
                      "tile in on-chip memory and never writes that matrix out.")
 TILING_CAPTION_COLUMNS = [5, 1]  # the animation's caption, its download button
 SEQLEN_TABS = {"memory": "Memory", "time": "Time", "throughput": "Throughput", "table": "Speedup table"}
+BACKWARD_PARTS = {"walk": "The tile walk", "memory": "Memory of a training step", "speed": "Backward TFLOPS"}
 
 
 def main() -> None:
     # `streamlit run app.py -- --warm-up`: every slider stop of the talk's setting measured before the first view
-    page.present(SCENES, choices={"tab": tuple(SEQLEN_TABS)}, warm_up="--warm-up" in sys.argv[1:])
+    page.present(SCENES, choices={"tab": tuple(SEQLEN_TABS), "part": tuple(BACKWARD_PARTS)}, warm_up="--warm-up" in sys.argv[1:])
 
 
 # -- scenes ---------------------------------------------------------------------------------------
@@ -233,6 +234,58 @@ def scene_tiling(stage: Stage) -> None:
                              file_name=f"flash-{s.view}-{s.order}-{s.trace_len}-{request.block_m}x{request.block_n}"
                                        f"{'-causal' if s.causal else ''}.html",
                              mime="text/html", on_click="ignore", width="stretch")
+
+
+def scene_backward(stage: Stage) -> None:
+    """Training: the backward recomputes S and P tile by tile from O and the LSE. One view at a time: the tile walk,
+    the memory a training step keeps, the measured backward TFLOPS."""
+    s = stage.settings
+    body = Body()
+    body.say(story.backward.INTRO)
+    with st.container(horizontal=True, vertical_alignment="center"):
+        bound(st.segmented_control, "Show", "part", s, options=tuple(BACKWARD_PARTS), required=True,
+              format_func=BACKWARD_PARTS.get, label_visibility="collapsed")
+        if s.part == "walk":
+            bound(st.select_slider, "Animation length N (tokens)", "trace_len", s, options=TRACE_SEQ_LENS,
+                  label_visibility="collapsed", format_func=lambda n: f"N {n}")
+    body.row("controls")
+    if s.part == "walk":
+        walk = page.backward_walk(s.trace_len, s.causal)
+        caption = story.backward.walk_caption(s.trace_len, walk["block"], walk["num_blocks"], s.causal,
+                                              len(walk["dkdv"]), len(walk["dq"]))
+        chart(viz.backward_walk_figure(walk, walk["num_blocks"], walk["num_blocks"], theme=s.theme,
+                                       height=body.chart_px(below=(page.text_rows_px(caption),))), modebar=False)
+        st.caption(caption)
+        return
+    seq_len_slider(s, body)
+    recording = page.shipped_recording() if stage.live else stage.recording
+    backward = page.backward_records(recording)
+    source = story.backward.source_words(recording.facts["name"] if recording else "",
+                                         str(recording.meta.get("created", ""))[:10] if recording else "",
+                                         stage.live)
+    if s.part == "memory":
+        hbm_bytes = stage.facts.get("hbm_bytes") if stage.facts else None
+        records = story.backward.at_setting(backward, s.shape)
+        caption = f"{story.backward.memory_sentence(s.shape, hbm_bytes)} {story.backward.measured_words(records, source)}"
+        height = body.chart_px(below=(page.text_rows_px(caption),))
+        chart(page.built_figure(viz.memory_figure, records=story.backward.with_training_failures(records),
+                                batch=s.batch, heads=s.heads, head_dim=s.head_dim, dtype_bytes=s.dtype_bytes,
+                                seq_len_marker=s.seq_len, theme=s.theme, hbm_bytes=hbm_bytes,
+                                wall=(story.backward.training_wall(records)
+                                      or story.backward.formula_wall(s.shape, hbm_bytes)), height=height, width=page.BODY_WIDTH_PX,
+                                formulas=story.backward.TRAINING_FORMULAS, title=story.backward.TRAINING_TITLE),
+              width=page.BODY_WIDTH_PX)
+        st.caption(caption)
+        return
+    if not backward:
+        st.info(story.backward.no_records_line(recording is not None))
+        return
+    forward = recording.records if recording else []
+    bars = story.backward.tflops_bars(backward, forward, s.shape)
+    caption = f"{story.backward.tflops_sentence(bars, s.shape)} {markdown_text(source)}."
+    height = body.chart_px(below=(page.text_rows_px(caption),))
+    chart(viz.backward_tflops_figure([vars(b) for b in bars], theme=s.theme, height=height))
+    st.caption(caption)
 
 
 def scene_seqlen(stage: Stage) -> None:
@@ -502,6 +555,7 @@ SCENES = (
     page.Scene("compare", "Standard vs flash, side by side", scene_compare),
     page.Scene("roofline", "Memory-bound or compute-bound: the roofline", scene_roofline),
     page.Scene("tiling", "The tiling, step by step", scene_tiling),
+    page.Scene("backward", "Training: the backward pass", scene_backward),
     page.Scene("seqlen", "Sequence length", scene_seqlen),
     page.Scene("decode", "Generating: one token against the cache", scene_decode),
     page.Scene("evolution", "FlashAttention 1 → 4", scene_evolution),

@@ -21,9 +21,11 @@ from costmodel.machine import (DATASHEETS, REGISTER_BYTES_PER_SM, Datasheet, dat
                                sram_bandwidth_gbps)
 from costmodel.memory import (FA1_STATE_BYTES, MAX_WALL_SEQ_LEN, PARTIAL_BYTES, REGISTERS, SHARED_MEMORY, MemoryWall,
                               decode_extra_bytes, decode_partial_bytes, fa1_extra_bytes, fa1_state_bytes_per_row,
-                              flash_extra_bytes, fused_extra_bytes, inputs_bytes, kv_bytes, naive_extra_bytes,
+                              flash_extra_bytes, flash_training_bytes, fused_extra_bytes,
+                              gradients_bytes, inputs_bytes, memory_wall, kv_bytes, naive_extra_bytes,
                               on_chip_buffers, output_bytes, scores_bytes, smem_bytes, sram_buffers,
-                              standard_device_bytes, standard_memory_wall)
+                              standard_device_bytes, standard_memory_wall,
+                              standard_training_bytes, standard_training_wall)
 from costmodel.schedule import (DECODE_FILLED, DECODE_GOOD_WAVES, DECODE_MAX_SPLITS, FA1_MAX_SPLITS, FA1_PROGRAMS_PER_SM,
                                 Step, check_model_tiling, check_tiles, check_tiling, decode_max_splits,
                                 decode_num_splits, decode_wave_efficiency, fa1_schedule, fa1_split_ranges, fa1_splits,

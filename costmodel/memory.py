@@ -98,15 +98,46 @@ def standard_memory_wall(hbm_bytes: int, shape: Shape) -> MemoryWall:
     device of hbm_bytes: the one formula the problem scene draws and the recorded out-of-memory records meet (at
     batch 2 × 16 heads, head_dim 128, bf16 on the H200's 139.8 GiB: fits up to N ≈ 27.2K, out of memory from the
     32K stop)."""
-    def need(n: int) -> int:
-        return standard_device_bytes(shape.at(seq_len=n, kv_len=n))
+    return memory_wall(hbm_bytes, lambda n: standard_device_bytes(shape.at(seq_len=n, kv_len=n)))
 
+
+def memory_wall(hbm_bytes: int, need) -> MemoryWall:
+    """Where need(N) (bytes, growing with N) first outgrows a device of hbm_bytes: the longest N that fits and the
+    first power of two past it."""
     lo, hi = 0, MAX_WALL_SEQ_LEN  # need(lo) fits (0 tokens need nothing); need(hi) does not
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if need(mid) <= hbm_bytes else (lo, mid)
     first = 1 << lo.bit_length()  # the first power of two above lo
     return MemoryWall(int(hbm_bytes), lo, first, need(first))
+
+
+def gradients_bytes(shape: Shape) -> int:
+    """Bytes of dQ, dK and dV, each like its input."""
+    return inputs_bytes(shape)
+
+
+def standard_training_bytes(shape: Shape) -> int:
+    """What a training step of standard attention (PyTorch eager autograd, kernels/peers.py's torch_naive) holds
+    beyond Q, K, V and dO at the least: what autograd saves for the backward (softmax's fp32 output and P in dtype,
+    N × N each per (batch, head; one tensor in fp32, where the cast to dtype is none), and O) and the gradients. The
+    backward's own dP and dS come on top of it."""
+    p_bytes = scores_bytes(shape) if shape.dtype_bytes != SCORE_BYTES else 0
+    return scores_bytes(shape, SCORE_BYTES) + p_bytes + output_bytes(shape) + gradients_bytes(shape)
+
+
+def flash_training_bytes(shape: Shape) -> int:
+    """What a training step of flash attention (kernels/fa2.py, kernels/fa2_bwd.py) holds beyond Q, K, V and dO:
+    the forward saves O and the fp32 LSE, the backward adds Δ (one fp32 per row) and the gradients."""
+    return flash_extra_bytes(shape) + shape.batch * shape.heads * shape.seq_len * LSE_BYTES + gradients_bytes(shape)
+
+
+def standard_training_wall(hbm_bytes: int, shape: Shape) -> MemoryWall:
+    """Where a standard training step (Q, K, V, dO and standard_training_bytes) first outgrows hbm_bytes (its
+    `need_bytes` counts the inputs too)."""
+    return memory_wall(hbm_bytes, lambda n: (standard_training_bytes(shape.at(seq_len=n, kv_len=n))
+                                             + inputs_bytes(shape.at(seq_len=n, kv_len=n)) + output_bytes(
+                                                 shape.at(seq_len=n, kv_len=n))))
 
 
 def smem_bytes(block_m: int, block_n: int, head_dim: int, dtype_bytes: int, num_stages: int = 2) -> int:

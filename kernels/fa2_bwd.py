@@ -258,6 +258,7 @@ def _gpu_config(head_dim: int, dtype_bytes: int) -> BackwardConfig:
 
 # The interpreter costs about 10 ms per tile whatever its size, so it gets large tiles.
 _INTERPRETER_CONFIG = BackwardConfig(64, 64, 64, 64, 4, 1)
+WALK_CONFIG = _INTERPRETER_CONFIG  # the scene's tile walk (visit_order's default): square tiles, both passes alike
 
 
 def config_for(head_dim: int, dtype: torch.dtype) -> BackwardConfig:
@@ -274,6 +275,43 @@ def _check_config(config: BackwardConfig) -> None:
         raise ValueError(f"the backward's dK/dV program must hold whole query steps (block_n1 a multiple of "
                          f"block_m1) and its dQ program whole key steps (block_m2 a multiple of block_n2); got "
                          f"{config}")
+
+
+# -- the walk, for the scene -----------------------------------------------------------------------
+
+def visit_order(seq_len: int, causal: bool, config: BackwardConfig | None = None) -> dict[str, list[tuple[int, int]]]:
+    """The (Q block, K/V block) tiles each pass recomputes S and P for, in the order one head's programs visit them
+    (program by program, each program's steps in its loop order), in tiles of the dK/dV pass's sizes and the dQ
+    pass's: {"dkdv": [(query step, key block), ...], "dq": [(query block, key step), ...]}. Derived from the
+    launch grids and loop bounds of _bwd_dkdv and _bwd_dq above, not traced: tests/test_backward_walk.py pins the
+    tiles of each pass to the ones the kernels read. Programs run in parallel on a GPU; the order within one is the
+    loop's."""
+    c = config or WALK_CONFIG
+    _check_config(c)
+    dkdv = []
+    for pid in range(triton.cdiv(seq_len, c.block_n1)):
+        start_n = pid * c.block_n1
+        full_hi = seq_len // c.block_m1 * c.block_m1
+        ranges = []
+        if causal:
+            ranges.append((start_n, min(start_n + c.block_n1, seq_len)))
+            full_lo = start_n + c.block_n1
+        else:
+            full_lo = 0
+        ranges += [(full_lo, full_hi), (max(full_hi, full_lo), seq_len)]
+        dkdv += [(m // c.block_m1, pid) for lo, hi in ranges for m in range(lo, hi, c.block_m1)]
+    dq = []
+    n_q = triton.cdiv(seq_len, c.block_m2)
+    for pid in range(n_q):
+        start_m = n_q - 1 - pid if causal else pid
+        if causal:
+            masked_lo = (start_m * c.block_m2) // c.block_n2 * c.block_n2
+            masked_hi = min((start_m + 1) * c.block_m2, seq_len)
+        else:
+            masked_lo, masked_hi = seq_len // c.block_n2 * c.block_n2, seq_len
+        dq += [(start_m, n // c.block_n2) for lo, hi in ((0, masked_lo), (masked_lo, masked_hi))
+               for n in range(lo, hi, c.block_n2)]
+    return {"dkdv": dkdv, "dq": dq}
 
 
 # -- wrapper --------------------------------------------------------------------------------------

@@ -95,6 +95,7 @@ class Settings:
     view: str = ""       # the tiling scene's view (tiles, HBM ↔ SRAM, source, re-reads)
     order: str = ""      # the tiling scene's kernel: its loop order (fa2 = FA2 order, fa1 = FA1 order)
     tab: str = ""        # the sequence-length scene's tab (memory, time, throughput, table)
+    part: str = ""       # the backward scene's view (the tile walk, the memory, the speed)
     kv_len: int = 131072  # the decode scene: tokens in the KV cache
     decode_batch: int = 1  # the decode scene: sequences generating at once
     rung: int = MAX_RUNG  # the ablation scene: the step whose Proton lanes show (0: FA-2 order; clamped to the steps)
@@ -206,6 +207,7 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "view": _key,
     "order": _key,
     "tab": _key,
+    "part": _key,
     "seq_len": lambda raw: _one_of_numbers(raw, SEQ_LENS, "a power of two from 1K to 256K"),
     "batch": lambda raw: _whole_number(raw, 1, MAX_BATCH),
     "heads": lambda raw: _whole_number(raw, 1, MAX_HEADS),

@@ -283,6 +283,24 @@ def measure_ladder_live() -> list[dict]:
     return [page_record(r) for r in ladder.time_ladder()]
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def backward_walk(seq_len: int, causal: bool) -> dict:
+    """The backward's tile walk for one head of seq_len tokens in the scene's square tiles (kernels/fa2_bwd.py's
+    visit_order of its launch grids and loop bounds at WALK_CONFIG), with the tile's side and the blocks a side."""
+    from kernels import fa2_bwd
+    side = fa2_bwd.WALK_CONFIG.block_n1
+    return {**fa2_bwd.visit_order(seq_len, causal), "block": side, "num_blocks": -(-seq_len // side)}
+
+
+def backward_records(recording: Recording | None) -> list[dict]:
+    """A recording's backward records (`pass` = "backward"): those it keeps apart (a `backward` field, where the
+    Recording has one) and those among its records, each once."""
+    if recording is None:
+        return []
+    kept = list(getattr(recording, "backward", ()) or ())
+    return kept + [r for r in story.backward.backward_records(recording.records) if r not in kept]
+
+
 @dataclass(frozen=True)
 class LadderSource:
     """Where the ablation scene's numbers come from: the records, a label as the house labels sources, and why live

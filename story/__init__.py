@@ -8,6 +8,7 @@ the talk's shape as one value (costmodel.Shape).
 from story.ablation import (PUBLISHED_STEPS, Bar, PublishedStep, bars, chart_data, has_numbers, ladder_sentence,
                             no_records_sentence, step_lanes_sentence, step_lanes_title, step_names,
                             what_changed)
+from story import backward
 from story.decode import (cache_bytes, CacheRow, DecodeRow, decode_batches, decode_lengths, decode_records, decode_rows,
                           decode_sentence, kv_cache_rows, kv_cache_table)
 from story.compare import (model_off, tiles_bytes_sentence, HbmBytes, TrafficPanels, compare_caption, compare_titles, flash_tiles, hbm_bytes,

@@ -167,3 +167,17 @@ def test_opening_an_in_words_panel_grows_nothing(tabs, server, scene, label):
     expect(page.get_by_test_id("stPopoverBody")).to_be_visible()
     height = page.evaluate("document.scrollingElement.scrollHeight")
     assert height <= page.viewport_size["height"], f"{scene}: the page grew to {height} px"
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("part, params", [("memory", {}), ("speed", {}), ("walk", {"trace_len": "512"}),
+                                          ("memory", {"seq_len": "65536", "causal": "true"})])
+def test_the_backward_scenes_other_views_fit_the_screen(tabs, server, size, part, params):
+    """The backward scene's views besides its first (the walk at 256 tokens): the memory chart and the TFLOPS view
+    (here, with the shipped recording, its line that the recording has no backward records), and the longest walk."""
+    page = tabs[size]
+    page.errors.clear()
+    show(page, server, scene="backward", part=part, **params)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"backward-{part}-{'-'.join(params.values()) or 'default'}-{size}.png"))
+    check_canvas(page, f"backward {part} {params}")

@@ -194,9 +194,10 @@ def _layout(node, path=()) -> list[tuple]:
 # every scene of the talk, and the tiling scene in each of its views (a new scene or view is checked as it comes)
 SCENE_CASES = [{"scene": key} for key in SCENE_KEYS if key != "tiling"]
 SCENE_CASES += [{"scene": "tiling", "view": view, **SMALL_ANIMATION} for view in VIEWS]
+SCENE_CASES += [{"scene": "backward", "part": part} for part in ("memory", "speed")]  # its first view: the walk
 
 
-@pytest.mark.parametrize("params", SCENE_CASES, ids=lambda params: "-".join(params.get(k, "") for k in ("scene", "view")))
+@pytest.mark.parametrize("params", SCENE_CASES, ids=lambda params: "-".join(params.get(k, "") for k in ("scene", "view", "part")))
 def test_a_run_that_computes_and_the_next_put_every_element_in_the_same_place(params):
     """The run that builds a trace or a figure and the next run (served from the caches) lay the page out alike:
     an element one place on is a new element to Streamlit, which draws the chart anew on the next run: the
@@ -213,7 +214,7 @@ def test_a_run_that_computes_and_the_next_put_every_element_in_the_same_place(pa
 
 # -- a chart as wide as its place: plotly draws it once (page.script.chart) ---------------------------------------
 
-@pytest.mark.parametrize("params", SCENE_CASES, ids=lambda params: "-".join(params.get(k, "") for k in ("scene", "view")))
+@pytest.mark.parametrize("params", SCENE_CASES, ids=lambda params: "-".join(params.get(k, "") for k in ("scene", "view", "part")))
 def test_every_chart_asks_for_the_width_of_its_place(params):
     """Streamlit draws a new chart element at its figure's own width (hidden while that has none), then again at
     the width it measured for the element. Each chart says the width of its place, so the two agree and plotly draws

@@ -8,6 +8,7 @@ One look per algorithm (its spec's colour and names, viz.theme.look); the animat
 
 from viz.ablation import ablation_figure
 from viz.animation import standalone_html
+from viz.backward import backward_tflops_figure, backward_walk_figure
 from viz.compare import compare_figure
 from viz.decode import decode_bandwidth_figure, decode_trace_figure
 from viz.evolution import PUBLISHED, evolution_figure
@@ -33,6 +34,8 @@ __all__ = [
     "algorithm_color",
     "algorithm_label",
     "algorithm_order",
+    "backward_tflops_figure",
+    "backward_walk_figure",
     "compare_figure",
     "decode_bandwidth_figure",
     "decode_trace_figure",

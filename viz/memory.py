@@ -40,11 +40,11 @@ def _oom_wall(fig: go.Figure, seq_len: int, x_max: float) -> None:
 
 
 def _add_formulas_and_peaks(fig: go.Figure, records: list[dict], curve_x: np.ndarray, shape: Shape,
-                            edge: str) -> list[float]:
-    """Per algorithm of FORMULAS: its formula curve over curve_x at the shape (its N aside), and its measured peaks;
+                            edge: str, formulas: dict) -> list[float]:
+    """Per algorithm of `formulas`: its formula curve over curve_x at the shape (its N aside), and its measured peaks;
     returns the bytes plotted."""
     plotted: list[float] = []
-    for algorithm, (formula, parts) in FORMULAS.items():
+    for algorithm, (formula, parts) in formulas.items():
         curve = [formula(shape.at(seq_len=int(n), kv_len=int(n))) for n in curve_x]
         plotted += curve
         name = f"{algorithm_label(algorithm)}: {parts} (formula)"
@@ -104,6 +104,8 @@ def memory_figure(
     height: int = 620,
     wall: dict | None = None,
     width: float | None = None,
+    formulas: dict | None = None,
+    title: str | None = None,
 ) -> go.Figure:
     """Log-log extra device memory (bytes) vs sequence length (tokens) for standard and flash attention.
 
@@ -116,6 +118,8 @@ def memory_figure(
     its text under the title; None: no wall.
     width: how wide the chart is drawn at the design size (px): its left and bottom margins then hold its tick
     labels and legend (viz.fit), so plotly draws it once; None: plotly grows them (a second draw).
+    formulas: {algorithm: (costmodel formula of a Shape, what it counts)} drawn with that algorithm's measured peaks;
+    None: FORMULAS (inference: standard's S + P + O, flash's O + LSE). title: None: "Extra memory beyond Q, K, V".
     """
     # The default span is always included: a lone marker (no records) must not collapse the curves to a point.
     seq_lens = [r["seq_len"] for r in records] + ([seq_len_marker] if seq_len_marker else []) + list(DEFAULT_SEQ_LENS)
@@ -125,7 +129,7 @@ def memory_figure(
     edge = surface(theme)["background"]  # a ring in the background colour separates overlapping markers
     plotted: list[float] = [hbm_bytes] if hbm_bytes else []
     shape = Shape(seq_len_marker or lo, batch, heads, head_dim, _DTYPE_OF_BYTES[dtype_bytes])
-    plotted += _add_formulas_and_peaks(fig, records, curve_x, shape, edge)
+    plotted += _add_formulas_and_peaks(fig, records, curve_x, shape, edge, formulas or FORMULAS)
     oom = [r for r in records if r["status"] == "oom"]
     if oom:
         plotted += _add_oom_markers(fig, oom)
@@ -137,7 +141,7 @@ def memory_figure(
         vertical_marker(fig, seq_len_marker, f"N = {fmt_tokens(seq_len_marker)}", theme,
                         at_right_end=seq_len_marker >= hi)
 
-    title = f"Extra memory beyond Q, K, V · batch {batch} × {heads} heads, d = {head_dim}"
+    title = f"{title or 'Extra memory beyond Q, K, V'} · batch {batch} × {heads} heads, d = {head_dim}"
     if wall:  # the wall in words, under the title: a label inside the plot would cross the curves
         title += f"<br><sup>{plotly_text(wall['text'])}</sup>"
     style(fig, theme, title=title)

@@ -1,0 +1,178 @@
+"""The backward scene's numbers and sentences: the memory a training step keeps for attention (standard attention's
+autograd keeps N × N per head, flash O and the LSE), the backward's measured TFLOPS beside the forward's and the
+peers', and the backward's tile walk (kernels/fa2_bwd.py's visit order)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import costmodel
+from costmodel import Shape
+from fmt import fmt_bytes, fmt_tokens
+from story.records import failure_text
+
+BACKWARD = "backward"
+BENCH_COMMAND = "python -m bench --backward"
+NO_BACKWARD_RECORDS = f"this recording has no backward records (`{BENCH_COMMAND}` records them)"
+# the memory chart's formulas: the algorithm whose backward records carry the measured peaks, and what each counts
+STANDARD, FLASH = "torch_naive", "fa2"
+TRAINING_FORMULAS = {
+    STANDARD: (costmodel.standard_training_bytes, "softmax (fp32) + P + O kept, + dQ, dK, dV"),
+    FLASH: (costmodel.flash_training_bytes, "O + LSE kept, + Δ + dQ, dK, dV"),
+}
+TRAINING_TITLE = "A training step's memory for attention, beyond Q, K, V, dO"
+# the TFLOPS bars, in order: (algorithm, pass, label)
+BARS = (
+    ("fa2", BACKWARD, "ours (fa2), backward"),
+    ("sdpa_default", BACKWARD, "SDPA cuDNN, backward"),
+    ("sdpa_flash", BACKWARD, "SDPA FA-2, backward"),
+    ("fa2", "prefill", "ours (fa2), forward"),
+)
+TFLOPS_RULE = "backward TFLOPS = 2.5 × the forward's FLOPs ÷ the backward's time (halved when causal)"
+
+
+def backward_records(records) -> list[dict]:
+    """The records of these that are backward passes (`pass` = "backward")."""
+    return [r for r in records if r.get("pass") == BACKWARD]
+
+
+def _same_setting(record: dict, shape: Shape, pass_: str) -> bool:
+    one = Shape.of_record(record)
+    return one.kv_len == one.seq_len and one.at(seq_len=1, kv_len=1) == shape.at(seq_len=1, kv_len=1, pass_=pass_)
+
+
+def at_setting(records, shape: Shape, pass_: str = BACKWARD) -> list[dict]:
+    """The records of this pass at the talk's setting (its N aside)."""
+    return [r for r in records if _same_setting(r, shape, pass_)]
+
+
+def with_training_failures(records: list[dict]) -> list[dict]:
+    """Backward records as the memory chart draws them: a failed one with its `failure` text, an out-of-memory one
+    with what the step needs there by the training formula (none for an algorithm without one)."""
+    out = []
+    for r in records:
+        if r["status"] == "ok":
+            out.append(r)
+            continue
+        formula = TRAINING_FORMULAS.get(r["algorithm"])
+        need = formula[0](Shape.of_record(r)) if formula else None
+        out.append({**r, "failure": failure_text(r), "need_bytes": need})
+    return out
+
+
+def training_wall(records: list[dict]) -> dict | None:
+    """The chart's shaded wall: the shortest N at which standard attention's backward record ran out of memory."""
+    oom = [r for r in records if r["algorithm"] == STANDARD and r["status"] == "oom"]
+    first = min(oom, key=lambda r: r["seq_len"], default=None)
+    if first is None:
+        return None
+    return {"seq_len": first["seq_len"],
+            "text": f"standard attention's training step: out of memory at N = {fmt_tokens(first['seq_len'])} "
+                    "(measured)"}
+
+
+def formula_wall(shape: Shape, hbm_bytes: int | None) -> dict | None:
+    """The chart's shaded wall where no backward record measured one: from the first N whose standard training step
+    (with Q, K, V and dO) outgrows the device by the formula."""
+    if not hbm_bytes:
+        return None
+    wall = costmodel.standard_training_wall(hbm_bytes, shape)
+    return {"seq_len": wall.fits_up_to + 1,
+            "text": f"standard attention's training step outgrows the device past N ≈ {fmt_tokens(wall.fits_up_to)} "
+                    "(formula, a lower bound)"}
+
+
+def memory_sentence(shape: Shape, hbm_bytes: int | None) -> str:
+    """What each training step keeps at the talk's N, and where standard attention's wall falls on this device."""
+    standard = costmodel.standard_training_bytes(shape)
+    flash = costmodel.flash_training_bytes(shape)
+    kept = "softmax's fp32 output and P" if shape.dtype_bytes != costmodel.SCORE_BYTES else "P (fp32)"
+    said = (f"At N = {fmt_tokens(shape.seq_len)}, standard attention's autograd keeps {kept} "
+            f"for the backward, N × N per head: with the gradients at least {fmt_bytes(standard)}. Flash keeps O and "
+            f"one LSE per row: {fmt_bytes(flash)} with the gradients, {standard / flash:,.0f}× less.")
+    if hbm_bytes:
+        wall = costmodel.standard_training_wall(hbm_bytes, shape)
+        where = ("within that bound (the backward's dP and dS come on top of it)" if shape.seq_len <= wall.fits_up_to
+                 else "past it: the standard step cannot run here")
+        said += (f" On this device's {fmt_bytes(hbm_bytes)}, with Q, K, V and dO, the standard step's lower bound "
+                 f"fits up to N ≈ {fmt_tokens(wall.fits_up_to)}; N = {fmt_tokens(shape.seq_len)} is {where}.")
+    return said
+
+
+@dataclass(frozen=True)
+class Bar:
+    label: str
+    algorithm: str
+    pass_: str
+    tflops: float | None   # None: not measured at this setting
+    note: str = ""         # why there is no number ("" when there is one)
+
+
+def tflops_bars(backward: list[dict], forward: list[dict], shape: Shape) -> list[Bar]:
+    """One bar per BARS entry at the talk's setting and N: the record's TFLOPS, or None and why."""
+    pools = {BACKWARD: at_setting(backward, shape, BACKWARD), "prefill": at_setting(forward, shape, "prefill")}
+    bars = []
+    for algorithm, pass_, label in BARS:
+        found = [r for r in pools[pass_] if r["algorithm"] == algorithm and r["seq_len"] == shape.seq_len]
+        if not found:
+            bars.append(Bar(label, algorithm, pass_, None, "not measured at this setting"))
+        elif found[0]["status"] != "ok" or not found[0].get("tflops"):
+            bars.append(Bar(label, algorithm, pass_, None, failure_text(found[0]) if found[0]["status"] != "ok"
+                            else "no TFLOPS in its record"))
+        else:
+            bars.append(Bar(label, algorithm, pass_, float(found[0]["tflops"])))
+    return bars
+
+
+def tflops_sentence(bars: list[Bar], shape: Shape) -> str:
+    """Ours against cuDNN's backward and our own forward, where both were measured; which bars are missing."""
+    by = {(b.algorithm, b.pass_): b for b in bars}
+    ours, cudnn, forward = by[("fa2", BACKWARD)], by[("sdpa_default", BACKWARD)], by[("fa2", "prefill")]
+    said = [f"N = {fmt_tokens(shape.seq_len)}, {'causal' if shape.causal else 'no mask'}: {TFLOPS_RULE}."]
+    if ours.tflops and cudnn.tflops:
+        said.append(f"Our backward runs at {ours.tflops / cudnn.tflops:.2f}× cuDNN's.")
+    if ours.tflops and forward.tflops:
+        said.append(f"Our backward reaches {ours.tflops / forward.tflops:.2f}× our forward's TFLOPS.")
+    missing = [f"{b.label} ({b.note})" for b in bars if b.tflops is None]
+    if missing:
+        said.append("No bar: " + "; ".join(missing) + ".")
+    return " ".join(said)
+
+
+INTRO = ("Training needs the backward pass too. Standard attention's autograd keeps the N × N probabilities for it; "
+         "FlashAttention keeps only O and one log-sum-exp per row, and its backward recomputes S and P tile by tile "
+         "from them.")
+
+
+def walk_caption(seq_len: int, block: int, num_blocks: int, causal: bool, dkdv_tiles: int, dq_tiles: int) -> str:
+    """What the walk shows, how it was made, and how many tiles each pass recomputes S and P for."""
+    skipped = ", causal: the tiles above the diagonal are skipped" if causal else ""
+    return (f"One head, N = {seq_len}, {block}×{block} tiles ({num_blocks} a side{skipped}). Left, the dK/dV pass: one "
+            f"program per K/V block walks its column of Q blocks, dK and dV staying on chip, recomputing S and P "
+            f"for {dkdv_tiles} tiles. Right, the dQ pass: one program per Q block walks its row, recomputing them "
+            f"again for {dq_tiles} tiles (no atomics: the same gradients every run). The order is derived from "
+            "kernels/fa2_bwd.py's launch grids and loop bounds, not traced; a test pins each pass's tiles to those "
+            "the kernels read in Triton's interpreter. On a GPU the programs run at once.")
+
+
+def source_words(gpu: str, created: str, live: bool) -> str:
+    """Where the numbers come from, as plain text: live pages show the shipped recording (not timed here)."""
+    if not gpu:
+        return "no recording"
+    where = f"recorded on {gpu}" + (f", {created}" if created else "")
+    return f"{where} (the backward is not timed live yet)" if live else where
+
+
+def measured_words(records: list[dict], source: str) -> str:
+    """What of the chart is measured: the recording's backward peaks at this setting, or none."""
+    peaks = [r for r in records if r["status"] == "ok" and r.get("peak_extra_bytes")]
+    if not peaks:
+        return (f"Curves: formulas only; no measured peak at this setting ({source}; `{BENCH_COMMAND}` measures "
+                "them).")
+    return (f"Curves: formulas; dots: measured peaks of forward + backward beyond Q, K, V and dO ({len(peaks)} "
+            f"records, {source}).")
+
+
+def no_records_line(has_recording: bool) -> str:
+    """The speed view's one line where there is nothing measured to draw."""
+    return (NO_BACKWARD_RECORDS[0].upper() + NO_BACKWARD_RECORDS[1:] + "." if has_recording
+            else f"No recording to read backward records from (`{BENCH_COMMAND}` records them).")

@@ -1,0 +1,191 @@
+"""The backward scene ("Training: the backward pass"): its numbers (story/backward.py) from backward records and the
+cost model, its figures, and the scene on the CPU path: recorded with backward records, recorded without any, and
+the tile walk from kernels/fa2_bwd.visit_order. Times and TFLOPS here are made up for the tests."""
+import json
+
+import pytest
+
+import costmodel
+import story
+import viz
+from bench import results
+from costmodel import Shape
+from kernels.fa2_bwd import visit_order
+from tests.support_app import assert_no_exception, open_app, page_text, plotly_specs, upload, uploaded_recording
+
+SHAPE = Shape(8192, 2, 16, 128, "bfloat16", False)
+H200_BYTES = 150109880320
+
+
+def record(algorithm, seq_len=8192, pass_="backward", status="ok", tflops=300.0, peak=None, causal=False):
+    return {"algorithm": algorithm, "seq_len": seq_len, "batch": 2, "heads": 16, "head_dim": 128,
+            "dtype": "bfloat16", "causal": causal, "kv_len": seq_len, "kv_heads": 16, "pass": pass_,
+            "status": status, "time_ms": 1.0 if status == "ok" else None, "time_ms_p20": None, "time_ms_p80": None,
+            "tflops": tflops if status == "ok" else None, "gbps": None, "bytes_moved": 1 << 20, "peak_extra_bytes": peak,
+            "needed_bytes": (1 << 40) if status == "oom" else None, "message": "out of memory" if status == "oom" else "",
+            "device": "Test GPU", "timing_kind": "cuda"}
+
+
+# -- the cost model: a training step's memory, by hand ----------------------------------------------------------
+
+def test_a_training_steps_memory_by_hand():
+    s = Shape(1024, 2, 16, 128, "bfloat16")
+    scores = 1024 * 1024 * 2 * 16
+    o = 2 * 16 * 1024 * 128 * 2
+    grads = 3 * o
+    assert costmodel.standard_training_bytes(s) == scores * 4 + scores * 2 + o + grads
+    assert costmodel.flash_training_bytes(s) == o + 2 * (2 * 16 * 1024 * 4) + grads
+    fp32 = s.at(dtype="float32")
+    assert costmodel.standard_training_bytes(fp32) == scores * 4 + 2 * o * 4, "fp32: softmax's output is P"
+    assert costmodel.standard_training_bytes(s.at(causal=True)) == costmodel.standard_training_bytes(s), \
+        "eager autograd keeps the whole N × N under a mask too"
+    wall = costmodel.standard_training_wall(H200_BYTES, s)
+    need = lambda n: (costmodel.standard_training_bytes(s.at(seq_len=n, kv_len=n))  # noqa: E731
+                      + costmodel.inputs_bytes(s.at(seq_len=n, kv_len=n)) + costmodel.output_bytes(s.at(seq_len=n)))
+    assert need(wall.fits_up_to) <= H200_BYTES < need(wall.fits_up_to + 1)
+    assert wall.seq_len == 32768
+
+
+# -- the story ---------------------------------------------------------------------------------------------------
+
+def test_backward_records_are_told_apart_by_their_pass():
+    mixed = [record("fa2"), record("fa2", pass_="prefill"), {**record("fa2"), "pass": None}]
+    assert story.backward.backward_records(mixed) == [mixed[0]]
+
+
+def test_the_bars_are_the_records_at_the_talks_setting_and_say_what_is_missing():
+    backward = [record("fa2", tflops=350.0), record("sdpa_default", tflops=500.0),
+                record("sdpa_flash", tflops=280.0, seq_len=16384), record("fa2", causal=True, tflops=1.0)]
+    forward = [record("fa2", pass_="prefill", tflops=600.0)]
+    bars = story.backward.tflops_bars(backward, forward, SHAPE)
+    assert [(b.algorithm, b.pass_, b.tflops) for b in bars] == [
+        ("fa2", "backward", 350.0), ("sdpa_default", "backward", 500.0), ("sdpa_flash", "backward", None),
+        ("fa2", "prefill", 600.0)]
+    said = story.backward.tflops_sentence(bars, SHAPE)
+    assert "0.70× cuDNN's" in said and "0.58× our forward's" in said
+    assert "SDPA FA-2, backward (not measured at this setting)" in said
+    oom = story.backward.tflops_bars([record("fa2", status="oom")], [], SHAPE)[0]
+    assert oom.tflops is None and "out of memory" in oom.note
+
+
+@pytest.mark.parametrize("seq_len", costmodel.SEQ_LENS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_memory_sentence_is_true_at_every_slider_stop(seq_len, causal):
+    shape = SHAPE.at(seq_len=seq_len, kv_len=seq_len, causal=causal)
+    said = story.backward.memory_sentence(shape, H200_BYTES)
+    wall = costmodel.standard_training_wall(H200_BYTES, shape)
+    assert ("past it" in said) == (seq_len > wall.fits_up_to)
+    assert "within that bound" in said or "past it" in said
+    assert costmodel.standard_training_bytes(shape) > costmodel.flash_training_bytes(shape)
+
+
+def test_the_wall_is_standard_attentions_first_measured_out_of_memory():
+    records = [record("torch_naive", seq_len=65536, status="oom"), record("torch_naive", seq_len=32768, status="oom"),
+               record("fa2", seq_len=131072, status="oom")]
+    assert story.backward.training_wall(records)["seq_len"] == 32768
+    drawn = story.backward.with_training_failures(records)
+    assert drawn[1]["need_bytes"] == costmodel.standard_training_bytes(Shape.of_record(records[1]))
+    assert story.backward.training_wall([record("fa2")]) is None
+
+
+# -- the figures ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_walk_figure_has_a_frame_per_recomputed_tile(causal):
+    walk = visit_order(256, causal)
+    fig = viz.backward_walk_figure(walk, 4, 4, start_step=2)
+    assert len(fig.frames) == len(walk["dkdv"]) + len(walk["dq"])
+    left, right = fig.data
+    assert list(zip(left.y, left.x)) == walk["dkdv"] and list(zip(right.y, right.x)) == walk["dq"]
+    assert left.marker.line.width[2] == 5.0 and max(right.marker.line.width) == 0.0, "step 3: the dK/dV pass"
+    last = fig.frames[-1].data
+    assert last[1].marker.line.width[-1] == 5.0
+
+
+def test_the_bars_figure_draws_only_measured_bars():
+    bars = story.backward.tflops_bars([record("fa2", tflops=350.0)], [], SHAPE)
+    fig = viz.backward_tflops_figure([vars(b) for b in bars])
+    assert list(fig.data[0].x) == [350.0]
+
+
+# -- the scene -----------------------------------------------------------------------------------------------------
+
+def timed(rec: dict) -> dict:
+    """The record with the time its TFLOPS say, by the FLOPs the results parser checks it against."""
+    if rec["status"] != "ok":
+        return rec
+    ms = costmodel.attention_flops(Shape.of_record(rec)) / (rec["tflops"] * 1e12) * 1e3
+    return {**rec, "time_ms": ms, "gbps": rec["bytes_moved"] / (ms * 1e-3) / 1e9}
+
+
+def with_backward_records() -> bytes:
+    doc = json.loads(uploaded_recording())
+    doc["records"] += [timed(r) for r in (record("fa2", seq_len=1024, tflops=210.0, peak=40 << 20),
+                                          record("sdpa_default", seq_len=1024, tflops=260.0, peak=30 << 20),
+                                          record("torch_naive", seq_len=1024, tflops=90.0, peak=300 << 20),
+                                          record("torch_naive", seq_len=4096, status="oom"))]
+    return json.dumps(doc).encode()
+
+
+def test_the_scene_opens_on_the_walk_after_the_tiling():
+    from app import SCENE_KEYS
+    assert SCENE_KEYS[SCENE_KEYS.index("tiling") + 1] == "backward"
+    app = open_app(scene="backward", trace_len="128", causal="true")
+    assert_no_exception(app)
+    (fig,) = plotly_specs(app)
+    walk = visit_order(128, True)
+    assert len(fig["frames"]) == len(walk["dkdv"]) + len(walk["dq"]) == 6
+    assert "derived from kernels/fa2_bwd.py" in page_text(app) and "not traced" in page_text(app)
+
+
+def test_recorded_without_backward_records_it_says_so_and_draws_formulas_only():
+    app = open_app(scene="backward", part="speed", seq_len="1024")
+    assert_no_exception(app)
+    assert not plotly_specs(app)
+    assert story.backward.NO_BACKWARD_RECORDS in page_text(app).replace("This", "this")
+    app = open_app(scene="backward", part="memory", seq_len="1024")
+    assert_no_exception(app)
+    (fig,) = plotly_specs(app)
+    assert [d["name"] for d in fig["data"] if "measured" in d["name"]] == []
+    assert "formulas only" in page_text(app)
+    assert "formula, a lower bound" in fig["layout"]["title"]["text"], "the wall by the formula, said as one"
+
+
+def test_the_formula_wall_shades_from_the_first_n_past_the_device():
+    wall = story.backward.formula_wall(SHAPE, H200_BYTES)
+    assert wall["seq_len"] == costmodel.standard_training_wall(H200_BYTES, SHAPE).fits_up_to + 1
+    assert story.backward.formula_wall(SHAPE, None) is None
+
+
+def test_recorded_with_backward_records_it_draws_them():
+    app = upload(open_app(scene="backward", part="speed", seq_len="1024"), with_backward_records())
+    assert_no_exception(app)
+    (fig,) = plotly_specs(app)
+    forward_tflops = costmodel.attention_flops(SHAPE.at(seq_len=1024, kv_len=1024)) / 1e-3 / 1e12  # its 1 ms
+    assert fig["data"][0]["x"] == pytest.approx([210.0, 260.0, forward_tflops])
+    assert fig["data"][0]["y"][2] == "ours (fa2), forward", "SDPA FA-2 has no record: no bar"
+    assert "0.81× cuDNN's" in page_text(app)
+    app.query_params["part"] = "memory"
+    app.segmented_control(key="control_part").set_value("memory").run()
+    assert_no_exception(app)
+    (fig,) = plotly_specs(app)
+    measured = {d["name"]: d["y"] for d in fig["data"] if "measured" in d["name"]}
+    assert len(measured) == 2, measured
+    assert "dots: measured peaks" in page_text(app)
+    assert "out of memory at N = 4K (measured)" in fig["layout"]["title"]["text"]
+
+
+def test_the_results_parser_keeps_backward_records_for_the_scene():
+    loaded = results.parse_results(with_backward_records(), "t.json")
+    assert len(story.backward.backward_records(loaded.records)) == 4
+
+
+def test_the_page_reads_backward_records_kept_apart_or_among_the_records():
+    from types import SimpleNamespace
+
+    from page.stage import backward_records
+    apart, among = record("fa2", tflops=1.0), record("sdpa_default")
+    assert backward_records(None) == []
+    assert backward_records(SimpleNamespace(records=[among, record("fa2", pass_="prefill")])) == [among]
+    assert backward_records(SimpleNamespace(records=[among], backward=(apart, among))) == [apart, among], \
+        "a Recording with a `backward` field: its records, each once"
