@@ -382,6 +382,10 @@ def main(argv=None) -> int:
             configs[f"{vname}|{d}|{c}"] = (vcfg, d, c)
     jobs = [("fa3", d, c, dt, tuple(cfg.__dict__.values())) for cfg, d, c in configs.values()
             for dt in ("bfloat16", "float16")]
+    # _check_lpt's reference (the same config with lpt off), where it is not a config of the run already
+    refs = {(replace(cfg, lpt=False), d) for cfg, d, c in configs.values() if cfg.lpt and c}
+    jobs += [("fa3", d, True, "bfloat16", tuple(ref.__dict__.values())) for ref, d in refs
+             if (ref, d, True) not in configs.values()]
     if not args.fa4:
         jobs += [("fa2", d, c, "bfloat16", None) for d in (64, 128) for c in (False, True)]
     precompile(jobs)
