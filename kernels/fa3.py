@@ -6,8 +6,9 @@ engine (TMA) run on their own, so FA-3 (Shah et al. 2024) splits the work betwee
 
 - a producer warp only issues TMA copies of the K and V tiles into a ring of shared-memory slots, each slot guarded
   by two mbarriers ("ready": the copy landed; "empty": every consumer is done with it);
-- two consumer warpgroups (4 warps each; the count is a config) own a query block of BLOCK_M rows each and do the
-  math of the teaching kernel on it, reading every K/V tile the producer brings;
+- two consumer warpgroups (4 warps each; the count is a config, one for the ablation's step without ping-pong) own
+  a query block of BLOCK_M rows each and do the math of the teaching kernel on it, reading every K/V tile the
+  producer brings;
 - ping-pong: the consumers take turns at the tensor cores. A consumer waits for its turn, issues its wgmma, passes
   the turn on, then runs its softmax while the other consumer's wgmma keeps the tensor cores busy. The turn is a
   hardware named barrier as in FA-3 (`bar.sync` to wait, `bar.arrive` to pass it on: one line of PTX each, since
@@ -20,6 +21,9 @@ engine (TMA) run on their own, so FA-3 (Shah et al. 2024) splits the work betwee
 - the conditional rescale (`lazy_rescale`, FlashAttention-4's): a row keeps its running max until a new score
   exceeds it by more than 2^8, so P stays ≤ 256, and a warp skips O's 64 multiplies per tile unless one of its rows
   moved (a warp vote, then a branch; in PTX, as Gluon has no warp-level branch). On most tiles nothing moves.
+- the causal schedule: a program's work grows with its query block's index, so the last blocks are launched first
+  and the light ones fill the tail: one head at a time, or (`lpt`, FA-3's scheduler) longest first across a group of
+  heads whose K and V fit together in L2 (`lpt_heads_per_group`).
 - at head_dim 128 each consumer keeps its Q block in registers (loaded from shared memory once), so every tile's
   QKᵀ wgmma reads only K from shared memory: less data moved per score (+1–2 % measured on the H200, which runs
   every kernel at its 700 W power cap).
@@ -93,7 +97,8 @@ def _constexpr(value):
 class Fa3Config:
     block_m: int        # query rows per consumer warpgroup (wgmma's M: a multiple of 64)
     block_n: int        # keys per K/V tile
-    num_consumers: int  # consumer warpgroups per program (2: the ping-pong pair; 3 at head_dim 64, as FA-3)
+    num_consumers: int  # consumer warpgroups per program (2: the ping-pong pair; 3 at head_dim 64, as FA-3; 1: no
+                        # ping-pong, the ablation's first step)
     kv_stages: int      # slots in the K/V ring
     consumer_regs: int  # registers per thread of a consumer warpgroup (setmaxnreg)
     producer_regs: int  # registers per thread of the producer warp
@@ -102,6 +107,8 @@ class Fa3Config:
     named_turns: bool = False  # the ping-pong hand-off through hardware named barriers instead of mbarriers
     kv_paired: bool = False  # one ring entry per round (K_j with V_{j-1}): one wait and one release per tile
     lazy_rescale: bool = False  # FA-4's conditional rescale: O is multiplied by α only when a row's max moved by > 2^8
+    lpt: bool = False  # causal: query blocks in reverse, the longest first, across a group of heads whose K and V fit
+    #                    in L2 (FA-3's scheduler); off: one head at a time, its query blocks in reverse
 
     @property
     def label(self) -> str:
@@ -109,11 +116,12 @@ class Fa3Config:
         return (f"{self.num_consumers}×{self.block_m}×{self.block_n} kv{self.kv_stages} regs {self.consumer_regs}/"
                 f"{self.producer_regs}{'' if self.overlap else ' no-overlap'}{' q-regs' if self.q_in_regs else ''}"
                 f"{' named' if self.named_turns else ''}{' paired' if self.kv_paired else ''}"
-                f"{' lazy' if self.lazy_rescale else ''}")
+                f"{' lazy' if self.lazy_rescale else ''}{' lpt' if self.lpt else ''}")
 
     def mangle(self) -> str:
         """The configuration as an identifier: Triton names the compiled functions after their constexpr arguments."""
-        flags = "".join(name[0] for name in ("overlap", "q_in_regs", "named_turns", "kv_paired", "lazy_rescale")
+        flags = "".join(code for name, code in (("overlap", "o"), ("q_in_regs", "q"), ("named_turns", "n"),
+                                                ("kv_paired", "k"), ("lazy_rescale", "l"), ("lpt", "t"))
                         if getattr(self, name))
         return (f"Fa3Config_{self.num_consumers}x{self.block_m}x{self.block_n}_kv{self.kv_stages}_r{self.consumer_regs}"
                 f"_{self.producer_regs}_{flags or 'plain'}")
@@ -161,18 +169,22 @@ def _ring(j, STAGES: gl.constexpr):
 
 
 @_jit
-def _turn_wait(turn, phase, CONSUMER: gl.constexpr, NAMED_TURNS: gl.constexpr):
-    # -- ping-pong: wait for our turn at the tensor cores --
-    if NAMED_TURNS:
+def _turn_wait(turn, phase, CONSUMER: gl.constexpr, CFG: gl.constexpr):
+    # -- ping-pong: wait for our turn at the tensor cores (a lone consumer has no one to take turns with) --
+    if CFG.num_consumers == 1:
+        pass
+    elif CFG.named_turns:
         named_barrier(False, TURN_BARRIER_ID + CONSUMER)
     else:
         mbarrier.wait(turn.index(CONSUMER), phase)
 
 
 @_jit
-def _turn_pass(turn, NEXT: gl.constexpr, NAMED_TURNS: gl.constexpr):
+def _turn_pass(turn, NEXT: gl.constexpr, CFG: gl.constexpr):
     # -- ping-pong: our wgmmas are issued; the next consumer's turn --
-    if NAMED_TURNS:
+    if CFG.num_consumers == 1:
+        pass
+    elif CFG.named_turns:
         named_barrier(True, TURN_BARRIER_ID + NEXT)
     else:
         mbarrier.arrive(turn.index(NEXT), count=1)
@@ -349,15 +361,15 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
         q = q.load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=K_WIDTH))
 
     if NAMED_TURNS and NEXT == 0:  # the last consumer gives consumer 0 its first turn
-        _turn_pass(turn, NEXT, NAMED_TURNS)
+        _turn_pass(turn, NEXT, CFG)
 
     # -- first K tile: compute qk, softmax (no P·V yet) --
     mbarrier.wait(k_ready.index(0), 0)  # (paired ring: entry 0 holds K_0 alone)
     # -- ping-pong hand-off: wait for our turn at the tensor cores, issue, pass the turn to the next consumer --
-    _turn_wait(turn, 0, CONSUMER, NAMED_TURNS)
+    _turn_wait(turn, 0, CONSUMER, CFG)
     k_t = k_smem.index(0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
     s_tok = warpgroup_mma(q, k_t, s_init, use_acc=False, is_async=True)
-    _turn_pass(turn, NEXT, NAMED_TURNS)
+    _turn_pass(turn, NEXT, CFG)
     s = warpgroup_mma_wait(0, deps=(s_tok,))
     mbarrier.arrive(k_empty.index(0), count=1)  # K_0 read: the producer may refill its slot
     if mask_from == 0:
@@ -378,11 +390,11 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
     else:
         last, last_phase = _ring(n_kv - 1, KV_STAGES)
         mbarrier.wait(v_ready.index(last), last_phase)
-    _turn_wait(turn, n_kv & 1, CONSUMER, NAMED_TURNS)
+    _turn_wait(turn, n_kv & 1, CONSUMER, CFG)
     acc = rescale(acc, alpha, o_row_layout, LAZY)
     o_tok = warpgroup_mma(p_op, _v_operand(v_smem.index(last), BLOCK_N, HEAD_DIM), acc, is_async=True)
     if not (NAMED_TURNS and NEXT == 0):  # named barriers count arrivals: the first turn's was given up front
-        _turn_pass(turn, NEXT, NAMED_TURNS)
+        _turn_pass(turn, NEXT, CFG)
     acc, p_op = _wait_pv(o_tok, p_op)
     if KV_PAIRED:
         mbarrier.arrive(k_empty.index(last), count=1)
@@ -414,7 +426,6 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
     # one round of the K/V loop: S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1} issued together, then tile j's softmax
     BLOCK_N: gl.constexpr = CFG.block_n
     KV_STAGES: gl.constexpr = CFG.kv_stages
-    NAMED_TURNS: gl.constexpr = CFG.named_turns
     KV_PAIRED: gl.constexpr = CFG.kv_paired
     OVERLAP: gl.constexpr = CFG.overlap
     LAZY: gl.constexpr = CFG.lazy_rescale
@@ -431,7 +442,7 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
         mbarrier.wait(v_ready.index(prev), prev_phase)
         v_slot = prev
     # -- ping-pong hand-off: our turn at the tensor cores; compute qk: S_j = Q·K_jᵀ, async --
-    _turn_wait(turn, j & 1, CONSUMER, NAMED_TURNS)
+    _turn_wait(turn, j & 1, CONSUMER, CFG)
     _exit("wait", PROFILE)
     _enter("qk", PROFILE)  # issue QKᵀ and P·V, wait for QKᵀ
     k_t = k_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
@@ -439,7 +450,7 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
     # -- rescale the accumulator (while S_j runs), then add P·V: O += P_{j-1}·V_{j-1}, async --
     acc = rescale(acc, alpha, o_row_layout, LAZY)
     o_tok = warpgroup_mma(p_op, _v_operand(v_smem.index(v_slot), BLOCK_N, HEAD_DIM), acc, is_async=True)
-    _turn_pass(turn, NEXT, NAMED_TURNS)  # the other consumer issues while we run the softmax
+    _turn_pass(turn, NEXT, CFG)  # the other consumer issues while we run the softmax
     if OVERLAP:
         # -- softmax overlap: wait for S_j only; P_{j-1}·V_{j-1} keeps the tensor cores busy meanwhile --
         s = warpgroup_mma_wait(1, deps=(s_tok,))
@@ -478,22 +489,31 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
 
 # -- the kernel: shared memory, mbarriers, and the warp-specialized partitions -------------------------------------
 
-@_jit(do_not_specialize=["seq_len", "heads"])
-def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, DESCALE, sm_scale, seq_len, heads,
+@_jit(do_not_specialize=["seq_len", "heads", "heads_per_group"])
+def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, DESCALE, sm_scale, seq_len, heads, heads_per_group,
              CFG: gl.constexpr, CAUSAL: gl.constexpr, PROFILE: gl.constexpr):
     # Q, K, V, O: 4-D TMA descriptors over (B, H, N, D); Q and O boxes are [1, 1, BLOCK_M, D], K and V [1, 1, BLOCK_N, D].
     # 8-bit (e4m3) Q, K, V: V's descriptor is over Vᵀ (B, H, D, N), boxes [1, 1, D, BLOCK_N]; DESCALE holds float32
     # descales (3, B·H): Q's, K's, V's per head (None for 16-bit inputs); O is bf16.
-    # One program per (block of num_consumers·block_m query rows, batch·head).
+    # One program per (block of num_consumers·block_m query rows, batch·head); causal: heads_per_group heads (see
+    # lpt_heads_per_group) take their query blocks in turn, the longest first.
     NUM_CONSUMERS: gl.constexpr = CFG.num_consumers
     KV_STAGES: gl.constexpr = CFG.kv_stages
     BLOCK_N: gl.constexpr = CFG.block_n
     TILE_M: gl.constexpr = NUM_CONSUMERS * CFG.block_m
     if CAUSAL:  # the last query blocks see the most keys: launch them first so the light ones fill the tail
-        tile = gl.num_programs(0) - 1 - gl.program_id(0)
+        # programs start in launch order (program_id(0) fastest): the i-th of a group of heads takes query block
+        # n_tiles − 1 − i // heads, of head i % heads (one head at a time, unless lpt: a group whose K, V fit in L2)
+        n_tiles = gl.num_programs(0)
+        pid = gl.program_id(1) * n_tiles + gl.program_id(0)
+        first_bh = pid // (heads_per_group * n_tiles) * heads_per_group
+        group = gl.minimum(heads_per_group, gl.num_programs(1) - first_bh)  # the last group may be short
+        rank = pid - first_bh * n_tiles
+        tile = n_tiles - 1 - rank // group
+        off_bh = first_bh + rank % group
     else:
         tile = gl.program_id(0)
-    off_bh = gl.program_id(1)
+        off_bh = gl.program_id(1)
     off_b = off_bh // heads
     off_h = off_bh % heads
     m0 = tile * TILE_M
@@ -545,12 +565,15 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, DESCALE, sm_scale, seq_len, he
              m0, n_kv)
     # consumer 0 is the default partition (the kernel's num_warps=4 warps); the other consumers and the producer are
     # workers
-    if NUM_CONSUMERS == 2:
+    if NUM_CONSUMERS == 1:  # no ping-pong: the lone consumer and the producer
+        gl.warp_specialize([(_consumer, (0, work, CFG, CAUSAL, PROFILE)), (_producer, (loads, CFG, PROFILE))],
+                           [1], [CFG.producer_regs])
+    elif NUM_CONSUMERS == 2:
         gl.warp_specialize([(_consumer, (0, work, CFG, CAUSAL, PROFILE)), (_consumer, (1, work, CFG, CAUSAL, PROFILE)),
                             (_producer, (loads, CFG, PROFILE))],
                            [4, 1], [CFG.consumer_regs, CFG.producer_regs])
     else:
-        gl.static_assert(NUM_CONSUMERS == 3, "the FA-3 kernel runs 2 or 3 consumer warpgroups")
+        gl.static_assert(NUM_CONSUMERS == 3, "the FA-3 kernel runs 1, 2 or 3 consumer warpgroups")
         gl.warp_specialize([(_consumer, (0, work, CFG, CAUSAL, PROFILE)), (_consumer, (1, work, CFG, CAUSAL, PROFILE)),
                             (_consumer, (2, work, CFG, CAUSAL, PROFILE)), (_producer, (loads, CFG, PROFILE))],
                            [4, 4, 1], [CFG.consumer_regs, CFG.consumer_regs, CFG.producer_regs])
@@ -560,8 +583,9 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, DESCALE, sm_scale, seq_len, he
 
 # Per (head_dim, causal); fp16 and bf16 share them. Measured on the H200 (perf/h200/fa3_speed.py; BENCHMARKS.md).
 SHIPPED: dict[tuple[int, bool], Fa3Config] = {
-    # head_dim 64: three consumers of 64 rows (as FA-3); at 160 registers the in-warpgroup overlap spills, so off;
-    # O rescaled only when a row's max moved by more than 2^8
+    # head_dim 64: three consumers of 64 rows (as FA-3); the in-warpgroup overlap off (it spilled at 160 registers
+    # in the first kernel; today's compiles with it: a candidate, BENCHMARKS.md §3c); O rescaled only when a row's
+    # max moved by more than 2^8
     (64, False): Fa3Config(64, 128, 3, 4, 160, 32, overlap=False, lazy_rescale=True),
     (64, True): Fa3Config(64, 128, 3, 4, 160, 32, overlap=False, lazy_rescale=True),
     # head_dim 128: the ping-pong pair; Q·Kᵀ's A operand from registers (32 of the 240; no spills); the hand-off
@@ -580,9 +604,11 @@ SHIPPED: dict[tuple[int, bool], Fa3Config] = {
 }
 
 # The ablation ladder at head_dim 128, not causal: each row adds one idea to the row before, and each is a
-# configuration of this kernel that runs (the last is the shipped one). Warp specialization itself (a producer warp,
-# ping-pong consumers) is the first row; FA-2 order (kernels/fa2.py) stands before it.
+# configuration of this kernel that runs (the last is the shipped one). FA-2 order (kernels/fa2.py) stands before
+# the first row: TMA and wgmma with a producer warp but one consumer warpgroup (the FA-3 paper's step without
+# ping-pong; 64 query rows a program, as a warpgroup's 240 registers hold no more), then the ping-pong pair.
 LADDER: dict[str, Fa3Config] = {
+    "producer warp, 1 consumer (no ping-pong)": Fa3Config(64, 128, 1, 2, 240, 24, overlap=False),
     "producer warp, 2 consumers in ping-pong": Fa3Config(64, 128, 2, 2, 240, 24, overlap=False),
     "+ softmax overlapped with the next QKᵀ": Fa3Config(64, 128, 2, 2, 240, 24),
     "+ Q in registers": Fa3Config(64, 128, 2, 2, 240, 24, q_in_regs=True),
@@ -644,6 +670,16 @@ def v_transposed(v: torch.Tensor) -> torch.Tensor:
     return vt
 
 
+# FA-3's tile scheduler budgets 32 MiB of L2 (the H200 has 60 MB) for the K and V of the heads it runs at once
+LPT_L2_BYTES = 32 * 2 ** 20
+
+
+def lpt_heads_per_group(batch_heads: int, seq_len: int, head_dim: int, element_size: int) -> int:
+    """How many heads take their causal query blocks in turn under `lpt`: as many as have K and V together in
+    LPT_L2_BYTES (at least 1, at most all), so the programs running at once share their K, V tiles through L2."""
+    return max(1, min(batch_heads, LPT_L2_BYTES // (2 * seq_len * head_dim * element_size)))
+
+
 def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
               config: Fa3Config, profile: bool = False,
               descale: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -668,8 +704,9 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
         v_desc = compat.make_descriptor(v, [1, 1, config.block_n, head_dim])
         descale = None
     grid = (triton.cdiv(seq_len, config.tile_m), batch * heads)
+    group = lpt_heads_per_group(batch * heads, seq_len, head_dim, q.element_size()) if config.lpt and causal else 1
     with kernel_launch_lock():
-        _fa3_fwd[grid](q_desc, k_desc, v_desc, o_desc, lse, descale, sm_scale, seq_len, heads, CFG=config,
+        _fa3_fwd[grid](q_desc, k_desc, v_desc, o_desc, lse, descale, sm_scale, seq_len, heads, group, CFG=config,
                        CAUSAL=causal,
                        PROFILE=profile,  # Proton scopes on the phases (bench/phases.py); off in every shipped call
                        num_warps=4, maxnreg=config.maxnreg)

@@ -22,7 +22,7 @@ SOURCES = ("live", "recorded")
 MAX_BATCH = 64
 MAX_HEADS = 128
 MAX_SEED = 2**31 - 1
-MAX_RUNG = 5  # the ablation ladder's last step (story.ablation.STEPS: FA-2 order and the five FA-3 rows)
+MAX_RUNG = 6  # the ablation ladder's last step (story.ablation.STEPS: FA-2 order and the six FA-3 rows)
 MAX_STEP = 1 << 20  # far above any schedule the animation draws; the app clamps to the real length
 # "auto": charts follow the page's theme (the viewer's system setting, or Streamlit's menu)
 THEME_CHOICES = ("auto", *THEMES)

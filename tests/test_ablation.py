@@ -16,7 +16,7 @@ from tests.support_app import (assert_no_exception, open_app, page_text, plotly_
 FACTS = {"name": "NVIDIA H200", "sm_count": 132, "smem_per_sm_bytes": 233472, "smem_per_block_bytes": 232448,
          "l2_bytes": 62914560, "hbm_bytes": 150109880320, "copy_gbps": 4273.4, "compute_capability": "9.0",
          "driver": "580", "torch": "2.11.0", "triton": "3.6.0", "matmul_tflops": 720.0}
-STEP_MS = (2.4, 1.95, 1.85, 1.83, 1.80, 1.78)  # made up for the tests: each step faster; the reference 1.9 ms
+STEP_MS = (2.4, 2.1, 1.95, 1.85, 1.83, 1.80, 1.78)  # made up for the tests: each step faster; the reference 1.9 ms
 ALGORITHMS = {**{name: ("fa2" if i == 0 else "fa3") for i, name in enumerate(story.step_names())},
               bench_ladder.REFERENCE: "sdpa_default"}
 
@@ -72,15 +72,15 @@ def test_the_story_names_the_steps_the_ladder_runs():
 def test_ladder_records_round_trip_beside_the_shipped_kernels_record(tmp_path):
     records = ladder_run()
     assert [r["config"] for r in records] == list(bench_ladder.step_names())
-    assert [r["algorithm"] for r in records] == ["fa2"] + ["fa3"] * 5 + ["sdpa_default"]
+    assert [r["algorithm"] for r in records] == ["fa2"] + ["fa3"] * 6 + ["sdpa_default"]
     path = tmp_path / "ladder.json"
     res.dump_results(path, dict(FACTS), [shipped_fa3(), *records], [], "python -m bench --ladder", "today",
                      phases=[phase("fa3", story.step_names()[2]), phase("fa3", None)])
     loaded = res.load_results_path(path)
-    assert len(loaded.records) == 8, "seven steps and the shipped fa3 at the same setting: no conflict"
+    assert len(loaded.records) == 9, "seven steps, cuDNN and the shipped fa3 at the same setting: no conflict"
     assert [r["config"] for r in loaded.records] == [None, *bench_ladder.step_names()]
     median = {r["config"]: r["time_ms"] for r in loaded.records}
-    assert median[story.step_names()[1]] == pytest.approx(1.95)
+    assert median[story.step_names()[2]] == pytest.approx(1.95)
     assert [p["config"] for p in loaded.phases] == [story.step_names()[2], None]
     assert json.loads(path.read_text())["schema_version"] == 4
 
@@ -106,8 +106,8 @@ def test_a_bad_config_refuses_the_file_saying_why(bad, why):
 
 def test_two_times_of_one_step_refuse_the_file_naming_the_step():
     records = ladder_run()
-    again = dict(records[3], time_ms=records[3]["time_ms"] * 2, tflops=records[3]["tflops"] / 2,
-                 gbps=records[3]["gbps"] / 2, time_ms_p20=None, time_ms_p80=None)
+    again = dict(records[4], time_ms=records[4]["time_ms"] * 2, tflops=records[4]["tflops"] / 2,
+                 gbps=records[4]["gbps"] / 2, time_ms_p20=None, time_ms_p80=None)
     with pytest.raises(res.ResultsError, match="step '\\+ Q in registers'"):
         parse(doc([*records, again]))
 
@@ -150,7 +150,7 @@ def test_the_page_keeps_ladder_records_out_of_the_other_scenes():
     loaded = parse(doc([shipped_fa3(), *ladder_run()], [phase("fa3", None), phase("fa3", story.step_names()[1])]))
     recording = stage._as_recording("test.json", loaded)
     assert [r["config"] for r in recording.records] == [None]
-    assert len(recording.ladder) == 7 and len(recording.phases) == 1
+    assert len(recording.ladder) == 8 and len(recording.phases) == 1
     assert set(recording.ladder_programs) == {story.step_names()[1]}
     assert [p.kernel for p in recording.programs] == ["fa3"]
 
@@ -165,7 +165,7 @@ def test_bars_are_the_steps_in_order_each_against_the_one_before():
     assert bars[0].vs_before is None and bars[2].vs_before == pytest.approx(STEP_MS[1] / STEP_MS[2])
     assert bars[-1].reference and bars[-1].vs_before is None, "cuDNN is the reference, not a step"
     sentence = story.ladder_sentence(bars, "NVIDIA H200")
-    assert "5 of 5 steps faster than the one before" in sentence
+    assert "6 of 6 steps faster than the one before" in sentence
     assert f"{tflops[0]:,.0f} TFLOPS" in sentence and f"{tflops[-2] / tflops[-1]:.2f}×" in sentence
 
 
@@ -217,16 +217,16 @@ def _upload_with_ladder() -> bytes:
 
 
 def test_the_scene_recorded_draws_the_bars_and_the_selected_steps_lanes():
-    app = upload(open_app(scene="ablation", rung="2"), _upload_with_ladder())
+    app = upload(open_app(scene="ablation", rung="3"), _upload_with_ladder())
     assert_no_exception(app)
     specs = plotly_specs(app)
     assert len(specs) == 2, "the bars and the lanes"
     bar = next(t for t in specs[0]["data"] if t["type"] == "bar")
-    assert len(bar["x"]) == 7, "six steps and cuDNN, each with a number"
+    assert len(bar["x"]) == 8, "seven steps and cuDNN, each with a number"
     assert "+ overlap: one program" in json.dumps(specs[1]["layout"], ensure_ascii=False), "the selected step's lanes"
     text = page_text(app)
-    assert "5 of 5 steps faster than the one before" in text and "recorded on Test GPU" in text
-    assert story.what_changed(story.step_names()[2]) in text and "inside a GEMM scope" in text
+    assert "6 of 6 steps faster than the one before" in text and "recorded on Test GPU" in text
+    assert story.what_changed(story.step_names()[3]) in text and "inside a GEMM scope" in text
 
 
 def test_the_scene_without_ladder_records_says_so_in_one_line():
@@ -252,7 +252,7 @@ def test_live_where_the_ladder_cannot_run_shows_the_recording_and_says_why(monke
                               facts={"name": "NVIDIA B200"})
     source = stage_module.ladder_source(live)
     assert "this GPU is sm_100" in shown(source.live_problem) and source.label.startswith("recorded on NVIDIA H200")
-    assert len(source.records) == 7 and source.gpu == "NVIDIA H200"
+    assert len(source.records) == 8 and source.gpu == "NVIDIA H200"
     assert "Live: FA-3 style kernel needs Hopper" in shown(story.no_records_sentence(source.live_problem))
 
 
@@ -262,7 +262,7 @@ def test_bench_ladder_is_a_flag_and_its_phases_record_every_step_gluon_first():
     assert args.ladder and args.phases
     jobs = cli._phase_jobs(ladder=True)
     assert [step for _, step in jobs] == [*story.step_names()[1:], story.step_names()[0]], "the tl kernel last"
-    assert [kernel for kernel, _ in jobs] == ["fa3"] * 5 + ["fa2"]
+    assert [kernel for kernel, _ in jobs] == ["fa3"] * 6 + ["fa2"]
     assert all(step is None for _, step in cli._phase_jobs(ladder=False))
 
 
@@ -281,7 +281,7 @@ def test_the_scene_live_where_the_ladder_cannot_run_renders_the_recording_and_sa
     app = open_app(scene="ablation", source="live")
     assert_no_exception(app)
     text = page_text(app)
-    assert "recorded on NVIDIA H200" in text and "5 of 5 steps faster" in text
+    assert "recorded on NVIDIA H200" in text and "6 of 6 steps faster" in text
     assert "Not live: FA-3 style kernel needs Hopper (sm_90); this GPU is sm_100" in text
     specs = plotly_specs(app)
-    assert len(specs) == 1 and len(next(t for t in specs[0]["data"] if t["type"] == "bar")["x"]) == 7
+    assert len(specs) == 1 and len(next(t for t in specs[0]["data"] if t["type"] == "bar")["x"]) == 8

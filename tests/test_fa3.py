@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from kernels import gluon_compat
-from kernels.fa3 import (SHIPPED, SUPPORTED_HEAD_DIMS, Fa3Config, config_for_v3,
-                               v3_unavailable_reason, flash_attention_v3)
+from kernels.fa3 import (LADDER, LPT_L2_BYTES, SHIPPED, SUPPORTED_HEAD_DIMS, Fa3Config, config_for_v3,
+                         lpt_heads_per_group, v3_unavailable_reason, flash_attention_v3)
 from kernels.reference import reference_attention, relative_error
 from kernels.runtime import DEVICE, INTERPRET, backend
 
@@ -95,6 +95,21 @@ def test_fa3_every_config_class_runs_its_own_config():
         q, k, v = random_qkv((1, 2, 3 * config.tile_m + 5, head_dim), torch.bfloat16, seed=head_dim + causal)
         out = flash_attention_v3(q, k, v, causal=causal, config=config)
         assert relative_error(out, reference_attention(q, k, v, causal)[0]) < 1e-2, (head_dim, causal)
+
+
+@pytest.mark.gpu
+@needs_hopper
+@pytest.mark.parametrize("head_dim", SUPPORTED_HEAD_DIMS)
+def test_lpt_reorders_the_causal_programs_and_nothing_else(head_dim, poisoned_allocations):
+    """13 heads at a length where a group of heads is smaller than 13 (the last group short): O and the LSE equal,
+    bit for bit, those of the same config one head at a time."""
+    n = 16384 if head_dim == 64 else 8192
+    assert 1 < lpt_heads_per_group(13, n, head_dim, 2) < 13
+    q, k, v = random_qkv((1, 13, n, head_dim), torch.bfloat16, seed=head_dim)
+    config = SHIPPED[(head_dim, True)]
+    ours = flash_attention_v3(q, k, v, causal=True, return_lse=True, config=dataclasses.replace(config, lpt=True))
+    theirs = flash_attention_v3(q, k, v, causal=True, return_lse=True, config=dataclasses.replace(config, lpt=False))
+    assert all(torch.equal(a, b) for a, b in zip(ours, theirs))
 
 
 @pytest.mark.gpu
@@ -190,6 +205,38 @@ def test_inputs_are_checked_like_the_teaching_kernel():
         flash_attention_v3(q, k, v, causal="yes")
     with pytest.raises(ValueError, match="sm_scale"):
         flash_attention_v3(q, k, v, sm_scale=-math.inf)
+
+
+def test_lpt_is_named_in_the_label_and_the_mangled_name_apart_from_the_lazy_rescale():
+    base = Fa3Config(64, 128, 2, 3, 240, 24, lazy_rescale=True)
+    lpt = dataclasses.replace(base, lpt=True)
+    assert not base.lpt and lpt.label == base.label + " lpt"
+    assert base.mangle() != lpt.mangle() != dataclasses.replace(base, lazy_rescale=False, lpt=True).mangle()
+    assert lpt.mangle().endswith("_olt") and base.mangle().endswith("_ol")
+    assert lpt.smem_bytes(128) == base.smem_bytes(128) and lpt.tile_m == base.tile_m, "a schedule, not a tile"
+    names = [c.mangle() for c in (*SHIPPED.values(), *LADDER.values())]
+    assert len(set(names)) == len(set(SHIPPED.values()) | set(LADDER.values())), "one name per config"
+
+
+def test_lpt_groups_as_many_heads_as_have_k_and_v_in_its_l2_budget():
+    # one head's K and V at 8K, head_dim 128, bf16: 2 × 8192 × 128 × 2 bytes = 4 MiB, so 8 in 32 MiB
+    assert LPT_L2_BYTES == 32 * 2 ** 20
+    assert lpt_heads_per_group(32, 8192, 128, 2) == 8
+    assert lpt_heads_per_group(32, 8192, 64, 2) == 16 and lpt_heads_per_group(16, 8192, 256, 2) == 4
+    assert lpt_heads_per_group(16, 16384, 256, 2) == 2 and lpt_heads_per_group(32, 32768, 128, 2) == 2
+    assert lpt_heads_per_group(3, 1024, 64, 2) == 3, "never more than the heads there are"
+    assert lpt_heads_per_group(4, 131072, 256, 2) == 1, "at least one, when one head's K and V overflow it"
+
+
+def test_the_ladder_starts_with_one_consumer_and_adds_one_idea_a_row():
+    names = list(LADDER)
+    assert names[:2] == ["producer warp, 1 consumer (no ping-pong)", "producer warp, 2 consumers in ping-pong"]
+    assert len(names) == 6 and names[-1] == "+ conditional rescale (FA-4)"
+    lone, pair = LADDER[names[0]], LADDER[names[1]]
+    assert dataclasses.replace(lone, num_consumers=2) == pair, "the second row only adds the second consumer"
+    assert lone.num_warps == 8 and lone.maxnreg == 256 and lone.tile_m == 64
+    assert lone.smem_bytes(128) == 2 * 128 * (64 + 2 * 2 * 128) <= 227 * 1024
+    assert lone.label == "1×64×128 kv2 regs 240/24 no-overlap"
 
 
 def test_config_is_a_frozen_table_entry():

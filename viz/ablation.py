@@ -53,11 +53,14 @@ def ablation_figure(data: dict, theme: str = "light", height: int = 600, width: 
             customdata=[plotly_text(o["name"]) for o in known],
             hovertemplate="%{customdata}: %{y:,.1f} TFLOPS<extra></extra>"))
     missing = [o for o in ours if not o["tflops"]]
-    if missing and known:  # a step without a number keeps its place, its reason written there
+    if missing and known:  # a step without a number keeps its place, its reason written there (in our bar's half of
+        # the place, left of the published range beside it, if one stands there)
+        lows = {p["category"]: p["low"] for p in published}
         fig.add_trace(go.Scatter(
-            x=[ticks[o["category"]] for o in missing], y=np.zeros(len(missing)), mode="text",
+            x=[ticks[o["category"]] for o in missing],
+            y=np.array([lows.get(o["category"], 0.0) for o in missing], dtype=np.float64), mode="text",
             text=["<br>".join(plotly_text(line) for line in textwrap.wrap(o["note"], TICK_CHARS)) for o in missing],
-            textposition="top center", textfont=dict(color=colors["muted"]), showlegend=False, hoverinfo="skip"))
+            textposition=["middle left" if o["category"] in lows else "top center" for o in missing], textfont=dict(color=colors["muted"]), showlegend=False, hoverinfo="skip"))
     if published:  # beside our bar of the same idea (grouped), the range the paper gives as an error bar
         mids = np.array([(p["low"] + p["high"]) / 2 for p in published], dtype=np.float64)
         fig.add_trace(go.Bar(

@@ -3,12 +3,12 @@
     PYTHONUNBUFFERED=1 python3 -m perf.h200.fa3_speed [--variants] [--shapes goal|8k|quick] [--rounds 3]
     PYTHONUNBUFFERED=1 python3 -m perf.h200.fa3_speed --fa4 [--json PATH]     (issue 40: ours against the authors')
 
---fa4 (about 3–4 minutes): every shipped config (head_dim 64, 128, 256) and the head_dim 256 candidates checked
+--fa4 (about 3–4 minutes): every shipped config (head_dim 64, 128, 256) and its candidates (fa4_candidates) checked
 against float64 as in 1., the authors' FlashAttention-4 (flash-attn-4: its Hopper forward, kernels.peers.fa4_authors)
 checked the same way when it is installed; then ours, FA-4 and SDPA default (cuDNN) timed in the same interleaved
-rounds at issue 40's table shapes, at 32K, and at head_dim 256 (B2 H8 8K and 16K), the head_dim 256 candidates
-(and one at head_dim 64 causal) beside them; the table gives ours ÷ FA-4 and ours ÷ cuDNN. Without flash-attn-4 the run goes on and says
-"not installed" (requirements-peers.txt; on a machine without a package index, PYTHONPATH to an unpacked copy).
+rounds at issue 40's table shapes, at 32K, and at head_dim 256 (B2 H8 8K and 16K), the candidates beside them; the
+table gives ours ÷ FA-4 and ours ÷ cuDNN. Without flash-attn-4 the run goes on and says "not installed"
+(requirements-peers.txt; on a machine without a package index, PYTHONPATH to an unpacked copy).
 
 1. Correctness first: every FA-3 config (the shipped table, and with --variants the candidates below) on random
    inputs against kernels.reference (float64), ragged N (1, 17, 255, 1000, 4097), its causal mode, fp16 and bf16,
@@ -44,7 +44,7 @@ import torch
 from kernels.runtime import backend, backend_reason  # first: picks the backend before any kernel is decorated
 from costmodel import Shape
 from kernels.fa2 import config_for, flash_attention
-from kernels.fa3 import SHIPPED, Fa3Config, flash_attention_v3, v3_unavailable_reason
+from kernels.fa3 import SHIPPED, Fa3Config, flash_attention_v3, lpt_heads_per_group, v3_unavailable_reason
 from kernels.peers import fa4_authors, fa4_unavailable_for
 from kernels.reference import reference_attention, relative_error
 
@@ -88,16 +88,24 @@ def variants(head_dim: int, causal: bool) -> dict[str, Fa3Config]:
 
 
 def fa4_candidates(head_dim: int, causal: bool) -> dict[str, Fa3Config]:
-    """--fa4's candidates beside the shipped config: at head_dim 256 its variants; at head_dim 64 causal (the widest
-    gap to the authors' FA-4, 0.90×) head_dim 128's design: two consumers (128 query rows a program instead of 192:
-    finer causal blocks), 240 registers each, so the softmax overlap fits (at 160 it spills), Q in registers,
-    named-barrier turns and the paired ring, 4 slots (147 KB)."""
-    if head_dim == 256:
-        return variants(head_dim, causal)
-    if (head_dim, causal) == (64, True):
-        pair = Fa3Config(64, 128, 2, 4, 240, 24, q_in_regs=True, named_turns=True, kv_paired=True, lazy_rescale=True)
-        return {name(pair): pair}
-    return {}
+    """--fa4's candidates beside the shipped config (BENCHMARKS.md §3c: each with its prediction). Causal, every
+    head_dim: the shipped config with `lpt` (query blocks longest first across a group of heads whose K, V fit in L2,
+    instead of one head at a time); at head_dim 256 also the config without named barriers and pairing (the winner
+    at 8K causal in the last run), with and without lpt. Head_dim 64: the softmax overlap on the shipped three
+    consumers (FA-3's design at 64; it compiles without spills at 160 registers now), with lpt when causal, and
+    not causal also with head_dim 128's named-barrier turns and paired ring."""
+    shipped = SHIPPED[(head_dim, causal)]
+    cands = []
+    if causal:
+        cands.append(replace(shipped, lpt=True))
+        if head_dim == 64:
+            cands.append(replace(shipped, overlap=True, lpt=True))
+        if head_dim == 256:
+            plain = replace(shipped, named_turns=False, kv_paired=False)
+            cands += [plain, replace(plain, lpt=True)]
+    elif head_dim == 64:
+        cands += [replace(shipped, overlap=True), replace(shipped, overlap=True, named_turns=True, kv_paired=True)]
+    return {name(c): c for c in cands if c != shipped}
 
 
 def name(c: Fa3Config) -> str:
@@ -214,6 +222,26 @@ def _check_one(config: Fa3Config, head_dim: int, causal: bool, label: str, dtype
     return good
 
 
+def _check_lpt(config: Fa3Config, head_dim: int, label: str) -> bool:
+    """`lpt` only reorders the programs: at 13 heads and a length where a group of heads is smaller than 13 (the last
+    group short), O and the LSE must equal, bit for bit, those of the same config without it (outputs poisoned)."""
+    n = 16384 if head_dim == 64 else 8192
+    group = lpt_heads_per_group(13, n, head_dim, 2)
+    beat(f"check {label} lpt N={n}")
+    gen = torch.Generator(device="cuda").manual_seed(n + head_dim)
+    q, k, v = (torch.randn(1, 13, n, head_dim, device="cuda", generator=gen, dtype=torch.bfloat16) for _ in range(3))
+    outs = []
+    for cfg in (config, replace(config, lpt=False)):
+        _poison(q.numel() * 2, 13 * n * 4)
+        outs.append(flash_attention_v3(q, k, v, causal=True, return_lse=True, config=cfg))
+    good = all(torch.equal(a, b) for a, b in zip(*outs))
+    RESULTS["checks"].append({"config": label, "dtype": f"bf16 13 heads, groups of {group}, equal to lpt off",
+                              "seq_len": n, "causal": True, "head_dim": head_dim, "ok": good})
+    if not good:
+        say(f"  WRONG {label} N={n} 13 heads in groups of {group}: lpt changed the output")
+    return good
+
+
 def check(config: Fa3Config, head_dim: int, causal: bool, label: str) -> bool:
     ok = True
     for dtype in (torch.bfloat16, torch.float16):
@@ -228,6 +256,8 @@ def check(config: Fa3Config, head_dim: int, causal: bool, label: str) -> bool:
     RESULTS["checks"].append({"config": label, "dtype": "bf16 strided", "seq_len": 700, "causal": causal,
                               "head_dim": head_dim, "rel_err": err, "ok": err < 1e-2})
     ok &= err < 1e-2
+    if config.lpt and causal:
+        ok &= _check_lpt(config, head_dim, label)
     say(f"  {label:44s} D={head_dim} {'causal' if causal else 'full  '}: {'ok' if ok else 'FAILED'}")
     return ok
 
@@ -352,6 +382,10 @@ def main(argv=None) -> int:
             configs[f"{vname}|{d}|{c}"] = (vcfg, d, c)
     jobs = [("fa3", d, c, dt, tuple(cfg.__dict__.values())) for cfg, d, c in configs.values()
             for dt in ("bfloat16", "float16")]
+    # _check_lpt's reference (the same config with lpt off), where it is not a config of the run already
+    refs = {(replace(cfg, lpt=False), d) for cfg, d, c in configs.values() if cfg.lpt and c}
+    jobs += [("fa3", d, True, "bfloat16", tuple(ref.__dict__.values())) for ref, d in refs
+             if (ref, d, True) not in configs.values()]
     if not args.fa4:
         jobs += [("fa2", d, c, "bfloat16", None) for d in (64, 128) for c in (False, True)]
     precompile(jobs)
@@ -436,7 +470,7 @@ def main(argv=None) -> int:
 
 def fa4_table(table) -> None:
     """Issue 40's table: ours, the authors' FA-4 and cuDNN side by side, the ratios and the goals (≥ 1.0× FA-4,
-    ≥ 1.05× cuDNN); then the head_dim 256 candidates ÷ the shipped config."""
+    ≥ 1.05× cuDNN); then the candidates ÷ the shipped config."""
     nan = float("nan")
     say(f"{'shape':24s} {'ours':>6s} {'FA-4':>6s} {'cuDNN':>6s}  {'÷FA-4':>6s} {'÷cuDNN':>6s}  goals (≥1.00× FA-4, "
         f"≥1.05× cuDNN)")
@@ -448,7 +482,7 @@ def fa4_table(table) -> None:
             f"{', '.join(verdicts)}")
     if RESULTS.get("fa4_unavailable"):
         say(f"FA-4 (the authors'): not timed: {RESULTS['fa4_unavailable']}")
-    say("-- candidates: head_dim 256, and head_dim 64 causal (TFLOPS, ÷ shipped)")
+    say("-- candidates: causal lpt (every head_dim), head_dim 256 causal, head_dim 64 overlap (TFLOPS, ÷ shipped)")
     for label, tf in table:
         for p, value in tf.items():
             if p.startswith("fa3 ") and "fa3" in tf:
