@@ -323,9 +323,10 @@ CANDIDATES: dict[int, dict[str, BackwardConfig]] = {
 }
 
 # The compile check's subset of the shipped launches (CI's time): both 16-bit head_dims the bench measures, causal
-# and not, and one fp32 build; every backward kernel is in it.
+# and not, and one fp32 build (head_dim 64: fp32 at 128 causal took 37 s a target to compile here, the rest 1-6 s);
+# every backward kernel is in it.
 REPRESENTATIVE = ((64, torch.bfloat16, False), (64, torch.bfloat16, True), (128, torch.bfloat16, False),
-                  (128, torch.bfloat16, True), (128, torch.float32, True))
+                  (128, torch.bfloat16, True), (64, torch.float32, False))
 
 
 def _launch(head_dim, dtype, causal, config, label):
