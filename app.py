@@ -500,7 +500,7 @@ def scene_inside(stage: Stage) -> None:
                 f"--phases` records them on a Hopper GPU{'' if stage.on_gpu else '; on this CPU Proton cannot run'}).")
         return
     shape = phases[0]
-    rates = [r for r in recording.records if (r["seq_len"], r["batch"], r["heads"], r["head_dim"], r["causal"]) ==
+    rates = [r for r in story.prefill_records(recording.records) if (r["seq_len"], r["batch"], r["heads"], r["head_dim"], r["causal"]) ==
              (s.seq_len, s.batch, s.heads, shape["head_dim"], shape["causal"])]  # the kernels' rates at the talk's N
     names = {**viz.short_labels(), "fa2": "flash (ours), FA-2 order"}
     kernels = story.phase_kernels(recording.programs, rates, recording.facts, names)

@@ -19,7 +19,7 @@ import costmodel
 from costmodel import SEQ_LENS, Shape
 
 from bench.device import device_facts
-from bench.measure import Setting, measure, model_extra_bytes, time_cuda
+from bench.measure import Setting, backward_algorithms, measure, model_extra_bytes, time_cuda
 from bench.results import dump_results
 from bench.schema import RECORD_SCHEMA, _Bad, _checked
 from kernels import specs
@@ -108,6 +108,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "K/V heads, head_dim 128, bf16) against a KV cache of --kv-lens tokens at --decode-batches, "
                         "for every kernel with a KV-cache path (our split-KV kernel, contiguous and paged by "
                         f"{DECODE_PAGE_SIZE}; SDPA; our prefill kernel used as-is at q_len 1)")
+    p.add_argument("--backward", action="store_true",
+                   help="time the backward pass instead (records with pass \"backward\"): ours through autograd, "
+                        "SDPA's cuDNN and FA-2 backwards, and standard attention's eager autograd (it keeps P: its "
+                        "out-of-memory is a result), at --batch × --heads, --head-dims, --causal, bf16, N = "
+                        "--seq-lens (default 1K … 64K); time_ms the backward alone, fwd_bwd_ms forward + backward, "
+                        "peak_extra_bytes one forward + backward's memory beyond q, k, v and dO")
     p.add_argument("--kv-lens", type=_int_list, default=list(DECODE_KV_LENS),
                    help="--decode: comma-separated cache lengths (default 1K … 1M)")
     p.add_argument("--decode-batches", type=_int_list, default=list(DECODE_BATCHES),
@@ -411,6 +417,8 @@ def main(argv=None) -> int:
         return _main_decode(args, argv, facts)
     if args.ladder:
         return _main_ladder(args, argv)
+    if args.backward:
+        return _main_backward(args, argv)
     shapes = [(args.batch, args.heads, d) for d in args.head_dims]
     for shape in args.shapes:  # a shape with its own head_dim is swept at that one only
         shapes += [shape] if len(shape) == 3 else [(*shape, d) for d in args.head_dims]
@@ -522,6 +530,64 @@ def _main_ladder(args, argv) -> int:
     created = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     extra = {"ratios": [], **({"phases_skipped": phases_skipped} if phases_skipped else {})}
     return write_out(args, facts, records, [], command, created, extra, phases)
+
+
+BACKWARD_SEQ_LENS = tuple(n for n in SEQ_LENS if n <= 65536)  # 1K … 64K
+
+
+def backward_settings(args: argparse.Namespace) -> list[Setting]:
+    """The backward sweep: each backward algorithm (bench.measure.backward_algorithms, those of --algorithms when
+    it names any) at each head_dim, dtype, mask and length (the lengths innermost, so that PyTorch eager stops at
+    its first out-of-memory)."""
+    named = [a for a in args.algorithms if a in backward_algorithms()]
+    algorithms = named if named and len(named) < len(backward_algorithms()) else list(backward_algorithms())
+    seq_lens = BACKWARD_SEQ_LENS if args.seq_lens == list(SEQ_LENS) else args.seq_lens
+    causals = {"both": [False, True], "true": [True], "false": [False]}[args.causal]
+    return [Setting(a, Shape(n, args.batch, args.heads, d, dt_, c, pass_="backward"))
+            for d, dt_, c, a, n in itertools.product(args.head_dims, args.dtypes, causals, algorithms, seq_lens)]
+
+
+def print_backward_table(records: list[dict], file=sys.stdout) -> None:
+    """The backward records: the backward alone, forward + backward, TFLOPS (2.5 × the forward's FLOPs), memory."""
+    print(f"{'algorithm':13s} {'D':>4s} {'causal':>6s} {'N':>7s} {'status':>6s} {'bwd ms':>9s} {'fwd+bwd':>9s} "
+          f"{'TFLOPS':>7s} {'extra MiB':>10s}", file=file)
+    for r in records:
+        extra = r["peak_extra_bytes"] if r["status"] == "ok" else r["needed_bytes"]
+        print(f"{r['algorithm']:13s} {r['head_dim']:4d} {str(r['causal']):>6s} {r['seq_len']:7d} {r['status']:>6s} "
+              f"{_fmt(r['time_ms'], '9.3f')} {_fmt(r.get('fwd_bwd_ms'), '9.3f')} {_fmt(r['tflops'], '7.1f')} "
+              f"{_fmt(None if extra is None else extra / 2**20, '10.1f')}", file=file)
+
+
+def backward_ratios(records: list[dict]) -> list[str]:
+    """Our backward's speed against each peer's at each length both ran (peer's time ÷ ours: > 1, ours is faster)."""
+    ok = {(r["algorithm"], r["head_dim"], r["causal"], r["seq_len"]): r for r in records if r["status"] == "ok"}
+    lines = []
+    for (algo, d, causal, n), r in sorted(ok.items()):
+        if algo != BASE:
+            continue
+        peers = [f"÷{other} {ok[(other, d, causal, n)]['time_ms'] / r['time_ms']:.2f}"
+                 for other in backward_algorithms() if other != BASE and (other, d, causal, n) in ok]
+        lines.append(f"  backward D={d} {'causal' if causal else 'full  '} N={n:6d}: {BASE} "
+                     f"{r['tflops']:.1f} TFLOPS  " + "  ".join(peers))
+    return lines
+
+
+def _main_backward(args, argv) -> int:
+    """bench --backward: the backward sweep, its table and ratios, and (with --out) its records in a results file."""
+    records, interrupted = sweep(backward_settings(args), args.rep_ms)
+    torch.cuda.empty_cache()
+    facts = device_facts(measure_bandwidth=True)
+    print_backward_table(records)
+    print("\nbackward: the other's time ÷ ours (> 1: ours is faster)")
+    for line in backward_ratios(records):
+        print(line)
+    if not (args.out and records):
+        return 0
+    command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
+    if interrupted:
+        command += f" (interrupted: {interrupted})"
+    created = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return write_out(args, facts, records, [], command, created, {"ratios": []}, [])
 
 
 def _main_decode(args, argv, facts: dict) -> int:

@@ -1,6 +1,7 @@
 """Compile every shipped configuration of every kernel for real GPU targets, ahead of time, with no GPU.
 
     FLASH_LIVE_BACKEND=aot python3 -m bench.compile_check [--jobs N] [--json PATH] [--only KEY] [--cache]
+        [--backward all|representative|candidates]
 
 CI has no GPU and the H200 runs another Triton (3.6) than our pin (3.7.1), so without this a GPU user's first
 launch under the pinned Triton would be its first compile. Each kernel's spec (kernels/specs.py) names the function
@@ -85,9 +86,15 @@ def kernel_sets() -> tuple[str, ...]:
     return (*(spec.key for spec in specs.with_facet("compile")), BANDWIDTH)
 
 
-def _spec_entries(spec) -> list[Entry]:
+BACKWARD_SUBSETS = ("all", "representative", "candidates")
+
+
+def _spec_entries(spec, backward: str = "all") -> list[Entry]:
     entries = []
-    shipped = spec.load("compile")() + (spec.load("backward_compile")() if spec.backward_compile else [])
+    if backward == "candidates":  # the backward's tile candidates alone
+        shipped = spec.load("backward_compile")(backward) if spec.backward_compile else []
+    else:
+        shipped = spec.load("compile")() + (spec.load("backward_compile")(backward) if spec.backward_compile else [])
     for label, targets, launch in shipped:  # its forward's launches, then its backward's
         for fn, args, kwargs in _capture(launch):
             entries += [Entry(_name(fn), label, target, fn, args, kwargs) for target in targets]
@@ -106,12 +113,12 @@ def _name(fn) -> str:
     return f"{fn.fn.__module__}:{fn.fn.__name__}"
 
 
-def _entries(only: list[str] | None = None) -> list[Entry]:
+def _entries(only: list[str] | None = None, backward: str = "all") -> list[Entry]:
     entries = []
     for spec in specs.with_facet("compile"):
         if not only or spec.key in only:
-            entries += _spec_entries(spec)
-    if not only or BANDWIDTH in only:
+            entries += _spec_entries(spec, backward)
+    if (not only or BANDWIDTH in only) and backward != "candidates":
         entries += _bandwidth_entries()
     unique, seen = [], set()
     for e in entries:  # several launchers share a kernel (naive's matmuls at every seq_len): compile each once
@@ -177,11 +184,11 @@ def _compile_one(index: int) -> Result:
                       error=" | ".join(line.strip() for line in message if line.strip())[-600:])
 
 
-def run_check(only: list[str] | None = None, jobs: int | None = None) -> list[Result]:
+def run_check(only: list[str] | None = None, jobs: int | None = None, backward: str = "all") -> list[Result]:
     if not runtime.AOT:
         raise SystemExit(f"bench.compile_check needs FLASH_LIVE_BACKEND=aot (this process chose "
                          f"{runtime.backend()!r}: {runtime.backend_reason()})")
-    _ENTRIES[:] = _entries(only)
+    _ENTRIES[:] = _entries(only, backward)
     jobs = jobs or os.cpu_count() or 1
     if jobs == 1:
         return [_compile_one(i) for i in range(len(_ENTRIES))]
@@ -209,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=None, help="compile in this many processes (default: cores)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     parser.add_argument("--only", action="append", choices=kernel_sets(), help="only these kernels (spec keys)")
+    parser.add_argument("--backward", choices=BACKWARD_SUBSETS, default="all",
+                        help="the backwards' launches: all shipped (default), a representative few (CI's time: "
+                             "kernels/fa2_bwd.py REPRESENTATIVE), or only the tile candidates (nothing else)")
     parser.add_argument("--cache", action="store_true", help="use Triton's disk cache (default: a fresh one, so "
                                                              "every configuration really compiles)")
     args = parser.parse_args(argv)
@@ -216,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="compile-check-cache-") as cache:
         if not args.cache:
             os.environ["TRITON_CACHE_DIR"] = cache
-        results = run_check(args.only, args.jobs)
+        results = run_check(args.only, args.jobs, args.backward)
     elapsed = time.perf_counter() - start
     print(_table(results))
     failed = [r for r in results if not r.ok]

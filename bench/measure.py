@@ -63,6 +63,9 @@ class Setting:
             raise ValueError(f"page_size is a positive int of a decode setting; got {self.page_size!r}")
         if self.shape.pass_ == "decode" and not self.spec.kv_cache:
             raise ValueError(f"{self.algorithm} is not timed against a KV cache (its spec has no kv_cache)")
+        if self.shape.pass_ == "backward" and self.algorithm not in backward_algorithms():
+            raise ValueError(f"{self.algorithm} has no backward pass to time: the backward's algorithms are "
+                             f"{', '.join(backward_algorithms())}")
 
     @property
     def spec(self) -> specs.Spec:
@@ -71,6 +74,21 @@ class Setting:
     @property
     def decode(self) -> bool:
         return self.shape.pass_ == "decode"
+
+    @property
+    def backward(self) -> bool:
+        return self.shape.pass_ == "backward"
+
+
+# PyTorch's differentiable attentions timed beside ours in a backward: SDPA's cuDNN (its default on Hopper) and FA-2
+# backends, and standard attention's eager autograd (it keeps P, N² per head: its out-of-memory is a result).
+BACKWARD_PEERS = ("sdpa_default", "sdpa_flash", "torch_naive")
+
+
+def backward_algorithms() -> tuple[str, ...]:
+    """What a backward setting may time: our kernels with a backward (their spec's `backward`), through autograd,
+    and BACKWARD_PEERS."""
+    return (*(spec.key for spec in specs.with_facet("backward") if spec.library), *BACKWARD_PEERS)
 
 
 def attention_flops(s: Setting) -> float:
@@ -90,6 +108,8 @@ def bytes_moved(s: Setting, machine: costmodel.Machine | None = None) -> int:
     GB/s is then the bandwidth the algorithm reached on the work itself)."""
     if s.decode:
         return costmodel.total_bytes(costmodel.decode_traffic(s.shape, 1))
+    if s.backward:  # the least any backward moves, as for decode: its GB/s is the bandwidth reached on that
+        return costmodel.backward_least_bytes(s.shape)
     tiles = flash_tiles(s) or (None, None)
     return costmodel.total_bytes(specs.traffic(s.algorithm, s.shape, *tiles, machine=machine, interpreter=INTERPRET))
 
@@ -138,7 +158,9 @@ def oom_bytes(message: str) -> int | None:
 
 def make_record(s: Setting, status: str, device: str, timing_kind: str, times_ms: list[float] | None = None,
             peak: int | None = None, needed: int | None = None, message: str = "",
-            num_splits: int | None = None) -> Record:
+            num_splits: int | None = None, fwd_bwd_ms: float | None = None) -> Record:
+    """The record of one measurement; a backward's TFLOPS count the backward's matmuls (costmodel.pass_flops:
+    2.5 × the forward's), its fwd_bwd_ms the median of forward + backward."""
     median = p20 = p80 = tflops = gbps = None
     moved = bytes_moved(s, _machine() if timing_kind == "cuda" else None)
     if times_ms:
@@ -147,15 +169,16 @@ def make_record(s: Setting, status: str, device: str, timing_kind: str, times_ms
         p20 = ordered[int(0.2 * (len(ordered) - 1))]
         p80 = ordered[int(math.ceil(0.8 * (len(ordered) - 1)))]
         if timing_kind == "cuda":
-            tflops = attention_flops(s) / (median * 1e-3) / 1e12
+            tflops = costmodel.pass_flops(s.shape) / (median * 1e-3) / 1e12
             gbps = moved / (median * 1e-3) / 1e9
-    block_m, block_n = (flash_tiles(s) or (None, None)) if not s.decode or s.algorithm == "decode" else (None, None)
+    block_m, block_n = ((flash_tiles(s) or (None, None)) if (not s.decode or s.algorithm == "decode") and not s.backward
+                        else (None, None))  # a backward runs its own tiles (kernels/fa2_bwd.py), not the forward's
     shape = s.shape
     return Record(s.algorithm, shape.seq_len, shape.batch, shape.heads, shape.head_dim, shape.dtype, shape.causal,
                   status, median, p20, p80, tflops, gbps, moved, peak, needed, message, device, timing_kind, block_m,
                   block_n, counters="not counted: hardware counters are read by `python -m bench.counters`",
                   kv_len=shape.kv_len, kv_heads=shape.kv_heads, pass_=shape.pass_, page_size=s.page_size,
-                  num_splits=num_splits)
+                  num_splits=num_splits, fwd_bwd_ms=fwd_bwd_ms if status == "ok" else None)
 
 
 @functools.cache
@@ -197,7 +220,55 @@ def time_cuda(fn, warmup_ms: float, rep_ms: float, max_reps: int = 200) -> list[
     return [begin.elapsed_time(end) for begin, end in events]
 
 
+def _failed(s: Setting, device: str, exc: Exception) -> Record:
+    """The record of a run that raised: an out-of-memory (with the bytes it tried to allocate), or an error."""
+    if isinstance(exc, torch.OutOfMemoryError):
+        message = str(exc).split("\n")[0]
+        return make_record(s, "oom", device, "cuda", needed=oom_bytes(message) or model_extra_bytes(s), message=message)
+    return make_record(s, "error", device, "cuda", message=f"{type(exc).__name__}: {exc}"[:500])
+
+
+def backward_inputs(s: Setting, seed: int):
+    """q, k, v that require grad, and the upstream gradient dO (the output's shape), from `seed`."""
+    q, k, v = (t.requires_grad_() for t in inputs(s, seed))
+    gen = torch.Generator(device=DEVICE).manual_seed(seed + 1)
+    do = torch.randn(q.shape, generator=gen, device=DEVICE, dtype=torch.float32).to(q.dtype)
+    return q, k, v, do
+
+
+def _measure_backward_cuda(s: Setting, seed: int, warmup_ms: float, rep_ms: float) -> Record:
+    """A backward setting: peak memory of one forward + backward beyond q, k, v and dO; the backward alone timed
+    (the graph of one forward done outside the timing, kept between runs); forward + backward timed."""
+    device = torch.cuda.get_device_name(0)
+    q = k = v = do = out = None
+    try:
+        q, k, v, do = backward_inputs(s, seed)
+        fn = runner(s, q, k, v)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        grads = torch.autograd.grad(fn(), (q, k, v), do)
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - base
+        if not all(torch.isfinite(g).all() for g in grads):
+            return make_record(s, "error", device, "cuda", message="a gradient has NaN or Inf")
+        del grads
+        out = fn()
+        times = time_cuda(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True), warmup_ms, rep_ms)
+        out = None
+        both = time_cuda(lambda: torch.autograd.grad(fn(), (q, k, v), do), warmup_ms, rep_ms)
+        return make_record(s, "ok", device, "cuda", times, peak=peak, fwd_bwd_ms=statistics.median(both))
+    except Exception as exc:  # noqa: BLE001 - an out-of-memory or a failing kernel is a result, not a crash
+        return _failed(s, device, exc)
+    finally:
+        del q, k, v, do, out
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
 def _measure_cuda(s: Setting, seed: int, warmup_ms: float, rep_ms: float) -> Record:
+    if s.backward:
+        return _measure_backward_cuda(s, seed, warmup_ms, rep_ms)
     device = torch.cuda.get_device_name(0)
     q = k = v = None
     try:
@@ -219,11 +290,8 @@ def _measure_cuda(s: Setting, seed: int, warmup_ms: float, rep_ms: float) -> Rec
         del out
         times = time_cuda(fn, warmup_ms, rep_ms)
         return make_record(s, "ok", device, "cuda", times, peak=peak, num_splits=splits)
-    except torch.OutOfMemoryError as exc:
-        message = str(exc).split("\n")[0]
-        return make_record(s, "oom", device, "cuda", needed=oom_bytes(message) or model_extra_bytes(s), message=message)
-    except Exception as exc:  # a failing kernel is a result to show, not a crash of the app
-        return make_record(s, "error", device, "cuda", message=f"{type(exc).__name__}: {exc}"[:500])
+    except Exception as exc:  # noqa: BLE001 - an out-of-memory or a failing kernel is a result, not a crash
+        return _failed(s, device, exc)
     finally:
         del q, k, v
         gc.collect()
@@ -236,6 +304,8 @@ def _measure_interpreter(s: Setting, seed: int) -> Record:
     if s.shape.seq_len > INTERPRETER_MAX_SEQ_LEN:
         raise ValueError(f"seq_len {s.shape.seq_len} is too large for the CPU interpreter "
                          f"(at most {INTERPRETER_MAX_SEQ_LEN}); the recorded H200 results cover larger N")
+    if s.backward:
+        return _measure_backward_interpreter(s, seed)
     q, k, v = inputs(s, seed)
     fn = runner(s, q, k, v)
     with kernel_launch_lock():  # time the run, not the wait for other sessions' interpreter runs
@@ -243,6 +313,21 @@ def _measure_interpreter(s: Setting, seed: int) -> Record:
         fn()
         elapsed_ms = (time.perf_counter() - start) * 1e3
     return make_record(s, "ok", "CPU (Triton interpreter)", "interpreter", [elapsed_ms])
+
+
+def _measure_backward_interpreter(s: Setting, seed: int) -> Record:
+    """A backward on the CPU path: one forward, then its backward timed alone (CPU wall time), and forward +
+    backward once more; no memory or TFLOPS (nothing of a GPU's is measured here)."""
+    q, k, v, do = backward_inputs(s, seed)
+    fn = runner(s, q, k, v)
+    out = fn()
+    start = time.perf_counter()
+    torch.autograd.grad(out, (q, k, v), do)
+    backward_ms = (time.perf_counter() - start) * 1e3
+    start = time.perf_counter()
+    torch.autograd.grad(fn(), (q, k, v), do)
+    both_ms = (time.perf_counter() - start) * 1e3
+    return make_record(s, "ok", "CPU (Triton interpreter)", "interpreter", [backward_ms], fwd_bwd_ms=both_ms)
 
 
 def measure(setting: Setting, seed: int = 0, warmup_ms: float = 50.0, rep_ms: float = 300.0) -> Record:

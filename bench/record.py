@@ -46,6 +46,7 @@ class Record:
     num_splits: int | None = None          # decode: splits of the cache (programs per sequence and K/V head)
     config: str | None = None              # bench --ladder: the ablation step it times (kernels/ladder.py: "FA-2
                                            # order (ours)", a LADDER row's name, or the reference); None: shipped
+    fwd_bwd_ms: float | None = None        # backward: the median of forward + backward (time_ms: the backward alone)
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -55,5 +56,6 @@ class Record:
 
 RECORD_FIELDS = tuple("pass" if f.name == "pass_" else f.name for f in fields(Record))
 OPTIONAL_RECORD_FIELDS = ("block_m", "block_n", "dram_read_bytes", "dram_write_bytes", "l2_bytes", "counters",
-                          "kernels", "kv_len", "kv_heads", "pass", "page_size", "num_splits", "config")
+                          "kernels", "kv_len", "kv_heads", "pass", "page_size", "num_splits", "config",
+                          "fwd_bwd_ms")
 REQUIRED_RECORD_FIELDS = tuple(name for name in RECORD_FIELDS if name not in OPTIONAL_RECORD_FIELDS)

@@ -36,7 +36,9 @@ SCHEMA = "flash-live-results"
 # 3: the kernels' one vocabulary ("fa2", "fa1", "fa3": files of 1 and 2 say "flash", "flash_v1", "flash_v3", read as
 # these) and the shape's K/V length and heads, the pass, a decode's page size and splits; 2 added "phases" (what each
 # warpgroup of one launch did, Proton). 4: records and phases may name an ablation step ("config", bench --ladder):
-# an app of version 3 would read such a record as the shipped kernel's. 1, 2 and 3 still read.
+# an app of version 3 would read such a record as the shipped kernel's. 1, 2 and 3 still read. Backward records
+# (pass "backward", a value version 3 already named) with their optional fwd_bwd_ms need no new version: an app of
+# version 4 ignores the field, and keeps records of another pass apart by their pass.
 SCHEMA_VERSION = 4
 READABLE_VERSIONS = (1, 2, 3, 4)
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
@@ -227,7 +229,7 @@ def _check_plausible(record: dict, facts: dict, where: str, notes: _Notes) -> No
     if record["status"] != "ok":
         return
     seconds = record["time_ms"] * 1e-3
-    flops = costmodel.attention_flops(Shape.of_record(record))
+    flops = costmodel.pass_flops(Shape.of_record(record))  # a backward's: 2.5 × the forward's
     if record["timing_kind"] == "cuda":
         derived = flops / seconds / 1e12
         if record["tflops"] is None or not _near(record["tflops"], derived):
@@ -332,6 +334,8 @@ def _say_what_the_slider_misses(records: list[dict], name: str, notes: _Notes) -
 
 
 def _counter_fallback(key: str) -> str:
+    if key == "fwd_bwd_ms":
+        return "the record keeps its backward time alone"
     return ("the page uses the cost model's traffic instead" if key in _COUNTERS
             else "the page uses the tuned tiles instead")
 
@@ -340,6 +344,7 @@ def _check_record(rec, where: str, notes: _Notes) -> dict:
     required = tuple(key for key in RECORD_FIELDS if key not in OPTIONAL_RECORD_FIELDS)
     out = _object(rec, RECORD_SCHEMA, required, where, notes, _counter_fallback)
     _check_config(rec, out, where)
+    _check_fwd_bwd(out, where)
     if out["counters"] is None:
         out["counters"] = ""
     # the shape's newer fields: a record that lacks them (an older file) is a prefill of every query against every key
@@ -380,6 +385,21 @@ def _check_config(raw: dict, out: dict, where: str) -> None:
         raise ResultsError(f"{where}: config = {_short(value)} {why}: a ladder record names its step "
                            f"(e.g. \"FA-2 order (ours)\"), or has no config")
     out["config"] = plain_text(value)
+
+
+def _check_fwd_bwd(out: dict, where: str) -> None:
+    """fwd_bwd_ms (forward + backward) belongs to a finished backward, and is not less than its backward alone
+    (time_ms); otherwise the file is refused: which of the two times would the scene trust?"""
+    both = out["fwd_bwd_ms"]
+    if both is None:
+        return
+    if (out["pass"] or "prefill") != "backward" or out["status"] != "ok":
+        raise ResultsError(f"{where}: fwd_bwd_ms = {both:g} on a record that is not a finished backward (pass "
+                           f"{out['pass'] or 'prefill'!r}, status {out['status']!r}): only a backward that ran has "
+                           f"a forward + backward time")
+    if out["time_ms"] is not None and both < (1 - _TOLERANCE) * out["time_ms"]:
+        raise ResultsError(f"{where}: fwd_bwd_ms = {both:g} ms is less than the backward alone (time_ms = "
+                           f"{out['time_ms']:g} ms): forward + backward includes the backward")
 
 
 def _check_kernels(kernels: list) -> list[dict]:

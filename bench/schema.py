@@ -81,6 +81,9 @@ RECORD_SCHEMA: dict[str, _Field] = {
     "page_size": _int(1, 1 << 16, nullable=True), "num_splits": _int(1, 1 << 16, nullable=True),
     # bench --ladder: the ablation step (a bad one refuses the file: without it the record reads as the shipped kernel)
     "config": _text(nullable=True),
+    # bench --backward: forward + backward (time_ms is the backward alone); a bad one is dropped with a note, one on
+    # a record that is not a finished backward refuses the file (bench/results.py)
+    "fwd_bwd_ms": _TIME,
 }
 KERNEL_SCHEMA: dict[str, _Field] = {
     "name": _text(), "time_ms": _TIME, "dram_read_bytes": _BYTES, "dram_write_bytes": _BYTES, "l2_bytes": _BYTES,

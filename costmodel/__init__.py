@@ -32,7 +32,8 @@ from costmodel.schedule import (DECODE_FILLED, DECODE_GOOD_WAVES, DECODE_MAX_SPL
                                 k_tiles_per_q_block, keys_per_q_block, n_blocks, schedule_arrays, tile_schedule,
                                 visible_scores)
 from costmodel.shape import (DECODE_HEAD_DIM, DECODE_HEADS, DECODE_KV_HEADS, DECODE_KV_LENS, DTYPE_BYTES, decode_shape, HEAD_DIMS, LN2, LOG2_E, LSE_BYTES, MIN_TILE, PASSES, SCORE_BYTES, SEQ_LENS,
-                             TILE_SIZES, TRACE_SEQ_LENS, Shape, attention_flops, dtype_bytes, visible_pairs)
+                             TILE_SIZES, TRACE_SEQ_LENS, Shape, attention_flops, dtype_bytes, visible_pairs,
+                             BACKWARD_FLOPS_FACTOR, backward_least_bytes, pass_flops)
 from costmodel.traffic import (ASSUMED_FLASH_TILES, IO_TENSORS, SOFTMAX_FLOPS_PER_SCORE, SOFTMAX_SINGLE_PASS_MAX,
                                SOFTMAX_SINGLE_PASS_MAX_INTERPRETER, USABLE_L2_SHARE, Traffic, decode_traffic,
                                fa1_kv_keys, fa1_step_traffic, fa1_traffic, flash_kv_reads_l2, flash_traffic_l2,

@@ -114,6 +114,24 @@ def attention_flops(shape: Shape) -> float:
     return 4.0 * shape.batch * shape.heads * shape.head_dim * visible_pairs(shape)
 
 
+BACKWARD_FLOPS_FACTOR = 2.5  # the backward's matmuls per forward's: 5 (S again, dP, dV, dK, dQ) against 2 (S, O)
+
+
+def pass_flops(shape: Shape) -> float:
+    """Matmul FLOPs of what the shape's pass computes: the forward's (attention_flops) for a prefill or decode; for
+    a backward, BACKWARD_FLOPS_FACTOR × the forward's (the convention of the FlashAttention papers' backward TFLOPS)."""
+    flops = attention_flops(shape)
+    return BACKWARD_FLOPS_FACTOR * flops if shape.pass_ == "backward" else flops
+
+
+def backward_least_bytes(shape: Shape) -> int:
+    """HBM bytes any backward must move at least: Q, K, V, O and dO read once, dQ, dK, dV written once, and the
+    forward's LSE read (one fp32 per query row)."""
+    qo = shape.batch * shape.heads * shape.seq_len * shape.head_dim * shape.dtype_bytes
+    kv = shape.batch * shape.kv_heads * shape.kv_len * shape.head_dim * shape.dtype_bytes
+    return 4 * qo + 4 * kv + shape.batch * shape.heads * shape.seq_len * LSE_BYTES
+
+
 # The decode recording's attention (bench --decode, the decode scene): Llama 3 8B's, 32 query heads sharing 8 K/V
 # heads, head_dim 128, bf16, one new token (q_len 1) against the cache.
 DECODE_HEADS, DECODE_KV_HEADS, DECODE_HEAD_DIM = 32, 8, 128

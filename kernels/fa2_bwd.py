@@ -347,19 +347,52 @@ def launch_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.
     return dq, dk, dv
 
 
-def shipped_launches():
-    """Every configuration the backward ships, as (label, targets, launch) for the ahead-of-time compile check
-    (bench/compile_check.py): each head_dim, 16-bit and fp32, causal and not."""
+# Tile candidates beside the shipped ones, 16-bit inputs, for one timing run on a GPU (perf/h200/backward_speed.py
+# times each ÷ the shipped tiles; bench/compile_check.py --backward candidates compiles them). Tutorial 06's backward
+# runs dK/dV programs of 128 keys stepping 32 query rows and dQ programs of 128 rows stepping 32 keys, 4 warps, 5
+# stages; the others vary the warps, the stages and the step.
+CANDIDATES: dict[int, dict[str, BackwardConfig]] = {
+    64: {"t06 32/128 w4 s5": BackwardConfig(32, 128, 128, 32, 4, 5),
+         "32/128 w8 s3": BackwardConfig(32, 128, 128, 32, 8, 3),
+         "64/128 w8 s3": BackwardConfig(64, 128, 128, 64, 8, 3)},
+    128: {"32/128 w8 s3": BackwardConfig(32, 128, 128, 32, 8, 3),
+          "64/64 w8 s3": BackwardConfig(64, 64, 64, 64, 8, 3),
+          "32/64 w4 s3": BackwardConfig(32, 64, 64, 32, 4, 3)},
+}
+
+# The compile check's subset of the shipped launches (CI's time): both 16-bit head_dims the bench measures, causal
+# and not, and one fp32 build (head_dim 64: fp32 at 128 causal took 37 s a target to compile here, the rest 1-6 s);
+# every backward kernel is in it.
+REPRESENTATIVE = ((64, torch.bfloat16, False), (64, torch.bfloat16, True), (128, torch.bfloat16, False),
+                  (128, torch.bfloat16, True), (64, torch.float32, False))
+
+
+def _launch(head_dim, dtype, causal, config, label):
     from kernels.inputs import example_qkv
-    launches = []
-    for head_dim in costmodel.HEAD_DIMS:
-        for dtype in (torch.bfloat16, torch.float32):
-            g = config_for(head_dim, dtype)
-            for causal in (False, True):
-                q, k, v = example_qkv(head_dim, dtype)
-                lse = torch.zeros(q.shape[:3], dtype=torch.float32)
-                label = (f"backward D={head_dim} {str(dtype)[6:]} {'causal' if causal else 'full'} "
-                         f"dkdv {g.block_n1}x{g.block_m1} dq {g.block_m2}x{g.block_n2} w{g.num_warps} s{g.num_stages}")
-                launches.append((label, ("sm_90", "sm_80"),
-                                 lambda q=q, k=k, v=v, lse=lse, c=causal: launch_backward(q, k, v, q, lse, q, c, 0.125)))
-    return launches
+    q, k, v = example_qkv(head_dim, dtype)
+    lse = torch.zeros(q.shape[:3], dtype=torch.float32)
+    g = config
+    label = (f"{label} D={head_dim} {str(dtype)[6:]} {'causal' if causal else 'full'} "
+             f"dkdv {g.block_n1}x{g.block_m1} dq {g.block_m2}x{g.block_n2} w{g.num_warps} s{g.num_stages}")
+    return (label, ("sm_90", "sm_80"),
+            lambda: launch_backward(q, k, v, q, lse, q, causal, 0.125, config))
+
+
+def shipped_launches(subset: str = "all"):
+    """The configurations the backward ships, as (label, targets, launch) for the ahead-of-time compile check
+    (bench/compile_check.py): with subset "all" each head_dim, 16-bit and fp32, causal and not; "representative"
+    the few in REPRESENTATIVE (CI); "candidates" the shipped 16-bit tiles and the tile candidates (CANDIDATES) at
+    their head_dims, bf16, causal and not, sm_90 (registers and spills side by side)."""
+    if subset == "all":
+        cases = [(d, dtype, causal) for d in costmodel.HEAD_DIMS for dtype in (torch.bfloat16, torch.float32)
+                 for causal in (False, True)]
+    elif subset == "representative":
+        cases = list(REPRESENTATIVE)
+    elif subset == "candidates":
+        return [(label, ("sm_90",), launch) for d, configs in CANDIDATES.items()
+                for name, config in {"shipped": config_for(d, torch.bfloat16), **configs}.items()
+                for causal in (False, True)
+                for label, _, launch in [_launch(d, torch.bfloat16, causal, config, f"candidate {name}")]]
+    else:
+        raise ValueError(f"subset must be 'all', 'representative' or 'candidates', got {subset!r}")
+    return [_launch(d, dtype, causal, config_for(d, dtype), "backward") for d, dtype, causal in cases]

@@ -73,7 +73,7 @@ class Spec:
     backward: str | None = None         # "module:function" (q, k, v, o, lse, do, causal, sm_scale) -> (dq, dk, dv):
                                         # its backward pass; a library kernel with one is differentiable
                                         # (kernels/autograd.py) and "auto" picks among these when grad is needed
-    backward_compile: str | None = None  # "module:function" () -> the backward's shipped launches (compile check)
+    backward_compile: str | None = None  # "module:function" (subset="all") -> the backward's launches (compile check)
 
     def load(self, field_name: str) -> Callable:
         """The function a "module:function" field names, imported now."""

@@ -15,6 +15,7 @@ from page.settings import SEQ_LENS, Settings, settings_to_query
 from page.layout import Body, note_px, set_frame_px
 from page.stage import NO_RECORDING, Stage, same_setting, warm_up, warmed
 from page.url import bound, change_settings
+from story.records import prefill_records
 
 UPLOADER_KEY = "uploaded_results"
 
@@ -101,7 +102,7 @@ def offered_models(stage: Stage) -> tuple[str, ...]:
     if stage.live or stage.recording is None:
         return settings_module.MODELS
     lengths: dict[tuple[int, int], set[int]] = {}
-    for r in stage.recording.records:
+    for r in prefill_records(stage.recording.records):  # a decode or backward record is no prefill
         if r["batch"] == stage.settings.batch and r["algorithm"] in ("fa2", "naive"):
             lengths.setdefault((r["heads"], r["head_dim"]), set()).add(r["seq_len"])
     shapes = {shape for shape, seen in lengths.items() if len(seen) >= 3}

@@ -22,7 +22,7 @@ from story.inside import (BUSY_AGREES, GEMM_PHASES, LANE_NAMES, PhaseKernel, Rec
                           phase_fractions, phase_kernels, phases_sentence, recorded_program, recorded_programs,
                           softmax_overlap, step_programs)
 from story.problem import ScoresMemory, scores_memory, standard_wall
-from story.records import (OUT_OF_MEMORY, REFUSED, REFUSED_BEFORE_LAUNCH, oom_word, refused, counted_bytes, counted_bytes_at, failure_text,
+from story.records import (OUT_OF_MEMORY, prefill_records, REFUSED, REFUSED_BEFORE_LAUNCH, oom_word, refused, counted_bytes, counted_bytes_at, failure_text,
                            first_out_of_memory, first_wall, memory_wall, oom_need, oom_text, record_at, runs_sentence,
                            wall_text, with_failures)
 from story.roofline import (NAIVE_KERNEL_LABELS, RoofPoint, ridge, roof_names, roofline_points, roofline_text,

@@ -162,8 +162,9 @@ def fa1_gap(records: list[dict], talk: Shape, sm_count: int | None, copy_gbps: f
     talk's shape ran too (the one closest to seq_len). copy_gbps: the measured copy bandwidth (GB/s), for the
     round trips' least time."""
     import costmodel
+    from story.records import prefill_records
     seq_len, batch, heads = talk.seq_len, talk.batch, talk.heads
-    mine = [r for r in records if r["head_dim"] == talk.head_dim and r["dtype"] == talk.dtype
+    mine = [r for r in prefill_records(records) if r["head_dim"] == talk.head_dim and r["dtype"] == talk.dtype
             and bool(r["causal"]) == talk.causal]
     ratio = _time_ratio(mine, seq_len, batch, heads)
     tiles = _fa1_tiles(mine, talk)

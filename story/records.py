@@ -10,6 +10,13 @@ from kernels import specs
 OUT_OF_MEMORY = "out of memory"
 
 
+def prefill_records(records: list[dict]) -> list[dict]:
+    """The records that are forward passes over a prompt (`pass` "prefill"; older records have none): what the
+    prefill scenes read. Decode and backward records (bench --decode, --backward) are kept apart by their pass; the
+    decode and backward scenes read their own (story.decode_records, the backward's `pass` == "backward")."""
+    return [r for r in records if r.get("pass", "prefill") in (None, "prefill")]
+
+
 def record_at(records: list[dict], algorithm: str, seq_len: int) -> dict | None:
     return next((r for r in records if r["algorithm"] == algorithm and r["seq_len"] == seq_len), None)
 

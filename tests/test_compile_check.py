@@ -1,7 +1,9 @@
 """CI compiles every shipped configuration of every kernel for real GPU targets (no GPU needed): sm_90 and sm_80 for
 the `tl` kernels, sm_90 for the Gluon FA-3 kernel, under the pinned Triton. Slow-ish (a few minutes on two cores:
 each configuration is a real Triton + ptxas compile), never skipped: it is the only test of what a GPU user's first
-launch compiles."""
+launch compiles. The backward is compiled in a representative subset (kernels/fa2_bwd.py REPRESENTATIVE: every
+backward kernel, bf16 at head_dim 64 and 128 causal and not, one fp32 build) to keep CI's time; `python -m
+bench.compile_check` compiles all of it."""
 import json
 import os
 import subprocess
@@ -18,7 +20,7 @@ def check(tmp_path_factory):
     out = tmp_path_factory.mktemp("compile-check") / "results.json"
     env = {**os.environ, "FLASH_LIVE_BACKEND": "aot"}
     env.pop("TRITON_INTERPRET", None)
-    run = subprocess.run([sys.executable, "-m", "bench.compile_check", "--json", str(out)], cwd=ROOT, env=env,
+    run = subprocess.run([sys.executable, "-m", "bench.compile_check", "--backward", "representative", "--json", str(out)], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=1500)
     return run, (json.loads(out.read_text()) if out.exists() else None)
 
@@ -43,6 +45,12 @@ def test_every_kernel_and_target_is_covered(check):
                    "_read_repeatedly"):
         assert {(kernel, "sm_90"), (kernel, "sm_80")} <= seen, kernel
     assert ("_fa3_fwd", "sm_90") in seen and ("_fa3_fwd", "sm_80") not in seen
+    from kernels import fa2_bwd
+    for kernel in ("_bwd_preprocess", "_bwd_dkdv", "_bwd_dq"):  # the backward's kernels, on both targets
+        assert {(kernel, "sm_90"), (kernel, "sm_80")} <= seen, kernel
+    bwd_labels = {r["label"] for r in data["results"] if r["kernel"].endswith(":_bwd_dkdv")}
+    assert len(bwd_labels) == len(fa2_bwd.REPRESENTATIVE), bwd_labels
+    assert any(" float32 " in label for label in bwd_labels) and not any("candidate" in label for label in bwd_labels)
     flash_rows = [r for r in data["results"] if r["kernel"].endswith(":_attn_fwd")]
     for head_dim, dtype_bytes, causal in flash.TUNED_CONFIGS:  # every tuned class, on both targets
         tag = f"D={head_dim} {'bfloat16' if dtype_bytes == 2 else 'float32'} {'causal' if causal else 'full'} "
@@ -108,3 +116,18 @@ def test_fa3_handoff_and_rescale_are_built_as_the_configs_say(check):
             assert (" named" in r["label"]) == config.named_turns and (" lazy" in r["label"]) == config.lazy_rescale
     assert flash_v3.SHIPPED[(128, False)].named_turns and flash_v3.SHIPPED[(128, True)].lazy_rescale
 
+
+
+def test_backward_subsets_list_what_they_say():
+    """No compile: the backward's launches per subset, and a clear refusal of an unknown one."""
+    from kernels import fa2_bwd
+    import costmodel
+    every = fa2_bwd.shipped_launches()
+    assert len(every) == len(costmodel.HEAD_DIMS) * 2 * 2  # head_dims × (bf16, fp32) × causal both
+    few = fa2_bwd.shipped_launches("representative")
+    assert len(few) == len(fa2_bwd.REPRESENTATIVE) and {label for label, _, _ in few} <= {label for label, _, _ in every}
+    candidates = fa2_bwd.shipped_launches("candidates")
+    assert len(candidates) == 2 * sum(1 + len(c) for c in fa2_bwd.CANDIDATES.values())  # with the shipped ones
+    assert all(targets == ("sm_90",) and label.startswith("candidate") for label, targets, _ in candidates)
+    with pytest.raises(ValueError, match="subset must be"):
+        fa2_bwd.shipped_launches("some")

@@ -2,24 +2,32 @@
 
     PYTHONUNBUFFERED=1 python -m perf.h200.backward_speed [--json PATH]
 
+Each section runs on its own: an exception prints its traceback and the next section still runs (wrong gradients in
+a. still stop the timing: exit 2).
+
 a. dq, dk, dv of ours against float64 autograd of the reference: bf16 and fp16, d64 and d128, causal and not,
    ragged N (1, 1000, 1337). A wrong answer: exit 2 before anything is timed.
 b. backward alone (fwd outside the timing), ours vs SDPA cuDNN and SDPA FA-2, B2 H16, 8K and 16K, d64 and d128,
    causal and not, bf16: interleaved rounds, median ms; TFLOPS = 2.5 × 4·B·H·N²·D (halved when causal); ratios.
-c. peak extra memory of fwd+bwd at 64K (B1 H16 d128 causal): ours vs O + LSE + dQ + dK + dV.
+c. tile candidates (kernels/fa2_bwd.py CANDIDATES) beside the shipped tiles, B2 H16 8K, d64 and d128, causal and
+   not, bf16: the backward kernels alone from one forward's O and LSE, interleaved rounds, each ÷ shipped (> 1: the
+   candidate is faster), and its gradients against the shipped tiles' (relative error).
+d. peak extra memory of fwd+bwd at 64K (B1 H16 d128 causal): ours vs O + LSE + dQ + dK + dV.
 """
 from __future__ import annotations
 
 import json
 import statistics
 import sys
+import traceback
 
 from kernels.runtime import backend  # first: it picks the backend
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from triton.testing import do_bench
 
-from kernels.fa2 import flash_attention
+from kernels.fa2 import flash_attention  # differentiable: its backward is kernels/fa2_bwd.py
+from kernels.fa2_bwd import CANDIDATES, config_for, launch_backward
 from kernels.reference import reference_gradients, relative_error
 
 TOL = {torch.bfloat16: 3e-2, torch.float16: 5e-3}
@@ -54,7 +62,7 @@ def _bwd_timer(fn, q, k, v, causal):
 
 
 def ours(q, k, v, causal):
-    return flash_attention(q, k, v, causal=causal, kernel="fa2")
+    return flash_attention(q, k, v, causal=causal)
 
 
 def sdpa(backend_):
@@ -92,6 +100,45 @@ def time_all(rounds=3):
     return rows
 
 
+def candidates(rounds=3):
+    rows = []
+    n = 8192
+    for d, configs in CANDIDATES.items():
+        for causal in (False, True):
+            q, k, v = (torch.randn(2, 16, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+            scale = d ** -0.5
+            with torch.no_grad():
+                o, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
+            do = torch.randn_like(o)
+            tiles = {"shipped": config_for(d, q.dtype), **configs}
+            shipped_grads = launch_backward(q, k, v, o, lse, do, causal, scale, tiles["shipped"])
+            times, errs = {name: [] for name in tiles}, {}
+            for name, config in list(tiles.items())[1:]:
+                try:
+                    grads = launch_backward(q, k, v, o, lse, do, causal, scale, config)
+                    errs[name] = max(relative_error(g, r) for g, r in zip(grads, shipped_grads))
+                except Exception as exc:  # noqa: BLE001 - one candidate that fails to build or run: skip it
+                    print(f"candidate d{d} {'causal' if causal else 'full'} {name}: FAILED {type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0][:200]}")
+                    del times[name]
+            for _ in range(rounds):  # interleaved
+                for name in times:
+                    times[name].append(do_bench(
+                        lambda c=tiles[name]: launch_backward(q, k, v, o, lse, do, causal, scale, c),
+                        warmup=5, rep=20))
+            ms = {name: statistics.median(ts) for name, ts in times.items()}
+            flops = 2.5 * 4 * 2 * 16 * n * n * d / (2 if causal else 1)
+            for name, t in ms.items():
+                ratio = ms["shipped"] / t
+                print(f"tiles d{d:3} {'causal' if causal else 'full  '} {name:18} {t:7.3f} ms "
+                      f"{flops / (t * 1e-3) / 1e12:6.1f} TFLOPS  ÷shipped {ratio:.2f}"
+                      + (f"  grads vs shipped {errs[name]:.1e}" if name in errs else ""))
+                rows.append({"n": n, "d": d, "causal": causal, "tiles": name, "config": vars(tiles[name]),
+                             "ms": t, "vs_shipped": ratio, "rel_err_vs_shipped": errs.get(name)})
+            del q, k, v, o, lse, do, shipped_grads
+    return rows
+
+
 def memory_64k():
     n, d = 65536, 128
     q, k, v = (torch.randn(1, 16, n, d, device="cuda", dtype=torch.bfloat16).requires_grad_() for _ in range(3))
@@ -110,14 +157,28 @@ def memory_64k():
     return {"peak_extra_bytes": peak, "ideal_bytes": ideal}
 
 
+def _section(name, fn, result):
+    try:
+        result[name] = fn()
+    except Exception:  # noqa: BLE001 - print it, and run the next section
+        print(f"section {name!r} FAILED:")
+        traceback.print_exc(file=sys.stdout)
+        result[name] = None
+    torch.cuda.empty_cache()
+
+
 def main() -> int:
     if backend() != "cuda":
         print("needs a CUDA GPU")
         return 1
-    if not check():
+    result = {}
+    _section("check", check, result)
+    if result["check"] is False:
         print("WRONG gradients: nothing timed")
         return 2
-    result = {"rows": time_all(), "memory": memory_64k()}
+    _section("rows", time_all, result)
+    _section("candidates", candidates, result)
+    _section("memory", memory_64k, result)
     if "--json" in sys.argv:
         with open(sys.argv[sys.argv.index("--json") + 1], "w") as f:
             json.dump(result, f, indent=1)
