@@ -114,7 +114,7 @@ def timed(rec: dict) -> dict:
     """The record with the time its TFLOPS say, by the FLOPs the results parser checks it against."""
     if rec["status"] != "ok":
         return rec
-    ms = costmodel.attention_flops(Shape.of_record(rec)) / (rec["tflops"] * 1e12) * 1e3
+    ms = costmodel.pass_flops(Shape.of_record(rec)) / (rec["tflops"] * 1e12) * 1e3
     return {**rec, "time_ms": ms, "gbps": rec["bytes_moved"] / (ms * 1e-3) / 1e9}
 
 
