@@ -51,6 +51,9 @@ class Recording:
     # apart, so that no other scene reads a ladder step as the shipped kernel
     ladder: tuple[dict, ...] = ()
     ladder_programs: dict = field(default_factory=dict)
+    # bench --fp8 (schema 5): the e4m3 kernel's records with their errors; kept apart likewise, so that no 16-bit
+    # scene reads an FP8 time as the bf16 kernel's
+    fp8: tuple[dict, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,11 +213,13 @@ def _as_recording(label: str, loaded) -> Recording:
     would otherwise work out again, the phases' programs included (story.recorded_programs)."""
     shipped = [p for p in loaded.phases if p.get("config") is None]
     steps = [p for p in loaded.phases if p.get("config") is not None]
+    fp8 = [r for r in loaded.records if r["dtype"] == costmodel.FP8_DTYPE]
+    rest = [r for r in loaded.records if r["dtype"] != costmodel.FP8_DTYPE]
     return Recording(label, dict(loaded.facts), dict(loaded.meta),
-                     [page_record(r) for r in loaded.records if r.get("config") is None], list(loaded.timelines),
+                     [page_record(r) for r in rest if r.get("config") is None], list(loaded.timelines),
                      loaded.notes, tuple(shipped), story.recorded_programs(shipped),
-                     tuple(page_record(r) for r in loaded.records if r.get("config") is not None),
-                     story.step_programs(steps))
+                     tuple(page_record(r) for r in rest if r.get("config") is not None),
+                     story.step_programs(steps), tuple(page_record(r) for r in fp8))
 
 
 # Recordings are read-only and shared by every session: cache_resource hands out the same object

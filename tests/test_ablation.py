@@ -82,7 +82,7 @@ def test_ladder_records_round_trip_beside_the_shipped_kernels_record(tmp_path):
     median = {r["config"]: r["time_ms"] for r in loaded.records}
     assert median[story.step_names()[1]] == pytest.approx(1.95)
     assert [p["config"] for p in loaded.phases] == [story.step_names()[2], None]
-    assert json.loads(path.read_text())["schema_version"] == 4
+    assert json.loads(path.read_text())["schema_version"] == 5
 
 
 def test_a_file_without_config_reads_as_before():
