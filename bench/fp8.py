@@ -58,17 +58,18 @@ def _random(shape: Shape, seed: int, batch: int | None = None, heads: int | None
     return tuple(torch.randn(size, generator=gen, device="cuda") for _ in range(3))
 
 
-def measure_errors(shape: Shape, seed: int = 0) -> dict:
+def measure_errors(shape: Shape, seed: int = 0, factors: tuple[float, float] = (10.0, 100.0),
+                   batch: int = ERROR_BATCH, heads: int = ERROR_HEADS) -> dict:
     """name (variant_name or BF16) → {"err_max", "err_rms", "err_rel_rms", "outlier_err_…"}: O against float64
-    attention on the unquantized inputs, at ERROR_BATCH × ERROR_HEADS of the shape."""
+    attention on the unquantized inputs, at batch × heads of the shape; the outliers 0.1 % of entries × `factors`."""
     from kernels.fa3 import flash_attention_v3
     from kernels.fp8 import attention_error, plant_outliers
     from kernels.reference import reference_attention
     errors: dict[str, dict] = {}
     for prefix, outliers in (("err_", False), ("outlier_err_", True)):
-        x = _random(shape, seed + 1, ERROR_BATCH, ERROR_HEADS)
+        x = _random(shape, seed + 1, batch, heads)
         if outliers:
-            x = tuple(plant_outliers(t, seed=seed + i) for i, t in enumerate(x))
+            x = tuple(plant_outliers(t, low=factors[0], high=factors[1], seed=seed + i) for i, t in enumerate(x))
         ref = reference_attention(*x, shape.causal)[0]
         outs = {BF16: flash_attention_v3(*(t.bfloat16() for t in x), causal=shape.causal)}
         for scaling, rotation in VARIANTS:

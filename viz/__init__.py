@@ -11,6 +11,7 @@ from viz.animation import standalone_html
 from viz.compare import compare_figure
 from viz.decode import decode_bandwidth_figure, decode_trace_figure
 from viz.evolution import PUBLISHED, evolution_figure
+from viz.fp8 import fp8_figure
 from viz.hbm import hbm_sram_figure
 from viz.hierarchy import hierarchy_figure
 from viz.memory import memory_figure
@@ -30,6 +31,7 @@ __all__ = [
     "PALETTE",
     "PUBLISHED",
     "ablation_figure",
+    "fp8_figure",
     "algorithm_color",
     "algorithm_label",
     "algorithm_order",
