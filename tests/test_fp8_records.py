@@ -7,41 +7,8 @@ import pytest
 from bench import cli
 from bench import fp8 as bench_fp8
 from bench import results as res
-from bench.measure import Setting, make_record
-from costmodel import FP8_DTYPE, Shape
-
-FACTS = {"name": "NVIDIA H200", "sm_count": 132, "smem_per_sm_bytes": 233472, "smem_per_block_bytes": 232448,
-         "l2_bytes": 62914560, "hbm_bytes": 150109880320, "copy_gbps": 4273.4, "compute_capability": "9.0",
-         "driver": "580", "torch": "2.11.0", "triton": "3.6.0", "matmul_tflops": 720.0}
-SHAPE = bench_fp8.SHAPES[0]  # B2 H16 8K D128, e4m3
-# made up for the tests: bf16 at 1.65 ms, e4m3 at 1.1 ms (1.5×); errors of the size the H200 showed
-TIMES = {bench_fp8.BF16: [1.64, 1.65, 1.66], **{bench_fp8.variant_name(s, r): [1.09, 1.1, 1.11]
-                                                 for s, r in bench_fp8.VARIANTS}}
-ERRORS = {bench_fp8.BF16: {"err_rel_rms": 0.0037, "outlier_err_rel_rms": 0.0115},
-          **{bench_fp8.variant_name(s, r): {"err_max": 0.011, "err_rms": 0.0014, "err_rel_rms": 0.054,
-                                            "outlier_err_max": 115.0, "outlier_err_rms": 0.38,
-                                            "outlier_err_rel_rms": 0.1475 if not r else 0.1122}
-             for s, r in bench_fp8.VARIANTS}}
-
-
-def fp8_run(failures=None) -> list[dict]:
-    return bench_fp8.fp8_records(SHAPE, TIMES, ERRORS, "NVIDIA H200", failures)
-
-
-def bf16_fa3() -> dict:
-    shape = Shape(8192, 2, 16, 128, "bfloat16", False)
-    return make_record(Setting("fa3", shape), "ok", "NVIDIA H200", "cuda", [1.64, 1.65]).to_dict()
-
-
-def doc(records) -> dict:
-    return {"schema": res.SCHEMA, "schema_version": res.SCHEMA_VERSION,
-            "meta": {"created": "2026-12-04T07:00:00Z", "command": "python -m bench --fp8"},
-            "device": dict(FACTS), "records": records, "timelines": [], "phases": []}
-
-
-def parse(d) -> res.RecordedResults:
-    return res.parse_results(json.dumps(d).encode(), "test.json")
-
+from costmodel import FP8_DTYPE
+from tests.support_fp8 import FACTS, bf16_fa3, doc, fp8_run, parse
 
 def test_fp8_records_carry_scaling_rotation_errors_and_the_bf16_time():
     records = fp8_run()
@@ -154,3 +121,15 @@ def test_the_speed_candidates_are_distinct_configurations_of_supported_head_dims
     for head_dim, causal, config in candidates.values():
         assert head_dim in SUPPORTED_HEAD_DIMS and not causal
         assert config != config_for_fp8(head_dim, causal), "a candidate differs from what ships"
+
+
+def test_the_kernel_alone_takes_only_a_transposed_8_bit_v():
+    import torch
+    from kernels.fa3 import Fa3Config, launch_v3
+    config = Fa3Config(64, 128, 2, 2, 240, 24)
+    q = torch.zeros(1, 1, 64, 128, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="v_is_transposed takes v_transposed"):
+        launch_v3(q, q, q, False, 0.1, config, v_is_transposed=True)  # 16-bit inputs have no Vᵀ
+    q8 = q.to(torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match=r"\(B, H, D, ≥ N\); got \(1, 1, 64, 128\)"):
+        launch_v3(q8, q8, q8, False, 0.1, config, descale=torch.ones(3, 1), v_is_transposed=True)

@@ -8,7 +8,7 @@ import pytest
 import story
 import viz
 from tests.support_app import assert_no_exception, open_app, page_text, plotly_specs, upload, uploaded_recording
-from tests.test_fp8_records import fp8_run
+from tests.support_fp8 import fp8_run
 
 FA3 = story.fp8.FA3_LEVEL
 
