@@ -64,15 +64,14 @@ def rotation_sentence(points: list[dict], level: str, rotation: bool) -> str:
         return "No FP8 numbers at this outlier level."
     inputs = "random inputs" if OUTLIER_LEVELS[level] is None else f"planted outliers {level} on 0.1 % of entries"
     ratio = plain["rel_rms"] / turned["rel_rms"] if turned["rel_rms"] else float("inf")
-    words = (f"On {inputs}, per-tensor FP8's {RELATIVE_RMS} is {plain['rel_rms']:.3f}; with Q and K rotated "
-             f"{turned['rel_rms']:.3f} ({ratio:.1f}× {'lower' if ratio >= 1 else 'higher'}; the FA-3 paper: "
-             f"{PAPER_RATIO}× lower on its outliers)")
+    words = (f"On {inputs}, per-tensor FP8's {RELATIVE_RMS} is {plain['rel_rms']:.3f}, with Q and K rotated "
+             f"{turned['rel_rms']:.3f}: {ratio:.1f}× {'lower' if ratio >= 1 else 'higher'} (the FA-3 paper: "
+             f"{PAPER_RATIO}×)")
     if bf16 is not None:
         words += f"; bf16's is {bf16['rel_rms']:.4f}"
     shown = turned if rotation else plain
     if shown["speedup"] is not None:
-        words += (f". {shown['name']} ran at {shown['speedup']:.2f}× bf16's speed (the issue's goal: 1.5× at head_dim "
-                  f"128)")
+        words += f". {shown['name']} ran at {shown['speedup']:.2f}× bf16's speed"
     else:
         words += ". No speed: only a GPU times the kernel"
     return words + "."
@@ -83,4 +82,4 @@ def no_points_sentence(level: str, problem: str = "") -> str:
         return (f"The recording has FP8 errors at {', '.join(RECORDED_LEVELS)} only; {level} is measured live on a "
                 f"Hopper GPU or emulated on the CPU.")
     why = f" ({problem})" if problem else ""
-    return f"No FP8 records{why}: `{BENCH_COMMAND}` records them on a Hopper GPU."
+    return f"No FP8 records{why}: `python -m bench --fp8` on a Hopper GPU."

@@ -237,7 +237,7 @@ def test_the_scene_without_ladder_records_says_so_in_one_line():
     specs = plotly_specs(app)
     bars = [t for t in specs[0]["data"] if t["type"] == "bar"]
     assert len(specs) == 2 and len(bars) == 1 and "published" in bars[0]["name"], "the published steps only"
-    assert "CPU emulation of e4m3" in specs[1]["layout"]["title"]["text"], "and the FP8 view's chart in its popover"
+    assert "CPU emulation of e4m3" in specs[1]["layout"]["xaxis"]["title"]["text"], "and the FP8 view's chart in its popover"
     assert app.info and "No Proton lanes recorded" in app.info[0].value
 
 
@@ -286,4 +286,4 @@ def test_the_scene_live_where_the_ladder_cannot_run_renders_the_recording_and_sa
     assert "Not live: FA-3 style kernel needs Hopper (sm_90); this GPU is sm_100" in text
     specs = plotly_specs(app)
     assert len(specs) == 2 and len(next(t for t in specs[0]["data"] if t["type"] == "bar")["x"]) == 7
-    assert "CPU emulation of e4m3" in specs[1]["layout"]["title"]["text"], "the FP8 view: no e4m3 kernel off Hopper"
+    assert "CPU emulation of e4m3" in specs[1]["layout"]["xaxis"]["title"]["text"], "the FP8 view: no e4m3 kernel off Hopper"

@@ -36,7 +36,7 @@ def test_the_sentence_says_the_rotations_ratio_beside_the_papers_and_bf16():
     points = story.fp8.recorded_points(fp8_run(), FA3)
     words = story.fp8.rotation_sentence(points, FA3, rotation=True)
     assert "0.147" in words and "0.112" in words and f"{0.1475 / 0.1122:.1f}× lower" in words
-    assert "2.6× lower" in words and "bf16's is 0.0115" in words and "1.50× bf16's speed" in words
+    assert "the FA-3 paper: 2.6×" in words and "bf16's is 0.0115" in words and "1.50× bf16's speed" in words
     emulated = [dict(p, speedup=None) for p in points]
     assert "No speed" in story.fp8.rotation_sentence(emulated, FA3, rotation=False)
     assert "No FP8 numbers" in story.fp8.rotation_sentence([], FA3, rotation=False)
@@ -45,11 +45,12 @@ def test_the_sentence_says_the_rotations_ratio_beside_the_papers_and_bf16():
 def test_the_figure_puts_speed_on_x_when_timed_and_the_variants_when_not():
     points = story.fp8.recorded_points(fp8_run(), FA3)
     fig = viz.fp8_figure(points, rotation=True, source_label="recorded on NVIDIA H200")
-    assert fig.layout.xaxis.title.text == "speed ÷ bf16 (measured)" and fig.layout.yaxis.type == "log"
+    assert fig.layout.xaxis.title.text == "speed ÷ bf16, measured (recorded on NVIDIA H200)"
+    assert fig.layout.yaxis.type == "log"
     assert [t.x[0] for t in fig.data] == [pytest.approx(1.5)] * 4 + [1.0]
     assert [t.marker.opacity for t in fig.data] == [0.3, 1.0, 0.3, 1.0, 1.0], "the chosen rotation drawn strong"
     emulated = viz.fp8_figure([dict(p, speedup=None) for p in points], rotation=False, source_label="CPU emulation")
-    assert "no speed" in emulated.layout.title.text and emulated.layout.xaxis.title.text is None
+    assert emulated.layout.xaxis.title.text == "CPU emulation: errors only, no speed"
     with pytest.raises(ValueError, match="must be positive"):
         viz.fp8_figure([dict(points[0], rel_rms=0.0)], rotation=False)
 
@@ -60,8 +61,7 @@ def test_the_view_on_the_cpu_shows_the_emulation_labelled_and_never_a_speed():
     text = page_text(app)
     assert "Source: CPU emulation of e4m3" in text and "No speed: only a GPU times the kernel" in text
     fp8_chart = plotly_specs(app)[-1]
-    assert "errors only, no speed" in fp8_chart["layout"]["title"]["text"]
-    assert "speed" not in json.dumps(fp8_chart["layout"].get("xaxis", {}).get("title", {}))
+    assert fp8_chart["layout"]["xaxis"]["title"]["text"] == "CPU emulation of e4m3: errors only, no speed"
 
 
 def test_the_presenter_turns_the_outliers_up_and_the_rotation_on_and_the_error_moves():
@@ -86,7 +86,7 @@ def test_the_view_recorded_shows_the_fp8_records_with_their_speed():
     text = page_text(app)
     assert "Source: recorded on Test GPU" in text and "1.50× bf16's speed" in text
     chart = plotly_specs(app)[-1]
-    assert chart["layout"]["xaxis"]["title"]["text"] == "speed ÷ bf16 (measured)"
+    assert chart["layout"]["xaxis"]["title"]["text"].startswith("speed ÷ bf16, measured (recorded on Test GPU")
     app.segmented_control(key="fp8_outliers").set_value("×100–1000").run()
     assert_no_exception(app)
     assert "CPU emulation of e4m3" in page_text(app) and "×100–1000 is measured live" in page_text(app)
