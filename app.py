@@ -446,11 +446,36 @@ def scene_ablation(stage: Stage) -> None:
                     f"on a Hopper GPU.")
     st.caption(caption)
     with st.container(horizontal=True):
+        with st.popover(FP8_POPOVER, width="content"):
+            fp8_view(stage)
         with st.popover("Each step, and the published steps", width="content"):
             st.markdown("\n".join(f"- **{markdown_text(name)}**: {what}" for name, what in story.ablation.STEPS))
             st.markdown("\n".join(f"- {p.label}: **{p.text} TFLOPS** ({p.note})" for p in story.PUBLISHED_STEPS)
                         + f"\n\n{story.ablation.PUBLISHED_SOURCE}; {story.ablation.PUBLISHED_GPU}, head_dim 128, "
                           f"N = 8K, FP16, forward.")
+
+
+FP8_POPOVER = "FA-3's third idea: FP8"
+FP8_CHART_PX, FP8_CHART_HEIGHT_PX = 620, 230  # the popover's chart, in design px (the popover is ~700 px wide)
+
+
+def fp8_view(stage: Stage) -> None:
+    """FA-3's third idea: the presenter turns the planted outliers up and the rotation on and off; each FP8
+    variant's error against float64 against the speed it gained over bf16, measured (live, recorded, or on the CPU
+    the emulation's errors only)."""
+    with st.container(horizontal=True, vertical_alignment="bottom"):
+        level = st.segmented_control("Planted outliers (0.1 % of entries ×)", list(story.fp8.OUTLIER_LEVELS),
+                                     default=story.fp8.FA3_LEVEL, key="fp8_outliers", required=True)
+        rotation = st.toggle("Rotate Q and K (random-sign Hadamard)", key="fp8_rotation")
+    source = page.fp8_source(stage, level)
+    points = list(source.points)
+    words = story.fp8.rotation_sentence(points, level, rotation) if points else story.fp8.no_points_sentence(level)
+    st.markdown(words)
+    st.caption(f"Source: {markdown_text(source.label)}, {story.fp8.SHAPE_TEXT[source.kind]}."
+               + (f" {source.problem}" if source.problem else ""))
+    if points:
+        chart(viz.fp8_figure(points, rotation, theme=stage.settings.theme, height=FP8_CHART_HEIGHT_PX,
+                             source_label=plotly_text(source.label)), width=FP8_CHART_PX)
 
 
 def scene_timeline(stage: Stage) -> None:

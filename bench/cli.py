@@ -102,6 +102,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "kernel's LADDER, and cuDNN as the reference) side by side in one run at the FA-3 paper's "
                         "ablation shape (B2 H16, N = 8K, head_dim 128, not causal, bf16); with --phases also each "
                         "step's Proton lanes")
+    p.add_argument("--fp8", action="store_true",
+                   help="time our FA-3 kernel in e4m3 (kernels/fp8.py: per-tensor and per-head scales, with and "
+                        "without the Hadamard rotation) beside the same kernel in bf16 in one interleaved run, at B2 "
+                        "H16, N = 8K and 16K, head_dim 128 and 64, not causal, with each one's error against float64 "
+                        "on random and planted-outlier inputs (bench/fp8.py)")
     p.add_argument("--tune", action="store_true", help="time FA-2 tile configs at seq_len 8K and print the best")
     p.add_argument("--decode", action="store_true",
                    help="time decode instead: one new token (q_len 1) of Llama 3 8B's attention (32 query heads, 8 "
@@ -365,7 +370,7 @@ def fill_settings(head_dims: list[int], dtypes: list[str], causals: list[bool], 
 
 def _setting_key(record: dict) -> tuple:
     return (specs.canonical(record["algorithm"]), Shape.of_record(record), record.get("page_size"),
-            record.get("config"))
+            record.get("config"), record.get("scaling"), record.get("rotation"))
 
 
 def _phase_key(recording: dict) -> tuple:
@@ -415,8 +420,8 @@ def main(argv=None) -> int:
     facts = device_facts()  # the roofs are measured at the end, on a GPU the sweep has warmed up
     if args.decode:
         return _main_decode(args, argv, facts)
-    if args.ladder:
-        return _main_ladder(args, argv)
+    if args.ladder or args.fp8:
+        return _main_side_by_side(args, argv)
     if args.backward:
         return _main_backward(args, argv)
     shapes = [(args.batch, args.heads, d) for d in args.head_dims]
@@ -510,20 +515,24 @@ def write_out(args: argparse.Namespace, facts: dict, records: list[dict], timeli
     return 0
 
 
-def _main_ladder(args, argv) -> int:
+def _main_side_by_side(args, argv) -> int:
     """bench --ladder: the ablation's steps and the reference timed in one interleaved run (bench/ladder.py), their
-    table with each step ÷ the one before, with --phases each step's Proton lanes, and (with --out) the records."""
-    from bench import ladder
+    table with each step ÷ the one before, with --phases each step's Proton lanes. bench --fp8: e4m3 beside bf16 in
+    one interleaved run with their errors (bench/fp8.py), their table. With --out the records (merged with
+    --merge-into) in a file."""
+    from bench import fp8, ladder
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    timed, show, what = ((ladder.time_ladder, ladder.print_ladder, "the ladder") if args.ladder
+                         else (fp8.time_fp8, fp8.print_fp8, "FP8"))
     try:
-        records = ladder.time_ladder(rep_ms=args.rep_ms / 3, say=say)
+        records = timed(rep_ms=args.rep_ms / 3, say=say)
     except (RuntimeError, ValueError) as why:
-        print(f"the ladder cannot run here: {why}", file=sys.stderr)
+        print(f"{what} cannot run here: {why}", file=sys.stderr)
         return 2
     torch.cuda.empty_cache()
     facts = device_facts(measure_bandwidth=True)
-    phases, phases_skipped = record_phases(ladder=True) if args.phases else ([], "")
-    ladder.print_ladder(records)
+    phases, phases_skipped = record_phases(ladder=True) if args.ladder and args.phases else ([], "")
+    show(records)
     if not args.out:
         return 0
     command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])

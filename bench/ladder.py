@@ -11,7 +11,7 @@ import dataclasses
 
 import torch
 
-from bench.measure import GPU_LOCK, GPU_LOCK_TIMEOUT_S, Setting, inputs, make_record, time_cuda
+from bench.measure import GPU_LOCK, GPU_LOCK_TIMEOUT_S, Setting, inputs, make_record, time_interleaved
 from costmodel import Shape
 from kernels import specs
 
@@ -68,20 +68,8 @@ def time_ladder(shape: Shape = SHAPE, rounds: int = ROUNDS, rep_ms: float = 100.
         device = torch.cuda.get_device_name(0)
         q, k, v = inputs(Setting("fa3", shape), seed)
         calls = _calls(q, k, v)
-        times: dict[str, list[float]] = {name: [] for name in calls}
-        failures: dict[str, str] = {}
-        for name, (_, fn) in calls.items():  # compile, and refuse a step whose output is not finite
-            try:
-                if not torch.isfinite(fn()).all():
-                    failures[name] = "output has NaN or Inf"
-            except Exception as exc:  # noqa: BLE001 - a failing step is a record to show, not a lost run
-                failures[name] = f"{type(exc).__name__}: {exc}"[:500]
-        names = [name for name in calls if name not in failures]
-        for r in range(rounds):
-            shift = r % max(1, len(names))
-            for name in names[shift:] + names[:shift]:
-                times[name] += time_cuda(calls[name][1], 25.0, rep_ms)
-            say(f"ladder round {r + 1}/{rounds} done")
+        times, failures = time_interleaved({name: fn for name, (_, fn) in calls.items()}, rounds, rep_ms, say,
+                                           "ladder ")
         return ladder_records(times, {name: algorithm for name, (algorithm, _) in calls.items()}, shape, device,
                               failures=failures)
     finally:

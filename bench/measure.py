@@ -198,6 +198,29 @@ def inputs(s: Setting, seed: int):
     return tuple(torch.randn(size, generator=gen, device=DEVICE, dtype=torch.float32).to(dtype) for size in sizes)
 
 
+def time_interleaved(calls: dict, rounds: int, rep_ms: float, say=lambda line: None,
+                     what: str = "") -> tuple[dict[str, list[float]], dict[str, str]]:
+    """(times, failures) of calls (name → a function returning a tensor): each called once first (it compiles;
+    one that raises, or returns NaN or Inf, is a failure: name → why, and not timed), then the rest timed in `rounds`
+    rounds, the order rotated each round (time_cuda: the L2 flushed before every call). times: name → every round's
+    repetitions, in ms."""
+    failures: dict[str, str] = {}
+    for name, fn in calls.items():
+        try:
+            if not torch.isfinite(fn()).all():
+                failures[name] = "output has NaN or Inf"
+        except Exception as exc:  # noqa: BLE001 - a failing call is a record to show, not a lost run
+            failures[name] = f"{type(exc).__name__}: {exc}"[:500]
+    names = [name for name in calls if name not in failures]
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for r in range(rounds):
+        shift = r % max(1, len(names))
+        for name in names[shift:] + names[:shift]:
+            times[name] += time_cuda(calls[name], 25.0, rep_ms)
+        say(f"{what}round {r + 1}/{rounds} done")
+    return times, failures
+
+
 def time_cuda(fn, warmup_ms: float, rep_ms: float, max_reps: int = 200) -> list[float]:
     """CUDA-event times (ms) of `fn` after warm-up, the L2 flushed before each run (bench and perf/ use it)."""
     flush = torch.empty(4 * _machine().l2_bytes, dtype=torch.int8, device="cuda")  # 4× the L2 (device facts)

@@ -47,6 +47,18 @@ class Record:
     config: str | None = None              # bench --ladder: the ablation step it times (kernels/ladder.py: "FA-2
                                            # order (ours)", a LADDER row's name, or the reference); None: shipped
     fwd_bwd_ms: float | None = None        # backward: the median of forward + backward (time_ms: the backward alone)
+    # bench --fp8 (dtype float8_e4m3fn, kernels/fp8.py): how Q, K, V were made e4m3 and what that cost in accuracy
+    scaling: str | None = None             # "tensor" or "head": one descale per tensor or per (batch, head)
+    rotation: bool | None = None           # Q and K turned by the random-sign Hadamard matrix before quantizing
+    err_max: float | None = None           # O against float64 attention on the unquantized inputs, random inputs
+    err_rms: float | None = None           # (batch 1, 2 heads at the record's seq_len and head_dim): max |Δ|, RMS,
+    err_rel_rms: float | None = None       # RMS ÷ RMS of the reference
+    outlier_err_max: float | None = None   # the same on inputs with planted outliers (0.1 % of entries ×10–100)
+    outlier_err_rms: float | None = None
+    outlier_err_rel_rms: float | None = None
+    bf16_time_ms: float | None = None      # our bf16 FA-3 kernel at the same shape, timed in the same rounds
+    bf16_err_rel_rms: float | None = None  # its relative RMS error, random inputs and planted outliers
+    bf16_outlier_err_rel_rms: float | None = None
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -54,8 +66,10 @@ class Record:
         return out
 
 
+FP8_FIELDS = ("scaling", "rotation", "err_max", "err_rms", "err_rel_rms", "outlier_err_max", "outlier_err_rms",
+              "outlier_err_rel_rms", "bf16_time_ms", "bf16_err_rel_rms", "bf16_outlier_err_rel_rms")
 RECORD_FIELDS = tuple("pass" if f.name == "pass_" else f.name for f in fields(Record))
 OPTIONAL_RECORD_FIELDS = ("block_m", "block_n", "dram_read_bytes", "dram_write_bytes", "l2_bytes", "counters",
                           "kernels", "kv_len", "kv_heads", "pass", "page_size", "num_splits", "config",
-                          "fwd_bwd_ms")
+                          "fwd_bwd_ms", *FP8_FIELDS)
 REQUIRED_RECORD_FIELDS = tuple(name for name in RECORD_FIELDS if name not in OPTIONAL_RECORD_FIELDS)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import costmodel
-from costmodel import DECODE_KV_LENS, DTYPE_BYTES, SEQ_LENS, Shape
+from costmodel import DECODE_KV_LENS, DTYPE_BYTES, ELEMENT_BYTES, FP8_DTYPE, SEQ_LENS, Shape
 from bench.record import OPTIONAL_RECORD_FIELDS, RECORD_FIELDS
 from bench.schema import (  # noqa: F401 - the schema's names, read through this module too (results.RECORD_SCHEMA)
     FACT_SCHEMA, KERNEL_SCHEMA, MAX_BYTES, MAX_DEPTH, MAX_KERNELS, MAX_PROGRAMS, MAX_RATIO_ROWS, MAX_TEXT,
@@ -36,11 +36,12 @@ SCHEMA = "flash-live-results"
 # 3: the kernels' one vocabulary ("fa2", "fa1", "fa3": files of 1 and 2 say "flash", "flash_v1", "flash_v3", read as
 # these) and the shape's K/V length and heads, the pass, a decode's page size and splits; 2 added "phases" (what each
 # warpgroup of one launch did, Proton). 4: records and phases may name an ablation step ("config", bench --ladder):
-# an app of version 3 would read such a record as the shipped kernel's. 1, 2 and 3 still read. Backward records
-# (pass "backward", a value version 3 already named) with their optional fwd_bwd_ms need no new version: an app of
-# version 4 ignores the field, and keeps records of another pass apart by their pass.
-SCHEMA_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+# an app of version 3 would read such a record as the shipped kernel's. Backward records (pass "backward", a value
+# version 3 already named) with their optional fwd_bwd_ms need no new version: an app of version 4 ignores the field,
+# and keeps records of another pass apart by their pass. 5: records may be FP8 (dtype float8_e4m3fn, bench --fp8) with
+# their scaling, rotation and errors against float64: an app of version 4 refuses their dtype. 1, 2, 3 and 4 still read.
+SCHEMA_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 MAX_FILE_BYTES = 20 << 20
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,100}\.json$")
@@ -224,7 +225,7 @@ def _near(recorded: float, derived: float) -> bool:
 def _check_plausible(record: dict, facts: dict, where: str, notes: _Notes) -> None:
     """Cross-field and physical checks of one record (numbers a GPU can produce); refuses the file, naming the
     field, when a required number is impossible; drops an optional one (tiles, counts) with a note."""
-    e = DTYPE_BYTES[record["dtype"]]
+    e = ELEMENT_BYTES[record["dtype"]]
     _check_tiles_in(record, facts, where, notes, e)
     if record["status"] != "ok":
         return
@@ -237,6 +238,8 @@ def _check_plausible(record: dict, facts: dict, where: str, notes: _Notes) -> No
                                f"({record['time_ms']:g} ms for {flops:.3g} FLOPs is {derived:,.1f} TFLOPS)")
         roof = facts.get("matmul_tflops")
         limit = PLAUSIBLE_COMPUTE_FACTOR * roof if roof else NO_ROOF_MAX_TFLOPS
+        if record["dtype"] == FP8_DTYPE:  # the roofs are 16-bit; Hopper's tensor cores run e4m3 at twice the rate
+            limit *= 2
         if derived > limit:
             raise ResultsError(f"{where}: time_ms = {record['time_ms']:g} ms makes {derived:,.0f} TFLOPS, more than "
                                f"{facts['name']} can do ({'its measured matmul roof is ' + format(roof, ',.0f') if roof else 'no GPU does ' + format(limit, ',.0f')} TFLOPS)")
@@ -303,7 +306,8 @@ def _one_record_per_setting(records: list[dict], name: str) -> list[dict]:
     kept = []
     for i, record in enumerate(records):
         shape = Shape.of_record(record)
-        key = (record["algorithm"], shape, record.get("page_size"), record.get("config"))
+        key = (record["algorithm"], shape, record.get("page_size"), record.get("config"), record.get("scaling"),
+               record.get("rotation"))
         if key in first:
             j, earlier = first[key]
             if earlier != record:
@@ -345,6 +349,7 @@ def _check_record(rec, where: str, notes: _Notes) -> dict:
     out = _object(rec, RECORD_SCHEMA, required, where, notes, _counter_fallback)
     _check_config(rec, out, where)
     _check_fwd_bwd(out, where)
+    _check_fp8(rec, out, where)
     if out["counters"] is None:
         out["counters"] = ""
     # the shape's newer fields: a record that lacks them (an older file) is a prefill of every query against every key
@@ -400,6 +405,18 @@ def _check_fwd_bwd(out: dict, where: str) -> None:
     if out["time_ms"] is not None and both < (1 - _TOLERANCE) * out["time_ms"]:
         raise ResultsError(f"{where}: fwd_bwd_ms = {both:g} ms is less than the backward alone (time_ms = "
                            f"{out['time_ms']:g} ms): forward + backward includes the backward")
+def _check_fp8(raw: dict, out: dict, where: str) -> None:
+    """An e4m3 record (bench --fp8) says its scaling ("tensor" or "head") and whether Q and K were rotated; a bad or
+    missing one refuses the file (records of one shape differ only by them). A 16-bit record has neither."""
+    fp8 = out["dtype"] == FP8_DTYPE
+    scaling, rotation = raw.get("scaling"), raw.get("rotation")
+    if fp8 and (scaling not in ("tensor", "head") or not isinstance(rotation, bool)):
+        raise ResultsError(f"{where}: an {FP8_DTYPE} record says its scaling (\"tensor\" or \"head\") and rotation "
+                           f"(true or false); got scaling = {_short(scaling)}, rotation = {_short(rotation)}")
+    if not fp8 and (scaling is not None or rotation is not None):
+        raise ResultsError(f"{where}: a {out['dtype']} record has scaling = {_short(scaling)}, rotation = "
+                           f"{_short(rotation)}: only {FP8_DTYPE} records are scaled")
+    out["scaling"], out["rotation"] = (scaling, rotation) if fp8 else (None, None)
 
 
 def _check_kernels(kernels: list) -> list[dict]:

@@ -8,7 +8,7 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from costmodel import DTYPE_BYTES, PASSES
+from costmodel import ELEMENT_BYTES, PASSES
 from bench.record import RECORD_FIELDS, STATUSES
 from kernels import specs
 
@@ -21,6 +21,7 @@ MAX_TIMESTAMP_NS = 10**15     # ~11 days of %globaltimer after the first program
 MAX_PROGRAMS = 1 << 22        # entries of one timeline
 MAX_KERNELS = 64              # launched kernels listed in one record
 MAX_SIZES = 16                # sizes a roof was measured at
+MAX_ERROR = 1e9               # an attention output's error against float64 (the inputs' scale: no bound of its own)
 MAX_TEXT = 200                # characters of a name; messages and commands get more
 TIMING_KINDS = ("cuda", "interpreter")
 
@@ -67,7 +68,7 @@ _TIME = _float(MAX_MS, unit="ms")
 RECORD_SCHEMA: dict[str, _Field] = {
     "algorithm": _text(choices=_algorithms, aliases=specs.aliases), "seq_len": _int(1, 1 << 24),
     "batch": _int(1, 1 << 16),
-    "heads": _int(1, 1 << 12), "head_dim": _int(1, 1 << 12), "dtype": _text(choices=tuple(DTYPE_BYTES)),
+    "heads": _int(1, 1 << 12), "head_dim": _int(1, 1 << 12), "dtype": _text(choices=tuple(ELEMENT_BYTES)),
     "causal": _BOOL, "status": _text(choices=STATUSES),
     "time_ms": _TIME, "time_ms_p20": _TIME, "time_ms_p80": _TIME,
     "tflops": _float(MAX_TFLOPS, unit="TFLOPS"), "gbps": _float(MAX_GBPS, unit="GB/s"),
@@ -84,6 +85,13 @@ RECORD_SCHEMA: dict[str, _Field] = {
     # bench --backward: forward + backward (time_ms is the backward alone); a bad one is dropped with a note, one on
     # a record that is not a finished backward refuses the file (bench/results.py)
     "fwd_bwd_ms": _TIME,
+    # bench --fp8 (schema 5): an e4m3 record's scaling and rotation (a bad or missing one refuses the file: they tell
+    # its records apart), its errors against float64 and the bf16 kernel beside it (a bad one is dropped)
+    "scaling": _text(choices=("tensor", "head"), nullable=True), "rotation": _Field(bool, nullable=True),
+    "err_max": _float(MAX_ERROR, low=0), "err_rms": _float(MAX_ERROR, low=0), "err_rel_rms": _float(MAX_ERROR, low=0),
+    "outlier_err_max": _float(MAX_ERROR, low=0), "outlier_err_rms": _float(MAX_ERROR, low=0),
+    "outlier_err_rel_rms": _float(MAX_ERROR, low=0), "bf16_time_ms": _TIME,
+    "bf16_err_rel_rms": _float(MAX_ERROR, low=0), "bf16_outlier_err_rel_rms": _float(MAX_ERROR, low=0),
 }
 KERNEL_SCHEMA: dict[str, _Field] = {
     "name": _text(), "time_ms": _TIME, "dram_read_bytes": _BYTES, "dram_write_bytes": _BYTES, "l2_bytes": _BYTES,

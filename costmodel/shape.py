@@ -13,6 +13,10 @@ HEAD_DIMS = (16, 32, 64, 128, 256)  # what the teaching kernels accept
 TILE_SIZES = (16, 32, 64, 128, 256)  # flash tiles: powers of two, at least MIN_TILE
 MIN_TILE = 16  # the smallest tile tl.dot accepts on a GPU
 DTYPE_BYTES: dict[str, int] = {"bfloat16": 2, "float16": 2, "float32": 4}
+# FP8 (kernels/fp8.py): e4m3 Q, K, V. Records may carry it (bench --fp8), the page's dtype setting does not: the
+# 16-bit kernels' scenes never run it, so it is not in DTYPE_BYTES, which the settings offer
+FP8_DTYPE = "float8_e4m3fn"
+ELEMENT_BYTES: dict[str, int] = {**DTYPE_BYTES, FP8_DTYPE: 1}
 SCORE_BYTES = 4  # the naive kernels keep S in fp32
 LSE_BYTES = 4  # flash writes one fp32 log-sum-exp per query row
 LN2 = math.log(2.0)  # the flash kernel keeps its running max in log2 units
@@ -23,9 +27,9 @@ PASSES = ("prefill", "decode", "backward")  # what a measurement of attention co
 def dtype_bytes(dtype: str) -> int:
     """Bytes per element of a dtype name such as "bfloat16" (a "torch." prefix is accepted)."""
     name = str(dtype).removeprefix("torch.")
-    if name not in DTYPE_BYTES:
-        raise ValueError(f"unknown dtype {dtype!r}; expected one of {sorted(DTYPE_BYTES)}")
-    return DTYPE_BYTES[name]
+    if name not in ELEMENT_BYTES:
+        raise ValueError(f"unknown dtype {dtype!r}; expected one of {sorted(ELEMENT_BYTES)}")
+    return ELEMENT_BYTES[name]
 
 
 def _positive_int(name: str, value: object) -> None:

@@ -681,14 +681,18 @@ def lpt_heads_per_group(batch_heads: int, seq_len: int, head_dim: int, element_s
 
 
 def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
-              config: Fa3Config, profile: bool = False,
-              descale: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+              config: Fa3Config, profile: bool = False, descale: torch.Tensor | None = None,
+              v_is_transposed: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """One launch. 8-bit (e4m3) q, k, v need `descale`: float32 (3, batch·heads), the descales of Q, K and V per
-    head; V is transposed here (v_transposed) and O comes back in bf16."""
+    head; V is transposed here (v_transposed) unless v_is_transposed (v is then v_transposed's output: the kernel
+    alone is timed, perf/h200/fp8_speed.py), and O comes back in bf16."""
     batch, heads, seq_len, head_dim = q.shape  # (B, H, N, D)
     if batch * heads > 65535:  # the grid's second dimension
         raise ValueError(f"batch × heads must be at most 65535 for the FA-3 kernel's grid; got {batch * heads}")
     fp8 = q.dtype == torch.float8_e4m3fn
+    if v_is_transposed and (not fp8 or v.shape[:3] != (batch, heads, head_dim) or v.shape[3] < seq_len):
+        raise ValueError(f"v_is_transposed takes v_transposed(v) of 8-bit inputs, (B, H, D, ≥ N); got "
+                         f"{tuple(v.shape)} {v.dtype}")
     if fp8 and (descale is None or descale.shape != (3, batch * heads) or descale.dtype != torch.float32):
         raise ValueError(f"8-bit inputs need descale, float32 of shape (3, {batch * heads}); got "
                          f"{None if descale is None else (tuple(descale.shape), descale.dtype)}")
@@ -698,7 +702,7 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
     q_desc, o_desc = (compat.make_descriptor(t, [1, 1, config.block_m, head_dim]) for t in (q, o))
     k_desc = compat.make_descriptor(k, [1, 1, config.block_n, head_dim])
     if fp8:  # wgmma reads 8-bit B operands K-major only: P·V takes Vᵀ (kernel docstring: why on the host)
-        v_desc = compat.make_descriptor(v_transposed(v), [1, 1, head_dim, config.block_n])
+        v_desc = compat.make_descriptor(v if v_is_transposed else v_transposed(v), [1, 1, head_dim, config.block_n])
         descale = descale.contiguous()
     else:
         v_desc = compat.make_descriptor(v, [1, 1, config.block_n, head_dim])
@@ -775,12 +779,13 @@ def shipped_launches():
     rows += [(f"ladder: {name}: ", 128, False, config) for name, config in LADDER.items()
              if config not in SHIPPED.values()]
     launches = []
-    for head_dim, causal in sorted(SHIPPED):  # 8-bit inputs (kernels/fp8.py): e4m3 Q, K, Vᵀ, per-head descales
-        from kernels.fp8 import config_for_fp8
-        config = config_for_fp8(head_dim, causal)
+    from kernels.fp8 import config_for_fp8, fp8_candidates
+    fp8_rows = [("", d, c, config_for_fp8(d, c)) for d, c in sorted(SHIPPED)]
+    fp8_rows += [(f"fp8 candidate: {name}: ", d, c, config) for name, (d, c, config) in fp8_candidates().items()]
+    for where, head_dim, causal, config in fp8_rows:  # 8-bit inputs (kernels/fp8.py): e4m3 Q, K, Vᵀ, per-head descales
         q, k, v = (t.to(torch.float8_e4m3fn) for t in example_qkv(head_dim, torch.float32, seq_len=1000))
         descale = torch.ones(3, q.shape[0] * q.shape[1])
-        launches.append((f"D={head_dim} float8_e4m3fn {'causal' if causal else 'full'} {config.label}", ("sm_90",),
+        launches.append((f"{where}D={head_dim} float8_e4m3fn {'causal' if causal else 'full'} {config.label}", ("sm_90",),
                          lambda q=q, k=k, v=v, c=causal, g=config, d=descale: launch_v3(q, k, v, c, 0.125, g,
                                                                                         descale=d)))
     for where, head_dim, causal, config in rows:

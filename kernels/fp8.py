@@ -244,3 +244,18 @@ def fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
         raise (ValueError if head_dim not in SUPPORTED_HEAD_DIMS else RuntimeError)(why)
     o, lse = launch_v3(q, k, v, causal, sm_scale, config or config_for_fp8(head_dim, causal), descale=descale)
     return (o, lse) if return_lse else o
+
+
+def fp8_candidates() -> dict:
+    """name → (head_dim, causal, Fa3Config): e4m3 configurations perf/h200/fp8_speed.py times beside the shipped one
+    (config_for_fp8), each checked against float64 first. The shipped e4m3 kernel measured 0.94–1.03× bf16 at head_dim
+    128 and 0.74× at 64 (BENCHMARKS.md, FP8). Tried and left out, as they spill in the sm_90 build (triton 3.7.1):
+    256-key tiles at head_dim 128 (592 bytes of stack, with or without the in-warpgroup overlap) and 64 (616), and
+    three consumers of 64 rows at 160 registers at head_dim 128 (288): P's conversion to the 8-bit operand layout
+    needs the registers the bigger S or the third consumer would take. Predictions in BENCHMARKS.md."""
+    from kernels.fa3 import Fa3Config
+    return {
+        # a deeper K/V ring: four 8-bit slots take the shared memory of two 16-bit ones (176 KB)
+        "D128 4 K/V slots": (128, False, Fa3Config(64, 128, 2, 4, 240, 24, q_in_regs=True, named_turns=True,
+                                                   kv_paired=True, lazy_rescale=True)),
+    }

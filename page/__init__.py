@@ -30,13 +30,13 @@ from page.pictures import VIEWS, PictureDevice, PictureRequest, TraceRequest, ke
 from page.script import BODY_WIDTH_PX, SCENE_BODY_PX, built_figure, chart, column_px, controls_ready, hold_place, \
     metric_cards_px, page_style_and_script
 from page.settings import Settings, resolve
-from page.stage import LadderSource, Stage, backward_records, backward_walk, is_live, kernel_backend, ladder_source, live_sm_timeline, prepare_stage, \
+from page.stage import Fp8Source, LadderSource, Stage, backward_records, backward_walk, fp8_source, is_live, kernel_backend, ladder_source, live_sm_timeline, prepare_stage, \
     shipped_recording
 from page.url import asked_for, bound, correct_link, hold_notes, move_step, read_url, write_url
 
 __all__ = ["BODY_WIDTH_PX", "Body", "ROW_PX", "SCENE_BODY_PX", "text_rows_px", "VIEWS", "PictureDevice", "PictureRequest", "Scene",
            "Settings", "Stage", "TraceRequest", "bound", "built_figure", "chart", "column_px", "controls_ready",
-           "backward_records", "backward_walk", "correct_link", "hold_place", "kernel_trace", "ladder_source", "LadderSource", "live_sm_timeline", "loop_orders", "metric_cards_px",
+           "backward_records", "backward_walk", "correct_link", "hold_place", "kernel_trace", "ladder_source", "LadderSource", "fp8_source", "Fp8Source", "live_sm_timeline", "loop_orders", "metric_cards_px",
            "move_step",
            "no_numbers", "order_label", "picture", "present", "recording_coverage", "seq_len_slider",
            "shipped_recording", "tile_controls", "traced_tiles"]

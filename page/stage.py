@@ -51,6 +51,9 @@ class Recording:
     # apart, so that no other scene reads a ladder step as the shipped kernel
     ladder: tuple[dict, ...] = ()
     ladder_programs: dict = field(default_factory=dict)
+    # bench --fp8 (schema 5): the e4m3 kernel's records with their errors; kept apart likewise, so that no 16-bit
+    # scene reads an FP8 time as the bf16 kernel's
+    fp8: tuple[dict, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,11 +213,13 @@ def _as_recording(label: str, loaded) -> Recording:
     would otherwise work out again, the phases' programs included (story.recorded_programs)."""
     shipped = [p for p in loaded.phases if p.get("config") is None]
     steps = [p for p in loaded.phases if p.get("config") is not None]
+    fp8 = [r for r in loaded.records if r["dtype"] == costmodel.FP8_DTYPE]
+    rest = [r for r in loaded.records if r["dtype"] != costmodel.FP8_DTYPE]
     return Recording(label, dict(loaded.facts), dict(loaded.meta),
-                     [page_record(r) for r in loaded.records if r.get("config") is None], list(loaded.timelines),
+                     [page_record(r) for r in rest if r.get("config") is None], list(loaded.timelines),
                      loaded.notes, tuple(shipped), story.recorded_programs(shipped),
-                     tuple(page_record(r) for r in loaded.records if r.get("config") is not None),
-                     story.step_programs(steps))
+                     tuple(page_record(r) for r in rest if r.get("config") is not None),
+                     story.step_programs(steps), tuple(page_record(r) for r in fp8))
 
 
 # Recordings are read-only and shared by every session: cache_resource hands out the same object
@@ -328,6 +333,87 @@ def ladder_source(stage: Stage) -> LadderSource:
     created = str(recording.meta.get("created", ""))[:10]
     label = f"recorded on {recording.facts['name']}" + (f", {created}" if created else "")
     return LadderSource(tuple(recording.ladder), label, problem, recording, recording.facts["name"])
+
+
+@st.cache_data(show_spinner=False, max_entries=2)
+def measure_fp8_speed_live() -> dict[tuple[str, bool], float]:
+    """(scaling, rotation) → bf16 time ÷ e4m3 time at bench.fp8's first shape (B2 H16 N8K D128), one interleaved
+    run, once per server process."""
+    from bench import fp8
+    records = fp8.time_fp8(shapes=fp8.SHAPES[:1], rounds=1)
+    return {(r["scaling"], r["rotation"]): r["bf16_time_ms"] / r["time_ms"] for r in records
+            if r["status"] == "ok" and r.get("bf16_time_ms")}
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def measure_fp8_errors_live(level: str) -> tuple[dict, ...]:
+    """Each variant's and bf16's relative RMS error against float64 now, at B1 H2 N4K D128, the outliers at
+    `level` (story.fp8.OUTLIER_LEVELS): quantized, run on this GPU, compared (bench.fp8.measure_errors)."""
+    from bench import fp8
+    factors = story.fp8.OUTLIER_LEVELS[level]
+    errors = fp8.measure_errors(Shape(4096, 1, 2, 128, costmodel.FP8_DTYPE, False), factors=factors or (10.0, 100.0))
+    key = "outlier_err_rel_rms" if factors else "err_rel_rms"
+    points = [{"name": story.fp8.variant_name(s, r), "scaling": s, "rotation": r,
+               "rel_rms": errors[fp8.variant_name(s, r)][key], "speedup": None} for s, r in story.fp8.VARIANTS]
+    return (*points, {"name": story.fp8.BF16, "scaling": None, "rotation": False, "rel_rms": errors[fp8.BF16][key],
+                      "speedup": 1.0})
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def emulate_fp8_errors(level: str, seed: int = 5) -> tuple[dict, ...]:
+    """The same points from the CPU emulation of e4m3 (kernels.fp8.emulate_fp8_attention) at B1 H2 N512 D128:
+    errors only, no speed."""
+    import torch
+    from kernels.fp8 import attention_error, emulate_fp8_attention, plant_outliers
+    from kernels.reference import reference_attention
+    gen = torch.Generator().manual_seed(seed)
+    x = [torch.randn(1, 2, 512, 128, generator=gen) for _ in range(3)]
+    factors = story.fp8.OUTLIER_LEVELS[level]
+    if factors:
+        x = [plant_outliers(t, low=factors[0], high=factors[1], seed=seed + i) for i, t in enumerate(x)]
+    ref = reference_attention(*(t.double() for t in x))[0]
+    points = [{"name": story.fp8.variant_name(s, r), "scaling": s, "rotation": r, "speedup": None,
+               "rel_rms": attention_error(emulate_fp8_attention(*x, granularity=s, rotate=r), ref)["rel_rms"]}
+              for s, r in story.fp8.VARIANTS]
+    bf16 = reference_attention(*(t.bfloat16() for t in x))[0]
+    return (*points, {"name": story.fp8.BF16, "scaling": None, "rotation": False, "speedup": None,
+                      "rel_rms": attention_error(bf16, ref)["rel_rms"]})
+
+
+@dataclass(frozen=True)
+class Fp8Source:
+    """The FP8 view's points (story/fp8.py), how they were measured ("live", "recorded", "emulated"), a label as
+    the house labels sources, and why a better source could not be used ("" when none was tried)."""
+    points: tuple[dict, ...]
+    kind: str
+    label: str
+    problem: str = ""
+
+
+def fp8_source(stage: Stage, level: str) -> Fp8Source:
+    """Live on a Hopper GPU (errors now, speed from one interleaved run, both cached); otherwise the recording's FP8
+    records at a recorded level; otherwise the CPU emulation of e4m3 (errors, no speed)."""
+    problem = ""
+    if stage.live:
+        try:
+            with st.spinner(f"Quantizing, running and comparing with float64 on {stage.gpu_name}…"):
+                speed = measure_fp8_speed_live()
+                points = tuple({**p, "speedup": speed.get((p["scaling"], p["rotation"]), p["speedup"])}
+                               for p in measure_fp8_errors_live(level))
+            return Fp8Source(points, "live", stage.measured_text)
+        except (RuntimeError, ValueError, TimeoutError) as why:  # not Hopper, or the GPU busy with other viewers
+            problem = markdown_text(str(why))
+    recording = stage.recording if not stage.live else shipped_recording()
+    if recording is not None and recording.fp8:
+        points = story.fp8.recorded_points(recording.fp8, level)
+        if points:
+            created = str(recording.meta.get("created", ""))[:10]
+            label = f"recorded on {recording.facts['name']}" + (f", {created}" if created else "")
+            return Fp8Source(tuple(points), "recorded", label, problem)
+        problem = problem or story.fp8.no_points_sentence(level)
+    elif not problem:
+        problem = story.fp8.no_points_sentence("none", stage.recording_problem)
+    return Fp8Source(emulate_fp8_errors(level), "emulated", story.fp8.EMULATED_LABEL, problem)
 
 
 # -- the warm-up: every slider stop measured before the talk ------------------------------------------------

@@ -17,6 +17,7 @@ from story.evolution import (Fa1Gap, authors_sentence, evolution_points, fa1_gap
                              same_gpu_sentence)
 from story.headline import (LAUNCH_BOUND_MS, SPEEDUP_NAMES, Headline, at_length_sentence, headline, launch_bound,
                             speedup_table, speedup_words)
+from story import fp8
 from story.hierarchy import hierarchy_sentence
 from story.inside import (BUSY_AGREES, GEMM_PHASES, LANE_NAMES, PhaseKernel, RecordedProgram, busy_sentence, gemm_busy,
                           phase_fractions, phase_kernels, phases_sentence, recorded_program, recorded_programs,

@@ -82,7 +82,7 @@ def test_ladder_records_round_trip_beside_the_shipped_kernels_record(tmp_path):
     median = {r["config"]: r["time_ms"] for r in loaded.records}
     assert median[story.step_names()[2]] == pytest.approx(1.95)
     assert [p["config"] for p in loaded.phases] == [story.step_names()[2], None]
-    assert json.loads(path.read_text())["schema_version"] == 4
+    assert json.loads(path.read_text())["schema_version"] == 5
 
 
 def test_a_file_without_config_reads_as_before():
@@ -220,7 +220,7 @@ def test_the_scene_recorded_draws_the_bars_and_the_selected_steps_lanes():
     app = upload(open_app(scene="ablation", rung="3"), _upload_with_ladder())
     assert_no_exception(app)
     specs = plotly_specs(app)
-    assert len(specs) == 2, "the bars and the lanes"
+    assert len(specs) == 3, "the bars, the lanes, and the FP8 view's chart in its popover"
     bar = next(t for t in specs[0]["data"] if t["type"] == "bar")
     assert len(bar["x"]) == 8, "seven steps and cuDNN, each with a number"
     assert "+ overlap: one program" in json.dumps(specs[1]["layout"], ensure_ascii=False), "the selected step's lanes"
@@ -236,7 +236,8 @@ def test_the_scene_without_ladder_records_says_so_in_one_line():
     assert "no ladder records yet" in text and "TFLOPS →" not in text
     specs = plotly_specs(app)
     bars = [t for t in specs[0]["data"] if t["type"] == "bar"]
-    assert len(specs) == 1 and len(bars) == 1 and "published" in bars[0]["name"], "the published steps only"
+    assert len(specs) == 2 and len(bars) == 1 and "published" in bars[0]["name"], "the published steps only"
+    assert "CPU emulation of e4m3" in specs[1]["layout"]["xaxis"]["title"]["text"], "and the FP8 view's chart in its popover"
     assert app.info and "No Proton lanes recorded" in app.info[0].value
 
 
@@ -284,4 +285,5 @@ def test_the_scene_live_where_the_ladder_cannot_run_renders_the_recording_and_sa
     assert "recorded on NVIDIA H200" in text and "6 of 6 steps faster" in text
     assert "Not live: FA-3 style kernel needs Hopper (sm_90); this GPU is sm_100" in text
     specs = plotly_specs(app)
-    assert len(specs) == 1 and len(next(t for t in specs[0]["data"] if t["type"] == "bar")["x"]) == 8
+    assert len(specs) == 2 and len(next(t for t in specs[0]["data"] if t["type"] == "bar")["x"]) == 8
+    assert "CPU emulation of e4m3" in specs[1]["layout"]["xaxis"]["title"]["text"], "the FP8 view: no e4m3 kernel off Hopper"

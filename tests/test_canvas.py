@@ -157,6 +157,7 @@ def test_pause_and_resume_keep_one_step(tabs, server, speed):
 @pytest.mark.parametrize("scene, label", [("roofline", "Each point in words"), ("takeaways", "Each takeaway in words"),
                                           ("evolution", "Sources of the published numbers"),
                                           ("ablation", "Each step, and the published steps"),
+                                          ("ablation", "FA-3's third idea: FP8"),
                                           ("decode", "The KV cache of each model against this GPU's memory")])
 def test_opening_an_in_words_panel_grows_nothing(tabs, server, scene, label):
     """The scenes' long texts open as popovers over the page: the page never grows past the window (an expander
@@ -181,3 +182,24 @@ def test_the_backward_scenes_other_views_fit_the_screen(tabs, server, size, part
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"backward-{part}-{'-'.join(params.values()) or 'default'}-{size}.png"))
     check_canvas(page, f"backward {part} {params}")
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_fp8_view_fits_the_window_with_its_chart(tabs, server, size):
+    """The ablation scene's FP8 popover (outliers, rotation, the sentence, the error-against-speed chart) inside the
+    window at both sizes, its chart's texts unclipped."""
+    page = tabs[size]
+    show(page, server, scene="ablation")
+    page.get_by_role("button", name="FA-3's third idea: FP8").click()
+    body = page.get_by_test_id("stPopoverBody")
+    expect(body).to_be_visible()
+    expect(body.locator(".js-plotly-plot")).to_be_visible()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"ablation-fp8-view-{size}.png"))
+    box = body.bounding_box()
+    window = page.viewport_size
+    assert box["y"] >= 0 and box["y"] + box["height"] <= window["height"] + 1, (size, box, window)
+    assert box["x"] >= 0 and box["x"] + box["width"] <= window["width"] + 1, (size, box, window)
+    plot = body.locator(".js-plotly-plot").bounding_box()
+    assert plot["y"] + plot["height"] <= box["y"] + box["height"] + 1, f"{size}: the chart runs past the popover"
+    assert not page.errors, page.errors

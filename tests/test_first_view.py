@@ -227,9 +227,10 @@ def test_every_chart_asks_for_the_width_of_its_place(params):
     if params["scene"] == "decode":  # the trace and the bandwidths side by side, each in its half
         assert widths == [int(script.column_px([1, 1], i)) for i in range(2)]
         return
-    if params["scene"] == "ablation":  # the ladder's bars, and beside them the selected step's lanes (when recorded)
-        from app import ABLATION_COLUMNS
-        assert widths and widths == [int(script.column_px(ABLATION_COLUMNS, i)) for i in range(len(widths))]
+    if params["scene"] == "ablation":  # the ladder's bars, beside them the selected step's lanes (when recorded), and
+        from app import ABLATION_COLUMNS, FP8_CHART_PX  # the FP8 view's chart in its popover
+        assert widths[-1] == FP8_CHART_PX
+        assert widths[:-1] and widths[:-1] == [int(script.column_px(ABLATION_COLUMNS, i)) for i in range(len(widths) - 1)]
         return
     expected = script.column_px([1, 3], 1) if params["scene"] == "headline" else script.BODY_WIDTH_PX
     assert widths == [expected] * len(widths)

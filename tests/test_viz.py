@@ -746,6 +746,9 @@ def all_figures(theme: str, records: list[dict]) -> dict[str, go.Figure]:
         "compare": viz.compare_figure(compare_panels(1024, True), theme=theme),
         "evolution": viz.evolution_figure([], theme=theme),
         "ablation": viz.ablation_figure(story.chart_data(story.bars([])), theme=theme),
+        "fp8": viz.fp8_figure([{"name": "FP8 per-tensor", "scaling": "tensor", "rotation": False, "rel_rms": 0.15,
+                                "speedup": 0.94}, {"name": "bf16", "scaling": None, "rotation": False,
+                                                   "rel_rms": 0.012, "speedup": 1.0}], False, theme=theme),
         "sm_timeline": viz.sm_timeline_figure(timeline, TIMELINE_STATS, theme=theme),
     }
 

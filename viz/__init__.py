@@ -12,6 +12,7 @@ from viz.backward import backward_tflops_figure, backward_walk_figure
 from viz.compare import compare_figure
 from viz.decode import decode_bandwidth_figure, decode_trace_figure
 from viz.evolution import PUBLISHED, evolution_figure
+from viz.fp8 import fp8_figure
 from viz.hbm import hbm_sram_figure
 from viz.hierarchy import hierarchy_figure
 from viz.memory import memory_figure
@@ -31,6 +32,7 @@ __all__ = [
     "PALETTE",
     "PUBLISHED",
     "ablation_figure",
+    "fp8_figure",
     "algorithm_color",
     "algorithm_label",
     "algorithm_order",

@@ -15,6 +15,10 @@
 4. Timing, interleaved rounds (triton.testing.do_bench medians, order rotated per round): our FA-3 kernel in bf16
    against the same kernel in e4m3 (its call includes transposing V: kernels/fa3.py says why), B2 H16 8K and 16K,
    D128 and D64, causal and not; TFLOPS = 4·B·H·N²·D (÷2 causal) ÷ t; fp8 ÷ bf16 (goal ≥ 1.5 at D128 non-causal).
+   In the same rounds, at the non-causal shapes: the shipped e4m3 kernel alone ("fp8 kernel only": Vᵀ and the
+   descales prepared outside the timed call, so the transpose's cost is the difference) and each candidate
+   configuration of kernels.fp8.fp8_candidates() (kernel only, checked against float64 first like the shipped one;
+   a wrong candidate is left out of the timing and reported), each ÷ the shipped fp8 call and ÷ bf16.
 Exit status: 0 all good; 1 a check failed or the kernel could not run (the emulated table is still printed); 3 the
 watchdog (no progress for a minute: a hung kernel).
 """
@@ -35,7 +39,8 @@ import torch
 
 from kernels.runtime import backend, backend_reason  # first: picks the backend before any kernel is decorated
 from kernels.fp8 import (attention_error, config_for_fp8, dequantize_fp8, emulate_fp8_attention,
-                         fp8_attention, fp8_unavailable_reason, hadamard_rotate, plant_outliers, quantize_fp8)
+                         fp8_attention, fp8_candidates, fp8_unavailable_reason, hadamard_rotate, plant_outliers,
+                         quantize_fp8)
 from kernels.reference import reference_attention, relative_error
 
 RAGGED = (1, 17, 255, 1000, 4097)
@@ -100,22 +105,24 @@ def section_emulated(run: Run) -> None:
 
 # -- compile first, in parallel (Triton's disk cache), outside the checks and timings -----------------------------
 
-def _compile_job(head_dim: int, causal: bool, fp8: bool) -> str:
+def _compile_job(head_dim: int, causal: bool, fp8: bool, candidate: str = "") -> str:
     from kernels.fa3 import flash_attention_v3
     x = [torch.randn(1, 1, 256, head_dim, device="cuda") for _ in range(3)]
     if fp8:
+        config = fp8_candidates()[candidate][2] if candidate else None
         (q, dq), (k, dk), (v, dv) = (quantize_fp8(t, "head") for t in x)
-        fp8_attention(q, k, v, causal, descale_q=dq, descale_k=dk, descale_v=dv)
+        fp8_attention(q, k, v, causal, descale_q=dq, descale_k=dk, descale_v=dv, config=config)
     else:
         flash_attention_v3(*(t.bfloat16() for t in x), causal=causal)
     torch.cuda.synchronize()
-    return f"{'fp8' if fp8 else 'bf16'} D={head_dim} {'causal' if causal else 'full'}"
+    return f"{candidate or ('fp8' if fp8 else 'bf16')} D={head_dim} {'causal' if causal else 'full'}"
 
 
 def precompile(run: Run) -> None:
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from multiprocessing import get_context
     jobs = [(d, c, f) for d in (64, 128) for c in (False, True) for f in (True, False)]
+    jobs += [(d, c, True, name) for name, (d, c, _) in fp8_candidates().items()]
     with ProcessPoolExecutor(max_workers=len(jobs), mp_context=get_context("spawn")) as ex:
         for future in as_completed([ex.submit(_compile_job, *job) for job in jobs]):
             try:
@@ -132,13 +139,14 @@ def _poison(*nbytes: int) -> None:
     del blocks
 
 
-def check_one(run: Run, n: int, head_dim: int, causal: bool, granularity: str) -> bool:
-    what = f"fp8 per-{granularity} D={head_dim} {'causal' if causal else 'full'} N={n}"
+def check_one(run: Run, n: int, head_dim: int, causal: bool, granularity: str, config=None, name: str = "") -> bool:
+    what = f"{name or 'fp8'} per-{granularity} D={head_dim} {'causal' if causal else 'full'} N={n}"
     x = _inputs((2, 3, n, head_dim), n * 3 + head_dim + causal, False, "cuda")
     (q, dq), (k, dk), (v, dv) = (quantize_fp8(t, granularity) for t in x)
     _poison(q.numel() * 2, 2 * 3 * n * 4)
     try:
-        o, lse = fp8_attention(q, k, v, causal, return_lse=True, descale_q=dq, descale_k=dk, descale_v=dv)
+        o, lse = fp8_attention(q, k, v, causal, return_lse=True, descale_q=dq, descale_k=dk, descale_v=dv,
+                               config=config)
         torch.cuda.synchronize()
         ref, ref_lse = reference_attention(*(dequantize_fp8(t, d) for t, d in ((q, dq), (k, dk), (v, dv))), causal)
         errs = (relative_error(o, ref), relative_error(lse, ref_lse), relative_error(o, reference_attention(*x, causal)[0]))
@@ -167,6 +175,20 @@ def section_check(run: Run) -> bool:
     return ok
 
 
+def section_check_candidates(run: Run) -> dict:
+    """name → (head_dim, causal, config) of the candidates whose answers are right (ragged N, per-head and
+    per-tensor); a wrong or failing one is reported and left out of the timing."""
+    run.say("== correctness of the candidate configurations (same checks)")
+    right = {}
+    for name, (head_dim, causal, config) in fp8_candidates().items():
+        ok = all([check_one(run, n, head_dim, causal, "head", config, name) for n in RAGGED]
+                 + [check_one(run, 1000, head_dim, causal, "tensor", config, name)])
+        run.say(f"  {name} ({config.label}): {'ok' if ok else 'WRONG: not timed'}")
+        if ok:
+            right[name] = (head_dim, causal, config)
+    return right
+
+
 # -- 3. the kernel's measured errors ------------------------------------------------------------------------------------
 
 def section_measured_error(run: Run) -> None:
@@ -193,10 +215,20 @@ def tflops(b, h, n, d, causal, ms) -> float:
     return 4 * b * h * n * n * d / (2 if causal else 1) / (ms * 1e-3) / 1e12
 
 
-def section_timing(run: Run, rounds: int) -> list[tuple]:
+def _kernel_only(q8, k8, v8, descales, causal: bool, config):
+    """The e4m3 launch alone: Vᵀ and the (3, B·H) descale rows made here, once, outside the timed call."""
+    from kernels.fa3 import launch_v3, v_transposed
+    b, h, _, d = q8.shape
+    vt = v_transposed(v8)
+    descale = torch.stack([t.expand(b, h).reshape(b * h) for t in descales]).float().contiguous()
+    return lambda: launch_v3(q8, k8, vt, causal, d ** -0.5, config, descale=descale, v_is_transposed=True)
+
+
+def section_timing(run: Run, rounds: int, candidates: dict) -> list[tuple]:
     import triton.testing
     from kernels.fa3 import flash_attention_v3
-    run.say(f"== timing: {len(SHAPES)} shapes, {rounds} interleaved rounds (do_bench medians)")
+    run.say(f"== timing: {len(SHAPES)} shapes, {rounds} interleaved rounds (do_bench medians); candidates: "
+            f"{', '.join(candidates) or 'none'}")
     data = {}
     for label, b, h, n, d, c, _ in SHAPES:
         x = _inputs((b, h, n, d), n + d, False, "cuda")
@@ -206,6 +238,11 @@ def section_timing(run: Run, rounds: int) -> list[tuple]:
         data[label] = {"bf16 fa3": lambda bf=bf, c=c: flash_attention_v3(*bf, causal=c),
                        "fp8 fa3": lambda a=(q8, k8, v8), s=(dq, dk, dv), c=c: fp8_attention(
                            *a, c, descale_q=s[0], descale_k=s[1], descale_v=s[2])}
+        if not c:
+            data[label]["fp8 kernel only"] = _kernel_only(q8, k8, v8, (dq, dk, dv), c, config_for_fp8(d, c))
+            for name, (head_dim, causal, config) in candidates.items():
+                if (head_dim, causal) == (d, c):
+                    data[label][f"fp8 {name}"] = _kernel_only(q8, k8, v8, (dq, dk, dv), c, config)
     times: dict = {}
     for r in range(rounds):
         for label, *_ in SHAPES:
@@ -252,18 +289,20 @@ def main(argv=None) -> int:
     why = fp8_unavailable_reason()
     table = []
     right = False
+    candidates: dict = {}
     if why is not None:
         run.say(f"the FP8 kernel cannot run here: {why}")
     else:
         precompile(run)
         right = section_check(run)
+        candidates = section_check_candidates(run) if right else {}
         if not right:
             run.say("WRONG answers above: nothing is timed (fix the kernel first)")
     if not right:
         status = 1
     else:
         for name, section in (("measured errors", lambda: section_measured_error(run)),
-                              ("timing", lambda: table.extend(section_timing(run, args.rounds)))):
+                              ("timing", lambda: table.extend(section_timing(run, args.rounds, candidates)))):
             try:
                 section()
             except Exception as exc:  # noqa: BLE001
@@ -278,6 +317,14 @@ def main(argv=None) -> int:
             ratio = tf["fp8 fa3"] / tf["bf16 fa3"]
             verdict = "" if goal is None else ("met" if ratio >= goal else f"< {goal}")
             run.say(f"{label:24s} {tf['bf16 fa3']:7.1f} {tf['fp8 fa3']:7.1f} {ratio:9.3f}  {verdict}")
+        run.say("")
+        run.say("== the shipped e4m3 kernel alone and the candidates (kernel only: Vᵀ and descales made beforehand)")
+        run.say(f"{'shape':24s} {'what':34s} {'TFLOPS':>7s} {'÷fp8':>6s} {'÷bf16':>6s}")
+        for label, tf, _ in table:
+            for name, value in tf.items():
+                if name.startswith("fp8 ") and name != "fp8 fa3":
+                    run.say(f"{label:24s} {name:34s} {value:7.1f} {value / tf['fp8 fa3']:6.3f} "
+                            f"{value / tf['bf16 fa3']:6.3f}")
     run.record["seconds"] = time.perf_counter() - run.start
     run.record["status"] = status
     if args.json:

@@ -1,0 +1,85 @@
+"""FA-3's third idea, FP8: the numbers and sentences of the ablation scene's FP8 view. The presenter picks how large
+the planted outliers are and whether Q and K are rotated; the view shows each variant's error against float64 beside
+the speed it gained over bf16 — measured: live on a Hopper GPU, else the recording's FP8 records (bench --fp8), else
+on the CPU the emulation of e4m3 (errors only: the CPU times nothing).
+
+A point: {"name", "scaling" ("tensor" | "head" | None for bf16), "rotation" (bool), "rel_rms" (O against float64:
+RMS ÷ the reference's RMS), "speedup" (bf16 time ÷ this time, from one interleaved run; None: not timed)}.
+"""
+from __future__ import annotations
+
+# outlier level → (low, high) factor of the 0.1 % planted entries (None: random inputs). FA-3's test is ×10–100.
+OUTLIER_LEVELS: dict[str, tuple[float, float] | None] = {
+    "none": None,
+    "×10–100 (FA-3's test)": (10.0, 100.0),
+    "×100–1000": (100.0, 1000.0),
+}
+RECORDED_LEVELS = ("none", "×10–100 (FA-3's test)")  # bench --fp8 records the random and FA-3's inputs
+FA3_LEVEL = "×10–100 (FA-3's test)"
+VARIANTS = (("tensor", False), ("tensor", True), ("head", False), ("head", True))
+RECORDED_SHAPE = (8192, 128)  # the records the view reads: B2 H16, N 8K, head_dim 128, not causal
+SHAPE_TEXT = {"live": "errors at B1 H2 N4K D128, speed at B2 H16 N8K D128",
+              "recorded": "B2 H16 N8K D128 (errors at B1 H2 of it)",
+              "emulated": "B1 H2 N512 D128"}
+EMULATED_LABEL = "CPU emulation of e4m3"
+BF16 = "bf16"
+RELATIVE_RMS = "relative RMS error against float64"
+BENCH_COMMAND = "python -m bench --fp8 --out results/h200.json --merge-into"
+PAPER_RATIO = 2.6  # FA-3 paper: the rotation's error reduction on its planted outliers (per-tensor FP8)
+
+
+def variant_name(scaling: str | None, rotation: bool) -> str:
+    if scaling is None:
+        return BF16
+    return f"FP8 per-{scaling}{' + rotation' if rotation else ''}"
+
+
+def recorded_points(records, level: str, seq_len: int = RECORDED_SHAPE[0],
+                    head_dim: int = RECORDED_SHAPE[1]) -> list[dict]:
+    """The points of the recording's FP8 records at (seq_len, head_dim), not causal, at a recorded outlier level
+    (RECORDED_LEVELS; another gives []): each variant, then bf16 from the same records."""
+    if level not in RECORDED_LEVELS:
+        return []
+    key = "outlier_err_rel_rms" if OUTLIER_LEVELS[level] else "err_rel_rms"
+    chosen = [r for r in records if r["seq_len"] == seq_len and r["head_dim"] == head_dim and not r["causal"]
+              and r["status"] == "ok" and r.get(key) is not None]
+    points = [{"name": variant_name(r["scaling"], r["rotation"]), "scaling": r["scaling"], "rotation": r["rotation"],
+               "rel_rms": r[key], "speedup": r["bf16_time_ms"] / r["time_ms"] if r.get("bf16_time_ms") else None}
+              for r in chosen]
+    points.sort(key=lambda p: VARIANTS.index((p["scaling"], p["rotation"])))
+    bf16 = [r.get("bf16_" + key) for r in chosen if r.get("bf16_" + key) is not None]
+    if bf16:
+        points.append({"name": BF16, "scaling": None, "rotation": False, "rel_rms": bf16[0], "speedup": 1.0})
+    return points
+
+
+def point(points: list[dict], scaling: str | None, rotation: bool) -> dict | None:
+    return next((p for p in points if p["scaling"] == scaling and p["rotation"] == rotation), None)
+
+
+def rotation_sentence(points: list[dict], level: str, rotation: bool) -> str:
+    """What the rotation did at this level, per-tensor (the paper's comparison), against bf16, and the speed."""
+    plain, turned, bf16 = point(points, "tensor", False), point(points, "tensor", True), point(points, None, False)
+    if plain is None or turned is None:
+        return "No FP8 numbers at this outlier level."
+    inputs = "random inputs" if OUTLIER_LEVELS[level] is None else f"planted outliers {level} on 0.1 % of entries"
+    ratio = plain["rel_rms"] / turned["rel_rms"] if turned["rel_rms"] else float("inf")
+    words = (f"On {inputs}, per-tensor FP8's {RELATIVE_RMS} is {plain['rel_rms']:.3f}, with Q and K rotated "
+             f"{turned['rel_rms']:.3f}: {ratio:.1f}× {'lower' if ratio >= 1 else 'higher'} (the FA-3 paper: "
+             f"{PAPER_RATIO}×)")
+    if bf16 is not None:
+        words += f"; bf16's is {bf16['rel_rms']:.4f}"
+    shown = turned if rotation else plain
+    if shown["speedup"] is not None:
+        words += f". {shown['name']} ran at {shown['speedup']:.2f}× bf16's speed"
+    else:
+        words += ". No speed: only a GPU times the kernel"
+    return words + "."
+
+
+def no_points_sentence(level: str, problem: str = "") -> str:
+    if level not in RECORDED_LEVELS:
+        return (f"The recording has FP8 errors at {', '.join(RECORDED_LEVELS)} only; {level} is measured live on a "
+                f"Hopper GPU or emulated on the CPU.")
+    why = f" ({problem})" if problem else ""
+    return f"No FP8 records{why}: `python -m bench --fp8` on a Hopper GPU."

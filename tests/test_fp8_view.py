@@ -1,0 +1,92 @@
+"""The ablation scene's FP8 view: the presenter turns the planted outliers up and the rotation on and off and sees each
+variant's error against float64 beside the speed it gained over bf16 — recorded (bench --fp8), or on the CPU the
+emulation of e4m3 (errors only, never a speed)."""
+import json
+
+import pytest
+
+import story
+import viz
+from tests.support_app import assert_no_exception, open_app, page_text, plotly_specs, upload, uploaded_recording
+from tests.support_fp8 import fp8_run
+
+FA3 = story.fp8.FA3_LEVEL
+
+
+def _upload_with_fp8() -> bytes:
+    d = json.loads(uploaded_recording())
+    d["device"]["matmul_tflops"] = 720.0
+    d["records"] += fp8_run()
+    return json.dumps(d).encode()
+
+
+def test_recorded_points_read_the_error_at_the_level_and_the_speed_of_the_same_rounds():
+    points = story.fp8.recorded_points(fp8_run(), FA3)
+    assert [p["name"] for p in points] == ["FP8 per-tensor", "FP8 per-tensor + rotation", "FP8 per-head",
+                                           "FP8 per-head + rotation", "bf16"]
+    assert points[0]["rel_rms"] == 0.1475 and points[1]["rel_rms"] == 0.1122 and points[-1]["rel_rms"] == 0.0115
+    assert points[0]["speedup"] == pytest.approx(1.65 / 1.1) and points[-1]["speedup"] == 1.0
+    random = story.fp8.recorded_points(fp8_run(), "none")
+    assert random[0]["rel_rms"] == 0.054 and random[-1]["rel_rms"] == 0.0037
+    assert story.fp8.recorded_points(fp8_run(), "×100–1000") == [], "not a recorded level"
+    assert story.fp8.recorded_points(fp8_run(), FA3, seq_len=16384) == [], "no records at that shape"
+
+
+def test_the_sentence_says_the_rotations_ratio_beside_the_papers_and_bf16():
+    points = story.fp8.recorded_points(fp8_run(), FA3)
+    words = story.fp8.rotation_sentence(points, FA3, rotation=True)
+    assert "0.147" in words and "0.112" in words and f"{0.1475 / 0.1122:.1f}× lower" in words
+    assert "the FA-3 paper: 2.6×" in words and "bf16's is 0.0115" in words and "1.50× bf16's speed" in words
+    emulated = [dict(p, speedup=None) for p in points]
+    assert "No speed" in story.fp8.rotation_sentence(emulated, FA3, rotation=False)
+    assert "No FP8 numbers" in story.fp8.rotation_sentence([], FA3, rotation=False)
+
+
+def test_the_figure_puts_speed_on_x_when_timed_and_the_variants_when_not():
+    points = story.fp8.recorded_points(fp8_run(), FA3)
+    fig = viz.fp8_figure(points, rotation=True, source_label="recorded on NVIDIA H200")
+    assert fig.layout.xaxis.title.text == "speed ÷ bf16, measured (recorded on NVIDIA H200)"
+    assert fig.layout.yaxis.type == "log"
+    assert [t.x[0] for t in fig.data] == [pytest.approx(1.5)] * 4 + [1.0]
+    assert [t.marker.opacity for t in fig.data] == [0.3, 1.0, 0.3, 1.0, 1.0], "the chosen rotation drawn strong"
+    emulated = viz.fp8_figure([dict(p, speedup=None) for p in points], rotation=False, source_label="CPU emulation")
+    assert emulated.layout.xaxis.title.text == "CPU emulation: errors only, no speed"
+    with pytest.raises(ValueError, match="must be positive"):
+        viz.fp8_figure([dict(points[0], rel_rms=0.0)], rotation=False)
+
+
+def test_the_view_on_the_cpu_shows_the_emulation_labelled_and_never_a_speed():
+    app = open_app(scene="ablation")
+    assert_no_exception(app)
+    text = page_text(app)
+    assert "Source: CPU emulation of e4m3" in text and "No speed: only a GPU times the kernel" in text
+    fp8_chart = plotly_specs(app)[-1]
+    assert fp8_chart["layout"]["xaxis"]["title"]["text"] == "CPU emulation of e4m3: errors only, no speed"
+
+
+def test_the_presenter_turns_the_outliers_up_and_the_rotation_on_and_the_error_moves():
+    app = open_app(scene="ablation")
+    errors = {}
+    for level in ("none", FA3, "×100–1000"):
+        app.segmented_control(key="fp8_outliers").set_value(level).run()
+        assert_no_exception(app)
+        chart = plotly_specs(app)[-1]
+        errors[level] = {t["name"]: t["y"][0] for t in chart["data"]}
+    assert errors["none"]["FP8 per-tensor"] < errors[FA3]["FP8 per-tensor"] < errors["×100–1000"]["FP8 per-tensor"]
+    assert errors[FA3]["FP8 per-tensor + rotation"] < errors[FA3]["FP8 per-tensor"], "the rotation helps"
+    app.toggle(key="fp8_rotation").set_value(True).run()
+    assert_no_exception(app)
+    strong = [t["name"] for t in plotly_specs(app)[-1]["data"] if t["marker"]["opacity"] == 1.0]
+    assert strong == ["FP8 per-tensor + rotation", "FP8 per-head + rotation", "bf16"]
+
+
+def test_the_view_recorded_shows_the_fp8_records_with_their_speed():
+    app = upload(open_app(scene="ablation"), _upload_with_fp8())
+    assert_no_exception(app)
+    text = page_text(app)
+    assert "Source: recorded on Test GPU" in text and "1.50× bf16's speed" in text
+    chart = plotly_specs(app)[-1]
+    assert chart["layout"]["xaxis"]["title"]["text"].startswith("speed ÷ bf16, measured (recorded on Test GPU")
+    app.segmented_control(key="fp8_outliers").set_value("×100–1000").run()
+    assert_no_exception(app)
+    assert "CPU emulation of e4m3" in page_text(app) and "×100–1000 is measured live" in page_text(app)

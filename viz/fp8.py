@@ -1,0 +1,52 @@
+"""FA-3's third idea, FP8: error against speed. One marker per variant (story/fp8.py points): x the speed gained over
+bf16 (bf16 time ÷ its time, measured in one run), y its relative RMS error against float64 (log axis); bf16 at 1×.
+Where nothing was timed (the CPU emulation), the x axis is the variants instead and its title says "no speed".
+The rotation the presenter chose is outlined; the other is faint.
+"""
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+
+from fmt import plotly_text
+from viz.theme import algorithm_color, style, surface
+
+SYMBOL = {False: "circle", True: "diamond"}
+
+
+def _tick(name: str) -> str:
+    """A variant's tick without the chart's "FP8 " (the title says it), the rotation on a line of its own."""
+    return plotly_text(name.removeprefix("FP8 ")).replace(" + ", "<br>+ ")
+
+
+def fp8_figure(points: list[dict], rotation: bool, theme: str = "light", height: int = 500, width: int | None = None,
+               source_label: str = "") -> go.Figure:
+    """The points (name, scaling, rotation, rel_rms, speedup), the chosen rotation's drawn strong."""
+    for p in points:
+        if not p["rel_rms"] or p["rel_rms"] <= 0:
+            raise ValueError(f"{p['name']}: a relative error must be positive for the log axis; got {p['rel_rms']!r}")
+    colors = surface(theme)
+    timed = bool(points) and all(p["speedup"] is not None for p in points)
+    fig = go.Figure()
+    for p in points:
+        strong = p["scaling"] is None or p["rotation"] == rotation
+        x = p["speedup"] if timed else _tick(p["name"])
+        fig.add_trace(go.Scatter(
+            x=[x], y=[p["rel_rms"]], mode="markers+text", name=plotly_text(p["name"]),
+            marker=dict(size=26 if strong else 16, symbol=SYMBOL[bool(p["rotation"])],
+                        color=algorithm_color("fa2" if p["scaling"] is None else "fa3"),
+                        opacity=1.0 if strong else 0.3,
+                        line=dict(color=colors["foreground"] if strong else "rgba(0,0,0,0)", width=3)),
+            text=[f"{p['rel_rms']:.3f}"], textposition="middle right" if timed else "top center", cliponaxis=False,
+            hovertemplate=f"{plotly_text(p['name'])}: %{{y:.4f}}<extra></extra>"))
+    label = plotly_text(source_label)
+    fig.update_layout(height=height, width=width, margin=dict(l=110, r=40, t=20, b=90), showlegend=False)
+    if points:  # room above the highest marker for its number, below the lowest for its marker
+        logs = [math.log10(p["rel_rms"]) for p in points]
+        fig.update_yaxes(range=[min(logs) - 0.3, max(logs) + 0.45])
+    fig.update_yaxes(type="log", dtick=1, title_text="rel. RMS error")
+    fig.update_xaxes(tickangle=0)
+    fig.update_xaxes(title_text=f"speed ÷ bf16, measured ({label})" if timed
+                     else f"{label}: errors only, no speed")
+    return style(fig, theme)
