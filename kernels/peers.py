@@ -42,7 +42,12 @@ def torch_naive(q, k, v, causal: bool = False, sm_scale: float | None = None):
     batch, heads, n, d = q.shape
     scale = 1.0 / math.sqrt(d) if sm_scale is None else sm_scale
     q3, k3, v3 = (t.reshape(batch * heads, n, d) for t in (q, k, v))  # (B·H, N, D)
-    s = torch.bmm(q3, k3.transpose(1, 2), out_dtype=torch.float32)  # (B·H, N, N) fp32
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        # bmm's out_dtype has no derivative: under autograd the scores come out in the input dtype and are widened
+        # (softmax then keeps its fp32 output and P for the backward, as standard attention's autograd does)
+        s = torch.bmm(q3, k3.transpose(1, 2)).float()
+    else:
+        s = torch.bmm(q3, k3.transpose(1, 2), out_dtype=torch.float32)  # (B·H, N, N) fp32
     s.mul_(scale)
     if causal:
         s.masked_fill_(torch.ones(n, n, dtype=torch.bool, device=q.device).triu_(1), float("-inf"))

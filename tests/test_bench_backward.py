@@ -136,3 +136,21 @@ def test_the_prefill_scenes_do_not_read_backward_records():
     fa1 = {**prefill, "algorithm": "fa1", "time_ms": 3.0}
     # the FA1-order gap reads prefill records only: a backward fa2 record (slower than fa1 here) changes nothing
     assert story.fa1_gap([prefill, fa1], talk, 132) == story.fa1_gap([prefill, fa1, backward], talk, 132)
+
+
+def test_the_eager_peer_is_differentiable_and_matches_the_reference_gradients():
+    """Standard attention's autograd is the backward's memory wall: its forward must record a graph (bmm's out_dtype
+    has no derivative: every eager backward record of the first H200 run was 'derivative for aten::bmm is not
+    implemented'), with the reference's gradients."""
+    import torch
+    from kernels import peers
+    from kernels.reference import reference_gradients
+    torch.manual_seed(0)
+    q, k, v, do = (torch.randn(1, 2, 37, 16) for _ in range(4))
+    for causal in (False, True):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = peers.torch_naive(*leaves, causal=causal)
+        grads = torch.autograd.grad(out, leaves, do)
+        expected = reference_gradients(q, k, v, do, causal=causal)
+        for got, want in zip(grads, expected):
+            assert torch.allclose(got.double(), want.double(), atol=1e-4, rtol=1e-3)
