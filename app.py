@@ -273,7 +273,8 @@ def scene_backward(stage: Stage) -> None:
                                 seq_len_marker=s.seq_len, theme=s.theme, hbm_bytes=hbm_bytes,
                                 wall=(story.backward.training_wall(records)
                                       or story.backward.formula_wall(s.shape, hbm_bytes)), height=height, width=page.BODY_WIDTH_PX,
-                                formulas=story.backward.TRAINING_FORMULAS, title=story.backward.TRAINING_TITLE),
+                                formulas=story.backward.TRAINING_FORMULAS, title=story.backward.TRAINING_TITLE,
+                                legend_right=True),
               width=page.BODY_WIDTH_PX)
         st.caption(caption)
         return

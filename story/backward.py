@@ -16,8 +16,8 @@ NO_BACKWARD_RECORDS = f"this recording has no backward records (`{BENCH_COMMAND}
 # the memory chart's formulas: the algorithm whose backward records carry the measured peaks, and what each counts
 STANDARD, FLASH = "torch_naive", "fa2"
 TRAINING_FORMULAS = {
-    STANDARD: (costmodel.standard_training_bytes, "softmax (fp32) + P + O kept, + dQ, dK, dV"),
-    FLASH: (costmodel.flash_training_bytes, "O + LSE kept, + Δ + dQ, dK, dV"),
+    STANDARD: (costmodel.standard_training_bytes, "fp32 softmax + P + O + grads"),
+    FLASH: (costmodel.flash_training_bytes, "O + LSE + Δ + grads"),
 }
 TRAINING_TITLE = "A training step's memory for attention, beyond Q, K, V, dO"
 # the TFLOPS bars, in order: (algorithm, pass, label)

@@ -17,7 +17,7 @@ from fmt import plotly_text
 from viz.marks import note
 from viz.theme import PALETTE, algorithm_color, style, surface, translucent
 
-TICK_CHARS = 10  # a tick's line: a dozen characters at 24 px side by side in a chart column
+TICK_CHARS = 8  # a tick's line: 8 characters at 24 px side by side in a chart column of 8 steps
 KIND_COLOR = {"fa2": "fa2", "fa3": "fa3", "reference": "sdpa_default"}
 
 

@@ -106,6 +106,7 @@ def memory_figure(
     width: float | None = None,
     formulas: dict | None = None,
     title: str | None = None,
+    legend_right: bool = False,
 ) -> go.Figure:
     """Log-log extra device memory (bytes) vs sequence length (tokens) for standard and flash attention.
 
@@ -120,6 +121,8 @@ def memory_figure(
     labels and legend (viz.fit), so plotly draws it once; None: plotly grows them (a second draw).
     formulas: {algorithm: (costmodel formula of a Shape, what it counts)} drawn with that algorithm's measured peaks;
     None: FORMULAS (inference: standard's S + P + O, flash's O + LSE). title: None: "Extra memory beyond Q, K, V".
+    legend_right: the legend in a column right of the plot, not in rows under it (a scene with little height: five
+    rows there left the plot a few pixels tall).
     """
     # The default span is always included: a lone marker (no records) must not collapse the curves to a point.
     seq_lens = [r["seq_len"] for r in records] + ([seq_len_marker] if seq_len_marker else []) + list(DEFAULT_SEQ_LENS)
@@ -153,6 +156,9 @@ def memory_figure(
                       legend=dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom"))
     if width:
         _fit_margins(fig, width)
+    if legend_right:  # the plot keeps the height; the width gives room to the labels (plotly grows the margin)
+        fig.update_layout(margin_b=110, legend=dict(orientation="v", x=1.02, xanchor="left", yref="paper", y=1,
+                                                   yanchor="top"))
     return fig
 
 
