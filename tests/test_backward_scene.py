@@ -139,11 +139,12 @@ def test_the_scene_opens_on_the_walk_after_the_tiling():
 
 
 def test_recorded_without_backward_records_it_says_so_and_draws_formulas_only():
-    app = open_app(scene="backward", part="speed", seq_len="1024")
+    """A recording with no backward records (this upload: prefill records only)."""
+    app = upload(open_app(scene="backward", part="speed", seq_len="1024"), uploaded_recording())
     assert_no_exception(app)
     assert not plotly_specs(app)
     assert story.backward.NO_BACKWARD_RECORDS in page_text(app).replace("This", "this")
-    app = open_app(scene="backward", part="memory", seq_len="1024")
+    app = upload(open_app(scene="backward", part="memory", seq_len="1024"), uploaded_recording())
     assert_no_exception(app)
     (fig,) = plotly_specs(app)
     assert [d["name"] for d in fig["data"] if "measured" in d["name"]] == []
@@ -189,3 +190,16 @@ def test_the_page_reads_backward_records_kept_apart_or_among_the_records():
     assert backward_records(SimpleNamespace(records=[among, record("fa2", pass_="prefill")])) == [among]
     assert backward_records(SimpleNamespace(records=[among], backward=(apart, among))) == [apart, among], \
         "a Recording with a `backward` field: its records, each once"
+
+
+def test_the_shipped_recording_draws_its_measured_backward():
+    """results/h200.json holds bench --backward's records (H200, 2026-12-04): the TFLOPS view draws ours, cuDNN's and
+    SDPA FA-2's backward from them, and the memory view its measured peaks."""
+    app = open_app(scene="backward", part="speed")
+    assert_no_exception(app)
+    (fig,) = plotly_specs(app)
+    assert len(fig["data"][0]["x"]) == 4 and all(x > 0 for x in fig["data"][0]["x"])
+    app = open_app(scene="backward", part="memory")
+    assert_no_exception(app)
+    (fig,) = plotly_specs(app)
+    assert any("measured" in d.get("name", "") for d in fig["data"])

@@ -96,7 +96,8 @@ COMBOS = sorted({(r["head_dim"], r["causal"]) for r in RECORDED.records})
 def recorded(head_dim: int, causal: bool, algorithms=("fa2", "naive")) -> list[dict]:
     return [r for r in RECORDED.records if r["head_dim"] == head_dim and r["causal"] == causal
             and r["algorithm"] in algorithms and r["batch"] == 2 and r["heads"] == 16
-            and r.get("config") is None]  # not a step of the ablation (bench --ladder: its own scene)
+            and r.get("config") is None  # not a step of the ablation (bench --ladder: its own scene)
+            and r.get("pass", "prefill") == "prefill"]  # nor a backward (its own scene)
 
 
 @pytest.mark.parametrize(("head_dim", "causal"), COMBOS)
