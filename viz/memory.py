@@ -122,7 +122,8 @@ def memory_figure(
     formulas: {algorithm: (costmodel formula of a Shape, what it counts)} drawn with that algorithm's measured peaks;
     None: FORMULAS (inference: standard's S + P + O, flash's O + LSE). title: None: "Extra memory beyond Q, K, V".
     legend_right: the legend in a column right of the plot, not in rows under it (a scene with little height: five
-    rows there left the plot a few pixels tall).
+    rows there left the plot a few pixels tall), the curves and the out-of-memory mark only (a measured dot has its
+    curve's colour; the caption beside the chart says which are measured).
     """
     # The default span is always included: a lone marker (no records) must not collapse the curves to a point.
     seq_lens = [r["seq_len"] for r in records] + ([seq_len_marker] if seq_len_marker else []) + list(DEFAULT_SEQ_LENS)
@@ -157,6 +158,9 @@ def memory_figure(
     if width:
         _fit_margins(fig, width)
     if legend_right:  # the plot keeps the height; the width gives room to the labels (plotly grows the margin)
+        for trace in fig.data:  # the dots take their curve's colour: the scene's caption says dots are measured
+            if (trace.name or "").endswith("measured peak"):
+                trace.showlegend = False
         fig.update_layout(margin_b=110, legend=dict(orientation="v", x=1.02, xanchor="left", yref="paper", y=1,
                                                    yanchor="top"))
     return fig
