@@ -56,7 +56,9 @@ def test_the_figure_puts_speed_on_x_when_timed_and_the_variants_when_not():
 
 
 def test_the_view_on_the_cpu_shows_the_emulation_labelled_and_never_a_speed():
-    app = open_app(scene="ablation")
+    """A recording without FP8 records (this upload) on the CPU: the emulation, labelled, errors only."""
+    from tests.support_app import upload, uploaded_recording
+    app = upload(open_app(scene="ablation"), uploaded_recording())
     assert_no_exception(app)
     text = page_text(app)
     assert "Source: CPU emulation of e4m3" in text and "No speed: only a GPU times the kernel" in text

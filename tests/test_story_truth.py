@@ -34,7 +34,8 @@ COMBOS = sorted({(r["head_dim"], r["causal"]) for r in RECORDED.records})
 def talk(head_dim: int, causal: bool, algorithms=("fa2", "naive")) -> list[dict]:
     """The recording's records at the talk's shape (batch 2 × 16 heads, bf16)."""
     return [r for r in RECORDED.records if r["head_dim"] == head_dim and r["causal"] == causal
-            and r["algorithm"] in algorithms and r["batch"] == 2 and r["heads"] == 16]
+            and r["algorithm"] in algorithms and r["batch"] == 2 and r["heads"] == 16
+            and r["pass"] == "prefill" and r.get("config") is None and r["dtype"] == "bfloat16"]
 
 
 def at_length(head_dim: int, causal: bool, seq_len: int) -> list[dict]:
@@ -239,11 +240,12 @@ def test_the_fa1_gap_without_a_filling_shape_says_so():
 @pytest.mark.parametrize(("head_dim", "causal"), COMBOS)
 def test_the_recorded_fa1_gap_is_split_where_the_bench_filled_the_gpu(head_dim, causal):
     gap = story.fa1_gap(RECORDED.records, Shape(8192, 2, 16, head_dim, "bfloat16", causal), FACTS["sm_count"])
+    prefill = story.prefill_records(RECORDED.records)
     (b, h), n = gap.filling, gap.split_seq_len
     assert b * h >= 2 * FACTS["sm_count"]
 
     def ms(algorithm, batch, heads):
-        (record,) = [r for r in RECORDED.records if (r["algorithm"], r["seq_len"], r["batch"], r["heads"],
+        (record,) = [r for r in prefill if (r["algorithm"], r["seq_len"], r["batch"], r["heads"],
                      r["head_dim"], r["causal"]) == (algorithm, n, batch, heads, head_dim, causal)]
         return record["time_ms"]
 
