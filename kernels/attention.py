@@ -9,6 +9,8 @@ FA-2 changed it). `kernel="auto"` (the default) runs the fastest that can run th
 from __future__ import annotations
 
 from kernels import runtime  # noqa: F401 - first: it picks the backend before any kernel module is imported
+import functools
+
 import torch
 
 from costmodel import Shape
@@ -19,6 +21,11 @@ from kernels.inputs import DTYPE_NAMES, check_attention_inputs
 
 def kernel_choices() -> tuple[str, ...]:
     """What `kernel=` takes: "auto", then the library's kernels, those "auto" tries first leading."""
+    return _kernel_choices(specs.generation())
+
+
+@functools.lru_cache(maxsize=8)
+def _kernel_choices(_generation: int) -> tuple[str, ...]:
     ours = specs.with_facet("library")
     ranked = sorted((s for s in ours if s.auto_rank is not None), key=lambda s: s.auto_rank)
     return ("auto", *(s.key for s in ranked), *(s.key for s in ours if s.auto_rank is None))
@@ -26,10 +33,14 @@ def kernel_choices() -> tuple[str, ...]:
 
 def _why_not(spec: specs.Spec, q: torch.Tensor) -> str | None:
     """Why a kernel of the library cannot run inputs like q here (None: it can)."""
+    return _why_not_for(spec, tuple(q.shape), q.dtype, q.device)
+
+
+def _why_not_for(spec: specs.Spec, shape: tuple, dtype: torch.dtype, device: torch.device) -> str | None:
     if not spec.unavailable:
         return None
-    shape = Shape(q.shape[2], q.shape[0], q.shape[1], q.shape[3], DTYPE_NAMES[q.dtype])
-    return spec.load("unavailable")(shape, q.device)
+    batch, heads, seq_len, head_dim = shape
+    return spec.load("unavailable")(Shape(seq_len, batch, heads, head_dim, DTYPE_NAMES[dtype]), device)
 
 
 def choose_kernel(q: torch.Tensor, kernel: str = "auto") -> tuple[str, str]:
@@ -61,14 +72,21 @@ def _check_choice(kernel) -> None:
 
 def _auto(q: torch.Tensor, backward: bool = False) -> tuple[str, str]:
     """The fastest of the library's kernels that can run checked inputs like q here (with backward: and has a
-    backward pass, for inputs that require grad), and why."""
+    backward pass, for inputs that require grad), and why. Asked once per shape, dtype and device (a short call is
+    bound by the host)."""
+    return _auto_for(tuple(q.shape), q.dtype, q.device, backward, specs.generation())
+
+
+@functools.lru_cache(maxsize=1024)
+def _auto_for(shape: tuple, dtype: torch.dtype, device: torch.device, backward: bool,
+              _generation: int) -> tuple[str, str]:
     passed_over = []
     for key in kernel_choices()[1:]:
         spec = specs.spec(key)
         if spec.auto_rank is None:
             continue
         why = "no backward pass (an input requires grad)" if backward and spec.backward is None else None
-        why = f"{spec.short}: {why}" if why else _why_not(spec, q)
+        why = f"{spec.short}: {why}" if why else _why_not_for(spec, shape, dtype, device)
         if why is None:
             first = not passed_over
             return key, f"{spec.short}: {'the fastest of ours that runs here' if first else '; '.join(passed_over)}"

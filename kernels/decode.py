@@ -10,9 +10,10 @@ each streaming the whole cache), so this kernel parallelizes over the cache inst
   16 rows, the smallest tile tl.dot takes on a GPU). It keeps the online softmax's running row max m and row sum l
   (base 2, log2(e) folded into the scale, as kernels/fa2.py does) and writes its partial O, normalized by its own l,
   in fp32, with its LSE (natural log);
-- the merge kernel: one program per query row combines the splits' (O_s, LSE_s) by their log-sum-exp: the ⊕ of two
-  softmax states, the same algebra as the online softmax one level up. One split skips it (the split kernel writes
-  O and LSE itself: one launch).
+- the merge: the last split of each (batch·K/V head, row block) to finish (an int32 counter, an acq_rel atomic)
+  combines the splits' (O_s, LSE_s) by their log-sum-exp: the ⊕ of two softmax states, the same algebra as the
+  online softmax one level up. One launch whatever the split count (a decode step is bound by the host: each launch
+  costs it more than the GPU's work at a few thousand keys); one split writes O and LSE directly.
 
 The cache is contiguous (batch, heads_kv, max_len, head_dim) or paged (num_pages, page_size, heads_kv, head_dim) with
 a block table mapping each sequence's logical page to a physical one (vLLM's and FlashAttention's layout). Keys are
@@ -29,11 +30,12 @@ and per split its final (m, l), so the page can animate the splits, then the mer
 from __future__ import annotations
 
 import functools
+import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from numbers import Real
 
-from kernels.runtime import DEVICE, INTERPRET, kernel_launch_lock  # first: it sets TRITON_INTERPRET
+from kernels.runtime import DEVICE, INTERPRET, CachedLaunch, kernel_launch_lock, quick_descriptor, stream_key  # first: it sets TRITON_INTERPRET
 import torch
 import triton
 import triton.language as tl
@@ -45,6 +47,7 @@ from kernels.inputs import DTYPES_BY_NAME, SUPPORTED_DTYPES, SUPPORTED_HEAD_DIMS
 LN2 = costmodel.LN2
 LN2_KERNEL: tl.constexpr = tl.constexpr(costmodel.LN2)
 LOG2_E_KERNEL: tl.constexpr = tl.constexpr(costmodel.LOG2_E)
+MERGE_SPLITS: tl.constexpr = tl.constexpr(32)  # splits the merge reads in one load
 MAX_GRID_YZ = 65535  # CUDA's limit on the grid's 2nd and 3rd axes (splits, row blocks)
 
 
@@ -152,18 +155,23 @@ def _decode_inner(acc, l_i, m_i, bad, q, K, V, BT, stride_bt1, num_pages, trace,
 
 
 # num_splits, q_len and the lengths are not specialized: one compile serves every split count and cache length
-@triton.jit(do_not_specialize=["q_len", "max_len", "heads_kv", "num_splits", "num_pages", "max_steps"])
-def _decode_split(Q, K, V, O, LSE, SEQLENS, BLOCK_TABLE, TRACE_STEPS, TRACE_SPLITS,
-                  sm_scale, q_len, max_len, heads_kv, num_splits, num_pages, max_steps,
+@triton.jit(do_not_specialize=["q_len", "max_len", "heads_kv", "num_splits", "num_pages", "max_steps", "lse_offset",
+                               "part_lse_offset"])
+def _decode_split(Q, K, V, O, LSE, O_PART, COUNTERS, SEQLENS, BLOCK_TABLE, TRACE_STEPS, TRACE_SPLITS,
+                  sm_scale, q_len, max_len, heads_kv, num_splits, num_pages, max_steps, lse_offset, part_lse_offset,
                   stride_qb, stride_qh, stride_qn, stride_qd,
                   stride_k0, stride_k1, stride_kh, stride_v0, stride_v1, stride_vh, stride_sl, stride_bt0, stride_bt1,
                   HEAD_DIM: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
                   BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr, CAUSAL: tl.constexpr, HAS_SEQLENS: tl.constexpr,
-                  USE_TMA: tl.constexpr, DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, TRACE: tl.constexpr):
+                  USE_TMA: tl.constexpr, DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, TRACE: tl.constexpr,
+                  MERGE: tl.constexpr):
     # K, V: 4-D tensor descriptors when USE_TMA, else pointers. Their strides come as (outer, inner, head):
     # (batch, key, head) for a contiguous cache, (page, slot, head) for a paged one; head_dim is unit-stride.
-    # O, LSE: the final (B, H, q_len, D) / (B, H, q_len) when num_splits == 1, else the partial
-    # (B, H, q_len, num_splits, D) / (B, H, q_len, num_splits), all contiguous.
+    # O, LSE (at LSE + lse_offset): the final (B, H, q_len, D) / (B, H, q_len), contiguous. MERGE (num_splits > 1):
+    # each split writes its partial O (fp32) and LSE to O_PART (B, H, q_len, num_splits, D) and O_PART +
+    # part_lse_offset (B, H, q_len, num_splits), then counts itself done in COUNTERS (one int32 per (batch·K/V head,
+    # row block), zero between launches); the last split of its rows to finish merges them all into O and LSE and
+    # sets its counter back to zero. One launch, no merge kernel.
     # A length outside [0, max_len] or a page outside the cache (GPU values the wrapper does not read) is clamped
     # for the addressing, and the rows it serves get O = NaN and LSE = NaN: never a plausible wrong answer.
     bh = tl.program_id(0)
@@ -227,40 +235,69 @@ def _decode_split(Q, K, V, O, LSE, SEQLENS, BLOCK_TABLE, TRACE_STEPS, TRACE_SPLI
     poisoned = bad_len | (bad > 0)
     lse = tl.where(poisoned, float("nan"), lse)
     o = tl.where(poisoned, float("nan"), o)
-    out_row = ((b * heads_kv * GROUP + head) * q_len + i) * num_splits + split
-    tl.store(LSE + out_row, lse, mask=row_ok)
-    tl.store(O + out_row[:, None] * HEAD_DIM + offs_d[None, :], o.to(O.dtype.element_ty), mask=row_ok[:, None])
+    out_row = (b * heads_kv * GROUP + head) * q_len + i  # the row of (B, H, q_len)
+    if MERGE:
+        part_row = out_row * num_splits + split
+        tl.store(O_PART + part_lse_offset + part_row, lse, mask=row_ok)
+        tl.store(O_PART + part_row[:, None] * HEAD_DIM + offs_d[None, :], o, mask=row_ok[:, None])
+        # -- the last split of these rows to finish merges them all (its partial stores above, every thread's, are
+        #    released by the barrier and the counter's acq_rel add; the merge reads the others' through L2) --
+        tl.debug_barrier()
+        counter = COUNTERS + bh * tl.num_programs(2) + row_block
+        done = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
+        if done == num_splits - 1:
+            tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")  # zero for the next launch
+            _merge_splits(O_PART, part_lse_offset, O, LSE + lse_offset, b, hkv, row_block, heads_kv, q_len,
+                          num_splits, GROUP, BLOCK_M, HEAD_DIM)
+    else:
+        tl.store(LSE + lse_offset + out_row, lse, mask=row_ok)
+        tl.store(O + out_row[:, None] * HEAD_DIM + offs_d[None, :], o.to(O.dtype.element_ty), mask=row_ok[:, None])
 
 
 @triton.jit
-def _decode_merge(O_PART, LSE_PART, O, LSE, num_splits, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr):
-    # one program per query row: fold the splits' (O_s, LSE_s) into one softmax state, BLOCK_S splits at a time
-    row = tl.program_id(0).to(tl.int64)
-    offs_s = tl.arange(0, BLOCK_S)
+def _merge_splits(O_PART, part_lse_offset, O, LSE, b, hkv, row_block, heads_kv, q_len, num_splits,
+                  GROUP: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr):
+    # fold the splits' (O_s, LSE_s) into one softmax state, row by row over this program's real rows (a decode step
+    # has GROUP of them), MERGE_SPLITS splits per load: (m, l, acc) ⊕ (LSE_s, O_s), each split weighted by
+    # l_s · 2^(m_s − m), the online softmax's algebra one level up. One wide load per row keeps the merge short: it
+    # runs after every other split of the row block is done (merging split after split measured 3 % slower at B1
+    # 32/8 heads 128K, a 3-D tile of 4 splits × rows × head_dim 46 % slower; H200, 2026-12-04)
+    offs_s = tl.arange(0, MERGE_SPLITS)
     offs_d = tl.arange(0, HEAD_DIM)
-    m = tl.max(tl.full([BLOCK_S], float("-inf"), dtype=tl.float32), 0)
-    l = tl.sum(tl.zeros([BLOCK_S], dtype=tl.float32), 0)
-    acc = tl.zeros([HEAD_DIM], dtype=tl.float32)
-    nans = 0  # splits that flagged a bad length or page (NaN): the row is NaN, which max() alone would drop
-    for s0 in range(0, num_splits, BLOCK_S):
-        # -- merge the splits: (m, l, acc) ⊕ (LSE_s, O_s), each split weighted by l_s · 2^(m_s − m) --
-        split = s0 + offs_s
-        lse_s = tl.load(LSE_PART + row * num_splits + split, mask=split < num_splits, other=float("-inf"))
-        nans += tl.sum((lse_s != lse_s).to(tl.int32), 0)
-        lse_s = lse_s * LOG2_E_KERNEL
-        o_s = tl.load(O_PART + (row * num_splits + split)[:, None] * HEAD_DIM + offs_d[None, :],
-                      mask=(split < num_splits)[:, None], other=0.0)
-        m_new = tl.maximum(m, tl.max(lse_s, 0))
-        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # no split has seen a key yet
-        alpha = tl.math.exp2(m - m_ref)
-        w = tl.math.exp2(lse_s - m_ref)
-        l = l * alpha + tl.sum(w, 0)
-        acc = acc * alpha + tl.sum(w[:, None] * o_s, 0)
-        m = m_new
-    # -- write O and LSE (a row no split saw a key for: O = 0, LSE = −inf) --
-    tl.store(LSE + row, tl.where(nans > 0, float("nan"), (m + tl.math.log2(l)) * LN2_KERNEL))
-    o = tl.where(nans > 0, float("nan"), acc / tl.where(l == 0.0, 1.0, l))
-    tl.store(O + row * HEAD_DIM + offs_d, o.to(O.dtype.element_ty))
+    first = row_block * BLOCK_M
+    rows = tl.minimum(BLOCK_M, GROUP * q_len - first)
+    for r in range(0, rows):
+        packed = first + r
+        g = packed // q_len
+        i = packed % q_len
+        out_row = ((b * heads_kv + hkv) * GROUP + g).to(tl.int64) * q_len + i
+        m = tl.max(tl.full([MERGE_SPLITS], float("-inf"), dtype=tl.float32), 0)
+        l = tl.sum(tl.zeros([MERGE_SPLITS], dtype=tl.float32), 0)
+        acc = tl.zeros([HEAD_DIM], dtype=tl.float32)
+        nans = 0
+        for s0 in range(0, num_splits, MERGE_SPLITS):
+            split = s0 + offs_s
+            ok = split < num_splits
+            lse_s = tl.load(O_PART + part_lse_offset + out_row * num_splits + split, mask=ok, other=float("-inf"),
+                            cache_modifier=".cg")
+            o_s = tl.load(O_PART + (out_row * num_splits + split)[:, None] * HEAD_DIM + offs_d[None, :],
+                          mask=ok[:, None], other=0.0, cache_modifier=".cg")
+            nans += tl.sum((lse_s != lse_s).to(tl.int32), 0)
+            lse_s = tl.where(lse_s != lse_s, float("-inf"), lse_s) * LOG2_E_KERNEL
+            m_new = tl.maximum(m, tl.max(lse_s, 0))
+            m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+            alpha = tl.math.exp2(m - m_ref)
+            w = tl.math.exp2(lse_s - m_ref)
+            l = l * alpha + tl.sum(w, 0)
+            acc = acc * alpha + tl.sum(w[:, None] * o_s, 0)
+            m = m_new
+        tl.store(LSE + out_row, tl.where(nans > 0, float("nan"), (m + tl.math.log2(l)) * LN2_KERNEL))
+        o = tl.where(nans > 0, float("nan"), acc / tl.where(l == 0.0, 1.0, l))
+        tl.store(O + out_row * HEAD_DIM + offs_d, o.to(O.dtype.element_ty))
+
+
+_SPLIT_LAUNCH = CachedLaunch(_decode_split)  # a decode step is host-bound: launch without the JIT's dispatch
+_STATIC_ARGS: dict = {}  # (plan serial, TMA, trace, LSE returned) -> the launch's grid, integers and constexprs
 
 
 # -- configs ---------------------------------------------------------------------------------------
@@ -275,15 +312,26 @@ class DecodeConfig:
     tma: bool = True          # TMA tensor descriptors where the layout allows (16-bit, Hopper, aligned)
 
 
-# Not yet tuned on the H200: perf/h200/decode_speed.py sweeps tiles and split counts and prints the line to paste
-# here. Chosen for now from the sm_90 compile (bench/compile_check.py): a decode step streams the cache once, so
-# each stage holds a K and a V tile of 32 KiB (16-bit) and three stages (~88-96 KiB of shared memory) leave room
-# for 2 programs per SM, which is the residency the split heuristic assumes (programs_per_sm=2); 4 stages of these
-# tiles (118 KiB) fit only one.
+# Tuned on the H200 (perf/h200/decode_speed.py sweeps tiles and split counts; BENCHMARKS.md §1b has the runs). A
+# decode step streams the cache once: each stage holds a K and a V tile (32 KiB at head_dim 128, 16-bit), and three
+# stages (~88 KiB of shared memory) leave room for 2 programs per SM, the residency the split heuristic assumes.
 TUNED_DECODE_CONFIGS: dict[tuple[int, int], DecodeConfig] = {
     (64, 2): DecodeConfig(128, 4, 3),
     (128, 2): DecodeConfig(64, 4, 3),
     (256, 2): DecodeConfig(32, 4, 3),
+}
+# A paged cache (num_pages, page_size, heads_kv, head_dim) puts one key's heads side by side, so a head's tile is
+# rows of head_dim elements a page's row apart. Gathered by pointer loads in tiles of 128 keys (two pages of 64),
+# it measured 2.5-4 % slower than the contiguous cache; through TMA, one page per tile, 6-21 % (2026-12-04).
+TUNED_PAGED_DECODE_CONFIGS: dict[tuple[int, int], DecodeConfig] = {
+    (128, 2): DecodeConfig(128, 4, 3, tma=False),
+}
+# Below this many cache bytes a decode step's GPU work (~30 µs at the H200's ~4.3 TB/s) is shorter than the host's
+# launch, and TMA's two host-side tensor descriptors cost the host ~14 µs a call (measured on the H200's host):
+# such caches take pointer loads, with one more stage in flight.
+HOST_BOUND_BYTES = 128 << 20
+HOST_BOUND_DECODE_CONFIGS: dict[tuple[int, int], DecodeConfig] = {
+    (128, 2): DecodeConfig(64, 4, 4, tma=False),
 }
 _INTERPRETER_DECODE_CONFIG = DecodeConfig(64, 4, 1)  # ~10 ms per tile whatever its size: few, large tiles
 
@@ -294,14 +342,27 @@ def _default_decode_config(head_dim: int, dtype_bytes: int) -> DecodeConfig:
     return DecodeConfig(128 if head_dim <= 64 else 64 if head_dim == 128 else 32, 4, 3)
 
 
-def config_for_decode(head_dim: int, dtype: torch.dtype, page_size: int = 0) -> DecodeConfig:
-    """The tile and launch settings for this shape class. A paged cache whose pages are a power of two from 32 up,
-    smaller than the tuned key tile, gets tiles of one page (so TMA can read them); other pages are gathered."""
+def config_for_decode(head_dim: int, dtype: torch.dtype, page_size: int = 0,
+                      cache_bytes: int | None = None) -> DecodeConfig:
+    """The tile and launch settings for this shape class: paged (page_size > 0) or contiguous, and for a contiguous
+    cache of fewer than HOST_BOUND_BYTES (K and V, cache_bytes; None: a large one) the host-bound settings where
+    they are tuned. A paged cache without tuned settings whose pages are a power of two from 32 up, smaller than
+    the key tile, gets tiles of one page (so TMA can read them); other pages are gathered."""
     if INTERPRET:
         return _INTERPRETER_DECODE_CONFIG
-    dtype_bytes = torch.empty((), dtype=dtype).element_size()
-    config = TUNED_DECODE_CONFIGS.get((head_dim, dtype_bytes), _default_decode_config(head_dim, dtype_bytes))
-    if 32 <= page_size < config.block_n and page_size & (page_size - 1) == 0:
+    return gpu_decode_config(head_dim, torch.empty((), dtype=dtype).element_size(), page_size, cache_bytes)
+
+
+def gpu_decode_config(head_dim: int, dtype_bytes: int, page_size: int = 0, cache_bytes: int | None = None,
+                      ) -> DecodeConfig:
+    """config_for_decode on a GPU (also where the interpreter runs: the cost model of a recorded GPU shape)."""
+    key = (head_dim, dtype_bytes)
+    if page_size and key in TUNED_PAGED_DECODE_CONFIGS:
+        return TUNED_PAGED_DECODE_CONFIGS[key]
+    if not page_size and cache_bytes is not None and cache_bytes < HOST_BOUND_BYTES and key in HOST_BOUND_DECODE_CONFIGS:
+        return HOST_BOUND_DECODE_CONFIGS[key]
+    config = TUNED_DECODE_CONFIGS.get(key, _default_decode_config(head_dim, dtype_bytes))
+    if config.tma and 32 <= page_size < config.block_n and page_size & (page_size - 1) == 0:
         config = DecodeConfig(page_size, config.num_warps, config.num_stages, config.max_block_m,
                               config.programs_per_sm, config.tma)
     return config
@@ -311,6 +372,17 @@ def packed_rows(group: int, q_len: int, config: DecodeConfig) -> int:
     """Rows of a program's tile (block_m): the group's q_len × group query rows, padded to a power of two from 16
     (tl.dot's least on a GPU) up to config.max_block_m (more rows take more row blocks)."""
     return min(max(costmodel.MIN_TILE, triton.next_power_of_2(group * q_len)), config.max_block_m)
+
+
+def gpu_splits_for(shape: costmodel.Shape, sm_count: int) -> int:
+    """The split count the shipped call chooses for a contiguous cache of this shape on a GPU of sm_count SMs."""
+    dtype_bytes = DTYPES_BY_NAME[shape.dtype].itemsize
+    config = gpu_decode_config(shape.head_dim, dtype_bytes, 0,
+                               2 * shape.batch * shape.kv_heads * shape.kv_len * shape.head_dim * dtype_bytes)
+    block_m = packed_rows(shape.group, shape.seq_len, config)
+    row_blocks = triton.cdiv(shape.group * shape.seq_len, block_m)
+    return choose_num_splits(shape.batch * shape.kv_heads * row_blocks, triton.cdiv(shape.kv_len, config.block_n),
+                             sm_count, config.programs_per_sm)
 
 
 def tiles_for(shape: costmodel.Shape) -> tuple[int, int]:
@@ -358,6 +430,13 @@ class _Plan:
     sl_stride: int      # cache_seqlens' stride (0: none given)
     bt_strides: tuple   # block_table's (row, column) strides ((0, 0): contiguous cache)
     default_scale: float
+    q_strides: tuple = ()       # q's (batch, head, position, dim) strides
+    has_seqlens: bool = False   # cache_seqlens given
+    causal: bool = True
+    serial: int = field(default=0, compare=False)  # one per _plan entry (its arguments fix the launch's specialization)
+
+
+_PLAN_SERIALS = itertools.count(1)
 
 
 def _meta(t):
@@ -424,7 +503,8 @@ def _plan(q_meta, k_meta, v_meta, seqlens_meta, bt_meta, causal: bool, num_split
         raise ValueError(f"causal with q_len {q_len} > the cache's {max_len} keys: the first queries would see no key")
     if batch * heads_kv >= 2**31:
         raise ValueError(f"batch · heads_kv = {batch * heads_kv} programs is too many for one grid axis")
-    config = config or config_for_decode(head_dim, dtype, page_size)
+    elem = torch.empty((), dtype=dtype).element_size()
+    config = config or config_for_decode(head_dim, dtype, page_size, 2 * batch * heads_kv * max_len * head_dim * elem)
     group = heads_q // heads_kv
     block_m = packed_rows(group, q_len, config)
     costmodel.check_tiles(block_m, config.block_n)
@@ -434,13 +514,13 @@ def _plan(q_meta, k_meta, v_meta, seqlens_meta, bt_meta, causal: bool, num_split
                                              config.programs_per_sm)
     if row_blocks > MAX_GRID_YZ:
         raise ValueError(f"q_len · group = {q_len * group} rows make {row_blocks} row blocks, above {MAX_GRID_YZ}")
-    elem = torch.empty((), dtype=dtype).element_size()
     tma = (config.tma and elem == 2 and _hopper(device) and (page_size == 0 or page_size % config.block_n == 0)
            and all(s * elem % 16 == 0 for s in (*k_stride[:3], *v_stride[:3])))
     return _Plan(batch, heads_q, heads_kv, q_len, head_dim, max_len, page_size, k_shape[0] if paged else 0, config,
                  block_m, row_blocks, splits,
                  tma, k_strides, v_strides, seqlens_meta[1][0] if seqlens_meta else 0, bt_strides,
-                 1.0 / math.sqrt(head_dim))
+                 1.0 / math.sqrt(head_dim), tuple(q_meta[1]), seqlens_meta is not None, causal,
+                 next(_PLAN_SERIALS))
 
 
 def _checked_plan(q, k_cache, v_cache, cache_seqlens, block_table, causal, sm_scale, num_splits, config):
@@ -528,41 +608,77 @@ class DecodeTrace:
     block_n: int
 
 
+# The splits' partial results (fp32) and the merge's counters, kept between calls per (device, stream): a decode
+# step is bound by the host, and each allocation costs it microseconds. Work on one stream runs in order, so the
+# next call's kernel starts after this one has read its partials; the counters are zero between launches (the last
+# split of each row block sets its counter back). A CUDA graph captured on a stream keeps that stream's buffers.
+_WORKSPACES: dict = {}
+
+
+WORKSPACE_MAX_FLOATS = 1 << 24  # 64 MiB kept at most; a larger need (long chunks, many splits) is allocated per call
+
+
+def _workspace(device: torch.device, where: tuple, floats: int, counters: int) -> tuple[torch.Tensor, torch.Tensor]:
+    if floats > WORKSPACE_MAX_FLOATS:
+        return (torch.empty(floats, dtype=torch.float32, device=device),
+                torch.zeros(max(counters, 1), dtype=torch.int32, device=device))
+    held = _WORKSPACES.get(where)
+    if held is None or held[0].numel() < floats or held[1].numel() < counters:
+        old_floats, old_counters = (0, 0) if held is None else (held[0].numel(), held[1].numel())
+        held = (torch.empty(max(floats, old_floats, 1), dtype=torch.float32, device=device),
+                torch.zeros(max(counters, old_counters, 1), dtype=torch.int32, device=device))
+        _WORKSPACES[where] = held
+    return held
+
+
 def _launch(plan: _Plan, q, k_cache, v_cache, cache_seqlens, block_table, causal: bool, sm_scale: float,
-            trace: tuple | None = None, use_tma: bool | None = None):
-    """The kernels' launches on checked inputs: (O, LSE). trace: (steps, splits, max_steps) buffers; use_tma: None
-    decides as the shipped call does (the ahead-of-time check forces it)."""
+            trace: tuple | None = None, use_tma: bool | None = None, need_lse: bool = True):
+    """The kernel's launch on checked inputs: (O, LSE), LSE None unless need_lse (it then lives in the workspace).
+    trace: (steps, splits, max_steps) buffers; use_tma: None decides as the shipped call does (the ahead-of-time
+    check forces it)."""
     p, cfg = plan, plan.config
     out = torch.empty((p.batch, p.heads_q, p.q_len, p.head_dim), dtype=q.dtype, device=q.device)
-    lse = torch.empty((p.batch, p.heads_q, p.q_len), dtype=torch.float32, device=q.device)
-    if p.splits > 1:  # the splits' partial results, fp32, for the merge
-        o_part = torch.empty((p.batch, p.heads_q, p.q_len, p.splits, p.head_dim), dtype=torch.float32,
-                             device=q.device)
-        lse_part = torch.empty((p.batch, p.heads_q, p.q_len, p.splits), dtype=torch.float32, device=q.device)
+    rows = p.batch * p.heads_q * p.q_len
+    merge = p.splits > 1
+    part_floats = rows * p.splits * (p.head_dim + 1) if merge else 0
+    where = stream_key(q.device)
+    ws, counters = _workspace(q.device, where, part_floats + (0 if need_lse else rows),
+                              p.batch * p.heads_kv * p.row_blocks if merge else 0)
+    if need_lse:
+        lse = torch.empty((p.batch, p.heads_q, p.q_len), dtype=torch.float32, device=q.device)
+        lse_arg, lse_offset = lse, 0
     else:
-        o_part, lse_part = out, lse
+        lse, lse_arg, lse_offset = None, ws, part_floats
     if use_tma is None:
         use_tma = p.tma and k_cache.data_ptr() % 16 == 0 and v_cache.data_ptr() % 16 == 0
     k_arg, v_arg = k_cache, v_cache
     if use_tma:  # rows past the cache's end load as zeros
         block = [1, cfg.block_n, 1, p.head_dim] if p.page_size else [1, 1, cfg.block_n, p.head_dim]
-        k_arg, v_arg = (TensorDescriptor.from_tensor(t, block) for t in (k_cache, v_cache))
-    dot_fp32, precision = dot_modes(q.dtype)
-    steps, splits_trace, max_steps = trace if trace is not None else (lse, lse, 0)
+        k_arg, v_arg = (quick_descriptor(TensorDescriptor, t, block) for t in (k_cache, v_cache))
+    steps, splits_trace, max_steps = trace if trace is not None else (ws, ws, 0)
+    key = (p.serial, use_tma, trace is not None, need_lse)
+    static = _STATIC_ARGS.get(key) if trace is None else None
+    if static is None:  # the launch's integers and constexprs: a function of the plan (computed once per plan)
+        dot_fp32, precision = dot_modes(q.dtype)
+        static = ((p.batch * p.heads_kv, p.splits, p.row_blocks),
+                  (p.q_len, p.max_len, p.heads_kv, p.splits, max(p.num_pages, 1), max_steps, lse_offset,
+                   rows * p.splits * p.head_dim, *p.q_strides, *p.k_strides, *p.v_strides, p.sl_stride,
+                   *p.bt_strides),
+                  dict(HEAD_DIM=p.head_dim, GROUP=p.heads_q // p.heads_kv, BLOCK_M=p.block_m,
+                       BLOCK_N=cfg.block_n, PAGE_SIZE=p.page_size, CAUSAL=p.causal, HAS_SEQLENS=p.has_seqlens,
+                       USE_TMA=use_tma, DOT_FP32=dot_fp32, PRECISION=precision, TRACE=trace is not None, MERGE=merge,
+                       num_warps=cfg.num_warps, num_stages=cfg.num_stages))
+        if trace is None:
+            if len(_STATIC_ARGS) > 4096:
+                _STATIC_ARGS.clear()
+            _STATIC_ARGS[key] = static
+    grid, ints, constexprs = static
     with kernel_launch_lock():  # the interpreter runs one kernel at a time, process-wide
-        _decode_split[(p.batch * p.heads_kv, p.splits, p.row_blocks)](
-            q, k_arg, v_arg, o_part, lse_part,
-            cache_seqlens if cache_seqlens is not None else lse, block_table if block_table is not None else lse,
-            steps, splits_trace, sm_scale, p.q_len, p.max_len, p.heads_kv, p.splits, max(p.num_pages, 1), max_steps,
-            *q.stride(), *p.k_strides, *p.v_strides, p.sl_stride, *p.bt_strides,
-            HEAD_DIM=p.head_dim, GROUP=p.heads_q // p.heads_kv, BLOCK_M=p.block_m,
-            BLOCK_N=cfg.block_n, PAGE_SIZE=p.page_size, CAUSAL=causal, HAS_SEQLENS=cache_seqlens is not None,
-            USE_TMA=use_tma, DOT_FP32=dot_fp32, PRECISION=precision, TRACE=trace is not None,
-            num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-        if p.splits > 1:
-            _decode_merge[(p.batch * p.heads_q * p.q_len,)](
-                o_part, lse_part, out, lse, p.splits, HEAD_DIM=p.head_dim,
-                BLOCK_S=min(triton.next_power_of_2(p.splits), 32), num_warps=4 if p.head_dim >= 128 else 2)
+        _SPLIT_LAUNCH(key, grid, where,
+                      (q, k_arg, v_arg, out, lse_arg, ws, counters,
+                       cache_seqlens if cache_seqlens is not None else counters,
+                       block_table if block_table is not None else counters,
+                       steps, splits_trace, sm_scale, *ints), constexprs)
     return out, lse
 
 
@@ -599,7 +715,7 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     given = [t for t in (cache_seqlens, block_table) if t is not None]  # neither: the shape checks cover it
     if given and (check_values or (check_values is None and all(t.device.type == "cpu" for t in given))):
         check_cache_values(plan, cache_seqlens, block_table, causal)
-    out, lse = _launch(plan, q, k_cache, v_cache, cache_seqlens, block_table, causal, scale)
+    out, lse = _launch(plan, q, k_cache, v_cache, cache_seqlens, block_table, causal, scale, need_lse=return_lse)
     return (out, lse) if return_lse else out
 
 
@@ -631,25 +747,29 @@ def decode_attention_traced(q, k_cache, v_cache, cache_seqlens=None, block_table
 
 def shipped_launches():
     """Every shipped configuration as (label, targets, launch) for an ahead-of-time compile (bench/compile_check.py):
-    each tuned or default class, contiguous and paged (page 64), TMA and pointer paths, one split and several (the
-    same split kernel, num_splits not being specialized; several splits add the merge)."""
+    each tuned or default class, contiguous (large, and host-bound where tuned) and paged (page 64), TMA and pointer
+    paths, one split and several (the same kernel, num_splits not being specialized; several add the merge)."""
     launches = []
     classes = sorted({(d, b) for d in SUPPORTED_HEAD_DIMS for b in (2, 4)} | set(TUNED_DECODE_CONFIGS))
     for head_dim, dtype_bytes in classes:
         dtype = torch.bfloat16 if dtype_bytes == 2 else torch.float32
-        for page_size in (0, 64):
-            config = config_for_decode(head_dim, dtype, page_size)
+        for page_size, cache_bytes in ((0, None), (0, 0), (64, None)):
+            config = gpu_decode_config(head_dim, dtype_bytes, page_size, cache_bytes)
+            if cache_bytes == 0 and config == gpu_decode_config(head_dim, dtype_bytes, 0, None):
+                continue  # no host-bound settings of its own
             paths = [True, False] if dtype_bytes == 2 and (page_size % config.block_n == 0) else [False]
             for use_tma, splits in ((t, s) for t in paths for s in (1, 4)):
-                label = (f"D={head_dim} {str(dtype)[6:]} {'paged64' if page_size else 'contiguous'} "
+                label = (f"D={head_dim} {str(dtype)[6:]} {'paged64' if page_size else 'contiguous'}"
+                         f"{' host-bound' if cache_bytes == 0 else ''} "
                          f"n{config.block_n} w{config.num_warps} s{config.num_stages} "
                          f"{'tma' if use_tma else 'pointers'} splits={splits}")
                 launches.append((label, ("sm_90",) if use_tma else ("sm_90", "sm_80"),
-                                 functools.partial(_example_launch, head_dim, dtype, page_size, splits, use_tma)))
+                                 functools.partial(_example_launch, head_dim, dtype, page_size, splits, use_tma,
+                                                   config)))
     return launches
 
 
-def _example_launch(head_dim, dtype, page_size, splits, use_tma):
+def _example_launch(head_dim, dtype, page_size, splits, use_tma, config):
     q = torch.randn(2, 8, 1, head_dim).to(dtype)
     if page_size:
         k = torch.randn(8, page_size, 2, head_dim).to(dtype)
@@ -657,5 +777,5 @@ def _example_launch(head_dim, dtype, page_size, splits, use_tma):
     else:
         k, table = torch.randn(2, 2, 256, head_dim).to(dtype), None
     seqlens = torch.full((2,), 200, dtype=torch.int32)
-    plan, scale = _checked_plan(q, k, k, seqlens, table, True, None, splits, None)
+    plan, scale = _checked_plan(q, k, k, seqlens, table, True, None, splits, config)
     return _launch(plan, q, k, k, seqlens, table, True, scale, use_tma=use_tma)

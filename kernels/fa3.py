@@ -58,9 +58,10 @@ configuration that runs) are named rows at the end.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
-from kernels.runtime import AOT, INTERPRET, kernel_launch_lock  # first: it picks the backend before any decorator
+from kernels.runtime import AOT, INTERPRET, CachedLaunch, kernel_launch_lock  # first: it picks the backend before any decorator
 import torch
 import triton
 
@@ -618,16 +619,20 @@ LADDER: dict[str, Fa3Config] = {
 }
 
 
+_FWD_LAUNCH = CachedLaunch(_fa3_fwd)  # a short call is host-bound: launch without the JIT's dispatch
+
+
 def config_for_v3(head_dim: int, causal: bool) -> Fa3Config:
     return SHIPPED[(head_dim, causal)]
 
 
 # -- availability ----------------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=256)
 def v3_unavailable_reason(device: torch.device | str | int | None = None, dtype: torch.dtype | None = None,
                            head_dim: int | None = None) -> str | None:
     """None when the FA-3 style kernel can run here (and on `dtype`, `head_dim` when given); otherwise one sentence
-    a presenter can read out saying why not."""
+    a presenter can read out saying why not. Asked once per (device, dtype, head_dim): a short call is host-bound."""
     if gluon is None or compat.GLUON_IMPORT_ERROR:
         return (f"FA-3 style kernel needs Triton's Gluon, which this Triton ({triton.__version__}) lacks "
                 f"({compat.GLUON_IMPORT_ERROR})")
@@ -710,10 +715,12 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
     grid = (triton.cdiv(seq_len, config.tile_m), batch * heads)
     group = lpt_heads_per_group(batch * heads, seq_len, head_dim, q.element_size()) if config.lpt and causal else 1
     with kernel_launch_lock():
-        _fa3_fwd[grid](q_desc, k_desc, v_desc, o_desc, lse, descale, sm_scale, seq_len, heads, group, CFG=config,
-                       CAUSAL=causal,
-                       PROFILE=profile,  # Proton scopes on the phases (bench/phases.py); off in every shipped call
-                       num_warps=4, maxnreg=config.maxnreg)
+        # the key fixes the specialization: every int is do_not_specialize, the descriptors' type is (dtype, box)
+        _FWD_LAUNCH((q.dtype, head_dim, config, causal, profile, fp8), grid, None,
+                    (q_desc, k_desc, v_desc, o_desc, lse, descale, sm_scale, seq_len, heads, group),
+                    dict(CFG=config, CAUSAL=causal,
+                         PROFILE=profile,  # Proton scopes on the phases (bench/phases.py); off in every shipped call
+                         num_warps=4, maxnreg=config.maxnreg))
     return o, lse
 
 

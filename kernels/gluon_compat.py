@@ -17,6 +17,8 @@ the names below are None. Gluon does not run in Triton's CPU interpreter; that i
 """
 from __future__ import annotations
 
+import functools
+
 # first: kernels.runtime sets TRITON_INTERPRET before Triton is imported (Triton reads it when it decorates its own
 # library, e.g. tl.zeros; imported after, the interpreter cannot run a tl kernel that calls them)
 from kernels import runtime  # noqa: F401
@@ -54,10 +56,14 @@ def check() -> list[str]:
             if not hasattr(module, name)]
 
 
+@functools.lru_cache(maxsize=256)
+def _shared_layout(torch_dtype, block_shape: tuple):
+    """The widest-swizzle shared layout for a box (computed once per box and dtype: a short call is host-bound)."""
+    dtype = {"torch.bfloat16": gl.bfloat16, "torch.float8_e4m3fn": gl.float8e4nv}.get(str(torch_dtype), gl.float16)
+    return gl.NVMMASharedLayout.get_default_for(list(block_shape), dtype)
+
+
 def make_descriptor(t, block_shape: list[int]):
     """A host TMA descriptor over all of `t` (its shape and strides) with one `block_shape` box per copy, laid out
     in shared memory with the widest swizzle the box allows (what wgmma reads without bank conflicts)."""
-    dtype = {"torch.bfloat16": gl.bfloat16, "torch.float8_e4m3fn": gl.float8e4nv}.get(str(t.dtype), gl.float16)
-    layout = gl.NVMMASharedLayout.get_default_for(block_shape, dtype)
-    return TensorDescriptor(base=t, shape=list(t.shape), strides=list(t.stride()), block_shape=list(block_shape),
-                            layout=layout)
+    return runtime.quick_descriptor(TensorDescriptor, t, block_shape, layout=_shared_layout(t.dtype, tuple(block_shape)))

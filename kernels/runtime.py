@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -92,16 +92,20 @@ def _fresh_locks_after_fork() -> None:
 os.register_at_fork(after_in_child=_fresh_locks_after_fork)
 
 
-@contextmanager
-def kernel_launch_lock(on_wait: Callable[[int], None] | None = None) -> Iterator[None]:
+_NO_LOCK = nullcontext()  # on the GPU: nothing to hold (a generator per launch would cost a short call ~2 µs)
+
+
+def kernel_launch_lock(on_wait: Callable[[int], None] | None = None):
     """Hold around every kernel launch: serializes the interpreter, no-op on the GPU (measure's GPU_LOCK
     serializes timing there, and CUDA launches from several threads are safe).
 
     on_wait(ahead) is called, in the caller's thread, when the interpreter is busy and this caller queues:
     `ahead` other threads hold or wait for it (the app tells a viewer so)."""
-    if not INTERPRET:
-        yield
-        return
+    return _interpreter_lock(on_wait) if INTERPRET else _NO_LOCK
+
+
+@contextmanager
+def _interpreter_lock(on_wait: Callable[[int], None] | None) -> Iterator[None]:
     me = threading.get_ident()
     with _queue_guard:
         _queue[me] = _queue.get(me, 0) + 1
@@ -126,3 +130,172 @@ def interpreter_queue() -> int:
     """How many threads hold or wait for the interpreter now (0: a new launch starts at once)."""
     with _queue_guard:
         return len(_queue)
+
+
+# -- launching a compiled kernel without the JIT's per-call dispatch ----------------------------------------------
+
+# A short call (a decode step, attention at 1K) is bound by the host: Triton's `kernel[grid](...)` binds every
+# argument, builds the specialization key and looks the compiled kernel up on each launch. CachedLaunch keeps the
+# compiled kernel under a key the caller builds from what decides the specialization (shapes, strides, dtypes, flags,
+# pointer alignment) and calls it the way the JIT itself does after its lookup (`kernel.run(grid…, stream, …)`, the
+# same in triton 3.6 and 3.7). A miss, the interpreter, or a launch hook (Proton) takes the JIT's own path.
+FAST_LAUNCH = os.environ.get("FLASH_LIVE_FAST_LAUNCH", "1") != "0"
+
+
+class CachedLaunch:
+    """launcher = CachedLaunch(kernel); launcher(key, grid, where, args, constexprs_and_options).
+
+    args: every runtime parameter, in order (the kernel's constexpr parameters must all come after them);
+    constexprs_and_options: a dict of the constexpr parameters by name, num_warps / num_stages. `key` must determine the
+    JIT's specialization but for the tensors' alignment (added here): the values of the integers the JIT specializes
+    (1, multiples of 16), the width (32 or 64 bits) of those it does not, what is None, the tensors' dtypes, the
+    descriptors' types, the constexprs and options. The kernel's device and the tensors' data-pointer alignment
+    (16 bytes) are added to the key here."""
+
+    MAX_KERNELS = 4096  # keys kept (a key names a compiled kernel the JIT also keeps); past it, start afresh
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.kernels: dict = {}
+        self.tensor_positions: dict = {}
+        # the interpreter's function runs the source itself; ahead of time (AOT) nothing launches
+        self.fast = BACKEND.name == "cuda" and hasattr(fn, "params")
+        if not self.fast:
+            return
+        names = list(fn.arg_names)
+        constexprs = [p.name for p in fn.params if p.is_constexpr]
+        first = min((names.index(n) for n in constexprs), default=len(names))
+        if names[first:] != constexprs:
+            raise ValueError(f"{fn.__name__}: constexpr parameters must come last for CachedLaunch")
+        self.runtime_count, self.constexprs = first, constexprs
+
+    def __call__(self, key, grid, where, args: tuple, kwargs: dict):
+        """Launch fn[grid](*args, **kwargs). where: stream_key(device) of the launch's tensors (the caller has it
+        already), or None."""
+        if not (self.fast and FAST_LAUNCH) or _launch_hooked():
+            return self.fn[grid](*args, **kwargs)
+        driver = _triton_driver()
+        device = driver.get_current_device() if where is None else where[0]
+        positions = self.tensor_positions.get(key)
+        hit = None
+        if positions is not None:
+            full_key = (key, device, tuple([args[i].data_ptr() % 16 == 0 for i in positions]))
+            hit = self.kernels.get(full_key)
+        if hit is None:
+            compiled = self.fn[grid](*args, **kwargs)
+            if len(args) == self.runtime_count:
+                if len(self.kernels) >= self.MAX_KERNELS:
+                    self.kernels.clear()
+                positions = tuple(i for i, a in enumerate(args) if isinstance(a, torch.Tensor))
+                self.tensor_positions[key] = positions
+                full_key = (key, device, tuple([args[i].data_ptr() % 16 == 0 for i in positions]))
+                self.kernels[full_key] = (compiled, tuple(kwargs[name] for name in self.constexprs))
+            return compiled
+        compiled, tail = hit
+        stream = driver.get_current_stream(device) if where is None else where[1]
+        g0, g1, g2 = (tuple(grid) + (1, 1))[:3]
+        knobs = _triton_knobs()
+        compiled.run(g0, g1, g2, stream, compiled.function, compiled.packed_metadata, None,
+                     knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *args, *tail)
+        return compiled
+
+    def jit_kernel(self, grid, *args, **kwargs):
+        """The compiled kernel the JIT itself picks for these arguments (no launch): tests compare it with ours."""
+        return self.fn.run(*args, grid=grid, warmup=True, **kwargs)
+
+
+def stream_key(device: torch.device) -> tuple:
+    """(device, the current stream's handle) on the GPU, (device, 0) elsewhere: what a per-stream workspace is kept
+    under (work on one stream runs in order; two streams may run at once)."""
+    if device.type != "cuda":
+        return (device, 0)
+    driver = _triton_driver()
+    index = device.index if device.index is not None else driver.get_current_device()
+    return (index, driver.get_current_stream(index))
+
+
+_TRITON: dict = {}  # triton.runtime.driver and triton.knobs, imported on first use (after the backend is chosen)
+
+
+def _triton_driver():
+    driver = _TRITON.get("driver")
+    if driver is None:
+        from triton.runtime import driver as driver_module
+        driver = _TRITON["driver"] = driver_module
+    return driver.active
+
+
+def _triton_knobs():
+    knobs = _TRITON.get("knobs")
+    if knobs is None:
+        from triton import knobs
+        _TRITON["knobs"] = knobs
+    return knobs
+
+
+def _launch_hooked() -> bool:
+    """A launch hook is installed (Proton's profiler, a user's): it wants the JIT's launch metadata."""
+    knobs = _triton_knobs()
+    hooks = (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook)
+    return any(h is not None and getattr(h, "calls", True) for h in hooks)
+
+
+# -- host tensor descriptors without re-running their checks -----------------------------------------------------
+
+_DESCRIPTOR_TEMPLATES: dict = {}
+
+
+def quick_descriptor(cls, t: torch.Tensor, block_shape, **extra):
+    """cls(base=t, shape=t.shape, strides=t.stride(), block_shape=block_shape, **extra): a host TMA descriptor
+    (Triton's, or Gluon's with its layout in `extra`). Its constructor checks the box, the dtype and the alignment
+    on every call, which costs a short call microseconds per descriptor; here a descriptor of the same class, dtype,
+    rank, box and extras that passed those checks once lends its fields, and only base, shape and strides change.
+    The caller must have checked what varies: a 16-byte aligned base, strides that are multiples of 16 bytes but the
+    last (1), every size at least 1 (the kernels' own TMA checks do)."""
+    key = (cls, t.dtype, t.dim(), tuple(block_shape), tuple(extra.items()))
+    fields = _DESCRIPTOR_TEMPLATES.get(key)
+    if fields is None:
+        desc = cls(base=t, shape=list(t.shape), strides=list(t.stride()), block_shape=list(block_shape), **extra)
+        _DESCRIPTOR_TEMPLATES[key] = {**vars(desc), "base": None}  # no reference to the tensor is kept
+        return desc
+    desc = cls.__new__(cls)
+    vars(desc).update(fields)
+    desc.base, desc.shape, desc.strides = t, list(t.shape), list(t.stride())
+    return desc
+
+
+def check() -> list[str]:
+    """What CachedLaunch and quick_descriptor need of Triton's internals and do not find (empty: all there):
+    tests/test_private_apis.py fails loudly when an upgrade moves one. Both use only what the JIT itself does after
+    its cache lookup: `kernel.run(grid…, stream, kernel.function, kernel.packed_metadata, launch_metadata, enter hook,
+    exit hook, *args)` (the same in triton 3.6 and 3.7)."""
+    import dataclasses
+    import inspect
+    import triton
+    from triton import knobs
+    from triton.compiler.compiler import CompiledKernel
+    from triton.runtime.jit import JITFunction
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    missing = []
+    run_source = inspect.getsource(JITFunction.run)
+    if "kernel.run(grid_0, grid_1, grid_2, stream, kernel.function, kernel.packed_metadata" not in run_source:
+        missing.append("JITFunction.run no longer launches with kernel.run(grid…, stream, function, packed_metadata…)")
+    if "warmup" not in inspect.signature(JITFunction.run).parameters:
+        missing.append("JITFunction.run(warmup=...)")
+    if not isinstance(getattr(CompiledKernel, "run", None), property):
+        missing.append("CompiledKernel.run")
+    kernel_source = inspect.getsource(CompiledKernel)
+    missing += [f"CompiledKernel.{name}" for name in ("function", "packed_metadata")
+                if f"self.{name} = " not in kernel_source and f"self.{name}, " not in kernel_source]
+    for hook in ("launch_enter_hook", "launch_exit_hook"):
+        if not hasattr(getattr(knobs.runtime, hook, None), "calls"):
+            missing.append(f"triton.knobs.runtime.{hook}.calls")
+
+    @triton.jit
+    def probe(x, N: triton.language.constexpr):
+        pass
+    if not (hasattr(probe, "arg_names") and all(hasattr(p, "is_constexpr") for p in getattr(probe, "params", []))):
+        missing.append("JITFunction.arg_names / params[].is_constexpr")
+    fields = {f.name for f in dataclasses.fields(TensorDescriptor)}
+    missing += [f"TensorDescriptor.{name}" for name in ("base", "shape", "strides", "block_shape") if name not in fields]
+    return missing

@@ -15,6 +15,7 @@ The key is the one vocabulary of the code, the link, the results file and the li
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -84,9 +85,11 @@ class Spec:
 
 
 def load(path: str) -> Callable:
-    """The function "module:function" names, imported now."""
+    """The function "module:function" names, imported now (looked up afresh each time, so a patched or reloaded
+    module is seen; an imported one is taken from sys.modules: a short call is bound by the host)."""
     module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)
+    imported = sys.modules.get(module)
+    return getattr(imported if imported is not None else importlib.import_module(module), name)
 
 
 # -- the cost model's rows: traffic by phase for a shape, at the tiles the kernel ran -------------------------------
@@ -119,15 +122,13 @@ def _fa1_model(shape: Shape, tiles: Tiles, machine: Machine | None, interpreter:
 
 
 def _decode_model(shape: Shape, tiles: Tiles, machine: Machine | None, interpreter: bool) -> list[Traffic]:
-    """The decode kernel's bytes: one split (no merge) with no machine to fill, else the splits its heuristic chooses
-    for the machine's SMs (at 2 programs resident per SM, the decode kernel's own residency by its design)."""
+    """The decode kernel's bytes: one split (no merge) with no machine to fill, else the splits the shipped call
+    chooses for the machine's SMs (kernels.decode.gpu_splits_for: its tuned settings and split heuristic)."""
     splits = 1
     if machine is not None:
-        block_m, block_n = tiles
+        from kernels.decode import gpu_splits_for
         sm_count = max(1, machine.programs_in_flight // max(1, machine.programs_per_sm))
-        row_blocks = costmodel.n_blocks(shape.group * shape.seq_len, block_m)
-        splits = costmodel.decode_num_splits(shape.batch * shape.kv_heads * row_blocks,
-                                             costmodel.n_blocks(shape.kv_len, block_n), sm_count * 2)
+        splits = gpu_splits_for(shape, sm_count)
     return costmodel.decode_traffic(shape, splits)
 
 
@@ -245,16 +246,25 @@ def spec(key: str) -> Spec:
     return found
 
 
+_GENERATION = [0]  # bumped whenever SPECS changes: what is cached from the registry is cached under it
+
+
+def generation() -> int:
+    return _GENERATION[0]
+
+
 @contextmanager
 def registered(new: Spec) -> Iterator[Spec]:
     """A spec added for the length of a `with` block (tests: a new kernel is seen by every room)."""
     if new.key in SPECS:
         raise ValueError(f"{new.key!r} is already a spec")
     SPECS[new.key] = new
+    _GENERATION[0] += 1
     try:
         yield new
     finally:
         del SPECS[new.key]
+        _GENERATION[0] += 1
 
 
 # -- what the cost model says of an algorithm, through its spec ----------------------------------------------------

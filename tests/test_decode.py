@@ -173,6 +173,38 @@ def test_split_choice_and_configs():
     assert config_for_decode(64, torch.float32).block_n >= 16
 
 
+def test_the_gpu_settings_by_layout_and_cache_size():
+    """On a GPU (kernels.decode.gpu_decode_config, what config_for_decode returns there): a paged cache at head_dim
+    128 is gathered by pointer loads in tiles of 128 keys (two pages of 64: measured within 5 % of contiguous, TMA's
+    page-per-tile 6-21 % slower); a contiguous one takes TMA from HOST_BOUND_BYTES up and pointer loads below (a call
+    that short is bound by the host, which TMA's descriptors cost ~14 µs); the cost model's split count is the one
+    the shipped call chooses for that size."""
+    big, small = decode.HOST_BOUND_BYTES, decode.HOST_BOUND_BYTES - 1
+    assert decode.gpu_decode_config(128, 2, 64) == DecodeConfig(128, 4, 3, tma=False)
+    assert decode.gpu_decode_config(128, 2, 16).tma is False
+    assert decode.gpu_decode_config(128, 2, 0, big).tma and decode.gpu_decode_config(128, 2, 0, None).tma
+    assert not decode.gpu_decode_config(128, 2, 0, small).tma
+    assert decode.gpu_decode_config(64, 2, 64).block_n == 64  # untuned: a page per tile, as before
+    llama_128k, llama_4k = costmodel.Shape(1, 1, 32, 128, kv_len=131072, kv_heads=8, pass_="decode"), \
+        costmodel.Shape(1, 1, 32, 128, kv_len=4096, kv_heads=8, pass_="decode")
+    assert decode.gpu_splits_for(llama_128k, 132) == choose_num_splits(8, 2048, 132, 2) == 29
+    assert decode.gpu_splits_for(llama_4k, 132) == choose_num_splits(8, 64, 132, 2)
+
+
+def test_the_merge_counters_are_zero_after_every_call_in_the_interpreter():
+    """The last split of each row block merges and zeroes its counter: after split calls, a poisoned one included,
+    every counter of every workspace is zero, and the same call gives the same answer again."""
+    inputs = make_cache(2, 4, 2, 2, 32, [70, 2], torch.float32, seed=15, spare=2)
+    q, k, v, seqlens, _ = inputs
+    first = decode_attention(*inputs, num_splits=3, config=DecodeConfig(16, 4, 1))
+    bad = seqlens.clone()
+    bad[1] = 10 ** 6
+    poisoned = decode_attention(q, k, v, bad, num_splits=3, config=DecodeConfig(16, 4, 1), check_values=False)
+    assert poisoned[1].isnan().all() and poisoned[0].isfinite().all()
+    assert torch.equal(decode_attention(*inputs, num_splits=3, config=DecodeConfig(16, 4, 1)), first)
+    assert decode._WORKSPACES and all(int(c.abs().sum()) == 0 for _, c in decode._WORKSPACES.values())
+
+
 def test_paged_and_contiguous_caches_give_the_same_answer():
     """The same keys and values, once contiguous and once in shuffled pages of 16: the same O and LSE (to rounding:
     the tiles differ)."""
@@ -359,3 +391,62 @@ def test_large_caches_on_the_gpu(dtype, page):
     for splits in (None, 1, 7):
         out, lse = decode_attention(*inputs, num_splits=splits, return_lse=True)
         check(inputs, out, lse, True)
+
+
+@pytest.mark.gpu
+def test_the_cached_launch_runs_the_kernel_the_jit_would_pick():
+    """kernels.runtime.CachedLaunch skips Triton's per-call dispatch: for every call below (contiguous and paged,
+    TMA and pointers, splits or not, an LSE asked for or not, a q that is a misaligned view) the compiled kernel it
+    launches is the one Triton's own JIT picks for the same arguments, and the answer is bit for bit the JIT's."""
+    from kernels import runtime
+    seen = []
+    real = decode._SPLIT_LAUNCH
+
+    class Spy:
+        def __call__(self, key, grid, where, args, kwargs):
+            compiled = real(key, grid, where, args, kwargs)
+            seen.append((compiled, real.jit_kernel(grid, *args, **kwargs)))
+            return compiled
+    base = torch.randn(1 * 32 * 128 + 1, device="cuda", dtype=torch.bfloat16)
+    misaligned_q = base[1:].view(1, 32, 1, 128)
+    cases = [make_cache(3, 32, 8, 1, 128, [4000, 1, 2049], torch.bfloat16, page, seed=12) for page in (0, 64)]
+    _, k, v, _, _ = make_cache(1, 32, 8, 1, 128, [300], torch.bfloat16, 0, seed=13)
+    try:
+        decode._SPLIT_LAUNCH = Spy()
+        for inputs in cases:
+            for splits, lse in ((None, False), (1, True), (5, False)):
+                for _ in range(2):  # the second call is the cached one
+                    fast = decode_attention(*inputs, num_splits=splits, return_lse=lse)
+                runtime.FAST_LAUNCH = False
+                slow = decode_attention(*inputs, num_splits=splits, return_lse=lse)
+                runtime.FAST_LAUNCH = True
+                assert all(torch.equal(a, b) for a, b in zip(fast if lse else [fast], slow if lse else [slow]))
+        aligned_q = misaligned_q.clone()
+        for q in (aligned_q, misaligned_q, aligned_q):
+            decode_attention(q, k, v)
+    finally:
+        decode._SPLIT_LAUNCH = real
+        runtime.FAST_LAUNCH = True
+    assert len(seen) > 20 and all(ours is jits for ours, jits in seen)
+
+
+@pytest.mark.gpu
+def test_the_merge_counters_are_zero_after_every_call():
+    """The last split of each row block merges and sets its counter back to zero: after calls with several splits,
+    a poisoned length (NaN rows) and another stream's call, every counter of every workspace is zero, and a side
+    stream's answer equals the default stream's."""
+    inputs = make_cache(3, 32, 8, 2, 128, [5000, 2, 777], torch.bfloat16, 0, seed=14)
+    q, k, v, seqlens, _ = inputs
+    first = decode_attention(*inputs, num_splits=9)
+    bad = seqlens.clone()
+    bad[1] = 10 ** 6
+    poisoned = decode_attention(q, k, v, bad, num_splits=9)
+    assert poisoned[1].isnan().all() and poisoned[0].isfinite().all() and poisoned[2].isfinite().all()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        on_side = decode_attention(*inputs, num_splits=9)
+    torch.cuda.synchronize()
+    assert torch.equal(on_side, first) and torch.equal(decode_attention(*inputs, num_splits=9), first)
+    assert len(decode._WORKSPACES) >= 2
+    assert all(int(counters.abs().sum()) == 0 for _, counters in decode._WORKSPACES.values())

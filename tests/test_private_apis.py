@@ -2,7 +2,7 @@
 small module that names them: these tests fail loudly, naming what moved, when an upgrade moves one (plotly.js's,
 read by page/script.js, fail the browser tests through a console error instead)."""
 from bench import triton_private
-from kernels import gluon_compat
+from kernels import gluon_compat, runtime
 from page import guard
 from viz import plotly_private
 
@@ -17,6 +17,10 @@ def test_plotlys_frames_are_where_viz_expects():
 
 def test_tritons_launch_machinery_is_where_the_compile_check_expects():
     assert triton_private.check() == []
+
+
+def test_tritons_launch_is_where_the_cached_launch_expects():
+    assert runtime.check() == []
 
 
 def test_gluons_hopper_api_is_where_the_fa3_kernel_expects():
