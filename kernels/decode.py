@@ -172,6 +172,8 @@ def _decode_split(Q, K, V, O, LSE, O_PART, COUNTERS, SEQLENS, BLOCK_TABLE, TRACE
     # part_lse_offset (B, H, q_len, num_splits), then counts itself done in COUNTERS (one int32 per (batch·K/V head,
     # row block), zero between launches); the last split of its rows to finish merges them all into O and LSE and
     # sets its counter back to zero. One launch, no merge kernel.
+    # SEQLENS, BLOCK_TABLE, TRACE_STEPS, TRACE_SPLITS: None where unused (no lengths, contiguous, no trace): a None
+    # is a constant, not an argument the host packs on every launch.
     # A length outside [0, max_len] or a page outside the cache (GPU values the wrapper does not read) is clamped
     # for the addressing, and the rows it serves get O = NaN and LSE = NaN: never a plausible wrong answer.
     bh = tl.program_id(0)
@@ -207,10 +209,16 @@ def _decode_split(Q, K, V, O, LSE, O_PART, COUNTERS, SEQLENS, BLOCK_TABLE, TRACE
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    BT = BLOCK_TABLE + b.to(tl.int64) * stride_bt0
+    if PAGE_SIZE > 0:
+        BT = BLOCK_TABLE + b.to(tl.int64) * stride_bt0
+    else:  # contiguous: no block table (None)
+        BT = BLOCK_TABLE
     bad = 0  # block-table entries seen outside the cache
     program = (bh * num_splits + split) * tl.num_programs(2) + row_block
-    trace = TRACE_STEPS + program.to(tl.int64) * max_steps * 2 * BLOCK_M
+    if TRACE:
+        trace = TRACE_STEPS + program.to(tl.int64) * max_steps * 2 * BLOCK_M
+    else:  # no trace buffers (None)
+        trace = TRACE_STEPS
     # causal, aligned bottom-right: query i sees keys 0 .. L − q_len + i. Key blocks below full_hi are seen whole
     # by every row (no mask); the rest (the diagonal, the cache's tail) are masked.
     last_key = seq_len - q_len + i
@@ -228,7 +236,8 @@ def _decode_split(Q, K, V, O, LSE, O_PART, COUNTERS, SEQLENS, BLOCK_TABLE, TRACE
                                   stride_k0, stride_k1, stride_kh, stride_v0, stride_v1, stride_vh,
                                   BLOCK_M, BLOCK_N, HEAD_DIM, PAGE_SIZE, True, CAUSAL, DOT_FP32, PRECISION,
                                   USE_TMA, TRACE)
-    _record_step(TRACE_SPLITS + program.to(tl.int64) * 2 * BLOCK_M, 0, m_i, l_i, BLOCK_M, TRACE)
+    if TRACE:
+        _record_step(TRACE_SPLITS + program.to(tl.int64) * 2 * BLOCK_M, 0, m_i, l_i, BLOCK_M, TRACE)
     # -- write the split's partial O (normalized by its own l) and LSE (natural log; −inf where it saw no key) --
     lse = (m_i + tl.math.log2(l_i)) * LN2_KERNEL
     o = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
@@ -655,7 +664,7 @@ def _launch(plan: _Plan, q, k_cache, v_cache, cache_seqlens, block_table, causal
     if use_tma:  # rows past the cache's end load as zeros
         block = [1, cfg.block_n, 1, p.head_dim] if p.page_size else [1, 1, cfg.block_n, p.head_dim]
         k_arg, v_arg = (quick_descriptor(TensorDescriptor, t, block) for t in (k_cache, v_cache))
-    steps, splits_trace, max_steps = trace if trace is not None else (ws, ws, 0)
+    steps, splits_trace, max_steps = trace if trace is not None else (None, None, 0)  # None: not passed at all
     key = (p.serial, use_tma, trace is not None, need_lse)
     static = _STATIC_ARGS.get(key) if trace is None else None
     if static is None:  # the launch's integers and constexprs: a function of the plan (computed once per plan)
@@ -675,9 +684,7 @@ def _launch(plan: _Plan, q, k_cache, v_cache, cache_seqlens, block_table, causal
     grid, ints, constexprs = static
     with kernel_launch_lock():  # the interpreter runs one kernel at a time, process-wide
         _SPLIT_LAUNCH(key, grid, where,
-                      (q, k_arg, v_arg, out, lse_arg, ws, counters,
-                       cache_seqlens if cache_seqlens is not None else counters,
-                       block_table if block_table is not None else counters,
+                      (q, k_arg, v_arg, out, lse_arg, ws, counters, cache_seqlens, block_table,
                        steps, splits_trace, sm_scale, *ints), constexprs)
     return out, lse
 

@@ -591,17 +591,18 @@ SHIPPED: dict[tuple[int, bool], Fa3Config] = {
     (64, True): Fa3Config(64, 128, 3, 4, 160, 32, overlap=False, lazy_rescale=True),
     # head_dim 128: the ping-pong pair; Q·Kᵀ's A operand from registers (32 of the 240; no spills); the hand-off
     # through named barriers, one K/V ring entry per round and the conditional rescale; causal with a third ring
-    # slot (224 KB of shared memory)
+    # slot (224 KB of shared memory) and the longest query blocks first across an L2-sized group of heads (lpt:
+    # 1.022-1.028× at 8K, 0.990 at 16K, 1.009 at 32K; BENCHMARKS.md §3c)
     (128, False): Fa3Config(64, 128, 2, 2, 240, 24, q_in_regs=True, named_turns=True, kv_paired=True,
                             lazy_rescale=True),
     (128, True): Fa3Config(64, 128, 2, 3, 240, 24, q_in_regs=True, named_turns=True, kv_paired=True,
-                           lazy_rescale=True),
+                           lazy_rescale=True, lpt=True),
     # head_dim 256: the ping-pong pair with 64-key tiles (FA-3 takes 80; a Gluon arange wants a power of two) in two
     # paired ring slots: Q 64 KB + K/V 128 KB = 192 KB of shared memory (128-key tiles would need 320 KB). O alone
     # is 128 of a consumer's 240 registers, so Q·Kᵀ reads Q from shared memory (in registers it would take 64 more).
     # Not yet measured: perf/h200/fa3_speed.py --fa4 times it beside its candidates.
     (256, False): Fa3Config(64, 64, 2, 2, 240, 24, named_turns=True, kv_paired=True, lazy_rescale=True),
-    (256, True): Fa3Config(64, 64, 2, 2, 240, 24, named_turns=True, kv_paired=True, lazy_rescale=True),
+    (256, True): Fa3Config(64, 64, 2, 2, 240, 24, named_turns=True, kv_paired=True, lazy_rescale=True, lpt=True),
 }
 
 # The ablation ladder at head_dim 128, not causal: each row adds one idea to the row before, and each is a
