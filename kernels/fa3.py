@@ -584,11 +584,12 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, DESCALE, sm_scale, seq_len, he
 
 # Per (head_dim, causal); fp16 and bf16 share them. Measured on the H200 (perf/h200/fa3_speed.py; BENCHMARKS.md).
 SHIPPED: dict[tuple[int, bool], Fa3Config] = {
-    # head_dim 64: three consumers of 64 rows (as FA-3); the in-warpgroup overlap off (it spilled at 160 registers
-    # in the first kernel; today's compiles with it: a candidate, BENCHMARKS.md §3c); O rescaled only when a row's
-    # max moved by more than 2^8
+    # head_dim 64: three consumers of 64 rows (as FA-3); O rescaled only when a row's max moved by more than 2^8.
+    # Not causal, the in-warpgroup overlap off (on, it measured 0.96-0.99×); causal, the overlap on with the longest
+    # query blocks first across an L2-sized group of heads (lpt): 1.052-1.074× at 8K, 1.003-1.018× at 16K,
+    # 0.995-1.016× at 32K in two runs (BENCHMARKS.md §3c)
     (64, False): Fa3Config(64, 128, 3, 4, 160, 32, overlap=False, lazy_rescale=True),
-    (64, True): Fa3Config(64, 128, 3, 4, 160, 32, overlap=False, lazy_rescale=True),
+    (64, True): Fa3Config(64, 128, 3, 4, 160, 32, lazy_rescale=True, lpt=True),
     # head_dim 128: the ping-pong pair; Q·Kᵀ's A operand from registers (32 of the 240; no spills); the hand-off
     # through named barriers, one K/V ring entry per round and the conditional rescale; causal with a third ring
     # slot (224 KB of shared memory) and the longest query blocks first across an L2-sized group of heads (lpt:
