@@ -359,7 +359,7 @@ def scene_decode(stage: Stage) -> None:
     with right:
         if rows:
             shown = [{"key": r.key, "label": r.label, "time_us": r.time_us, "gbps": r.gbps,
-                      "host_bound": r.host_bound} for r in rows]
+                      "latency_bound": r.latency_bound} for r in rows]
             chart(viz.decode_bandwidth_figure(shown, copy_gbps, theme=s.theme, height=height,
                                               title=f"batch {s.decode_batch} × {fmt_tokens(s.kv_len)} tokens: "
                                                     f"time per token, bandwidth"),

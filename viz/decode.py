@@ -99,6 +99,10 @@ def decode_trace_figure(trace: dict, theme: str = "light", height: int = 640) ->
         showlegend=False,  # the pages above show each split's colour; the merge is said in words
         updatemenus=[dict(type="buttons", direction="left", x=0, xanchor="left", y=-0.3, yanchor="top",
                           pad=dict(t=0, l=0),
+                          # as the tiling animation's buttons: plotly's active highlight is near-white and would
+                          # hide light text in the dark theme
+                          showactive=False, bgcolor=colors["grid"], bordercolor=colors["foreground"],
+                          font=dict(color=colors["foreground"]),
                           buttons=[dict(label="▶ play", method="animate",
                                         args=[None, dict(frame=dict(duration=700, redraw=True), fromcurrent=True,
                                                          transition=dict(duration=0))])])],
@@ -113,14 +117,14 @@ def decode_trace_figure(trace: dict, theme: str = "light", height: int = 640) ->
 def decode_bandwidth_figure(rows: list[dict], copy_gbps: float | None, theme: str = "light", height: int = 520,
                             title: str = "") -> go.Figure:
     """Each kernel's bandwidth on the cache's bytes at one setting, as horizontal bars against the copy roof measured
-    in the same run; each bar says its time per token. rows: {"key", "label", "time_us", "gbps", "host_bound"}."""
+    in the same run; each bar says its time per token. rows: {"key", "label", "time_us", "gbps", "latency_bound"}."""
     colors = surface(theme)
     shown = [r for r in rows if r.get("gbps")]
     fig = go.Figure()
     labels = [plotly_text(r["label"]) for r in shown]
     texts = [f"{r['time_us']:,.0f} µs · {r['gbps'] / 1000:,.2f} TB/s"
              + (f" ({r['gbps'] / copy_gbps:.0%})" if copy_gbps else "")
-             + (" · host-bound" if r.get("host_bound") else "") for r in shown]
+             + (" · latency-bound" if r.get("latency_bound") else "") for r in shown]
     fig.add_trace(go.Bar(y=labels, x=[r["gbps"] for r in shown], orientation="h", text=texts,
                          textposition="outside", cliponaxis=False, showlegend=False,
                          marker=dict(color=[algorithm_color("decode" if r["key"] == "paged" else r["key"])
