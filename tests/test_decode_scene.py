@@ -44,7 +44,7 @@ def test_every_stop_has_ours_first_and_a_sentence_that_holds(batch):
         assert ours.gbps == pytest.approx(story.cache_bytes(batch, kv_len) / (ours.time_us * 1e-6) / 1e9, rel=0.01)
         text = story.decode_sentence(rows, batch, kv_len, 132)
         assert f"{ours.time_us:,.0f} µs" in text and f"{ours.share:.0%} of the copy roof" in text
-        assert ("the time is fixed costs" in text) == ours.latency_bound
+        assert ("the rest is fixed costs" in text) == ours.latency_bound
         assert "1.0× slower" not in text and "1.0× faster" not in text  # within 10 %: said in per cent
         cudnn = story.decode.row(rows, "sdpa_default")
         ratio = cudnn.time_us / ours.time_us
@@ -60,6 +60,12 @@ def test_every_stop_has_ours_first_and_a_sentence_that_holds(batch):
         if prefill is not None:  # "both calls are mostly fixed costs" only where ours is
             assert ("the problem Flash-Decoding's split of the cache solved" in text) == (not ours.latency_bound)
             assert ("both calls are mostly fixed costs" in text) == ours.latency_bound
+
+
+def test_ours_against_cudnn_is_said_level_in_per_cent_or_as_a_ratio_and_the_right_way_round():
+    assert [story.decode._versus(x) for x in (1.0, 0.97, 1.03)] == ["level with"] * 3
+    assert story.decode._versus(1 / 1.04) == "4% slower than" and story.decode._versus(1.05) == "5% faster than"
+    assert story.decode._versus(0.5) == "2.0× slower than" and story.decode._versus(1.5) == "1.5× faster than"
 
 
 def test_at_128k_our_kernel_streams_the_cache_and_the_prefill_kernel_does_not():
