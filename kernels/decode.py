@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass, field
 from numbers import Real
 
-from kernels.runtime import DEVICE, INTERPRET, CachedLaunch, kernel_launch_lock, quick_descriptor, stream_key  # first: it sets TRITON_INTERPRET
+from kernels.runtime import DEVICE, INTERPRET, CachedLaunch, kernel_launch_lock, quick_descriptor, stream_key, tma_device  # first: it sets TRITON_INTERPRET
 import torch
 import triton
 import triton.language as tl
@@ -383,15 +383,28 @@ def packed_rows(group: int, q_len: int, config: DecodeConfig) -> int:
     return min(max(costmodel.MIN_TILE, triton.next_power_of_2(group * q_len)), config.max_block_m)
 
 
+def kv_cache_bytes(batch: int, heads_kv: int, max_len: int, head_dim: int, dtype_bytes: int) -> int:
+    """K and V of a contiguous cache: what config_for_decode's host-bound threshold compares."""
+    return 2 * batch * heads_kv * max_len * head_dim * dtype_bytes
+
+
+def launch_shape(batch: int, heads_kv: int, group: int, q_len: int, max_len: int, config: DecodeConfig,
+                 sm_count: int, num_splits: int | None = None) -> tuple[int, int, int]:
+    """(block_m, row_blocks, splits): the packed rows a program takes, the row blocks they make, and the splits of
+    each (sequence, K/V head, row block)'s cache (num_splits, or the heuristic's on sm_count SMs)."""
+    block_m = packed_rows(group, q_len, config)
+    row_blocks = triton.cdiv(group * q_len, block_m)
+    splits = num_splits or choose_num_splits(batch * heads_kv * row_blocks, triton.cdiv(max_len, config.block_n),
+                                             sm_count, config.programs_per_sm)
+    return block_m, row_blocks, splits
+
+
 def gpu_splits_for(shape: costmodel.Shape, sm_count: int) -> int:
     """The split count the shipped call chooses for a contiguous cache of this shape on a GPU of sm_count SMs."""
     dtype_bytes = DTYPES_BY_NAME[shape.dtype].itemsize
-    config = gpu_decode_config(shape.head_dim, dtype_bytes, 0,
-                               2 * shape.batch * shape.kv_heads * shape.kv_len * shape.head_dim * dtype_bytes)
-    block_m = packed_rows(shape.group, shape.seq_len, config)
-    row_blocks = triton.cdiv(shape.group * shape.seq_len, block_m)
-    return choose_num_splits(shape.batch * shape.kv_heads * row_blocks, triton.cdiv(shape.kv_len, config.block_n),
-                             sm_count, config.programs_per_sm)
+    config = gpu_decode_config(shape.head_dim, dtype_bytes, 0, kv_cache_bytes(
+        shape.batch, shape.kv_heads, shape.kv_len, shape.head_dim, dtype_bytes))
+    return launch_shape(shape.batch, shape.kv_heads, shape.group, shape.seq_len, shape.kv_len, config, sm_count)[2]
 
 
 def tiles_for(shape: costmodel.Shape) -> tuple[int, int]:
@@ -403,11 +416,6 @@ def tiles_for(shape: costmodel.Shape) -> tuple[int, int]:
 @functools.lru_cache(maxsize=None)
 def _sm_count(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
-
-
-@functools.lru_cache(maxsize=None)
-def _hopper(device: torch.device) -> bool:
-    return INTERPRET or (device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9)
 
 
 def choose_num_splits(programs: int, key_blocks: int, sm_count: int, programs_per_sm: int) -> int:
@@ -513,17 +521,15 @@ def _plan(q_meta, k_meta, v_meta, seqlens_meta, bt_meta, causal: bool, num_split
     if batch * heads_kv >= 2**31:
         raise ValueError(f"batch · heads_kv = {batch * heads_kv} programs is too many for one grid axis")
     elem = torch.empty((), dtype=dtype).element_size()
-    config = config or config_for_decode(head_dim, dtype, page_size, 2 * batch * heads_kv * max_len * head_dim * elem)
+    config = config or config_for_decode(head_dim, dtype, page_size, kv_cache_bytes(batch, heads_kv, max_len, head_dim,
+                                                                                     elem))
     group = heads_q // heads_kv
-    block_m = packed_rows(group, q_len, config)
+    block_m, row_blocks, splits = launch_shape(batch, heads_kv, group, q_len, max_len, config, _sm_count(device),
+                                               num_splits)
     costmodel.check_tiles(block_m, config.block_n)
-    row_blocks = triton.cdiv(group * q_len, block_m)
-    key_blocks = triton.cdiv(max_len, config.block_n)
-    splits = num_splits or choose_num_splits(batch * heads_kv * row_blocks, key_blocks, _sm_count(device),
-                                             config.programs_per_sm)
     if row_blocks > MAX_GRID_YZ:
         raise ValueError(f"q_len · group = {q_len * group} rows make {row_blocks} row blocks, above {MAX_GRID_YZ}")
-    tma = (config.tma and elem == 2 and _hopper(device) and (page_size == 0 or page_size % config.block_n == 0)
+    tma = (config.tma and elem == 2 and tma_device(device) and (page_size == 0 or page_size % config.block_n == 0)
            and all(s * elem % 16 == 0 for s in (*k_stride[:3], *v_stride[:3])))
     return _Plan(batch, heads_q, heads_kv, q_len, head_dim, max_len, page_size, k_shape[0] if paged else 0, config,
                  block_m, row_blocks, splits,
@@ -640,7 +646,7 @@ def _workspace(device: torch.device, where: tuple, floats: int, counters: int) -
     return held
 
 
-def _launch(plan: _Plan, q, k_cache, v_cache, cache_seqlens, block_table, causal: bool, sm_scale: float,
+def _launch(plan: _Plan, q, k_cache, v_cache, cache_seqlens, block_table, sm_scale: float,
             trace: tuple | None = None, use_tma: bool | None = None, need_lse: bool = True):
     """The kernel's launch on checked inputs: (O, LSE), LSE None unless need_lse (it then lives in the workspace).
     trace: (steps, splits, max_steps) buffers; use_tma: None decides as the shipped call does (the ahead-of-time
@@ -722,7 +728,7 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     given = [t for t in (cache_seqlens, block_table) if t is not None]  # neither: the shape checks cover it
     if given and (check_values or (check_values is None and all(t.device.type == "cpu" for t in given))):
         check_cache_values(plan, cache_seqlens, block_table, causal)
-    out, lse = _launch(plan, q, k_cache, v_cache, cache_seqlens, block_table, causal, scale, need_lse=return_lse)
+    out, lse = _launch(plan, q, k_cache, v_cache, cache_seqlens, block_table, scale, need_lse=return_lse)
     return (out, lse) if return_lse else out
 
 
@@ -738,7 +744,7 @@ def decode_attention_traced(q, k_cache, v_cache, cache_seqlens=None, block_table
     lead = (p.batch, p.heads_kv, p.splits, p.row_blocks)
     steps = torch.full((*lead, max_steps, 2, p.block_m), float("nan"), dtype=torch.float32, device=q.device)
     finals = torch.full((*lead, 2, p.block_m), float("nan"), dtype=torch.float32, device=q.device)
-    out, lse = _launch(plan, q, k_cache, v_cache, cache_seqlens, block_table, causal, scale,
+    out, lse = _launch(plan, q, k_cache, v_cache, cache_seqlens, block_table, scale,
                        trace=(steps, finals, max_steps))
     steps[..., 0, :] *= LN2  # the kernel keeps m in log2 units
     finals[..., 0, :] *= LN2
@@ -785,4 +791,4 @@ def _example_launch(head_dim, dtype, page_size, splits, use_tma, config):
         k, table = torch.randn(2, 2, 256, head_dim).to(dtype), None
     seqlens = torch.full((2,), 200, dtype=torch.int32)
     plan, scale = _checked_plan(q, k, k, seqlens, table, True, None, splits, config)
-    return _launch(plan, q, k, k, seqlens, table, True, scale, use_tma=use_tma)
+    return _launch(plan, q, k, k, seqlens, table, scale, use_tma=use_tma)

@@ -17,11 +17,9 @@ start and end timestamps (GPU only); PROFILE adds Proton scopes on the phases (b
 """
 from __future__ import annotations
 
-import functools
-
 from dataclasses import dataclass
 
-from kernels.runtime import INTERPRET, CachedLaunch, kernel_launch_lock, quick_descriptor  # first: it sets TRITON_INTERPRET before @triton.jit runs below
+from kernels.runtime import INTERPRET, CachedLaunch, kernel_launch_lock, quick_descriptor, tma_device  # first: it sets TRITON_INTERPRET before @triton.jit runs below
 import torch
 import triton
 import triton.language as tl
@@ -280,11 +278,6 @@ class _TraceBuffers:
     sm: torch.Tensor     # (B·H, n_q_blocks, 3) int64: SM id, start ns, end ns
 
 
-@functools.lru_cache(maxsize=None)
-def _capability(device: torch.device) -> tuple[int, int]:
-    return torch.cuda.get_device_capability(device)
-
-
 def _tma_capable(*tensors: torch.Tensor) -> bool:
     """Whether the kernel reads and writes these tensors through 4-D tensor descriptors (TMA copies).
 
@@ -294,7 +287,7 @@ def _tma_capable(*tensors: torch.Tensor) -> bool:
     """
     if tensors[0].element_size() != 2:
         return False
-    if not INTERPRET and _capability(tensors[0].device)[0] < 9:
+    if not tma_device(tensors[0].device):
         return False
     return all(t.stride(-1) == 1 and t.data_ptr() % 16 == 0
                and all(s * t.element_size() % 16 == 0 for s in t.stride()[:-1]) for t in tensors)

@@ -11,6 +11,7 @@ on a machine without one.
 """
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -62,6 +63,13 @@ if BACKEND.name == "interpreter":
 INTERPRET = BACKEND.name == "interpreter"
 AOT = BACKEND.name == "aot"
 DEVICE = torch.device("cuda") if BACKEND.name == "cuda" else torch.device("cpu")
+
+
+@functools.lru_cache(maxsize=None)
+def tma_device(device: torch.device) -> bool:
+    """Whether tensor descriptors (TMA copies) run on `device`: a Hopper-or-newer GPU, or the interpreter, which
+    emulates them (so the CPU runs what the H200 runs). Asked once per device: a short call is bound by the host."""
+    return INTERPRET or (device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9)
 
 
 def backend() -> str:

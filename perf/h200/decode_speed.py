@@ -300,23 +300,25 @@ def config_is_right(run: Run, config: DecodeConfig, page: int = 0, splits: int =
     return _checked[key]
 
 
-def splits_of(inputs, config, table=None, num_splits=None) -> int:
+def plan_of(inputs, config, table=None, num_splits=None):
+    """What decode_attention runs on these inputs (its config, split count, layout)."""
     q, k, v, seqlens = inputs
-    plan, _ = decode._checked_plan(q, k, v, seqlens, table, True, None, num_splits, config)
-    return plan.splits
+    return decode._checked_plan(q, k, v, seqlens, table, True, None, num_splits, config)[0]
+
+
+def splits_of(inputs, config, table=None, num_splits=None) -> int:
+    return plan_of(inputs, config, table, num_splits).splits
 
 
 def time_ours(run: Run, inputs, config: DecodeConfig | None, rep_ms: float, table=None,
               num_splits: int | None = None) -> tuple[float | None, int]:
     """(median µs, or None where the config is wrong; its split count) of decode_attention on these inputs."""
     q, k, v, seqlens = inputs
-    splits = splits_of(inputs, config, table, num_splits)
-    page = k.shape[1] if table is not None else 0
-    shipped = config or config_for_decode(D, q.dtype, page, None if page else 2 * k.numel() * k.element_size())
-    if not config_is_right(run, shipped, k.shape[1] if table is not None else 0, splits):
-        return None, splits
+    plan = plan_of(inputs, config, table, num_splits)
+    if not config_is_right(run, plan.config, plan.page_size, plan.splits):
+        return None, plan.splits
     return bench_us(lambda: decode_attention(q, k, v, seqlens, table, config=config, num_splits=num_splits),
-                    rep_ms), splits
+                    rep_ms), plan.splits
 
 
 def section_tiles(run: Run) -> list[DecodeConfig]:
