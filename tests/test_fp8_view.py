@@ -55,14 +55,17 @@ def test_the_figure_puts_speed_on_x_when_timed_and_the_variants_when_not():
         viz.fp8_figure([dict(points[0], rel_rms=0.0)], rotation=False)
 
 
+def _ablation_after_upload(recording: bytes):
+    """The ablation scene with this recording uploaded: (the app, its text, the FP8 view's chart)."""
+    app = upload(open_app(scene="ablation"), recording)
+    assert_no_exception(app)
+    return app, page_text(app), plotly_specs(app)[-1]
+
+
 def test_the_view_on_the_cpu_shows_the_emulation_labelled_and_never_a_speed():
     """A recording without FP8 records (this upload) on the CPU: the emulation, labelled, errors only."""
-    from tests.support_app import upload, uploaded_recording
-    app = upload(open_app(scene="ablation"), uploaded_recording())
-    assert_no_exception(app)
-    text = page_text(app)
+    _, text, fp8_chart = _ablation_after_upload(uploaded_recording())
     assert "Source: CPU emulation of e4m3" in text and "No speed: only a GPU times the kernel" in text
-    fp8_chart = plotly_specs(app)[-1]
     assert fp8_chart["layout"]["xaxis"]["title"]["text"] == "CPU emulation of e4m3: errors only, no speed"
 
 
@@ -83,11 +86,8 @@ def test_the_presenter_turns_the_outliers_up_and_the_rotation_on_and_the_error_m
 
 
 def test_the_view_recorded_shows_the_fp8_records_with_their_speed():
-    app = upload(open_app(scene="ablation"), _upload_with_fp8())
-    assert_no_exception(app)
-    text = page_text(app)
+    app, text, chart = _ablation_after_upload(_upload_with_fp8())
     assert "Source: recorded on Test GPU" in text and "1.50× bf16's speed" in text
-    chart = plotly_specs(app)[-1]
     assert chart["layout"]["xaxis"]["title"]["text"].startswith("speed ÷ bf16, measured (recorded on Test GPU")
     app.segmented_control(key="fp8_outliers").set_value("×100–1000").run()
     assert_no_exception(app)
