@@ -490,6 +490,12 @@ def sweep(settings: list[Setting], rep_ms: float) -> tuple[list[dict], str]:
     return records, ""
 
 
+def _earlier_ring(args: argparse.Namespace) -> list[dict]:
+    """The ring runs (bench.ring) of the file merged into: this bench measures none, so they stay as they were."""
+    from bench.results import load_results_path
+    return load_results_path(args.out).ring if args.merge_into and args.out.is_file() else []
+
+
 def write_out(args: argparse.Namespace, facts: dict, records: list[dict], timelines: list[dict], command: str,
               created: str, extra: dict, phases: list[dict]) -> int:
     """The results file, written whole or not at all (bench.results.write_atomically). Where it cannot be (a full
@@ -497,9 +503,10 @@ def write_out(args: argparse.Namespace, facts: dict, records: list[dict], timeli
     folder instead, and the message says where."""
     from bench.results import ResultsError
     try:
+        ring = _earlier_ring(args)
         if args.merge_into and args.out.is_file():
             records, timelines, phases, extra = merged(args.out, records, timelines, phases, extra, command)
-        dump_results(args.out, facts, records, timelines, command, created, extra, phases)
+        dump_results(args.out, facts, records, timelines, command, created, extra, phases, ring)
     except (OSError, ResultsError) as why:
         print(f"could not write {args.out} ({why}); what it held before is unchanged", file=sys.stderr)
         rescue = Path(tempfile.gettempdir()) / f"bench-{created.replace(':', '')}.json"
@@ -623,7 +630,7 @@ def _main_decode(args, argv, facts: dict) -> int:
             from bench.results import load_results_path
             facts = load_results_path(args.out).facts
             records, timelines, phases, extra = merged(args.out, records, timelines, phases, extra, command)
-        dump_results(args.out, facts, records, timelines, command, created, extra, phases)
+        dump_results(args.out, facts, records, timelines, command, created, extra, phases, _earlier_ring(args))
         print(f"wrote {args.out}")
     return 0
 

@@ -28,7 +28,7 @@ from costmodel import DECODE_KV_LENS, DTYPE_BYTES, ELEMENT_BYTES, FP8_DTYPE, SEQ
 from bench.record import OPTIONAL_RECORD_FIELDS, RECORD_FIELDS
 from bench.schema import (  # noqa: F401 - the schema's names, read through this module too (results.RECORD_SCHEMA)
     FACT_SCHEMA, KERNEL_SCHEMA, MAX_BYTES, MAX_DEPTH, MAX_KERNELS, MAX_PROGRAMS, MAX_RATIO_ROWS, MAX_TEXT,
-    MAX_TIMESTAMP_NS, META_SCHEMA, RECORD_SCHEMA, REQUIRED_FACTS, TIMELINE_ARRAYS, TIMELINE_SCHEMA, _BOOL, _COUNTERS,
+    MAX_RING_RUNS, MAX_TIMESTAMP_NS, META_SCHEMA, RECORD_SCHEMA, RING_REQUIRED, RING_SCHEMA, REQUIRED_FACTS, TIMELINE_ARRAYS, TIMELINE_SCHEMA, _BOOL, _COUNTERS,
     _FACT_FALLBACK, _TIME, _Bad, _Field, _Notes, _checked, _float, _int, _proton_kernels, _short, _text, plain_text)
 from kernels import specs
 
@@ -59,6 +59,7 @@ class RecordedResults:
     timelines: list[dict] = field(default_factory=list)
     phases: list[dict] = field(default_factory=list)  # schema 2: per kernel, one launch's warpgroups over time
     notes: tuple[str, ...] = ()  # optional values that were dropped, one line each
+    ring: list[dict] = field(default_factory=list)  # ring-attention runs over several GPUs (bench.ring)
 
 
 # -- reading ------------------------------------------------------------------------------------------
@@ -161,7 +162,11 @@ def parse_results(raw: bytes, name: str = "results") -> RecordedResults:
     if not isinstance(phases, list) or len(phases) > MAX_PHASE_RECORDINGS:
         raise ResultsError(f"{name}: \"phases\" must be a list of at most {MAX_PHASE_RECORDINGS} recordings")
     recorded_phases = [_check_phases(p, f"{name}: phases {i}") for i, p in enumerate(phases)]
-    return RecordedResults(meta, facts, checked, lines, recorded_phases, notes.lines())
+    ring = doc.get("ring", [])
+    if not isinstance(ring, list) or len(ring) > MAX_RING_RUNS:
+        raise ResultsError(f"{name}: \"ring\" must be a list of at most {MAX_RING_RUNS} runs")
+    runs = [_check_ring(r, f"{name}: ring run {i}", notes) for i, r in enumerate(ring)]
+    return RecordedResults(meta, facts, checked, lines, recorded_phases, notes.lines(), runs)
 
 
 def _object(obj, schema: dict[str, _Field], required, where: str, notes: _Notes, fallback=None) -> dict:
@@ -560,13 +565,91 @@ def _check_phase_program(program, where: str) -> dict:
     return {"cta": program["cta"], "sm": program["sm"], "lanes": checked}
 
 
+# -- ring: ring attention over several GPUs (bench.ring, kernels/ring.py) ---------------------------------------
+
+def ring_key(run: dict) -> tuple:
+    """What one ring run measured: a later run of the same setting replaces it."""
+    return (run["impl"], run["layout"], run["rotate"], run["world_size"], run["seq_len"], run["batch"], run["heads"],
+            run["head_dim"], run["dtype"], run["causal"])
+
+
+def _check_ring(run, where: str, notes: _Notes) -> dict:
+    if not isinstance(run, dict):
+        raise ResultsError(f"{where} is not an object")
+    out = _object(run, RING_SCHEMA, RING_REQUIRED, where, notes, lambda key: "it is not shown")
+    world = out["world_size"]
+    if (out["status"] == "ok") != (out["time_ms"] is not None):
+        raise ResultsError(f"{where}: status {out['status']} with time_ms {_short(out['time_ms'])}: a run that "
+                           f"finished has a time, one that did not has none")
+    if out["seq_len"] % costmodel.ring_chunks(world, out["layout"]):
+        raise ResultsError(f"{where}: {out['seq_len']} tokens do not cut into "
+                           f"{costmodel.ring_chunks(world, out['layout'])} equal chunks of the {out['layout']} layout")
+    for key in ("rank_compute_ms", "rank_wait_ms"):
+        values = run.get(key)
+        if values is None:
+            out[key] = None
+        elif (not isinstance(values, list) or len(values) != world
+              or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                         and 0 <= v <= 1e7 for v in values)):
+            raise ResultsError(f"{where}: {key} must be {world} times in ms, one per rank")
+        else:
+            out[key] = [float(v) for v in values]
+    out["steps"] = _check_ring_steps(run.get("steps"), out, where)
+    return out
+
+
+def _check_ring_steps(steps, run: dict, where: str) -> list[dict]:
+    """One forward's trace: for each rank and step, the rank whose K/V it held, when it started (ms after the
+    forward began on that rank), how long it computed and then waited for the next K/V, and its blocks."""
+    if steps is None or steps == []:
+        return []
+    world, chunks = run["world_size"], costmodel.ring_chunks(run["world_size"], run["layout"])
+    if not isinstance(steps, list) or len(steps) != world * world:
+        raise ResultsError(f"{where}: steps must list each of {world} ranks at each of its {world} steps")
+    out, seen = [], set()
+    for i, step in enumerate(steps):
+        if not isinstance(step, dict):
+            raise ResultsError(f"{where}: step {i} is not an object")
+        try:
+            rank, number, src = (step[k] for k in ("rank", "step", "src"))
+            times = [step[k] for k in ("start_ms", "compute_ms", "wait_ms")]
+            blocks = step["blocks"]
+        except KeyError as missing:
+            raise ResultsError(f"{where}: step {i} has no {missing}") from None
+        if not all(type(v) is int and 0 <= v < world for v in (rank, number, src)) or (rank, number) in seen:
+            raise ResultsError(f"{where}: step {i}: rank, step and src must be ranks 0 … {world - 1}, each (rank, "
+                               f"step) once")
+        seen.add((rank, number))
+        if src != costmodel.ring_source(world, rank, number):
+            raise ResultsError(f"{where}: step {i}: rank {rank} holds rank {costmodel.ring_source(world, rank, number)}"
+                               f"'s K/V at step {number}, not rank {src}'s")
+        if not all(isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and 0 <= t <= 1e7
+                   for t in times):
+            raise ResultsError(f"{where}: step {i}: start_ms, compute_ms and wait_ms must be times in ms")
+        if (not isinstance(blocks, list) or len(blocks) > 4 or not all(
+                isinstance(b, list) and len(b) == 3 and type(b[0]) is int and type(b[1]) is int
+                and 0 <= b[0] < chunks and 0 <= b[1] < chunks and b[2] in ("causal", "full") for b in blocks)):
+            raise ResultsError(f"{where}: step {i}: blocks must be [query chunk, key chunk, causal|full] of the "
+                               f"{chunks} chunks")
+        out.append({"rank": rank, "step": number, "src": src, "start_ms": float(times[0]),
+                    "compute_ms": float(times[1]), "wait_ms": float(times[2]), "blocks": [list(b) for b in blocks]})
+    return sorted(out, key=lambda s: (s["rank"], s["step"]))
+
+
+def merge_ring(earlier: list[dict], runs: list[dict]) -> list[dict]:
+    """This run's ring runs over an earlier file's: a setting measured again is replaced, the rest stay."""
+    fresh = {ring_key(r) for r in runs}
+    return [r for r in earlier if ring_key(r) not in fresh] + runs
+
+
 # -- writing ------------------------------------------------------------------------------------------
 
 def dump_results(path: Path, facts: dict, records: list[dict], timelines: list[dict], command: str,
-                 created: str, extra_meta: dict | None = None, phases: list[dict] | None = None) -> None:
+                 created: str, extra_meta: dict | None = None, phases: list[dict] | None = None,
+                 ring: list[dict] | None = None) -> None:
     doc = {"schema": SCHEMA, "schema_version": SCHEMA_VERSION,
            "meta": {"created": created, "command": command, **(extra_meta or {})},
-           "device": facts, "records": records, "timelines": timelines, "phases": phases or []}
+           "device": facts, "records": records, "timelines": timelines, "phases": phases or [], "ring": ring or []}
     text = json.dumps(doc, indent=1, allow_nan=False)
     loaded = parse_results(text.encode(), str(path))  # never write a file the app would refuse or trim
     if loaded.notes:

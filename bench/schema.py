@@ -8,7 +8,7 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from costmodel import ELEMENT_BYTES, PASSES
+from costmodel import DTYPE_BYTES, ELEMENT_BYTES, PASSES, RING_LAYOUTS
 from bench.record import RECORD_FIELDS, STATUSES
 from kernels import specs
 
@@ -128,6 +128,28 @@ TIMELINE_SCHEMA: dict[str, _Field] = {
     "batch": _int(1, 1 << 16), "head_dim": _int(1, 1 << 12), "block_m": _int(1, 1024), "causal": _BOOL,
 }
 TIMELINE_ARRAYS = ("sm_id", "t_start_ns", "t_end_ns", "q_block", "bh")
+# "ring": one entry per ring-attention run (bench.ring under torchrun): ours or PyTorch's context_parallel, its layout
+# and the world it ran on, the time of one forward (all ranks), our one-GPU kernel at the same shape, and ours' per-rank
+# trace of one forward (bench/results.py checks the lists)
+RING_IMPLS = ("ours", "torch_cp")
+RING_ROTATES = ("p2p", "allgather", "alltoall")
+MAX_WORLD = 1024
+RING_SCHEMA: dict[str, _Field] = {
+    "impl": _text(choices=RING_IMPLS), "layout": _text(choices=RING_LAYOUTS), "rotate": _text(choices=RING_ROTATES),
+    "kernel": _text(60), "world_size": _int(1, MAX_WORLD), "seq_len": _int(1, 1 << 30), "batch": _int(1, 1 << 16),
+    "heads": _int(1, 1 << 12), "head_dim": _int(1, 1 << 12), "dtype": _text(choices=tuple(DTYPE_BYTES)),
+    "causal": _BOOL, "status": _text(choices=STATUSES), "message": _text(500), "device": _text(),
+    "timing_kind": _text(choices=TIMING_KINDS),
+    "time_ms": _TIME, "time_ms_p20": _TIME, "time_ms_p80": _TIME,
+    "one_gpu_ms": _TIME,          # our kernel on one GPU over the whole sequence, timed in the same run (None: not)
+    "kv_step_ms": _TIME,          # one hop of a rank's K/V shard round the ring with nothing else running
+    "check_seq_len": _int(1, 1 << 24, nullable=True),   # the correctness check's sequence (same world and layout)
+    "check_err": _float(MAX_ERROR, low=0),               # its max |O − float64 reference|
+}
+RING_REQUIRED = ("impl", "layout", "rotate", "kernel", "world_size", "seq_len", "batch", "heads", "head_dim",
+                 "dtype", "causal", "status", "message", "device", "timing_kind", "time_ms", "time_ms_p20",
+                 "time_ms_p80")
+MAX_RING_RUNS = 200
 assert set(RECORD_SCHEMA) == set(RECORD_FIELDS), "every record field needs a line in RECORD_SCHEMA"
 _FACT_FALLBACK = {"matmul_tflops": "the roofline uses the GPU's datasheet peak",
                   "l2_gbps": "the hierarchy shows no measured L2 bandwidth",

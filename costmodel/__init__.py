@@ -14,7 +14,9 @@ query and key lengths, head_dim, dtype, causal, pass).
   kernels' memory wall, on-chip buffers;
 - `traffic`: HBM bytes by kernel or phase (standard, flash with no cache and L2-aware, fused, FA-1 order, decode),
   and step by step for the animation;
-- `machine`: what the L2-aware model needs of a GPU, and the roofline.
+- `machine`: what the L2-aware model needs of a GPU, and the roofline;
+- `ring`: ring attention over several GPUs: the chunks each holds, the blocks each computes step by step, the
+  layouts' balance, a GPU's memory and the bytes passed round the ring.
 """
 from costmodel.machine import (DATASHEETS, REGISTER_BYTES_PER_SM, Datasheet, datasheet, RESIDENCY_ASSUMED, RESIDENCY_LIVE, RESIDENCY_RECORDED, SMEM_BYTES_PER_CLOCK_PER_SM,
                                Machine, arithmetic_intensity, attainable_tflops, machine_from_facts, ridge_point,
@@ -26,6 +28,8 @@ from costmodel.memory import (FA1_STATE_BYTES, MAX_WALL_SEQ_LEN, PARTIAL_BYTES, 
                               on_chip_buffers, output_bytes, scores_bytes, smem_bytes, sram_buffers,
                               standard_device_bytes, standard_memory_wall,
                               standard_training_bytes, standard_training_wall)
+from costmodel.ring import (RING_LAYOUTS, RingMemory, ring_balance, ring_blocks, ring_chunks, ring_kv_bytes_per_step,
+                            ring_longest, ring_memory, ring_owned, ring_rank_work, ring_source, ring_step_work)
 from costmodel.schedule import (DECODE_FILLED, DECODE_GOOD_WAVES, DECODE_MAX_SPLITS, FA1_MAX_SPLITS, FA1_PROGRAMS_PER_SM,
                                 Step, check_model_tiling, check_tiles, check_tiling, decode_max_splits,
                                 decode_num_splits, decode_wave_efficiency, fa1_schedule, fa1_split_ranges, fa1_splits,
