@@ -657,6 +657,18 @@ def dump_results(path: Path, facts: dict, records: list[dict], timelines: list[d
     write_atomically(path, text)
 
 
+def add_ring_runs(path: Path, runs: list[dict], command: str, created: str) -> None:
+    """Ring runs (bench.ring) into the results file at `path` (python -m bench made it: its device facts and
+    records stay as they are): a setting measured again replaces the earlier run."""
+    earlier = load_results_path(path)
+    meta = dict(earlier.meta)
+    for key in ("created", "command"):
+        meta.pop(key, None)
+    meta["ring_command"] = f"{command} ({created})"[:1000]
+    dump_results(path, earlier.facts, earlier.records, earlier.timelines, earlier.meta.get("command", ""),
+                 earlier.meta.get("created", created), meta, earlier.phases, merge_ring(earlier.ring, runs))
+
+
 def write_atomically(path: Path, text: str) -> None:
     """`text` into `path` whole or not at all: written to a new file beside it, flushed to the disk, then renamed
     over it. A write that fails part way (a full disk, a quota) raises OSError and leaves what `path` held before."""

@@ -119,6 +119,7 @@ META_SCHEMA: dict[str, _Field] = {"created": _text(40), "command": _text(1000),
                                   "phases_skipped": _text(1000, nullable=True),  # bench --phases: what could not be
                                   "merged_from": _text(1000, nullable=True),  # bench --merge-into: earlier commands
                                   "counters_command": _text(1000, nullable=True),  # bench.counters
+                                  "ring_command": _text(1000, nullable=True),  # bench.ring: what measured "ring"
                                   "ratios": _Field(list, nullable=True),            # bench: printed ratios
                                   # bench --decode: the copy bandwidth measured in that run, the decode scene's roof
                                   "decode_copy_gbps": _float(MAX_GBPS, unit="GB/s")}
