@@ -198,6 +198,27 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bo
     return (out, acc_lse) if return_lse else out
 
 
+def ring_simulate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, world: int, causal: bool = False, *,
+                  layout: str = "zigzag", sm_scale: float | None = None, kernel: str = "auto") -> torch.Tensor:
+    """The ring's arithmetic in one process: every rank's steps in turn on the whole q, k, v (batch, heads, tokens,
+    head_dim), no communication; returns the whole O. The same blocks, kernel calls and merges as ring_attention,
+    so one GPU (or the interpreter) checks them at any world size."""
+    _check_layout(layout)
+    kernel_key = choose_kernel(q, kernel)[0]
+    shards = [[shard(t, world, rank, layout) for t in (q, k, v)] for rank in range(world)]
+    outs = []
+    for rank in range(world):
+        acc_o = acc_lse = None
+        for step in range(world):
+            src = ring_source(world, rank, step)
+            acc_o, acc_lse = _compute(shards[rank][0], shards[src][1], shards[src][2],
+                                      ring_blocks(world, rank, step, layout, causal), ring_owned(world, rank, layout),
+                                      ring_owned(world, src, layout), causal and step == 0, sm_scale, kernel_key,
+                                      acc_o, acc_lse)
+        outs.append(acc_o.to(q.dtype))
+    return unshard(outs, layout)
+
+
 def _compute(q, k, v, blocks, q_chunks, k_chunks, own_causal, sm_scale, kernel, acc_o, acc_lse):
     """One step's blocks on our kernel, merged into the running (acc_o, acc_lse); the first step starts them.
     Step 0 of a causal ring is the local causal attention (a rank's chunks are in sequence order, so the diagonal
