@@ -726,6 +726,41 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
     return o, lse
 
 
+def fast_launcher(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float):
+    """For the library's fast path (kernels/attention.py): a function (q, k, v) -> (O, LSE) for calls whose inputs
+    have these inputs' shape, strides, dtype, device and 16-byte alignment, with this causal and scale, which skips
+    what such a call has settled already (the checks, the config, the grid, the descriptors' checks); None where
+    these inputs need the checked path (no Hopper, FP8, a copy to make them TMA-ready). The caller checks q, k, v as
+    flash_attention_v3 does once (sm_scale is the checked scale), and then only that the next call's match."""
+    from kernels.runtime import install_encoding_cache
+    if q.dtype not in SUPPORTED_DTYPES or v3_unavailable_reason(q.device, q.dtype, q.shape[-1]) is not None:
+        return None
+    if any(_tma_ready(t) is not t for t in (q, k, v)) or not q.shape == k.shape == v.shape:
+        return None
+    batch, heads, seq_len, head_dim = q.shape
+    if batch * heads > 65535:
+        return None
+    scale = float(sm_scale)
+    config = config_for_v3(head_dim, causal)
+    o0 = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    make_q, make_o = (compat.descriptor_template(t, [1, 1, config.block_m, head_dim]) for t in (q, o0))
+    make_k, make_v = (compat.descriptor_template(t, [1, 1, config.block_n, head_dim]) for t in (k, v))
+    install_encoding_cache()
+    grid = (triton.cdiv(seq_len, config.tile_m), batch * heads)
+    group = lpt_heads_per_group(batch * heads, seq_len, head_dim, q.element_size()) if config.lpt and causal else 1
+    key = (q.dtype, head_dim, config, causal, False, False)
+    options = dict(CFG=config, CAUSAL=causal, PROFILE=False, num_warps=4, maxnreg=config.maxnreg)
+    shape, lse_shape, dtype, device = tuple(q.shape), (batch, heads, seq_len), q.dtype, q.device
+
+    def run(q, k, v):
+        o = torch.empty(shape, dtype=dtype, device=device)
+        lse = torch.empty(lse_shape, dtype=torch.float32, device=device)
+        _FWD_LAUNCH(key, grid, None, (make_q(q), make_k(k), make_v(v), make_o(o), lse, None, scale, seq_len, heads,
+                                      group), options)
+        return o, lse
+    return run
+
+
 def flash_attention_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                        sm_scale: float | None = None, return_lse: bool = False,
                        config: Fa3Config | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:

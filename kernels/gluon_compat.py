@@ -67,3 +67,10 @@ def make_descriptor(t, block_shape: list[int]):
     """A host TMA descriptor over all of `t` (its shape and strides) with one `block_shape` box per copy, laid out
     in shared memory with the widest swizzle the box allows (what wgmma reads without bank conflicts)."""
     return runtime.quick_descriptor(TensorDescriptor, t, block_shape, layout=_shared_layout(t.dtype, tuple(block_shape)))
+
+
+def descriptor_template(t, block_shape: list[int]) -> "runtime.DescriptorTemplate":
+    """make_descriptor's descriptors for tensors of t's shape, strides and dtype, made again with only a new base
+    (the library's fast path: runtime.DescriptorTemplate)."""
+    return runtime.DescriptorTemplate(TensorDescriptor, t, list(block_shape),
+                                      layout=_shared_layout(t.dtype, tuple(block_shape)))

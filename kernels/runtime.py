@@ -12,6 +12,7 @@ on a machine without one.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -272,6 +273,79 @@ def quick_descriptor(cls, t: torch.Tensor, block_shape, **extra):
     return desc
 
 
+class DescriptorTemplate:
+    """Host TMA descriptors over tensors of one shape, strides and dtype, one class, box and extras, for a call made
+    again and again (the library's fast path, kernels/attention.py): built and checked once on the first tensor;
+    each call then only sets the base. The caller must pass tensors of the first one's shape, strides and dtype,
+    16-byte aligned. Descriptors it makes also carry `_encoding_key`, under which Triton's launcher keeps the
+    encoded descriptor of each base address (install_encoding_cache)."""
+    _serial = itertools.count()
+
+    def __init__(self, cls, t: torch.Tensor, block_shape, **extra):
+        desc = cls(base=t, shape=list(t.shape), strides=list(t.stride()), block_shape=list(block_shape), **extra)
+        self.cls = cls
+        self.fields = {**vars(desc), "base": None, "_encoding_key": next(self._serial)}
+
+    def __call__(self, t: torch.Tensor):
+        desc = self.cls.__new__(self.cls)
+        vars(desc).update(self.fields)
+        desc.base = t
+        return desc
+
+
+_ENCODED: dict = {}
+MAX_ENCODED = 1024  # encoded descriptors kept (128 bytes each and their Python lists); past it, start afresh
+
+
+def install_encoding_cache() -> bool:
+    """Keep what Triton's launcher encodes for a host TMA descriptor made by a DescriptorTemplate, per (template,
+    base address, kernel's descriptor metadata): a call on a tensor at an address seen before (a loop; PyTorch's
+    allocator hands the same blocks back) skips cuTensorMapEncodeTiled and its argument lists. The encoding is a
+    function of exactly these (the template fixes shape, strides, dtype, box and layout), so a hit is the same
+    descriptor. Other descriptors pass through untouched. Returns whether the cache is installed (False where
+    Triton's launcher is not the one check() knows)."""
+    if check_encoding_hook():
+        return False
+    import triton.backends.nvidia.driver as drv
+    original = drv.make_tensordesc_arg
+    if getattr(original, "flash_live_cache", False):
+        return True
+
+    def make_tensordesc_arg(arg, metadata):
+        key = getattr(arg, "_encoding_key", None)
+        if key is None or metadata is None:
+            return original(arg, metadata)
+        full = (key, arg.base.data_ptr(), id(metadata))
+        hit = _ENCODED.get(full)
+        if hit is not None and hit[0] is metadata:
+            return hit[1]
+        made = original(arg, metadata)
+        if len(_ENCODED) >= MAX_ENCODED:
+            _ENCODED.clear()
+        _ENCODED[full] = (metadata, made)  # the metadata is held, so its id is not reused while the entry lives
+        return made
+    make_tensordesc_arg.flash_live_cache = True
+    drv.make_tensordesc_arg = make_tensordesc_arg
+    return True
+
+
+def check_encoding_hook() -> list[str]:
+    """What install_encoding_cache needs of Triton's NVIDIA launcher and does not find (empty: all there)."""
+    import inspect
+    try:
+        import triton.backends.nvidia.driver as drv
+    except Exception as exc:  # noqa: BLE001 - a Triton without the NVIDIA backend
+        return [f"triton.backends.nvidia.driver ({type(exc).__name__})"]
+    missing = []
+    fn = getattr(drv, "make_tensordesc_arg", None)
+    if fn is None or list(inspect.signature(fn).parameters)[:2] != ["arg", "metadata"]:
+        missing.append("triton.backends.nvidia.driver.make_tensordesc_arg(arg, metadata)")
+    wrap = getattr(drv, "wrap_handle_tensordesc", None)
+    if wrap is None or "make_tensordesc_arg(arg, " not in inspect.getsource(wrap):
+        missing.append("wrap_handle_tensordesc calling make_tensordesc_arg per descriptor at launch")
+    return missing
+
+
 def check() -> list[str]:
     """What CachedLaunch and quick_descriptor need of Triton's internals and do not find (empty: all there):
     tests/test_private_apis.py fails loudly when an upgrade moves one. Both use only what the JIT itself does after
@@ -306,4 +380,4 @@ def check() -> list[str]:
         missing.append("JITFunction.arg_names / params[].is_constexpr")
     fields = {f.name for f in dataclasses.fields(TensorDescriptor)}
     missing += [f"TensorDescriptor.{name}" for name in ("base", "shape", "strides", "block_shape") if name not in fields]
-    return missing
+    return missing + check_encoding_hook()

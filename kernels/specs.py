@@ -75,6 +75,8 @@ class Spec:
                                         # its backward pass; a library kernel with one is differentiable
                                         # (kernels/autograd.py) and "auto" picks among these when grad is needed
     backward_compile: str | None = None  # "module:function" (subset="all") -> the backward's launches (compile check)
+    fast: str | None = None             # "module:function" (q, k, v, causal, sm_scale) -> a launcher for calls like
+                                        # this checked one, or None: the library's fast path for short calls
 
     def load(self, field_name: str) -> Callable:
         """The function a "module:function" field names, imported now."""
@@ -200,7 +202,8 @@ _BUILT_IN = (
          _flash_model, costmodel.flash_extra_bytes, library=True, auto_rank=0, aliases=("flash_v3",),
          tiles="kernels.fa3:tiles_for",
          assumed_tiles=(128, 128), tile_rule=check_fa3_tiles, unavailable="kernels.fa3:unavailable_for",
-         ratio=True, proton="kernels.fa3:proton_launcher", compile="kernels.fa3:shipped_launches"),
+         ratio=True, proton="kernels.fa3:proton_launcher", compile="kernels.fa3:shipped_launches",
+         fast="kernels.fa3:fast_launcher"),
     Spec("decode", "flash-decoding (ours, Triton, split-KV)", "decode (ours)", "sky_blue",
          "kernels.decode:decode_attention", _decode_model, _decode_extra_bytes, interpreter=True,
          tiles="kernels.decode:tiles_for", assumed_tiles=DECODE_ASSUMED_TILES, tile_rule=costmodel.check_tiles,

@@ -73,3 +73,98 @@ def test_auto_on_hopper_is_the_fastest_that_runs(dtype, head_dim, expected, pois
     assert choose_kernel(q)[0] == expected
     out = kernels.flash_attention(q, k, v, causal=True)
     assert rel_error(out, reference(q, k, v, True, head_dim ** -0.5)[0]) < TOLERANCE[dtype]
+
+
+def _fast_fa2(monkeypatch):
+    """fa2 given a `fast` facet that counts its calls (kernels/specs.py), the registry's generation bumped."""
+    import dataclasses
+    from kernels import attention, specs
+    from tests import support_kernels
+    monkeypatch.setitem(specs.SPECS, "fa2", dataclasses.replace(specs.SPECS["fa2"],
+                                                                fast="tests.support_kernels:counting_fast_launcher"))
+    monkeypatch.setattr(specs, "_GENERATION", [specs._GENERATION[0] + 1])
+    monkeypatch.setattr(attention, "_FAST", {})
+    support_kernels.FAST_CALLS.clear()
+    return support_kernels.FAST_CALLS
+
+
+def test_a_call_like_one_checked_before_takes_the_fast_path(monkeypatch, poisoned_allocations):
+    calls = _fast_fa2(monkeypatch)
+    q, k, v = random_qkv((1, 2, 40, 32), torch.float32, seed=11)
+    first = kernels.flash_attention(q, k, v, causal=True, kernel="fa2")
+    assert calls == []  # the first call is checked and runs the kernel's own call; it leaves a launcher
+    again, lse = kernels.flash_attention(q, k, v, causal=True, kernel="fa2", return_lse=True)
+    assert len(calls) == 1 and torch.equal(first, again)
+    assert rel_error(again, reference(q, k, v, True, 32 ** -0.5)[0]) < TOLERANCE[torch.float32]
+    q2, k2, v2 = random_qkv((1, 2, 40, 32), torch.float32, seed=12)  # new tensors of the same kind: fast, right
+    out = kernels.flash_attention(q2, k2, v2, causal=True, kernel="fa2")
+    assert len(calls) == 2 and rel_error(out, reference(q2, k2, v2, True, 32 ** -0.5)[0]) < TOLERANCE[torch.float32]
+
+
+@pytest.mark.parametrize("change", ["causal", "scale", "strides", "dtype", "grad", "shape", "subclass", "int causal"])
+def test_a_different_call_never_takes_another_calls_launcher(change, monkeypatch):
+    calls = _fast_fa2(monkeypatch)
+    q, k, v = random_qkv((1, 2, 40, 32), torch.float32, seed=13)
+    kernels.flash_attention(q, k, v, causal=True, kernel="fa2")
+    kwargs = dict(causal=True, kernel="fa2")
+    if change == "causal":
+        kwargs["causal"] = False
+    elif change == "scale":
+        kwargs["sm_scale"] = 0.5
+    elif change == "strides":
+        q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
+    elif change == "dtype":
+        q, k, v = (t.to(torch.bfloat16) for t in (q, k, v))
+    elif change == "grad":
+        q = q.clone().requires_grad_()
+    elif change == "shape":
+        q, k, v = (t[:, :, :39] for t in (q, k, v))
+    elif change == "subclass":
+        q = torch.nn.Parameter(q, requires_grad=False)
+    elif change == "int causal":
+        kwargs["causal"] = 1
+    try:
+        kernels.flash_attention(q, k, v, **kwargs)
+    except (TypeError, ValueError):
+        pass  # refused by the checked path, as it should be
+    assert calls == []
+
+
+def test_the_fast_path_forgets_a_changed_registry(monkeypatch):
+    calls = _fast_fa2(monkeypatch)
+    q, k, v = random_qkv((1, 2, 24, 32), torch.float32, seed=14)
+    kernels.flash_attention(q, k, v, kernel="fa2")
+    from kernels import specs
+    monkeypatch.setattr(specs, "_GENERATION", [specs._GENERATION[0] + 1])
+    kernels.flash_attention(q, k, v, kernel="fa2")
+    assert calls == []
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(INTERPRET or v3_unavailable_reason() is not None, reason="needs a Hopper GPU")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape,strided", [((2, 16, 1024, 64), False), ((1, 3, 1000, 128), True),
+                                           ((2, 2, 333, 256), False)])
+def test_fa3_fast_path_is_the_checked_call(shape, strided, causal, poisoned_allocations):
+    """The fast path's launches on Hopper give what the checked call gives, bit for bit, on new tensors, on a
+    freed tensor's address with new values (the kept TMA encodings), and leave nothing unwritten."""
+    from kernels import attention
+    from kernels.fa3 import flash_attention_v3
+    q, k, v = random_qkv(shape, torch.bfloat16, seed=21)
+    if strided:  # (B, N, H, D) memory seen as (B, H, N, D)
+        q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
+    kernels.flash_attention(q, k, v, causal=causal)
+    kept = len(attention._FAST)
+    for seed in (22, 23):
+        fresh = random_qkv(shape, torch.bfloat16, seed=seed)
+        if strided:
+            fresh = tuple(t.transpose(1, 2).contiguous().transpose(1, 2) for t in fresh)
+        out, lse = kernels.flash_attention(*fresh, causal=causal, return_lse=True)
+        want, want_lse = flash_attention_v3(*fresh, causal=causal, return_lse=True)
+        assert torch.equal(out, want) and torch.equal(lse, want_lse)
+        assert rel_error(out, reference(*fresh, causal, shape[-1] ** -0.5)[0]) < TOLERANCE[torch.bfloat16]
+        del fresh, out, lse
+    assert len(attention._FAST) == kept >= 1
+    q.copy_(torch.randn_like(q))  # the same addresses, new values
+    out = kernels.flash_attention(q, k, v, causal=causal)
+    assert torch.equal(out, flash_attention_v3(q, k, v, causal=causal))
