@@ -64,6 +64,7 @@ from dataclasses import dataclass
 from kernels.runtime import AOT, INTERPRET, CachedLaunch, kernel_launch_lock  # first: it picks the backend before any decorator
 import torch
 import triton
+import triton.language as tl
 
 import costmodel
 from kernels import gluon_compat as compat
@@ -110,6 +111,8 @@ class Fa3Config:
     lazy_rescale: bool = False  # FA-4's conditional rescale: O is multiplied by α only when a row's max moved by > 2^8
     lpt: bool = False  # causal: query blocks in reverse, the longest first, across a group of heads whose K and V fit
     #                    in L2 (FA-3's scheduler); off: one head at a time, its query blocks in reverse
+    p_in_place: bool = False  # 8-bit inputs: P goes to P·V from the registers the scores left it in; V's keys are
+    #                           permuted on the host within each tile to match (v_transposed), so no shuffles (FA-3)
 
     @property
     def label(self) -> str:
@@ -117,12 +120,14 @@ class Fa3Config:
         return (f"{self.num_consumers}×{self.block_m}×{self.block_n} kv{self.kv_stages} regs {self.consumer_regs}/"
                 f"{self.producer_regs}{'' if self.overlap else ' no-overlap'}{' q-regs' if self.q_in_regs else ''}"
                 f"{' named' if self.named_turns else ''}{' paired' if self.kv_paired else ''}"
-                f"{' lazy' if self.lazy_rescale else ''}{' lpt' if self.lpt else ''}")
+                f"{' lazy' if self.lazy_rescale else ''}{' lpt' if self.lpt else ''}"
+                f"{' p-in-place' if self.p_in_place else ''}")
 
     def mangle(self) -> str:
         """The configuration as an identifier: Triton names the compiled functions after their constexpr arguments."""
         flags = "".join(code for name, code in (("overlap", "o"), ("q_in_regs", "q"), ("named_turns", "n"),
-                                                ("kv_paired", "k"), ("lazy_rescale", "l"), ("lpt", "t"))
+                                                ("kv_paired", "k"), ("lazy_rescale", "l"), ("lpt", "t"),
+                                                ("p_in_place", "p"))
                         if getattr(self, name))
         return (f"Fa3Config_{self.num_consumers}x{self.block_m}x{self.block_n}_kv{self.kv_stages}_r{self.consumer_regs}"
                 f"_{self.producer_regs}_{flags or 'plain'}")
@@ -376,7 +381,7 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
     if mask_from == 0:
         s = _mask(s, 0, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
     p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, LAZY)
-    p_op = gl.convert_layout(p.to(in_dtype), p_layout)  # e4m3 P: ≤ 2^8 with the lazy rescale, under e4m3's 448
+    p_op = _p_operand(p, in_dtype, p_layout, FP8 and CFG.p_in_place)  # e4m3 P: ≤ 2^8 with the lazy rescale
 
     for j in range(1, n_kv):
         acc, m_i, l_i, alpha, p_op = _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_ready,
@@ -417,6 +422,23 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
     tma.async_copy_shared_to_global(o_desc, [off_b, off_h, row0, 0], o_smem)  # rows past seq_len are clipped
     tma.store_wait(0)
     _exit("epilogue", PROFILE)
+
+
+@_jit
+def _p_operand(p, dtype: gl.constexpr, p_layout: gl.constexpr, IN_PLACE: gl.constexpr):
+    # P (the scores' accumulator layout) as P·V's A operand from registers. 16-bit P converts with few shuffles.
+    # 8-bit P: a thread holds columns 2t, 2t+1 (+8i) of the accumulator, but wgmma's 8-bit A operand wants 4t … 4t+3
+    # (+16i): IN_PLACE reads column c = c0 + 2c1 + 4c2 + 8c3 + 16h as k = c0 + 2c3 + 4c1 + 8c2 + 16h (a relabelling
+    # the registers already satisfy), and V's rows were permuted on the host the same way (v_transposed), so P'·V' =
+    # P·V with no data moved between threads.
+    # The relabelling is done on the fp32 values (register renaming only), and the cast to 8 bits after it, so the
+    # cast packs each register's four bytes from the right four values.
+    if IN_PLACE:
+        M: gl.constexpr = p.shape[0]
+        N: gl.constexpr = p.shape[1]
+        p = p.reshape([M, N // 16, 2, 2, 2, 2]).permute((0, 1, 3, 4, 2, 5)).reshape([M, N])
+        return gl.convert_layout(p, p_layout).to(dtype)
+    return gl.convert_layout(p.to(dtype), p_layout)
 
 
 @_jit
@@ -483,7 +505,7 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
             mbarrier.arrive(k_empty.index(slot), count=1)  # K_j and V_{j-1} both read
         else:
             mbarrier.arrive(v_empty.index(prev), count=1)
-    p_op = gl.convert_layout(p.to(p_op.dtype), p_layout)  # P_j into the registers P_{j-1}·V_{j-1} just freed
+    p_op = _p_operand(p, p_op.dtype, p_layout, FP8 and CFG.p_in_place)  # P_j into the registers P_{j-1}·V_{j-1} freed
     _exit("pv", PROFILE)
     return acc, m_i, l_i, alpha, p_op
 
@@ -667,14 +689,52 @@ def _tma_ready(t: torch.Tensor) -> torch.Tensor:
     return t if ok else t.contiguous()
 
 
-def v_transposed(v: torch.Tensor) -> torch.Tensor:
+def p_in_place_order(block_n: int) -> list[int]:
+    """The key order of a tile of V that P·V reads when P stays where the scores left it (Fa3Config.p_in_place):
+    position k holds key c(k) = k0 + 8·k1 + 2·k2 + 4·k3 + 16·(k >> 4) (the kernel's _p_operand says why)."""
+    if block_n % 16:
+        raise ValueError(f"P in place needs tiles of a multiple of 16 keys; got {block_n}")
+    return [(k & 1) | ((k >> 1) & 1) << 3 | ((k >> 2) & 1) << 1 | ((k >> 3) & 1) << 2 | (k >> 4) << 4
+            for k in range(block_n)]
+
+
+@triton.jit
+def _v_transposed_kernel(V, OUT, seq_len, padded, heads, s_b, s_h, s_n, s_d, o_bh, o_d,
+                         HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr, IN_PLACE: tl.constexpr):
+    # one tile of BLOCK keys of one (batch, head): rows of V read (position k takes key c(k) under IN_PLACE), written
+    # as columns of Vᵀ; keys past seq_len (the padding) are written as zeros
+    tile = tl.program_id(0)
+    bh = tl.program_id(1)
+    k = tl.arange(0, BLOCK)
+    if IN_PLACE:  # p_in_place_order
+        c = (k & 1) | (((k >> 1) & 1) << 3) | (((k >> 2) & 1) << 1) | (((k >> 3) & 1) << 2) | ((k >> 4) << 4)
+    else:
+        c = k
+    src = tile * BLOCK + c
+    d = tl.arange(0, HEAD_DIM)
+    rows = V + (bh // heads).to(tl.int64) * s_b + (bh % heads).to(tl.int64) * s_h
+    x = tl.load(rows + src[:, None].to(tl.int64) * s_n + d[None, :] * s_d, mask=src[:, None] < seq_len, other=0)
+    dst = tile * BLOCK + k
+    tl.store(OUT + bh.to(tl.int64) * o_bh + d[:, None].to(tl.int64) * o_d + dst[None, :], tl.trans(x),
+             mask=dst[None, :] < padded)
+
+
+def v_transposed(v: torch.Tensor, p_in_place_block: int | None = None) -> torch.Tensor:
     """Vᵀ as the 8-bit kernel reads it: (B, H, D, N) with N contiguous, padded with zeros to a multiple of 16 keys
-    (TMA's row strides are multiples of 16 bytes); the padding's keys are masked like any key past seq_len."""
+    (TMA's row strides are multiples of 16 bytes); the padding's keys are masked like any key past seq_len. With
+    p_in_place_block (the config's block_n, when p_in_place), padded to whole tiles and each tile's keys in
+    p_in_place_order. One pass of a Triton kernel over V (a strided PyTorch copy of 1-byte elements took 8-16 % of
+    the e4m3 call on the H200)."""
     batch, heads, seq_len, head_dim = v.shape
-    padded = -(-seq_len // 16) * 16
-    vt = torch.zeros((batch, heads, head_dim, padded), dtype=v.dtype, device=v.device)
-    vt[..., :seq_len].copy_(v.transpose(-1, -2))
-    return vt
+    block = p_in_place_block or 128
+    padded = -(-seq_len // (p_in_place_block or 16)) * (p_in_place_block or 16)
+    raw = v.view(torch.uint8) if v.element_size() == 1 else v
+    out = torch.empty((batch, heads, head_dim, padded), dtype=raw.dtype, device=v.device)
+    with kernel_launch_lock():
+        _v_transposed_kernel[(triton.cdiv(padded, block), batch * heads)](
+            raw, out, seq_len, padded, heads, *raw.stride(), out.stride(1), out.stride(2),
+            HEAD_DIM=head_dim, BLOCK=block, IN_PLACE=p_in_place_block is not None, num_warps=4)
+    return out.view(v.dtype) if v.element_size() == 1 else out
 
 
 # FA-3's tile scheduler budgets 32 MiB of L2 (the H200 has 60 MB) for the K and V of the heads it runs at once
@@ -691,8 +751,8 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
               config: Fa3Config, profile: bool = False, descale: torch.Tensor | None = None,
               v_is_transposed: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """One launch. 8-bit (e4m3) q, k, v need `descale`: float32 (3, batch·heads), the descales of Q, K and V per
-    head; V is transposed here (v_transposed) unless v_is_transposed (v is then v_transposed's output: the kernel
-    alone is timed, perf/h200/fp8_speed.py), and O comes back in bf16."""
+    head; V is transposed here (v_transposed) unless v_is_transposed (v is then v_transposed's output for this
+    config: the kernel alone is timed, perf/h200/fp8_speed.py), and O comes back in bf16."""
     batch, heads, seq_len, head_dim = q.shape  # (B, H, N, D)
     if batch * heads > 65535:  # the grid's second dimension
         raise ValueError(f"batch × heads must be at most 65535 for the FA-3 kernel's grid; got {batch * heads}")
@@ -709,7 +769,8 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
     q_desc, o_desc = (compat.make_descriptor(t, [1, 1, config.block_m, head_dim]) for t in (q, o))
     k_desc = compat.make_descriptor(k, [1, 1, config.block_n, head_dim])
     if fp8:  # wgmma reads 8-bit B operands K-major only: P·V takes Vᵀ (kernel docstring: why on the host)
-        v_desc = compat.make_descriptor(v if v_is_transposed else v_transposed(v), [1, 1, head_dim, config.block_n])
+        vt = v if v_is_transposed else v_transposed(v, config.block_n if config.p_in_place else None)
+        v_desc = compat.make_descriptor(vt, [1, 1, head_dim, config.block_n])
         descale = descale.contiguous()
     else:
         v_desc = compat.make_descriptor(v, [1, 1, config.block_n, head_dim])

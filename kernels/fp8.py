@@ -198,11 +198,19 @@ def _fp8_overrides() -> dict:
     return {(64, False): d64, (64, True): d64}
 
 
+P_IN_PLACE_HEAD_DIMS = (64, 128, 256)  # where e4m3 hands P to P·V in place (measured 1.03-1.10× the kernel without)
+
+
 def config_for_fp8(head_dim: int, causal: bool):
     """The kernel configuration 8-bit inputs run: an override (_fp8_overrides) or else the shipped 16-bit one of
-    this (head_dim, causal) (a new head_dim's 16-bit row serves e4m3 too)."""
+    this (head_dim, causal) (a new head_dim's 16-bit row serves e4m3 too); at P_IN_PLACE_HEAD_DIMS with P handed to
+    P·V where the scores left it (Fa3Config.p_in_place: no shuffles; V's keys permuted on the host to match).
+    Measured on the H200 (BENCHMARKS.md, FP8; kernel alone, non-causal, against P shuffled in the same run): 1.035×
+    (8K) and 1.052× (16K) at head_dim 128, 1.100× and 1.089× at 64, 1.043× at 256 (8K)."""
+    import dataclasses
     from kernels.fa3 import config_for_v3
-    return _fp8_overrides().get((head_dim, causal)) or config_for_v3(head_dim, causal)
+    config = _fp8_overrides().get((head_dim, causal)) or config_for_v3(head_dim, causal)
+    return dataclasses.replace(config, p_in_place=True) if head_dim in P_IN_PLACE_HEAD_DIMS else config
 
 
 def _descale_rows(name: str, d, batch: int, heads: int, device) -> torch.Tensor:
@@ -255,7 +263,15 @@ def fp8_candidates() -> dict:
     needs the registers the bigger S or the third consumer would take. Predictions in BENCHMARKS.md."""
     from kernels.fa3 import Fa3Config
     return {
-        # a deeper K/V ring: four 8-bit slots take the shared memory of two 16-bit ones (176 KB)
-        "D128 4 K/V slots": (128, False, Fa3Config(64, 128, 2, 4, 240, 24, q_in_regs=True, named_turns=True,
-                                                   kv_paired=True, lazy_rescale=True)),
+        # P in place with a deeper ring (the shipped D128 e4m3 config has P in place and 2 slots)
+        "D128 P in place, 4 K/V slots": (128, False, Fa3Config(64, 128, 2, 4, 240, 24, q_in_regs=True,
+                                                               named_turns=True, kv_paired=True, lazy_rescale=True,
+                                                               p_in_place=True)),
+        # what shipped before P in place, timed beside it in the same run
+        "D128 P shuffled (before)": (128, False, Fa3Config(64, 128, 2, 2, 240, 24, q_in_regs=True, named_turns=True,
+                                                           kv_paired=True, lazy_rescale=True)),
+        "D64 P shuffled (before)": (64, False, Fa3Config(64, 128, 2, 4, 240, 24, q_in_regs=True, named_turns=True,
+                                                         kv_paired=True, lazy_rescale=True)),
+        "D256 P shuffled (before)": (256, False, Fa3Config(64, 64, 2, 2, 240, 24, named_turns=True, kv_paired=True,
+                                                           lazy_rescale=True)),
     }

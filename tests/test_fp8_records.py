@@ -133,3 +133,40 @@ def test_the_kernel_alone_takes_only_a_transposed_8_bit_v():
     q8 = q.to(torch.float8_e4m3fn)
     with pytest.raises(ValueError, match=r"\(B, H, D, ≥ N\); got \(1, 1, 64, 128\)"):
         launch_v3(q8, q8, q8, False, 0.1, config, descale=torch.ones(3, 1), v_is_transposed=True)
+
+
+@pytest.mark.parametrize("block", [None, 64, 128])
+@pytest.mark.parametrize("seq_len", [1, 17, 128, 300])
+def test_v_transposed_is_vt_padded_and_in_the_p_in_place_order(block, seq_len):
+    """The 8-bit kernel's Vᵀ (one Triton kernel, here in the interpreter): (B, H, D, N padded), zeros past seq_len;
+    with P in place each tile's keys in p_in_place_order, so that P'·V' = P·V; strided V read as it lies."""
+    import torch
+    from kernels.fa3 import p_in_place_order, v_transposed
+    gen = torch.Generator().manual_seed(seq_len)
+    v = torch.randn(2, 3, seq_len, 64, generator=gen).to(torch.float8_e4m3fn)
+    step = block or 16
+    padded = -(-seq_len // step) * step
+    order = p_in_place_order(block) if block else None
+    want = torch.zeros(2, 3, 64, padded)
+    for pos in range(padded):
+        key = pos if block is None else pos - pos % block + order[pos % block]
+        if key < seq_len:
+            want[..., pos] = v[:, :, key, :].float()
+    for given in (v, v.transpose(1, 2).contiguous().transpose(1, 2)):
+        got = v_transposed(given, block)
+        assert got.dtype == torch.float8_e4m3fn and got.shape == (2, 3, 64, padded)
+        assert torch.equal(got.float(), want)
+    if block:
+        assert sorted(order) == list(range(block)) and order[:8] == [0, 1, 8, 9, 2, 3, 10, 11]
+        p = torch.randn(5, block, generator=gen)
+        vv = torch.randn(block, 7, generator=gen)
+        assert torch.allclose(p[:, order] @ vv[order], p @ vv, atol=1e-5)
+    with pytest.raises(ValueError, match="multiple of 16"):
+        p_in_place_order(40)
+
+
+def test_e4m3_ships_p_in_place_where_it_was_measured():
+    from kernels.fp8 import P_IN_PLACE_HEAD_DIMS, config_for_fp8
+    for head_dim in (64, 128, 256):
+        for causal in (False, True):
+            assert config_for_fp8(head_dim, causal).p_in_place == (head_dim in P_IN_PLACE_HEAD_DIMS)

@@ -48,7 +48,7 @@ DEQUANT_TOL, FLOAT64_TOL, LSE_TOL = 0.05, 0.10, 1e-3
 STALL_S = 90
 # (label, batch, heads, seq_len, head_dim, causal, goal of fp8 ÷ bf16 or None)
 SHAPES = [(f"B2 H16 N{n // 1024}K D{d}{' causal' if c else ''}", 2, 16, n, d, c, 1.5 if d == 128 and not c else None)
-          for d in (128, 64) for c in (False, True) for n in (8192, 16384)]
+          for d in (128, 64) for c in (False, True) for n in (8192, 16384)] + [("B2 H8 N8K D256", 2, 8, 8192, 256, False, None)]
 
 
 class Run:
@@ -219,7 +219,7 @@ def _kernel_only(q8, k8, v8, descales, causal: bool, config):
     """The e4m3 launch alone: Vᵀ and the (3, B·H) descale rows made here, once, outside the timed call."""
     from kernels.fa3 import launch_v3, v_transposed
     b, h, _, d = q8.shape
-    vt = v_transposed(v8)
+    vt = v_transposed(v8, config.block_n if config.p_in_place else None)
     descale = torch.stack([t.expand(b, h).reshape(b * h) for t in descales]).float().contiguous()
     return lambda: launch_v3(q8, k8, vt, causal, d ** -0.5, config, descale=descale, v_is_transposed=True)
 
