@@ -242,9 +242,11 @@ class BackwardConfig:
     num_stages: int
 
 
-# Not yet tuned on a GPU: tutorial 06's split (dK/dV programs of 128 keys stepping 32 query rows, dQ programs of 128
-# rows stepping 32 keys) at head_dim ≤ 64, larger steps and 8 warps at 128, halved at 256 and for fp32 (registers).
-def _gpu_config(head_dim: int, dtype_bytes: int) -> BackwardConfig:
+# Tutorial 06's split (dK/dV programs of 128 keys stepping 32 query rows, dQ programs of 128 rows stepping 32 keys) at
+# head_dim ≤ 64, larger steps and 8 warps at 128, halved at 256 and for fp32 (registers). Timed beside CANDIDATES on
+# the H200 (2026-12-04, B2 H16 8K bf16, BENCHMARKS.md §1d): only head_dim 128 causal gained, 1.15× with 32-row steps
+# and 8 warps at 3 stages (the shipped 64-row steps spilled; non-causal they are 1.23× faster than the 32-row ones).
+def _gpu_config(head_dim: int, dtype_bytes: int, causal: bool = False) -> BackwardConfig:
     if dtype_bytes == 4:
         if head_dim == 256:  # 64×16 steps at 2 stages need 168 KB of shared memory: more than sm_80 has
             return BackwardConfig(16, 32, 32, 16, 4, 1)
@@ -252,7 +254,7 @@ def _gpu_config(head_dim: int, dtype_bytes: int) -> BackwardConfig:
     if head_dim <= 64:
         return BackwardConfig(32, 128, 128, 32, 4, 3)
     if head_dim == 128:
-        return BackwardConfig(64, 128, 128, 64, 8, 2)
+        return BackwardConfig(32, 128, 128, 32, 8, 3) if causal else BackwardConfig(64, 128, 128, 64, 8, 2)
     return BackwardConfig(32, 64, 64, 32, 8, 1)
 
 
@@ -261,11 +263,11 @@ _INTERPRETER_CONFIG = BackwardConfig(64, 64, 64, 64, 4, 1)
 WALK_CONFIG = _INTERPRETER_CONFIG  # the scene's tile walk (visit_order's default): square tiles, both passes alike
 
 
-def config_for(head_dim: int, dtype: torch.dtype) -> BackwardConfig:
+def config_for(head_dim: int, dtype: torch.dtype, causal: bool = False) -> BackwardConfig:
     """The backward's tile shapes and launch settings for this shape class."""
     if INTERPRET:
         return _INTERPRETER_CONFIG
-    return _gpu_config(head_dim, torch.empty((), dtype=dtype).element_size())
+    return _gpu_config(head_dim, torch.empty((), dtype=dtype).element_size(), causal)
 
 
 def _check_config(config: BackwardConfig) -> None:
@@ -324,7 +326,7 @@ def launch_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.
     o and do are made contiguous. The gradients come back contiguous in the input dtype. Memory beyond the inputs and
     gradients: Δ, one fp32 per row."""
     batch, heads, seq_len, head_dim = q.shape
-    config = config or config_for(head_dim, q.dtype)
+    config = config or config_for(head_dim, q.dtype, causal)
     _check_config(config)
     o, do = o.contiguous(), do.contiguous().to(q.dtype)
     lse = lse.contiguous()
@@ -389,10 +391,9 @@ def shipped_launches(subset: str = "all"):
     elif subset == "representative":
         cases = list(REPRESENTATIVE)
     elif subset == "candidates":
-        return [(label, ("sm_90",), launch) for d, configs in CANDIDATES.items()
-                for name, config in {"shipped": config_for(d, torch.bfloat16), **configs}.items()
-                for causal in (False, True)
+        return [(label, ("sm_90",), launch) for d, configs in CANDIDATES.items() for causal in (False, True)
+                for name, config in {"shipped": config_for(d, torch.bfloat16, causal), **configs}.items()
                 for label, _, launch in [_launch(d, torch.bfloat16, causal, config, f"candidate {name}")]]
     else:
         raise ValueError(f"subset must be 'all', 'representative' or 'candidates', got {subset!r}")
-    return [_launch(d, dtype, causal, config_for(d, dtype), "backward") for d, dtype, causal in cases]
+    return [_launch(d, dtype, causal, config_for(d, dtype, causal), "backward") for d, dtype, causal in cases]

@@ -1,6 +1,6 @@
 """The teaching backward (kernels/fa2_bwd.py) on the H200: correctness, then time beside SDPA's backwards (~3 min).
 
-    PYTHONUNBUFFERED=1 python -m perf.h200.backward_speed [--json PATH]
+    PYTHONUNBUFFERED=1 python -m perf.h200.backward_speed [--json PATH] [--only check,rows,candidates,memory]
 
 Each section runs on its own: an exception prints its traceback and the next section still runs (wrong gradients in
 a. still stop the timing: exit 2).
@@ -110,7 +110,7 @@ def candidates(rounds=3):
             with torch.no_grad():
                 o, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
             do = torch.randn_like(o)
-            tiles = {"shipped": config_for(d, q.dtype), **configs}
+            tiles = {"shipped": config_for(d, q.dtype, causal), **configs}
             shipped_grads = launch_backward(q, k, v, o, lse, do, causal, scale, tiles["shipped"])
             times, errs = {name: [] for name in tiles}, {}
             for name, config in list(tiles.items())[1:]:
@@ -172,13 +172,13 @@ def main() -> int:
         print("needs a CUDA GPU")
         return 1
     result = {}
-    _section("check", check, result)
-    if result["check"] is False:
-        print("WRONG gradients: nothing timed")
-        return 2
-    _section("rows", time_all, result)
-    _section("candidates", candidates, result)
-    _section("memory", memory_64k, result)
+    only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
+    for name, fn in (("check", check), ("rows", time_all), ("candidates", candidates), ("memory", memory_64k)):
+        if only is None or name in only:
+            _section(name, fn, result)
+        if name == "check" and result.get("check") is False:
+            print("WRONG gradients: nothing timed")
+            return 2
     if "--json" in sys.argv:
         with open(sys.argv[sys.argv.index("--json") + 1], "w") as f:
             json.dump(result, f, indent=1)
