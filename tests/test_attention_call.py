@@ -75,21 +75,28 @@ def test_auto_on_hopper_is_the_fastest_that_runs(dtype, head_dim, expected, pois
     assert rel_error(out, reference(q, k, v, True, head_dim ** -0.5)[0]) < TOLERANCE[dtype]
 
 
-def _fast_fa2(monkeypatch):
-    """fa2 given a `fast` facet that counts its calls (kernels/specs.py), the registry's generation bumped."""
+@pytest.fixture
+def fast_fa2():
+    """fa2 given a `fast` facet that counts its calls (kernels/specs.py) for the test; the registry's generation only
+    ever grows (what is cached under a generation must never be read for another registry)."""
     import dataclasses
     from kernels import attention, specs
     from tests import support_kernels
-    monkeypatch.setitem(specs.SPECS, "fa2", dataclasses.replace(specs.SPECS["fa2"],
-                                                                fast="tests.support_kernels:counting_fast_launcher"))
-    monkeypatch.setattr(specs, "_GENERATION", [specs._GENERATION[0] + 1])
-    monkeypatch.setattr(attention, "_FAST", {})
+    original, kept = specs.SPECS["fa2"], attention._FAST
+    specs.SPECS["fa2"] = dataclasses.replace(original, fast="tests.support_kernels:counting_fast_launcher")
+    specs._GENERATION[0] += 1
+    attention._FAST = {}
     support_kernels.FAST_CALLS.clear()
-    return support_kernels.FAST_CALLS
+    try:
+        yield support_kernels.FAST_CALLS
+    finally:
+        specs.SPECS["fa2"] = original
+        specs._GENERATION[0] += 1
+        attention._FAST = kept
 
 
-def test_a_call_like_one_checked_before_takes_the_fast_path(monkeypatch, poisoned_allocations):
-    calls = _fast_fa2(monkeypatch)
+def test_a_call_like_one_checked_before_takes_the_fast_path(fast_fa2, poisoned_allocations):
+    calls = fast_fa2
     q, k, v = random_qkv((1, 2, 40, 32), torch.float32, seed=11)
     first = kernels.flash_attention(q, k, v, causal=True, kernel="fa2")
     assert calls == []  # the first call is checked and runs the kernel's own call; it leaves a launcher
@@ -102,8 +109,8 @@ def test_a_call_like_one_checked_before_takes_the_fast_path(monkeypatch, poisone
 
 
 @pytest.mark.parametrize("change", ["causal", "scale", "strides", "dtype", "grad", "shape", "subclass", "int causal"])
-def test_a_different_call_never_takes_another_calls_launcher(change, monkeypatch):
-    calls = _fast_fa2(monkeypatch)
+def test_a_different_call_never_takes_another_calls_launcher(change, fast_fa2):
+    calls = fast_fa2
     q, k, v = random_qkv((1, 2, 40, 32), torch.float32, seed=13)
     kernels.flash_attention(q, k, v, causal=True, kernel="fa2")
     kwargs = dict(causal=True, kernel="fa2")
@@ -130,12 +137,12 @@ def test_a_different_call_never_takes_another_calls_launcher(change, monkeypatch
     assert calls == []
 
 
-def test_the_fast_path_forgets_a_changed_registry(monkeypatch):
-    calls = _fast_fa2(monkeypatch)
+def test_the_fast_path_forgets_a_changed_registry(fast_fa2):
+    calls = fast_fa2
     q, k, v = random_qkv((1, 2, 24, 32), torch.float32, seed=14)
     kernels.flash_attention(q, k, v, kernel="fa2")
     from kernels import specs
-    monkeypatch.setattr(specs, "_GENERATION", [specs._GENERATION[0] + 1])
+    specs._GENERATION[0] += 1
     kernels.flash_attention(q, k, v, kernel="fa2")
     assert calls == []
 
