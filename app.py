@@ -358,7 +358,8 @@ def scene_ring(stage: Stage) -> None:
         longest = max(ring.ring_lengths(runs, world, shape), default=None)
         caption = " ".join(filter(None, (ring.layer_sentence(runs, world, shape),
                                          ring.memory_sentence(walls, hbm, recording.facts["name"], longest),
-                                         ring.length_caption(runs, world, shape), f"Measured: {source}.")))
+                                         ring.length_caption(runs, world, shape),
+                                         ring.sentence_case(ring.source_words(here, recording.facts["name"])) + ".")))
         chart(viz.ring_length_figure(ring.length_series(runs, shape), [vars(w) for w in walls], theme=s.theme,
                                      height=body.chart_px(below=(page.text_rows_px(caption), page.ROW_PX["expander"]))))
         st.caption(caption)

@@ -365,11 +365,11 @@ def memory_sentence(walls: list[Wall], hbm_bytes: int | None, gpu: str, longest_
     parts = [f"By the cost model (dashed), {markdown_text(gpu) or 'this GPU'}'s {fmt_bytes(hbm_bytes)} hold"]
     if one:
         parts.append(f"the Q, K, V and O of {fmt_tokens(one.seq_len)} tokens at this shape on one GPU;")
-    parts.append(f"{gpus(most.world)} in a ring hold {fmt_tokens(most.seq_len)} (each keeps 1/{most.world} of them, "
-                 f"plus the K/V shards in flight and its fp32 output).")
+    parts.append(f"{gpus(most.world)} in a ring hold {fmt_tokens(most.seq_len)} (each a 1/{most.world} share, and the "
+                 f"K/V in flight and an fp32 output).")
     if one and longest_timed and one.seq_len >= 2 * longest_timed:
-        parts.append(f"Flash attention's memory grows as N: one GPU's wall lies {one.seq_len / longest_timed:.0f}× "
-                     f"past the longest length timed here, so what the ring buys first is time.")
+        parts.append(f"That wall lies {one.seq_len / longest_timed:.0f}× past the longest length timed: what the ring "
+                     f"buys first is time.")
     return " ".join(parts)
 
 

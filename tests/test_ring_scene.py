@@ -206,21 +206,30 @@ def test_the_rows_carry_every_run_with_its_numbers():
 def test_the_ring_animates_one_frame_per_step_from_the_measured_trace():
     runs = checked([run(layout="plain", world=4, per_block_ms=50.0), run(layout="zigzag", world=4)])
     fig = viz.ring_steps_figure(ring.animation_runs({r["layout"]: r for r in runs}), height=700)
-    assert len(fig.frames) == 4 and len(fig.data) == 6  # per layout: the grid, compute bars, wait bars
-    plain, bars, waits = fig.data[:3]
+    per_run = viz.ring.TIMELINE_TRACES
+    assert len(fig.frames) == 4 and len(fig.data) == 2 + 2 * per_run  # the two grids, then each run's timeline
+    plain, faint, done, now, waits = fig.data[0], *fig.data[2:2 + per_run]
     steps = runs[0]["steps"]
-    assert list(bars.base) == [s["start_ms"] for s in steps] and list(bars.x) == [s["compute_ms"] for s in steps]
+    assert list(faint.base) == [s["start_ms"] for s in steps] and list(faint.x) == [s["compute_ms"] for s in steps]
     assert list(waits.base) == [s["start_ms"] + s["compute_ms"] for s in steps]
     blocks = [(s["step"], b) for s in steps for b in s["blocks"]]
     assert [(b[0], b[1]) for _, b in blocks] == list(zip(plain.y, plain.x))
+    # each frame's trace says its type: plotly.js would play a bar without one as a scatter (lines, not bars)
+    assert [d.type for d in fig.frames[0].data] == ["scatter"] * 2 + ["bar"] * 6
+    assert fig.frames[0].traces == (0, 1, 3, 4, 5, 7, 8, 9)  # the faint bars never change
     for t, frame in enumerate(fig.frames):
         grid = frame.data[0].marker.opacity
         assert [o == 1.0 for o in grid] == [step == t for step, _ in blocks]
-        assert [o < 1.0 for o in frame.data[1].marker.opacity] == [s["step"] != t for s in steps]
+        done_x, now_x, wait_x = (frame.data[k].x for k in (2, 3, 4))
+        assert [x is not None for x in done_x] == [s["step"] < t for s in steps]
+        assert [x for x in now_x if x is not None] == [s["compute_ms"] for s in steps if s["step"] == t]
+        assert [x is not None for x in wait_x] == [s["step"] <= t for s in steps]
     # a diagonal block is drawn as the triangle it computes; each GPU's colour is its own
     assert {sym for sym, (_, b) in zip(plain.marker.symbol, blocks) if b[2] == "causal"} == {"triangle-sw"}
-    assert len(set(bars.marker.color)) == 4
-    assert fig.layout.xaxis2.range[1] >= max(s["start_ms"] + s["compute_ms"] + s["wait_ms"] for s in steps)
+    assert len(set(now.marker.color)) == 4
+    time_axis = fig.layout[faint.xaxis.replace("x", "xaxis")]
+    assert fig.layout[fig.data[2 + per_run].xaxis.replace("x", "xaxis")].matches == faint.xaxis  # one time axis
+    assert time_axis.range[1] >= max(s["start_ms"] + s["compute_ms"] + s["wait_ms"] for s in steps)
     assert fig.layout.height == 700 and len(fig.layout.sliders[0].steps) == 4
 
 

@@ -23,9 +23,10 @@ LAYOUT_COLORS = {"plain": VERMILLION, "zigzag": BLUE}
 FRAME_MS = 1200  # a ring step is a big thing: slow enough to read at 1×
 PAST, FUTURE = 0.5, 0.12  # opacity of the steps done and of the steps not reached yet (the current one: 1)
 OUTLINE_PX = 4
+BAR_WIDTH = 0.72  # of a GPU's lane on the timeline
 DESIGN_WIDTH_PX = 1800  # the main area's width at 1920×1080 (page.BODY_WIDTH_PX): the grid's squares are sized to it
 GRID_SHARE = 0.3  # of the plot's width: the chunk grids; the timelines take the rest
-TOP_PX, BOTTOM_PX = 120, 200  # the title with its line under it; the time axis, then the play buttons and slider
+TOP_PX, BOTTOM_PX = 132, 200  # the title with its line under it; the time axis, then the play buttons and slider
 MAX_LABELLED_CHUNKS = 8  # past this many chunks a grid's tick labels would crowd: every other one
 WALL_MERGE = 1.1  # walls closer than this factor share one label
 
@@ -55,19 +56,6 @@ def _chunks(run: dict) -> int:
     return run["world_size"] * (2 if run["layout"] == "zigzag" else 1)
 
 
-def _owners(run: dict) -> dict[int, int]:
-    """Which rank keeps each query chunk: the rank whose step-0 blocks have it as their query chunk, from the trace;
-    a chunk no block reads (none, causal or not) from the layout's rule."""
-    owners = {}
-    for s in run["steps"]:
-        for q, _, _ in s["blocks"]:
-            owners.setdefault(q, s["rank"])
-    world = run["world_size"]
-    for c in range(_chunks(run)):
-        owners.setdefault(c, c if c < world else 2 * world - 1 - c)
-    return owners
-
-
 def _state(step: int, now: int) -> tuple[float, float]:
     """A block's or a bar's opacity and outline at animation step `now`."""
     if step == now:
@@ -76,108 +64,117 @@ def _state(step: int, now: int) -> tuple[float, float]:
 
 
 def _grid_state(run: dict, now: int, colors: dict) -> dict:
-    """The grid's blocks at step `now`: one per block of each step, in the trace's order."""
+    """The grid's blocks at step `now`: one per block of each step, in the trace's order. (A frame's trace says its
+    type: plotly.js plays a frame's trace without one as a scatter, and a bar would turn into lines.)"""
     states = [_state(s["step"], now) for s in run["steps"] for _ in s["blocks"]]
-    return dict(marker=dict(opacity=[o for o, _ in states],
+    return dict(type="scatter", marker=dict(opacity=[o for o, _ in states],
                             line=dict(width=[w for _, w in states], color=colors["foreground"])))
 
 
-def _bar_state(run: dict, now: int, outline: bool, colors: dict) -> dict:
-    """The timeline's bars (one per rank and step) at step `now`; the wait bars never outlined."""
-    states = [_state(s["step"], now) for s in run["steps"]]
-    return dict(marker=dict(opacity=[o for o, _ in states],
-                            line=dict(width=[w if outline else 0.0 for _, w in states], color=colors["foreground"])))
-
-
-def _add_grid(fig: go.Figure, run: dict, row: int, last: bool, grid_px: float, now: int, colors: dict) -> None:
-    """The chunk × chunk grid of one run: a marker per block computed, the colour of the GPU that computed it."""
+def _add_grid(fig: go.Figure, run: dict, col: int, grid_px: float, now: int, colors: dict) -> None:
+    """The chunk × chunk grid of one run: a marker per block computed, the colour of the GPU that computed it (the
+    GPU that keeps those queries: each row of the grid is one GPU's)."""
     chunks = _chunks(run)
     blocks = [(s, b) for s in run["steps"] for b in s["blocks"]]
     fig.add_trace(go.Scatter(
         x=[b[1] for _, b in blocks], y=[b[0] for _, b in blocks], mode="markers", showlegend=False,
         marker=dict(symbol=["triangle-sw" if b[2] == "causal" else "square" for _, b in blocks],
-                    size=0.9 * grid_px / chunks, color=[rank_color(s["rank"]) for s, _ in blocks],
+                    size=0.8 * grid_px / (chunks + 0.2), color=[rank_color(s["rank"]) for s, _ in blocks],
                     **_grid_state(run, now, colors)["marker"]),
         hovertext=[f"GPU {s['rank']}, step {s['step'] + 1}: queries of chunk {b[0]} × keys of chunk {b[1]} "
                    f"({'the diagonal: half its pairs' if b[2] == 'causal' else 'every pair'})" for s, b in blocks],
-        hoverinfo="text"), row=row, col=1)
-    owners = _owners(run)
-    labelled = chunks <= MAX_LABELLED_CHUNKS
-    ticks = list(range(0, chunks, 1 if labelled else 2))
-    # the chunks' numbers under the last grid only: above the next row they would run into its title
+        hoverinfo="text", cliponaxis=False), row=1, col=col)
+    ticks = list(range(0, chunks, 1 if chunks <= MAX_LABELLED_CHUNKS else 2))
     fig.update_xaxes(range=[-0.6, chunks - 0.4], tickvals=ticks, showgrid=False, zeroline=False, tickangle=0,
-                     showticklabels=last, constrain="domain", title_text="key chunk" if last else None,
-                     row=row, col=1)
-    fig.update_yaxes(range=[chunks - 0.4, -0.6], tickvals=ticks, showgrid=False, zeroline=False,
-                     ticktext=[f"{c} · GPU {owners[c]}" if labelled else str(c) for c in ticks],
-                     constrain="domain", scaleanchor=f"x{2 * row - 1 if row > 1 else ''}", row=row, col=1)
+                     constrain="domain", title_text="key chunk", row=1, col=col)
+    fig.update_yaxes(range=[chunks - 0.4, -0.6], tickvals=ticks, showgrid=False, zeroline=False, constrain="domain",
+                     title_text="query chunk" if col == 1 else None, title_standoff=4,
+                     scaleanchor="x" if col == 1 else f"x{col}", row=1, col=col)
 
 
-def _add_timeline(fig: go.Figure, run: dict, row: int, last: bool, end: float, now: int, colors: dict) -> None:
-    """Each GPU's steps of one run over time: a bar of compute, then a hatched bar of the wait it left exposed."""
+TIMELINE_TRACES = 4  # per run: every step faint (drawn once), the steps done, the step now, the exposed waits so far
+
+
+def _bar_states(run: dict, now: int) -> list[dict]:
+    """The timeline's animated bars at step `now` (one place per rank and step, None where not drawn): the steps done,
+    the step now, the waits so far. A frame moves bars (their lengths), never restyles them: a frame that does not
+    redraw updates a bar's geometry, not its colours or opacity."""
+    steps = run["steps"]
+    return [dict(type="bar", x=[s["compute_ms"] if s["step"] < now else None for s in steps]),
+            dict(type="bar", x=[s["compute_ms"] if s["step"] == now else None for s in steps]),
+            dict(type="bar", x=[s["wait_ms"] if s["step"] <= now else None for s in steps])]
+
+
+def _add_timeline(fig: go.Figure, run: dict, row: int, col: int, last: bool, end: float, now: int,
+                  colors: dict) -> None:
+    """Each GPU's steps of one run over time: every step's compute faint, the steps done half-bright, the step now
+    bright, and hatched after each the wait for K/V its compute left exposed."""
     steps, world = run["steps"], run["world_size"]
     hover = [f"GPU {s['rank']}, step {s['step'] + 1}: K/V of GPU {s['src']}, {len(s['blocks'])} block"
              f"{'s' if len(s['blocks']) != 1 else ''}; computed {fmt_ms(s['compute_ms'])}, then waited "
              f"{fmt_ms(s['wait_ms'])}" for s in steps]
     ranks = [s["rank"] for s in steps]
-    fig.add_trace(go.Bar(
-        y=ranks, x=[s["compute_ms"] for s in steps], base=[s["start_ms"] for s in steps], orientation="h",
-        width=0.6, showlegend=False, text=[f"step {s['step'] + 1}" for s in steps], textposition="inside",
-        insidetextanchor="middle", hovertext=hover, hoverinfo="text",
-        marker=dict(color=[rank_color(r) for r in ranks], **_bar_state(run, now, True, colors)["marker"])),
-        row=row, col=2)
-    fig.add_trace(go.Bar(
-        y=ranks, x=[s["wait_ms"] for s in steps], base=[s["start_ms"] + s["compute_ms"] for s in steps],
-        orientation="h", width=0.6, showlegend=False, hovertext=hover, hoverinfo="text",
-        marker=dict(color=colors["muted"], pattern=dict(shape="/"), **_bar_state(run, now, False, colors)["marker"])),
-        row=row, col=2)
-    fig.update_xaxes(range=[0, end], matches="x2" if row > 1 else None, showticklabels=last,
-                     title_text="ms after the forward began" if last else None, row=row, col=2)
+    starts = [s["start_ms"] for s in steps]
+    done, current, waits = _bar_states(run, now)
+    common = dict(y=ranks, orientation="h", width=BAR_WIDTH, showlegend=False, hovertext=hover, hoverinfo="text")
+    fig.add_trace(go.Bar(x=[s["compute_ms"] for s in steps], base=starts, **common,
+                         marker=dict(color=[translucent(rank_color(r), FUTURE) for r in ranks])), row=row, col=col)
+    fig.add_trace(go.Bar(**done, base=starts, **common,
+                         marker=dict(color=[translucent(rank_color(r), PAST) for r in ranks])), row=row, col=col)
+    # no outline on the step now: a frame that moves a bar leaves its outline where it was
+    fig.add_trace(go.Bar(**current, base=starts, **common, marker=dict(color=[rank_color(r) for r in ranks])),
+                  row=row, col=col)
+    fig.add_trace(go.Bar(**waits, base=[s["start_ms"] + s["compute_ms"] for s in steps], **common,
+                         marker=dict(color=colors["muted"], pattern=dict(shape="/"))), row=row, col=col)
+    # the timelines share one time axis (the first's: x{col}), its numbers under the last
+    fig.update_xaxes(range=[0, end], matches=f"x{col}" if row > 1 else None, showticklabels=last,
+                     title_text="ms after the forward began" if last else None, row=row, col=col)
     fig.update_yaxes(range=[world - 0.5, -0.5], tickvals=list(range(world)), ticktext=[f"GPU {r}" for r in range(world)],
-                     showgrid=False, zeroline=False, row=row, col=2)
+                     showgrid=False, zeroline=False, row=row, col=col)
 
 
 def ring_steps_figure(runs: list[dict], theme: str = "light", height: int = 640, start_step: int = 0,
                       title: str = "") -> go.Figure:
-    """One row per traced run (a layout, same GPU count): left, the blocks of the chunk × chunk causal grid (query
-    chunks down, key chunks across) each GPU computed, coloured by that GPU (a diagonal block is the triangle it
-    computes); right, each GPU's timeline of one traced forward, a bar per step (its compute, then in grey the wait
-    for the next K/V shard that compute did not hide), from the measured start, compute and wait. One frame per ring
-    step: that step's blocks and bars bright and outlined, the steps done half-bright, the steps to come faint.
+    """Each traced run (a layout, same GPU count) twice. Left, side by side, the blocks of each run's chunk × chunk
+    causal grid (query chunks down, key chunks across), coloured by the GPU that computed them (a diagonal block is
+    the triangle it computes). Right, one above the other, each run's GPUs over one traced forward, a bar per step
+    (its compute, then hatched the wait for the next K/V shard that compute did not hide), from the measured start,
+    compute and wait. One frame per ring step: that step's blocks and bars bright and outlined, the steps done
+    half-bright, the steps to come faint.
     runs: {"layout", "world_size", "seq_len", "time_ms", "steps": [{rank, step, src, start_ms, compute_ms, wait_ms,
-    blocks}]}."""
+    blocks}]}. Traces: the grids, then per run TIMELINE_TRACES bars."""
     colors = surface(theme)
     world = _check_runs(runs)
     animation.check_start_step(start_step, world)
-    rows = len(runs)
-    titles = []
-    for r in runs:
-        titles += [f"{r['layout']}: queries × keys", f"{r['layout']}: each GPU over one traced forward, "
-                   f"{fmt_ms(_ends(r))} (timed: {fmt_ms(r['time_ms'])})"]
-    vertical = 0.2 if rows > 1 else 0.0
-    fig = make_subplots(rows=rows, cols=2, column_widths=[GRID_SHARE, 1 - GRID_SHARE], horizontal_spacing=0.07,
-                        vertical_spacing=vertical, subplot_titles=[plotly_text(t) for t in titles])
+    n = len(runs)
+    grid_share = GRID_SHARE if n == 1 else 0.19  # of the width, each grid
+    specs = [[{"rowspan": n}] * n + [{}]] + [[None] * n + [{}] for _ in range(n - 1)]
+    titles = [f"{r['layout']}" for r in runs] + [
+        f"{r['layout']}: each GPU over one traced forward, {fmt_ms(_ends(r))} (timed: {fmt_ms(r['time_ms'])})"
+        for r in runs]
+    fig = make_subplots(rows=n, cols=n + 1, specs=specs, column_widths=[grid_share] * n + [1 - grid_share * n],
+                        horizontal_spacing=0.06, vertical_spacing=0.2 if n > 1 else 0.0,
+                        subplot_titles=[plotly_text(t) for t in titles])
     plot_px = max(height - TOP_PX - BOTTOM_PX, 1)
-    row_px = plot_px * (1 - vertical * (rows - 1)) / rows
-    grid_px = min(row_px, (DESIGN_WIDTH_PX - 200) * (1 - 0.07) * GRID_SHARE)
+    grid_px = min(plot_px, (DESIGN_WIDTH_PX - 100) * (1 - 0.06 * n) * grid_share)
     end = max(_ends(r) for r in runs) * 1.02
-    for row, run in enumerate(runs, start=1):
-        _add_grid(fig, run, row, row == rows, grid_px, start_step, colors)
-        _add_timeline(fig, run, row, row == rows, end, start_step, colors)
+    for i, run in enumerate(runs):
+        _add_grid(fig, run, i + 1, grid_px, start_step, colors)
+    for i, run in enumerate(runs):
+        _add_timeline(fig, run, i + 1, n + 1, i == n - 1, end, start_step, colors)
 
     def frame_data(now: int) -> list[dict]:
-        return [state for run in runs for state in (_grid_state(run, now, colors), _bar_state(run, now, True, colors),
-                                                    _bar_state(run, now, False, colors))]
+        return [_grid_state(run, now, colors) for run in runs] + [b for run in runs for b in _bar_states(run, now)]
 
-    fig.frames = [go.Frame(**f) for f in animation.frames(frame_data, world, list(range(3 * rows)))]
+    animated = [*range(n), *(n + TIMELINE_TRACES * i + k for i in range(n) for k in (1, 2, 3))]
+    fig.frames = [go.Frame(**f) for f in animation.frames(frame_data, world, animated)]
     style(fig, theme, title=title or (
         f"The ring on {world} GPUs, {fmt_tokens(runs[0]['seq_len'])} tokens: each step, each GPU computes its queries "
-        f"against the K/V it holds<br><sup>colour: the GPU that computed; faint: steps to come; grey: waiting for "
-        f"K/V the compute did not hide</sup>"))
+        f"against the K/V it holds<br><sup>colour: the GPU that keeps those queries; faint: steps to come; hatched: "
+        f"waiting for K/V the compute did not hide</sup>"))
     fig.update_annotations(font=dict(size=SMALLEST_TEXT_PX))
     controls_y = -(BOTTOM_PX - 95) / plot_px
     fig.update_layout(height=height, margin=dict(t=TOP_PX, b=BOTTOM_PX, l=20, r=20), bargap=0.3, barmode="overlay",
-                      uniformtext=dict(minsize=SMALLEST_TEXT_PX, mode="hide"),
                       **animation.controls(FRAME_MS, world, start_step, colors, buttons_y=controls_y,
                                            slider_y=controls_y))
     return fig
