@@ -233,6 +233,18 @@ def test_the_ring_animates_one_frame_per_step_from_the_measured_trace():
     assert fig.layout.height == 700 and len(fig.layout.sliders[0].steps) == 4
 
 
+def test_the_ring_thins_its_labels_where_they_would_crowd():
+    """8 GPUs: 16 chunks on a grid a few hundred px wide, 8 lanes per timeline; every label keeps 24 px text apart."""
+    runs = checked([run(layout="plain", world=8), run(layout="zigzag", world=8)])
+    fig = viz.ring_steps_figure(ring.animation_runs({r["layout"]: r for r in runs}), height=560)
+    grid = fig.layout.yaxis2  # the zigzag grid's query chunks
+    assert grid.tickvals[0] == 0 and 1 < grid.tickvals[1] - grid.tickvals[0] < 16
+    lanes = fig.layout[fig.data[2].yaxis.replace("y", "yaxis")]
+    assert lanes.tickvals[0] == 0 and len(lanes.tickvals) < 8 and lanes.ticktext[0] == "GPU 0"
+    roomy = viz.ring_steps_figure(ring.animation_runs({"zigzag": checked([run(world=2)])[0]}), height=800)
+    assert list(roomy.layout.yaxis2.tickvals) == [0, 1] and list(roomy.layout.yaxis.tickvals) == [0, 1, 2, 3]
+
+
 def test_the_ring_animation_refuses_runs_it_cannot_draw_side_by_side():
     two, four = checked([run(world=2), run(world=4, layout="plain")])
     with pytest.raises(ValueError, match="one GPU count"):
@@ -305,3 +317,25 @@ def test_a_recording_whose_ring_runs_all_failed_says_so():
     assert_no_exception(app)
     said = page_text(app)
     assert "Its runs did not finish: ours, zigzag: out of memory at 256K on 2 GPUs" in said
+
+
+def _places(node, path=()) -> list[tuple]:
+    """Every element's place on the page and its kind (what Streamlit matches a rerun's elements by)."""
+    places = [(path, type(node).__name__, getattr(node, "type", ""))]
+    children = getattr(node, "children", None)
+    for index, child in (children.items() if isinstance(children, dict) else ()):
+        places += _places(child, (*path, index))
+    return places
+
+
+@pytest.mark.parametrize("view", ["ring", "balance", "length"])
+def test_with_ring_runs_a_rerun_puts_every_element_in_the_same_place_and_charts_fill_the_width(view):
+    """tests/test_first_view.py walks every scene on the shipped recording; this walks the ring scene's views on one
+    that has ring runs (two GPU counts: the count's control shows too)."""
+    from page import script
+    runs = [*TWO_GPUS, run(world=4, time_ms=240.0), run(world=4, layout="plain", time_ms=330.0)]
+    app = upload(open_app(scene="ring", ring=view), recording(runs)).run()  # past the upload's one note on the tiles
+    assert_no_exception(app)
+    first = _places(app._tree.children[0])
+    assert first == _places(app.run()._tree.children[0])
+    assert [spec["layout"].get("width") for spec in plotly_specs(app)] == [script.BODY_WIDTH_PX]

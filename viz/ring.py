@@ -27,7 +27,7 @@ BAR_WIDTH = 0.72  # of a GPU's lane on the timeline
 DESIGN_WIDTH_PX = 1800  # the main area's width at 1920×1080 (page.BODY_WIDTH_PX): the grid's squares are sized to it
 GRID_SHARE = 0.3  # of the plot's width: the chunk grids; the timelines take the rest
 TOP_PX, BOTTOM_PX = 132, 200  # the title with its line under it; the time axis, then the play buttons and slider
-MAX_LABELLED_CHUNKS = 8  # past this many chunks a grid's tick labels would crowd: every other one
+LABEL_PX = 34  # a tick label's place along an axis (24 px text, two digits across): labels closer are thinned
 WALL_MERGE = 1.1  # walls closer than this factor share one label
 
 
@@ -56,35 +56,37 @@ def _chunks(run: dict) -> int:
     return run["world_size"] * (2 if run["layout"] == "zigzag" else 1)
 
 
-def _state(step: int, now: int) -> tuple[float, float]:
-    """A block's or a bar's opacity and outline at animation step `now`."""
-    if step == now:
-        return 1.0, OUTLINE_PX
-    return (PAST, 0.0) if step < now else (FUTURE, 0.0)
+def _block_px(run: dict, grid_px: float) -> tuple[float, float]:
+    """A block's marker size on a grid `grid_px` across, and its outline while computed (thinner on a small block)."""
+    size = 0.8 * grid_px / (_chunks(run) + 0.2)
+    return size, min(OUTLINE_PX, max(1.5, size / 12))
 
 
-def _grid_state(run: dict, now: int, colors: dict) -> dict:
-    """The grid's blocks at step `now`: one per block of each step, in the trace's order. (A frame's trace says its
-    type: plotly.js plays a frame's trace without one as a scatter, and a bar would turn into lines.)"""
-    states = [_state(s["step"], now) for s in run["steps"] for _ in s["blocks"]]
-    return dict(type="scatter", marker=dict(opacity=[o for o, _ in states],
-                            line=dict(width=[w for _, w in states], color=colors["foreground"])))
+def _grid_state(run: dict, now: int, colors: dict, outline_px: float) -> dict:
+    """The grid's blocks at step `now`, one per block of each step in the trace's order: the step now bright and
+    outlined, the steps done half-bright, the steps to come faint. (A frame's trace says its type: plotly.js plays a
+    frame's trace without one as a scatter, and a bar would turn into lines.)"""
+    steps = [s["step"] for s in run["steps"] for _ in s["blocks"]]
+    return dict(type="scatter", marker=dict(
+        opacity=[1.0 if step == now else PAST if step < now else FUTURE for step in steps],
+        line=dict(width=[outline_px if step == now else 0.0 for step in steps], color=colors["foreground"])))
 
 
 def _add_grid(fig: go.Figure, run: dict, col: int, grid_px: float, now: int, colors: dict) -> None:
     """The chunk × chunk grid of one run: a marker per block computed, the colour of the GPU that computed it (the
     GPU that keeps those queries: each row of the grid is one GPU's)."""
     chunks = _chunks(run)
+    size, outline_px = _block_px(run, grid_px)
     blocks = [(s, b) for s in run["steps"] for b in s["blocks"]]
     fig.add_trace(go.Scatter(
         x=[b[1] for _, b in blocks], y=[b[0] for _, b in blocks], mode="markers", showlegend=False,
         marker=dict(symbol=["triangle-sw" if b[2] == "causal" else "square" for _, b in blocks],
-                    size=0.8 * grid_px / (chunks + 0.2), color=[rank_color(s["rank"]) for s, _ in blocks],
-                    **_grid_state(run, now, colors)["marker"]),
+                    size=size, color=[rank_color(s["rank"]) for s, _ in blocks],
+                    **_grid_state(run, now, colors, outline_px)["marker"]),
         hovertext=[f"GPU {s['rank']}, step {s['step'] + 1}: queries of chunk {b[0]} × keys of chunk {b[1]} "
                    f"({'the diagonal: half its pairs' if b[2] == 'causal' else 'every pair'})" for s, b in blocks],
         hoverinfo="text", cliponaxis=False), row=1, col=col)
-    ticks = list(range(0, chunks, 1 if chunks <= MAX_LABELLED_CHUNKS else 2))
+    ticks = list(range(0, chunks, _stride(grid_px / (chunks + 0.2), LABEL_PX)))  # (the axis spans chunks + 0.2)
     fig.update_xaxes(range=[-0.6, chunks - 0.4], tickvals=ticks, showgrid=False, zeroline=False, tickangle=0,
                      constrain="domain", title_text="key chunk", row=1, col=col)
     fig.update_yaxes(range=[chunks - 0.4, -0.6], tickvals=ticks, showgrid=False, zeroline=False, constrain="domain",
@@ -105,8 +107,13 @@ def _bar_states(run: dict, now: int) -> list[dict]:
             dict(type="bar", x=[s["wait_ms"] if s["step"] <= now else None for s in steps])]
 
 
+def _stride(pitch_px: float, label_px: float) -> int:
+    """Every how many ticks a label goes, so that labels `pitch_px` apart each have `label_px`."""
+    return max(1, math.ceil(label_px / max(pitch_px, 1e-9)))
+
+
 def _add_timeline(fig: go.Figure, run: dict, row: int, col: int, last: bool, end: float, now: int,
-                  colors: dict) -> None:
+                  colors: dict, lane_px: float) -> None:
     """Each GPU's steps of one run over time: every step's compute faint, the steps done half-bright, the step now
     bright, and hatched after each the wait for K/V its compute left exposed."""
     steps, world = run["steps"], run["world_size"]
@@ -129,7 +136,8 @@ def _add_timeline(fig: go.Figure, run: dict, row: int, col: int, last: bool, end
     # the timelines share one time axis (the first's: x{col}), its numbers under the last
     fig.update_xaxes(range=[0, end], matches=f"x{col}" if row > 1 else None, showticklabels=last,
                      title_text="ms after the forward began" if last else None, row=row, col=col)
-    fig.update_yaxes(range=[world - 0.5, -0.5], tickvals=list(range(world)), ticktext=[f"GPU {r}" for r in range(world)],
+    lanes = list(range(0, world, _stride(lane_px, LABEL_PX)))  # the lanes' colours say the rest
+    fig.update_yaxes(range=[world - 0.5, -0.5], tickvals=lanes, ticktext=[f"GPU {r}" for r in lanes],
                      showgrid=False, zeroline=False, row=row, col=col)
 
 
@@ -148,23 +156,26 @@ def ring_steps_figure(runs: list[dict], theme: str = "light", height: int = 640,
     animation.check_start_step(start_step, world)
     n = len(runs)
     grid_share = GRID_SHARE if n == 1 else 0.19  # of the width, each grid
+    vertical = 0.2 if n > 1 else 0.0  # between the timelines: the second's title
     specs = [[{"rowspan": n}] * n + [{}]] + [[None] * n + [{}] for _ in range(n - 1)]
     titles = [f"{r['layout']}" for r in runs] + [
         f"{r['layout']}: each GPU over one traced forward, {fmt_ms(_ends(r))} (timed: {fmt_ms(r['time_ms'])})"
         for r in runs]
     fig = make_subplots(rows=n, cols=n + 1, specs=specs, column_widths=[grid_share] * n + [1 - grid_share * n],
-                        horizontal_spacing=0.06, vertical_spacing=0.2 if n > 1 else 0.0,
+                        horizontal_spacing=0.06, vertical_spacing=vertical,
                         subplot_titles=[plotly_text(t) for t in titles])
     plot_px = max(height - TOP_PX - BOTTOM_PX, 1)
     grid_px = min(plot_px, (DESIGN_WIDTH_PX - 100) * (1 - 0.06 * n) * grid_share)
     end = max(_ends(r) for r in runs) * 1.02
     for i, run in enumerate(runs):
         _add_grid(fig, run, i + 1, grid_px, start_step, colors)
+    lane_px = plot_px * (1 - vertical) / n / world
     for i, run in enumerate(runs):
-        _add_timeline(fig, run, i + 1, n + 1, i == n - 1, end, start_step, colors)
+        _add_timeline(fig, run, i + 1, n + 1, i == n - 1, end, start_step, colors, lane_px)
 
     def frame_data(now: int) -> list[dict]:
-        return [_grid_state(run, now, colors) for run in runs] + [b for run in runs for b in _bar_states(run, now)]
+        return ([_grid_state(run, now, colors, _block_px(run, grid_px)[1]) for run in runs]
+                + [b for run in runs for b in _bar_states(run, now)])
 
     animated = [*range(n), *(n + TIMELINE_TRACES * i + k for i in range(n) for k in (1, 2, 3))]
     fig.frames = [go.Frame(**f) for f in animation.frames(frame_data, world, animated)]
