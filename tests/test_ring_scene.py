@@ -14,7 +14,8 @@ import story
 import viz
 from bench import results
 from fmt import fmt_tokens
-from tests.support_app import assert_no_exception, open_app, page_text, plotly_specs, upload, uploaded_recording
+from tests.support_app import (assert_no_exception, element_places, open_app, page_text, plotly_specs, upload,
+                                uploaded_recording)
 
 ring = story.ring
 SHAPE = (1, 32, 128, "bfloat16", True)
@@ -319,15 +320,6 @@ def test_a_recording_whose_ring_runs_all_failed_says_so():
     assert "Its runs did not finish: ours, zigzag: out of memory at 256K on 2 GPUs" in said
 
 
-def _places(node, path=()) -> list[tuple]:
-    """Every element's place on the page and its kind (what Streamlit matches a rerun's elements by)."""
-    places = [(path, type(node).__name__, getattr(node, "type", ""))]
-    children = getattr(node, "children", None)
-    for index, child in (children.items() if isinstance(children, dict) else ()):
-        places += _places(child, (*path, index))
-    return places
-
-
 @pytest.mark.parametrize("view", ["ring", "balance", "length"])
 def test_with_ring_runs_a_rerun_puts_every_element_in_the_same_place_and_charts_fill_the_width(view):
     """tests/test_first_view.py walks every scene on the shipped recording; this walks the ring scene's views on one
@@ -336,6 +328,6 @@ def test_with_ring_runs_a_rerun_puts_every_element_in_the_same_place_and_charts_
     runs = [*TWO_GPUS, run(world=4, time_ms=240.0), run(world=4, layout="plain", time_ms=330.0)]
     app = upload(open_app(scene="ring", ring=view), recording(runs)).run()  # past the upload's one note on the tiles
     assert_no_exception(app)
-    first = _places(app._tree.children[0])
-    assert first == _places(app.run()._tree.children[0])
+    first = element_places(app)
+    assert first == element_places(app.run())
     assert [spec["layout"].get("width") for spec in plotly_specs(app)] == [script.BODY_WIDTH_PX]
