@@ -208,6 +208,12 @@ def source_words(runs: list[dict], gpu: str) -> str:
     return f"recorded on {markdown_text(gpu)}" if gpu else "recorded"
 
 
+def rate_words(bytes_per_s: float) -> str:
+    """A hop's rate in decimal units, as links are quoted: 357 GB/s; a CPU run's 31 MB/s."""
+    value, unit = (bytes_per_s / 1e9, "GB/s") if bytes_per_s >= 1e9 else (bytes_per_s / 1e6, "MB/s")
+    return f"{value:,.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
+
+
 def share_words(share: float) -> str:
     """A small share as a per cent that never reads 0.0 %."""
     return "under 0.1%" if share < 0.001 else f"{share:.1%}"
@@ -283,7 +289,7 @@ def handoff_sentence(run: dict) -> str:
     hop = run.get("kv_step_ms")
     if hop:
         parts.append(f"Handing one GPU's K/V shard ({fmt_bytes(shard)}) to the next alone takes {fmt_ms(hop)} "
-                     f"({shard / hop / 1e6:,.0f} GB/s).")
+                     f"({rate_words(shard / hop * 1e3)}).")
         if covering:
             shortest = min(covering)
             if shortest >= hop:
@@ -337,7 +343,7 @@ def layer_sentence(runs: list[dict], world: int, shape: tuple) -> str:
         verdict = "ours faster" if ratio >= 1.03 else "PyTorch faster" if ratio <= 1 / 1.03 else "level"
         parts.append(f"PyTorch's time ÷ ours: {ratio:.2f} ({verdict}).")
     else:
-        parts.append(f"PyTorch's context_parallel was not timed at {fmt_tokens(seq_len)} on {gpus(world)}.")
+        parts.append(f"PyTorch's context_parallel was not timed at {fmt_tokens(seq_len)} tokens on {gpus(world)}.")
     return " ".join(parts)
 
 

@@ -138,6 +138,9 @@ def test_the_handoff_sentence_compares_the_hop_with_the_compute_it_hides_behind(
     assert "computes for 200 ms, 33× as long: the hop hides behind the compute" in hidden
     exposed = ring.handoff_sentence(checked([run(kv_step_ms=500.0)])[0])
     assert "cannot hide behind it" in exposed and "hides behind" not in exposed
+    slow = ring.handoff_sentence(checked([run(seq_len=64, kv_step_ms=26.0)])[0])  # a CPU run's hop: not "0 GB/s"
+    assert "(20.2 MB/s)" in slow  # 32 tokens × 32 heads × 128 × 2 bytes, K and V, in 26 ms
+    assert ring.rate_words(2.02e9) == "2.02 GB/s" and ring.rate_words(357.4e9) == "357 GB/s"
     untimed = ring.handoff_sentence(checked([run(kv_step_ms=None)])[0])
     assert "its hop alone was not timed" in untimed
     quiet = ring.handoff_sentence(checked([run(wait_ms=0.0)])[0])
@@ -150,7 +153,7 @@ def test_the_layer_sentence_at_every_data_state():
     assert "1.91× faster than one GPU: 96% parallel efficiency" in full
     assert "PyTorch's time ÷ ours: 1.11 (ours faster)" in full
     no_peer = ring.layer_sentence(checked([run()]), 2, SHAPE)
-    assert "PyTorch's context_parallel was not timed at 256K on 2 GPUs" in no_peer
+    assert "PyTorch's context_parallel was not timed at 256K tokens on 2 GPUs" in no_peer
     no_one = ring.layer_sentence(checked([run(one_gpu_ms=None)]), 2, SHAPE)
     assert "one GPU not timed" in no_one and "efficiency" not in no_one
     slower = ring.layer_sentence(checked([run(time_ms=500.0), run("torch_cp", time_ms=400.0)]), 2, SHAPE)
