@@ -249,6 +249,12 @@ def test_the_ring_thins_its_labels_where_they_would_crowd():
     assert list(roomy.layout.yaxis2.tickvals) == [0, 1] and list(roomy.layout.yaxis.tickvals) == [0, 1, 2, 3]
 
 
+def test_a_short_place_gives_the_ring_its_least_height_not_an_error():
+    fig = viz.ring_steps_figure(ring.animation_runs({"zigzag": checked([run()])[0]}), height=200)
+    assert fig.layout.height == viz.ring.TOP_PX + viz.ring.MIN_PLOT_PX + viz.ring.BOTTOM_PX
+    assert fig.layout.updatemenus[0].y >= -2 and fig.layout.sliders[0].y >= -2
+
+
 def test_the_ring_animation_refuses_runs_it_cannot_draw_side_by_side():
     two, four = checked([run(world=2), run(world=4, layout="plain")])
     with pytest.raises(ValueError, match="one GPU count"):

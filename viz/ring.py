@@ -26,8 +26,10 @@ OUTLINE_PX = 4
 BAR_WIDTH = 0.72  # of a GPU's lane on the timeline
 DESIGN_WIDTH_PX = 1800  # the main area's width at 1920×1080 (page.BODY_WIDTH_PX): the grid's squares are sized to it
 GRID_SHARE = 0.3  # of the plot's width: the chunk grids; the timelines take the rest
-TOP_PX, BOTTOM_PX = 132, 200  # the title with its line under it; the time axis, then the play buttons and slider
+TOP_PX, BOTTOM_PX = 132, 212
+MIN_PLOT_PX = 120  # the title with its line under it; the time axis, then the play buttons and slider
 LABEL_PX = 34  # a tick label's place along an axis (24 px text, two digits across): labels closer are thinned
+LANE_LABEL_PX = 28  # a lane's label, one 24 px line high
 WALL_MERGE = 1.1  # walls closer than this factor share one label
 
 
@@ -136,7 +138,7 @@ def _add_timeline(fig: go.Figure, run: dict, row: int, col: int, last: bool, end
     # the timelines share one time axis (the first's: x{col}), its numbers under the last
     fig.update_xaxes(range=[0, end], matches=f"x{col}" if row > 1 else None, showticklabels=last,
                      title_text="ms after the forward began" if last else None, row=row, col=col)
-    lanes = list(range(0, world, _stride(lane_px, LABEL_PX)))  # the lanes' colours say the rest
+    lanes = list(range(0, world, _stride(lane_px, LANE_LABEL_PX)))  # the lanes' colours say the rest
     fig.update_yaxes(range=[world - 0.5, -0.5], tickvals=lanes, ticktext=[f"GPU {r}" for r in lanes],
                      showgrid=False, zeroline=False, row=row, col=col)
 
@@ -156,7 +158,7 @@ def ring_steps_figure(runs: list[dict], theme: str = "light", height: int = 640,
     animation.check_start_step(start_step, world)
     n = len(runs)
     grid_share = GRID_SHARE if n == 1 else 0.19  # of the width, each grid
-    vertical = 0.2 if n > 1 else 0.0  # between the timelines: the second's title
+    vertical = 0.27 if n > 1 else 0.0  # between the timelines: the second's title
     specs = [[{"rowspan": n}] * n + [{}]] + [[None] * n + [{}] for _ in range(n - 1)]
     titles = [f"{r['layout']}" for r in runs] + [
         f"{r['layout']}: each GPU over one traced forward, {fmt_ms(_ends(r))} (timed: {fmt_ms(r['time_ms'])})"
@@ -164,7 +166,10 @@ def ring_steps_figure(runs: list[dict], theme: str = "light", height: int = 640,
     fig = make_subplots(rows=n, cols=n + 1, specs=specs, column_widths=[grid_share] * n + [1 - grid_share * n],
                         horizontal_spacing=0.06, vertical_spacing=vertical,
                         subplot_titles=[plotly_text(t) for t in titles])
-    plot_px = max(height - TOP_PX - BOTTOM_PX, 1)
+    # never shorter than MIN_PLOT_PX: plotly refuses controls more than two plot heights below it (a page with a
+    # note above the scene may leave less; the figure then runs a little past the canvas rather than break)
+    height = max(height, TOP_PX + MIN_PLOT_PX + BOTTOM_PX)
+    plot_px = height - TOP_PX - BOTTOM_PX
     grid_px = min(plot_px, (DESIGN_WIDTH_PX - 100) * (1 - 0.06 * n) * grid_share)
     end = max(_ends(r) for r in runs) * 1.02
     for i, run in enumerate(runs):
@@ -184,7 +189,7 @@ def ring_steps_figure(runs: list[dict], theme: str = "light", height: int = 640,
         f"against the K/V it holds<br><sup>colour: the GPU that keeps those queries; faint: steps to come; hatched: "
         f"waiting for K/V the compute did not hide</sup>"))
     fig.update_annotations(font=dict(size=SMALLEST_TEXT_PX))
-    controls_y = -(BOTTOM_PX - 95) / plot_px
+    controls_y = -(BOTTOM_PX - 92) / plot_px  # under the axes' titles (120 px), with a gap
     fig.update_layout(height=height, margin=dict(t=TOP_PX, b=BOTTOM_PX, l=20, r=20), bargap=0.3, barmode="overlay",
                       **animation.controls(FRAME_MS, world, start_step, colors, buttons_y=controls_y,
                                            slider_y=controls_y))
