@@ -33,11 +33,14 @@ HEADLINE_SENTENCE = ("Attention builds an **N × N** matrix of scores. FlashAtte
 TILING_CAPTION_COLUMNS = [5, 1]  # the animation's caption, its download button
 SEQLEN_TABS = {"memory": "Memory", "time": "Time", "throughput": "Throughput", "table": "Speedup table"}
 BACKWARD_PARTS = {"walk": "The tile walk", "memory": "Memory of a training step", "speed": "Backward TFLOPS"}
+RING_VIEWS = {"ring": "The ring, step by step", "balance": "Plain or zigzag: the balance",
+              "length": "Time against length"}
 
 
 def main() -> None:
     # `streamlit run app.py -- --warm-up`: every slider stop of the talk's setting measured before the first view
-    page.present(SCENES, choices={"tab": tuple(SEQLEN_TABS), "part": tuple(BACKWARD_PARTS)}, warm_up="--warm-up" in sys.argv[1:])
+    page.present(SCENES, choices={"tab": tuple(SEQLEN_TABS), "part": tuple(BACKWARD_PARTS),
+                                   "ring": tuple(RING_VIEWS)}, warm_up="--warm-up" in sys.argv[1:])
 
 
 # -- scenes ---------------------------------------------------------------------------------------
@@ -316,6 +319,85 @@ def scene_seqlen(stage: Stage) -> None:
     st.caption(caption)
 
 
+def scene_ring(stage: Stage) -> None:
+    """Past one GPU: one attention over a sequence cut across several GPUs, K/V passed round a ring, from a
+    recording of bench.ring (never run on a visit: it needs several GPUs at once). One view at a time: the ring
+    step by step from a traced forward, the layouts' balance, the time against the length."""
+    s = stage.settings
+    ring = story.ring
+    body = Body()
+    recording = page.shipped_recording() if stage.live else stage.recording
+    runs = list(recording.ring) if recording else []
+    if stage.live:
+        note = ("Ring attention needs several GPUs at once: it is recorded (`torchrun --nproc-per-node=K -m "
+                "bench.ring`), not run on each visit. Showing the shipped recording.")
+        st.caption(note)
+        body.add_px(page.text_rows_px(note))
+    body.say(ring.INTRO)
+    world = ring.pick_world(runs, s.gpus)
+    if world is None:
+        failed = [f"{ring.failure(r)} at {fmt_tokens(r['seq_len'])} on {ring.gpus(r['world_size'])}" for r in runs]
+        st.info(ring.no_runs_line(recording is not None)
+                + (f" Its runs did not finish: {'; '.join(failed)}." if failed else ""))
+        return
+    shape = ring.pick_shape(runs, world)
+    worlds = ring.ring_worlds(runs)
+    with st.container(horizontal=True, vertical_alignment="center"):
+        bound(st.segmented_control, "Show", "ring", s, options=tuple(RING_VIEWS), required=True,
+              format_func=RING_VIEWS.get, label_visibility="collapsed")
+        if len(worlds) > 1:  # the link's count where it was recorded, else the most (ring.pick_world)
+            bound(st.segmented_control, "GPUs", "gpus", replace(s, gpus=world), options=worlds, required=True,
+                  format_func=ring.gpus, label_visibility="collapsed")
+    body.row("tabs")
+    seq_len, chosen = ring.traced(runs, world, shape)
+    here = ring.runs_at(runs, world, shape)
+    source = f"{ring.shape_words(shape)}; {ring.source_words(here, recording.facts['name'])}"
+    if s.ring == "length":
+        hbm = recording.facts.get("hbm_bytes")
+        walls = ring.memory_walls(shape, hbm, (*ring.WALL_WORLDS, *worlds))
+        longest = max(ring.ring_lengths(runs, world, shape), default=None)
+        caption = " ".join(filter(None, (ring.layer_sentence(runs, world, shape),
+                                         ring.memory_sentence(walls, hbm, recording.facts["name"], longest),
+                                         ring.length_caption(runs, world, shape),
+                                         ring.sentence_case(ring.source_words(here, recording.facts["name"])) + ".")))
+        chart(viz.ring_length_figure(ring.length_series(runs, shape), [vars(w) for w in walls], theme=s.theme,
+                                     height=body.chart_px(below=(page.text_rows_px(caption), page.ROW_PX["expander"]))))
+        st.caption(caption)
+        ring_runs_popover(runs, world, shape)
+        return
+    if not chosen:
+        st.info(f"No traced forward of ours finished on {ring.gpus(world)} at this shape ({source}): "
+                f"`{ring.RING_COMMAND}` records one per layout.")
+        return
+    if s.ring == "balance":
+        caption = f"{ring.layout_sentence(runs, world, shape, seq_len)} Measured: {source}."
+        chart(viz.ring_balance_figure(ring.balance_bars(chosen), theme=s.theme,
+                                      height=body.chart_px(below=(page.text_rows_px(caption),
+                                                                  page.ROW_PX["expander"])),
+                                      title=f"Each GPU's compute in one traced forward, {fmt_tokens(seq_len)} tokens "
+                                            f"on {ring.gpus(world)}"))
+        st.caption(caption)
+        ring_runs_popover(runs, world, shape)
+        return
+    shown = chosen.get("zigzag") or next(iter(chosen.values()))
+    caption = f"{ring.handoff_sentence(shown)} Measured: {source}."
+    chart(viz.ring_steps_figure(ring.animation_runs(chosen), theme=s.theme,
+                                height=body.chart_px(below=(page.text_rows_px(caption), page.ROW_PX["expander"]))))
+    st.caption(caption)
+    ring_runs_popover(runs, world, shape)
+
+
+def ring_runs_popover(runs: list[dict], world: int, shape: tuple) -> None:
+    """Every run at this GPU count and shape in numbers (a popover: it floats over the page when open)."""
+    with st.popover(f"Every run on {story.ring.gpus(world)} in numbers", width="content"):
+        st.table([{"N": fmt_tokens(row.seq_len), "run": row.label, "time": row.time_words, "efficiency": f"{row.efficiency:.0%}" if row.efficiency is not None else "—",
+                   "PyTorch ÷ ours": f"{row.vs_peer:.2f}" if row.vs_peer is not None else "—",
+                   "exposed wait": story.ring.share_words(row.comm_share) if row.comm_share is not None else "—"}
+                  for n in sorted({r["seq_len"] for r in story.ring.runs_at(runs, world, shape)})
+                  for row in story.ring.ring_rows(runs, world, shape, n)])
+        st.caption(story.ring.ROWS_NOTE)
+
+
 DECODE_COLUMNS = [1, 1]  # the decode scene: the kernel's trace, the bandwidths
 
 
@@ -583,6 +665,7 @@ SCENES = (
     page.Scene("tiling", "The tiling, step by step", scene_tiling),
     page.Scene("backward", "Training: the backward pass", scene_backward),
     page.Scene("seqlen", "Sequence length", scene_seqlen),
+    page.Scene("ring", "Past one GPU: ring attention", scene_ring),
     page.Scene("decode", "Generating: one token against the cache", scene_decode),
     page.Scene("evolution", "FlashAttention 1 → 4", scene_evolution),
     page.Scene("ablation", "FA-3, idea by idea", scene_ablation),

@@ -23,6 +23,7 @@ MAX_BATCH = 64
 MAX_HEADS = 128
 MAX_SEED = 2**31 - 1
 MAX_RUNG = 6  # the ablation ladder's last step (story.ablation.STEPS: FA-2 order and the six FA-3 rows)
+MAX_GPUS = 1024  # a ring's GPU count (bench.schema's MAX_WORLD)
 MAX_STEP = 1 << 20  # far above any schedule the animation draws; the app clamps to the real length
 # "auto": charts follow the page's theme (the viewer's system setting, or Streamlit's menu)
 THEME_CHOICES = ("auto", *THEMES)
@@ -99,6 +100,8 @@ class Settings:
     kv_len: int = 131072  # the decode scene: tokens in the KV cache
     decode_batch: int = 1  # the decode scene: sequences generating at once
     rung: int = MAX_RUNG  # the ablation scene: the step whose Proton lanes show (0: FA-2 order; clamped to the steps)
+    ring: str = ""       # the ring scene's view (the ring step by step, the balance, the length)
+    gpus: int = 0        # the ring scene's GPU count (0: the most the recording has; one it lacks: the same)
 
     @property
     def dtype_bytes(self) -> int:
@@ -226,6 +229,8 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "kv_len": lambda raw: _one_of_numbers(raw, DECODE_KV_LENS, "a cache length from 1K to 1M (a power of two)"),
     "decode_batch": lambda raw: _whole_number(raw, 1, MAX_BATCH),
     "rung": lambda raw: _whole_number(raw, 0, MAX_RUNG),
+    "ring": _key,
+    "gpus": lambda raw: _whole_number(raw, 0, MAX_GPUS),
 }
 assert set(_PARSERS) == set(QUERY_KEYS), "every setting needs a parser"
 

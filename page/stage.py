@@ -33,6 +33,7 @@ UPLOAD_CACHE_BYTES = 160 << 20
 PARSED_BYTES_PER_JSON_BYTE = 4
 UPLOADS: ByteBudgetCache = ByteBudgetCache("uploaded results", UPLOAD_CACHE_BYTES)
 RECORD_TEXT = ("message", "device", "counters")
+RING_TEXT = ("message", "device", "kernel")
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ class Recording:
     # bench --fp8 (schema 5): the e4m3 kernel's records with their errors; kept apart likewise, so that no 16-bit
     # scene reads an FP8 time as the bf16 kernel's
     fp8: tuple[dict, ...] = ()
+    # bench.ring: ring attention over several GPUs (each run's text markdown-safe, as a record's)
+    ring: tuple[dict, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,7 +222,8 @@ def _as_recording(label: str, loaded) -> Recording:
                      [page_record(r) for r in rest if r.get("config") is None], list(loaded.timelines),
                      loaded.notes, tuple(shipped), story.recorded_programs(shipped),
                      tuple(page_record(r) for r in rest if r.get("config") is not None),
-                     story.step_programs(steps), tuple(page_record(r) for r in fp8))
+                     story.step_programs(steps), tuple(page_record(r) for r in fp8),
+                     tuple({**r, **{key: markdown_text(r[key]) for key in RING_TEXT if r.get(key)}} for r in loaded.ring))
 
 
 # Recordings are read-only and shared by every session: cache_resource hands out the same object

@@ -18,6 +18,7 @@ from story.evolution import (Fa1Gap, authors_sentence, evolution_points, fa1_gap
 from story.headline import (LAUNCH_BOUND_MS, SPEEDUP_NAMES, Headline, at_length_sentence, headline, launch_bound,
                             speedup_table, speedup_words)
 from story import fp8
+from story import ring
 from story.hierarchy import hierarchy_sentence
 from story.inside import (BUSY_AGREES, GEMM_PHASES, LANE_NAMES, PhaseKernel, RecordedProgram, busy_sentence, gemm_busy,
                           phase_fractions, phase_kernels, phases_sentence, recorded_program, recorded_programs,

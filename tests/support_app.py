@@ -27,6 +27,17 @@ def metric_values(app: AppTest) -> list[str]:
     return [metric.value for metric in app.metric]
 
 
+def element_places(app: AppTest) -> list[tuple]:
+    """Every element's place on the page and its kind: what Streamlit matches a rerun's elements by."""
+    def places(node, path=()) -> list[tuple]:
+        found = [(path, type(node).__name__, getattr(node, "type", ""))]
+        children = getattr(node, "children", None)
+        for index, child in (children.items() if isinstance(children, dict) else ()):
+            found += places(child, (*path, index))
+        return found
+    return places(app._tree.children[0])
+
+
 def plotly_specs(app: AppTest) -> list[dict]:
     return [json.loads(chart.proto.spec) for chart in app.get("plotly_chart")]
 

@@ -7,7 +7,7 @@ import pytest
 
 from app import HEADLINE_SENTENCE, SCENE_KEYS
 from page import VIEWS, layout, script
-from tests.support_app import APP, SMALL_ANIMATION, assert_no_exception, plotly_specs
+from tests.support_app import APP, SMALL_ANIMATION, assert_no_exception, element_places, plotly_specs
 
 from streamlit.testing.v1 import AppTest
 
@@ -182,15 +182,6 @@ def test_once_drawn_the_controls_come_in_their_places(from_a_browser):
     assert spec["layout"]["height"] == pytest.approx(headline_px() * 2 / 3)
 
 
-def _layout(node, path=()) -> list[tuple]:
-    """Every element's place on the page and its kind: what Streamlit matches a rerun's elements by."""
-    places = [(path, type(node).__name__, getattr(node, "type", ""))]
-    children = getattr(node, "children", None)
-    for index, child in (children.items() if isinstance(children, dict) else ()):
-        places += _layout(child, (*path, index))
-    return places
-
-
 # every scene of the talk, and the tiling scene in each of its views (a new scene or view is checked as it comes)
 SCENE_CASES = [{"scene": key} for key in SCENE_KEYS if key != "tiling"]
 SCENE_CASES += [{"scene": "tiling", "view": view, **SMALL_ANIMATION} for view in VIEWS]
@@ -207,9 +198,9 @@ def test_a_run_that_computes_and_the_next_put_every_element_in_the_same_place(pa
     seed = str(zlib.crc32(repr(sorted(params.items())).encode()) % 100_000 + 1000)  # not cached by other tests
     app = AppTest.from_file(APP, default_timeout=300)
     app.query_params.update({"source": "recorded", "seed": seed, **params})
-    first = _layout(app.run()._tree.children[0])
+    first = element_places(app.run())
     assert_no_exception(app)
-    assert first == _layout(app.run()._tree.children[0])
+    assert first == element_places(app.run())
 
 
 # -- a chart as wide as its place: plotly draws it once (page.script.chart) ---------------------------------------

@@ -20,6 +20,7 @@ from viz.problem import scores_memory_figure
 from viz.rereads import rereads_figure
 from viz.phases import phases_figure
 from viz.roofline import roofline_figure
+from viz.ring import ring_balance_figure, ring_length_figure, ring_steps_figure
 from viz.sm_timeline import sm_timeline_figure
 from viz.source_view import kernel_source_figure
 from viz.theme import (COLORS, PALETTE, algorithm_color, algorithm_label, algorithm_order, look, order_label,
@@ -49,6 +50,9 @@ __all__ = [
     "memory_figure",
     "order_label",
     "rereads_figure",
+    "ring_balance_figure",
+    "ring_length_figure",
+    "ring_steps_figure",
     "phases_figure",
     "roofline_figure",
     "scores_memory_figure",
