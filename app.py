@@ -665,7 +665,7 @@ SCENES = (
     page.Scene("tiling", "The tiling, step by step", scene_tiling),
     page.Scene("backward", "Training: the backward pass", scene_backward),
     page.Scene("seqlen", "Sequence length", scene_seqlen),
-    page.Scene("ring", "Past one GPU: ring attention", scene_ring),
+    page.Scene("ring", "Past one GPU: ring attention", scene_ring, animation="recorded"),
     page.Scene("decode", "Generating: one token against the cache", scene_decode),
     page.Scene("evolution", "FlashAttention 1 → 4", scene_evolution),
     page.Scene("ablation", "FA-3, idea by idea", scene_ablation),

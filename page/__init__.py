@@ -50,6 +50,8 @@ class Scene:
     key: str                       # in the link: ?scene=tiling (or its number, ?scene=6)
     title: str                     # the scene's heading
     show: Callable[[Stage], None]  # lays the scene out from the stage
+    animation: str = "kernel"      # where its animation comes from: "kernel" (ours, run here: the GPU or the
+                                   # interpreter) or "recorded" (a recording's trace: the ring needs several GPUs)
 
 
 # the tab's icon: a PNG, not an emoji (Streamlit draws an emoji icon as an SVG image of the emoji's text, which the
@@ -97,7 +99,7 @@ def present(scenes: Sequence[Scene], choices: dict[str, tuple[str, ...]] | None 
     stage, stage_notes = prepare_stage(settings, st.context.theme.type, upload, asked_for("source", "live"))
     write_url(stage.link_settings)  # the address bar shows the settings in use, ready to bookmark
     with badges:
-        source_badges(stage)
+        source_badges(stage, scene.animation)
         warm_up_if_asked(stage, warm_up)
     with talk:
         if ready:

@@ -150,8 +150,9 @@ def tile_controls(settings: Settings) -> None:
 
 # -- the frame's top row -------------------------------------------------------------------------------------
 
-def source_badges(stage: Stage) -> None:
-    """The data source, always in view: the audience should know what they are looking at."""
+def source_badges(stage: Stage, animation: str = "kernel") -> None:
+    """The data source, always in view: the audience should know what they are looking at. animation: the scene's
+    (page.Scene.animation): our kernel run here, or a recording's trace."""
     row = st.container(horizontal=True)
     if stage.live:
         row.badge(f"LIVE on {markdown_text(stage.gpu, keep='[]')}", icon=":material/bolt:", color="green")
@@ -162,7 +163,9 @@ def source_badges(stage: Stage) -> None:
         row.badge(f"RECORDED on {label}", icon=":material/history:", color="blue")
     else:
         row.badge(NO_RECORDING.upper(), icon=":material/block:", color="gray")
-    if stage.on_gpu:
+    if animation == "recorded":
+        row.badge("animation from the recording's trace", icon=":material/history:", color="blue")
+    elif stage.on_gpu:
         row.badge("animation LIVE on this GPU", icon=":material/bolt:", color="green")
     else:
         row.badge("INTERPRETER (CPU) for the animation", icon=":material/memory:", color="orange")

@@ -14,8 +14,8 @@ import story
 import viz
 from bench import results
 from fmt import fmt_tokens
-from tests.support_app import (assert_no_exception, element_places, open_app, page_text, plotly_specs, upload,
-                                uploaded_recording)
+from tests.support_app import (assert_no_exception, badges, element_places, open_app, page_text, plotly_specs,
+                                upload, uploaded_recording)
 
 ring = story.ring
 SHAPE = (1, 32, 128, "bfloat16", True)
@@ -302,6 +302,7 @@ def test_a_recording_without_ring_runs_says_how_to_make_them():
 def test_each_view_draws_its_chart_and_says_its_numbers(view, frames):
     app = upload(open_app(scene="ring", ring=view), recording(TWO_GPUS))
     assert_no_exception(app)
+    assert "animation from the recording" in badges(app) and "INTERPRETER" not in badges(app)
     (spec,) = plotly_specs(app)
     assert len(spec.get("frames", [])) == frames
     said = page_text(app)
