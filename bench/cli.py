@@ -392,6 +392,8 @@ def merged(path: Path, records: list[dict], timelines: list[dict], phases: list[
     history = [earlier.meta.get("command", ""), *earlier.meta.get("merged_from", "").split(" | ")]
     extra = {**extra, "merged_from": " | ".join(c for c in history if c)[:1000],
              "ratios": extra.get("ratios") or earlier.meta.get("ratios")}
+    if earlier.meta.get("ring_command") and earlier.ring:  # what measured the ring runs the merge keeps
+        extra["ring_command"] = earlier.meta["ring_command"]
     copy = extra.get("decode_copy_gbps") or earlier.meta.get("decode_copy_gbps")
     if copy is not None:  # the decode records' roof stays with them until a decode run replaces both
         extra["decode_copy_gbps"] = copy

@@ -283,3 +283,13 @@ def test_ring_over_two_gpus():
     assert done.returncode == 0, done.stderr[-2000:]
     checks = [float(line.split("= ")[1].split()[0]) for line in done.stderr.splitlines() if line.startswith("check ")]
     assert len(checks) == 2 and max(checks) < 2e-2
+
+
+def test_a_merge_keeps_the_command_that_measured_the_ring(tmp_path):
+    from bench.cli import merged
+    out = tmp_path / "rec.json"
+    out.write_bytes((ROOT / "results" / "h200.json").read_bytes())
+    earlier = res.load_results_path(out)
+    assert earlier.meta.get("ring_command") and earlier.ring
+    *_, extra = merged(out, [], [], [], {}, "python -m bench --fp8")
+    assert extra["ring_command"] == earlier.meta["ring_command"]
