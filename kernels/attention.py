@@ -110,13 +110,17 @@ MAX_FAST = 256  # launchers kept; past it, start afresh
 
 
 def _fast_key(q, k, v, causal, sm_scale, kernel):
-    """The key of a call the fast path may take, or None (anything but plain tensors, a bool causal and a float or
-    default scale, or autograd recording)."""
+    """The key of a call the fast path may take, or None (anything but plain dense tensors, a bool causal and a float
+    or default scale, or autograd recording)."""
     if (type(q) is not torch.Tensor or type(k) is not torch.Tensor or type(v) is not torch.Tensor
             or (causal is not True and causal is not False) or not (sm_scale is None or type(sm_scale) is float)
             or type(kernel) is not str):
         return None
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return None
+    strided = torch.strided
+    if q.layout is not strided or k.layout is not strided or v.layout is not strided or q.is_nested or k.is_nested \
+            or v.is_nested:  # (a nested tensor has no sizes to key by; the checked path refuses both, saying why)
         return None
     return (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype, q.device,
             k.device, v.device, q.data_ptr() % 16, k.data_ptr() % 16, v.data_ptr() % 16, causal, sm_scale, kernel,
