@@ -642,7 +642,9 @@ def scene_takeaways(stage: Stage) -> None:
         st.error(f"No exactness check for these settings: {why}")
     numbers = {scene.key: number for number, scene in enumerate(SCENES, start=1)}
     panels = stage.hbm_traffic(records)
-    evidence = story.Evidence(records, at_length, panels, stage.facts, stage.gpu_name, error, s.trace_len)
+    ring_runs = (page.shipped_recording() if stage.live else stage.recording)
+    evidence = story.Evidence(records, at_length, panels, stage.facts, stage.gpu_name, error, s.trace_len,
+                              tuple(ring_runs.ring) if ring_runs else ())
     slides = story.takeaway_slides(evidence, s.shape, numbers)
     for row in range(0, len(slides), 3):  # slides: a number and a line each, three to a row
         for column, slide in zip(st.columns(3), slides[row:row + 3]):

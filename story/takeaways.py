@@ -12,6 +12,21 @@ from story.records import OUT_OF_MEMORY, first_out_of_memory, oom_text, oom_word
 from story.roofline import roofline_points
 
 
+def ring_evidence(runs) -> tuple[dict, float, float | None] | None:
+    """(our fastest layout at the most GPUs and the longest length with a one-GPU time, its parallel efficiency, its
+    speed over PyTorch's context_parallel or None) from a recording's ring runs, as the ring scene shows them; None
+    where no such run finished."""
+    from story import ring
+    runs = list(runs)
+    world = ring.pick_world(runs, 0)
+    shape = ring.pick_shape(runs, world) if world else None
+    for seq_len in sorted(ring.ring_lengths(runs, world, shape), reverse=True) if shape else ():
+        best = ring.best_ours(runs, world, shape, seq_len)
+        if best is not None and ring.efficiency(best) is not None:
+            return best, ring.efficiency(best), ring.vs_peer(runs, best)
+    return None
+
+
 def _of_datasheet(tflops: float, facts: dict | None, short: bool = False) -> str:
     """", 54% of the datasheet's 989": a rate's share of the GPU's datasheet peak, where the GPU is listed."""
     sheet = costmodel.datasheet((facts or {}).get("name"))
@@ -31,6 +46,7 @@ class Evidence:
     gpu: str = "the GPU"             # its name, already safe to show as markdown
     max_abs_err: float | None = None  # the exactness check of the tiling scene, and its length
     trace_len: int | None = None
+    ring: tuple = ()                 # the recording's ring runs (bench.ring): the ring scene's
 
 
 def takeaways(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> list[str]:
@@ -96,6 +112,14 @@ def takeaways(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> list[s
         points.append(f"**The wall.** On {gpu} the standard kernels {did} at "
                       f"{fmt_tokens(wall['seq_len'])} tokens ({oom_text(wall)}); flash kept going "
                       f"(scene {scene['seqlen']}).")
+    found = ring_evidence(evidence.ring)
+    if found:
+        best, eff, peer = found
+        points.append(f"**Past one GPU.** The ring cut {fmt_tokens(best['seq_len'])} tokens across "
+                      f"{best['world_size']} GPUs ({best['layout']} layout) and ran {eff:.0%} as efficiently as a "
+                      f"perfect {best['world_size']}-fold speedup of one GPU"
+                      + (f", {peer:.2f}× PyTorch's context_parallel" if peer else "")
+                      + f" (recorded; scene {scene['ring']}).")
     if max_abs_err is not None and trace_len:
         points.append(f"**Exact, not approximate.** On the same random inputs ({trace_len} tokens, {dtype}), flash "
                       f"and the standard kernels differ by at most {max_abs_err:.1e}: rounding, nothing more "
@@ -115,7 +139,8 @@ class Slide:
 
 def takeaway_slides(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> list[Slide]:
     """The takeaways as slides, the same numbers as `takeaways` (which says them in sentences): memory, traffic,
-    where flash sits on the roofline, the speedup, the wall, exactness, and the FA-3 style kernel where it ran."""
+    where flash sits on the roofline, the speedup, the wall, the FA-3 style kernel where it ran, the ring past one GPU
+    where it was recorded, exactness."""
     records, at_length, panels, facts = evidence.records, evidence.at_length, evidence.panels, evidence.facts
     max_abs_err, trace_len = evidence.max_abs_err, evidence.trace_len
     seq_len = shape.seq_len
@@ -162,6 +187,13 @@ def takeaway_slides(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> 
                          if other and other["status"] == "ok" and other.get("tflops"))
         slides.append(Slide("FA-3 style, ours", f"{v3['tflops']:,.0f} TFLOPS",
                             f"on Hopper at {n}: producer warp, ping-pong consumers{versus}", scene["evolution"]))
+    found = ring_evidence(evidence.ring)
+    if found:
+        best, eff, peer = found
+        slides.append(Slide("Past one GPU", f"{eff:.0%} efficient",
+                            f"ring over {best['world_size']} GPUs, {fmt_tokens(best['seq_len'])} tokens, "
+                            f"{best['layout']}" + (f": {peer:.2f}× PyTorch's context_parallel" if peer else ""),
+                            scene["ring"]))
     if max_abs_err is not None and trace_len:
         slides.append(Slide("Exact, not approximate", f"{max_abs_err:.1e}",
                             f"max |O_flash − O_standard| on the same inputs ({trace_len} tokens): rounding",

@@ -14,8 +14,8 @@ import story
 import viz
 from bench import results
 from fmt import fmt_tokens
-from tests.support_app import (assert_no_exception, badges, element_places, open_app, page_text, plotly_specs,
-                                upload, uploaded_recording)
+from tests.support_app import (assert_no_exception, badges, element_places, metric_values, open_app, page_text,
+                                plotly_specs, upload, uploaded_recording)
 
 ring = story.ring
 SHAPE = (1, 32, 128, "bfloat16", True)
@@ -341,3 +341,19 @@ def test_with_ring_runs_a_rerun_puts_every_element_in_the_same_place_and_charts_
     first = element_places(app)
     assert first == element_places(app.run())
     assert [spec["layout"].get("width") for spec in plotly_specs(app)] == [script.BODY_WIDTH_PX]
+
+
+def app_scenes():
+    from app import SCENES
+    return SCENES
+
+
+def test_the_takeaways_carry_the_rings_number_from_the_shipped_recording():
+    from story.takeaways import ring_evidence
+    from bench.results import load_results
+    app = open_app(scene="takeaways")
+    assert_no_exception(app)
+    best, efficiency, peer = ring_evidence(load_results("h200.json").ring)
+    assert f"{efficiency:.0%} efficient" in metric_values(app)
+    assert f"ring over {best['world_size']} GPUs" in page_text(app) and f"{peer:.2f}× PyTorch's" in page_text(app)
+    assert f"scene {[s.key for s in app_scenes()].index('ring') + 1}" in page_text(app)

@@ -178,3 +178,31 @@ def test_without_a_residency_the_l2_model_assumes_one_program_per_sm_and_says_so
     assert panels.flash_bytes == record["bytes_moved"]  # the bench wrote the same model
     assert panels.machine.programs_in_flight == RECORDED.facts["sm_count"]
     assert "1 per SM, assumed: no timeline" in panels.machine.how
+
+
+def test_the_ring_takeaway_is_the_ring_scenes_own_numbers():
+    """The ring slide and sentence quote what the ring scene shows (story.ring): our fastest layout at the most GPUs
+    and the longest length timed on one GPU too, its parallel efficiency and its speed over PyTorch's
+    context_parallel; without ring runs there is neither."""
+    from story import ring
+    records = recorded(128, False)
+    panels = story.traffic_panels(S(8192, 2, 16, 128, 2, False), records, RECORDED.facts)
+    scenes = {**SCENE, "ring": 9}
+    runs = tuple(RECORDED.ring)
+    evidence = story.Evidence(records, recorded(128, False, specs.keys(roofline=True)), panels, RECORDED.facts, "H200",
+                              ring=runs)
+    (slide,) = [s for s in story.takeaway_slides(evidence, S(8192, 2, 16, 128, 2, False), scenes)
+                if s.title == "Past one GPU"]
+    world = ring.pick_world(list(runs), 0)
+    shape = ring.pick_shape(list(runs), world)
+    longest = max(n for n in ring.ring_lengths(list(runs), world, shape)
+                  if ring.efficiency(ring.best_ours(list(runs), world, shape, n)) is not None)
+    best = ring.best_ours(list(runs), world, shape, longest)
+    assert slide.number == f"{ring.efficiency(best):.0%} efficient" and slide.scene == 9
+    assert f"{ring.vs_peer(list(runs), best):.2f}× PyTorch's context_parallel" in slide.line
+    text = "\n".join(story.takeaways(evidence, S(8192, 2, 16, 128, 2, False), scenes))
+    assert "**Past one GPU.**" in text and f"{ring.efficiency(best):.0%}" in text and "scene 9" in text
+    bare = story.Evidence(records, recorded(128, False, specs.keys(roofline=True)), panels, RECORDED.facts, "H200")
+    assert not any(s.title == "Past one GPU" for s in story.takeaway_slides(bare, S(8192, 2, 16, 128, 2, False),
+                                                                             scenes))
+    assert "Past one GPU" not in "\n".join(story.takeaways(bare, S(8192, 2, 16, 128, 2, False), scenes))
