@@ -1,4 +1,4 @@
-"""Scene 10, FA-3, idea by idea: the FA-3 paper's ablation re-enacted with our kernel. Each step of the ladder
+"""The ablation scene, FA-3 idea by idea: the FA-3 paper's ablation re-enacted with our kernel. Each step of the ladder
 (kernels/ladder.py: FA-2 order, then each row of kernels.fa3.LADDER) is measured side by side in one run at the
 paper's ablation shape, with cuDNN as the reference; beside them the paper's own published steps (an H100, another
 GPU). Every number here comes from records (bench --ladder, or the live run) or is a published figure, labelled."""

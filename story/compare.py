@@ -1,4 +1,4 @@
-"""Scene 4, standard vs flash side by side: the three traffic models at the talk's setting, and the GPU's counts."""
+"""The compare scene, standard vs flash side by side: the three traffic models at the talk's setting, and the GPU's counts."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""Scene 8, FlashAttention 1 → 4: each algorithm's measured TFLOPS at the talk's setting (or why it has none), and
+"""The evolution scene, FlashAttention 1 → 4: each algorithm's measured TFLOPS at the talk's setting (or why it has none), and
 how much of FA-1 order's gap is loop order and how much the talk's shape, and the bytes the loop order moves."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Scene 1, the headline: extra memory of both algorithms and the measured speedup at the slider's N; and the
+"""The headline scene: extra memory of both algorithms and the measured speedup at the slider's N; and the
 sequence-length scene's speedup table it reads."""
 from __future__ import annotations
 

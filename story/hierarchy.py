@@ -1,4 +1,4 @@
-"""Scene 2, the memory hierarchy: why staying on chip pays, in this GPU's numbers."""
+"""The hierarchy scene, the memory hierarchy: why staying on chip pays, in this GPU's numbers."""
 from __future__ import annotations
 
 import costmodel

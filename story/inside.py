@@ -1,4 +1,4 @@
-"""Scene 10, inside one program: what each warpgroup did over time, by Proton (a results file's "phases")."""
+"""The inside scene, one program from the inside: what each warpgroup did over time, by Proton (a results file's "phases")."""
 from __future__ import annotations
 
 import bisect

@@ -1,4 +1,4 @@
-"""Scene 3, the N × N problem: the scores' memory, and where the standard kernels stop fitting the device."""
+"""The problem scene, N × N: the scores' memory, and where the standard kernels stop fitting the device."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""Scene 5, the roofline: one point per kernel that ran, where it sits against the measured roofs, in words."""
+"""The roofline scene: one point per kernel that ran, where it sits against the measured roofs, in words."""
 from __future__ import annotations
 
 from collections.abc import Callable

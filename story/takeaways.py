@@ -1,4 +1,4 @@
-"""Scene 11, the takeaways: the same numbers as the scenes that show them, in sentences and as slides."""
+"""The takeaways scene: the same numbers as the scenes that show them, in sentences and as slides."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""Scene 9, the kernel's programs on the SMs: what a timeline measures (waves, occupancy, busy SMs), its caption,
+"""The timeline scene, the kernel's programs on the SMs: what a timeline measures (waves, occupancy, busy SMs), its caption,
 and the residency the L2-aware model takes from it."""
 from __future__ import annotations
 
