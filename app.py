@@ -261,7 +261,7 @@ def scene_backward(stage: Stage) -> None:
         st.caption(caption)
         return
     seq_len_slider(s, body)
-    recording = page.shipped_recording() if stage.live else stage.recording
+    recording = stage.quoted_recording
     backward = page.backward_records(recording)
     source = story.backward.source_words(recording.facts["name"] if recording else "",
                                          str(recording.meta.get("created", ""))[:10] if recording else "",
@@ -326,7 +326,7 @@ def scene_ring(stage: Stage) -> None:
     s = stage.settings
     ring = story.ring
     body = Body()
-    recording = page.shipped_recording() if stage.live else stage.recording
+    recording = stage.quoted_recording
     runs = list(recording.ring) if recording else []
     if stage.live:
         note = ("Ring attention needs several GPUs at once: it is recorded (`torchrun --nproc-per-node=K -m "
@@ -418,7 +418,8 @@ def scene_decode(stage: Stage) -> None:
         st.info("Decode is recorded (`python -m bench --decode`), not timed on each visit: showing the shipped "
                 "recording's numbers below when it has them; the animation runs our kernel here.")
         body.add_px(page.ROW_PX["cards_plain"] / 2)
-        records = story.decode_records(page.shipped_recording().records) if page.shipped_recording() else []
+        quoted = stage.quoted_recording
+        records = story.decode_records(quoted.records) if quoted else []
     copy_gbps = (stage.recording.meta.get("decode_copy_gbps") if stage.recording else None) or (
         stage.facts or {}).get("copy_gbps")
     rows = story.decode_rows(records, s.decode_batch, s.kv_len, copy_gbps)
@@ -596,7 +597,7 @@ def scene_inside(stage: Stage) -> None:
     """One program of each flash kernel from the inside: what each warpgroup did over time (Proton)."""
     s = stage.settings
     body = Body()
-    recording = stage.recording if not stage.live else page.shipped_recording()
+    recording = stage.quoted_recording
     if stage.live:
         live_note = ("Recorded with Proton's instrumentation (`python -m bench --phases`), not measured on each visit: "
                      "an instrumented launch compiles kernels of its own. Showing the shipped recording.")
@@ -642,9 +643,9 @@ def scene_takeaways(stage: Stage) -> None:
         st.error(f"No exactness check for these settings: {why}")
     numbers = {scene.key: number for number, scene in enumerate(SCENES, start=1)}
     panels = stage.hbm_traffic(records)
-    ring_runs = (page.shipped_recording() if stage.live else stage.recording)
+    quoted = stage.quoted_recording
     evidence = story.Evidence(records, at_length, panels, stage.facts, stage.gpu_name, error, s.trace_len,
-                              tuple(ring_runs.ring) if ring_runs else ())
+                              quoted.ring if quoted else ())
     slides = story.takeaway_slides(evidence, s.shape, numbers)
     for row in range(0, len(slides), 3):  # slides: a number and a line each, three to a row
         for column, slide in zip(st.columns(3), slides[row:row + 3]):

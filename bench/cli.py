@@ -378,11 +378,12 @@ def _phase_key(recording: dict) -> tuple:
 
 
 def merged(path: Path, records: list[dict], timelines: list[dict], phases: list[dict], extra: dict,
-           command: str) -> tuple[list[dict], list[dict], list[dict], dict]:
+           command: str) -> tuple[list[dict], list[dict], list[dict], dict, list[dict]]:
     """This run's records over an earlier file's: the earlier records of settings this run did not measure stay
     (with their counts), this run's replace the rest; timelines and phases are this run's where it recorded any.
     meta says which commands measured the file ("merged_from"). Phases are kept per (kernel, ablation step): a
-    `--ladder --phases` run keeps the kernels' own recordings, and the other way round."""
+    `--ladder --phases` run keeps the kernels' own recordings, and the other way round. The file's ring runs
+    (bench.ring; this bench measures none) come back as they were, last."""
     from bench.results import load_results_path
     earlier = load_results_path(path)
     fresh = {_setting_key(r) for r in records}
@@ -397,7 +398,7 @@ def merged(path: Path, records: list[dict], timelines: list[dict], phases: list[
     copy = extra.get("decode_copy_gbps") or earlier.meta.get("decode_copy_gbps")
     if copy is not None:  # the decode records' roof stays with them until a decode run replaces both
         extra["decode_copy_gbps"] = copy
-    return kept + records, timelines or earlier.timelines, phases, extra
+    return kept + records, timelines or earlier.timelines, phases, extra, earlier.ring
 
 
 def main(argv=None) -> int:
@@ -492,12 +493,6 @@ def sweep(settings: list[Setting], rep_ms: float) -> tuple[list[dict], str]:
     return records, ""
 
 
-def _earlier_ring(args: argparse.Namespace) -> list[dict]:
-    """The ring runs (bench.ring) of the file merged into: this bench measures none, so they stay as they were."""
-    from bench.results import load_results_path
-    return load_results_path(args.out).ring if args.merge_into and args.out.is_file() else []
-
-
 def write_out(args: argparse.Namespace, facts: dict, records: list[dict], timelines: list[dict], command: str,
               created: str, extra: dict, phases: list[dict]) -> int:
     """The results file, written whole or not at all (bench.results.write_atomically). Where it cannot be (a full
@@ -505,9 +500,9 @@ def write_out(args: argparse.Namespace, facts: dict, records: list[dict], timeli
     folder instead, and the message says where."""
     from bench.results import ResultsError
     try:
-        ring = _earlier_ring(args)
+        ring = []
         if args.merge_into and args.out.is_file():
-            records, timelines, phases, extra = merged(args.out, records, timelines, phases, extra, command)
+            records, timelines, phases, extra, ring = merged(args.out, records, timelines, phases, extra, command)
         dump_results(args.out, facts, records, timelines, command, created, extra, phases, ring)
     except (OSError, ResultsError) as why:
         print(f"could not write {args.out} ({why}); what it held before is unchanged", file=sys.stderr)
@@ -627,12 +622,12 @@ def _main_decode(args, argv, facts: dict) -> int:
         created = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         # the decode roof is this run's copy (meta.decode_copy_gbps); merged into a file, the file keeps its own
         # device facts, which its prefill records were measured against
-        timelines, phases, extra = [], [], {"ratios": [], "decode_copy_gbps": facts.get("copy_gbps")}
+        timelines, phases, ring, extra = [], [], [], {"ratios": [], "decode_copy_gbps": facts.get("copy_gbps")}
         if args.merge_into and args.out.is_file():
             from bench.results import load_results_path
             facts = load_results_path(args.out).facts
-            records, timelines, phases, extra = merged(args.out, records, timelines, phases, extra, command)
-        dump_results(args.out, facts, records, timelines, command, created, extra, phases, _earlier_ring(args))
+            records, timelines, phases, extra, ring = merged(args.out, records, timelines, phases, extra, command)
+        dump_results(args.out, facts, records, timelines, command, created, extra, phases, ring)
         print(f"wrote {args.out}")
     return 0
 

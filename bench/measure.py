@@ -156,6 +156,13 @@ def oom_bytes(message: str) -> int | None:
     return int(float(match.group(1)) * _UNITS[match.group(2)]) if match else None
 
 
+def percentiles(times_ms: list[float]) -> tuple[float, float, float]:
+    """(median, 20th, 80th percentile) of timings, as every record of ours states them."""
+    ordered = sorted(times_ms)
+    return (statistics.median(ordered), ordered[int(0.2 * (len(ordered) - 1))],
+            ordered[int(math.ceil(0.8 * (len(ordered) - 1)))])
+
+
 def make_record(s: Setting, status: str, device: str, timing_kind: str, times_ms: list[float] | None = None,
             peak: int | None = None, needed: int | None = None, message: str = "",
             num_splits: int | None = None, fwd_bwd_ms: float | None = None) -> Record:
@@ -164,10 +171,7 @@ def make_record(s: Setting, status: str, device: str, timing_kind: str, times_ms
     median = p20 = p80 = tflops = gbps = None
     moved = bytes_moved(s, _machine() if timing_kind == "cuda" else None)
     if times_ms:
-        ordered = sorted(times_ms)
-        median = statistics.median(ordered)
-        p20 = ordered[int(0.2 * (len(ordered) - 1))]
-        p80 = ordered[int(math.ceil(0.8 * (len(ordered) - 1)))]
+        median, p20, p80 = percentiles(times_ms)
         if timing_kind == "cuda":
             tflops = costmodel.pass_flops(s.shape) / (median * 1e-3) / 1e12
             gbps = moved / (median * 1e-3) / 1e9

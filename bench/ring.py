@@ -74,7 +74,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 # -- the processes ------------------------------------------------------------------------------------------------
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on this machine now (the process group's rendezvous)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -103,7 +104,7 @@ def main(argv=None) -> int:
     if gpus and args.world > gpus:
         print(f"--world {args.world} needs {args.world} GPUs; this machine has {gpus}", file=sys.stderr)
         return 2
-    mp.start_processes(_child, args=(args.world, _free_port(), argv), nprocs=args.world,
+    mp.start_processes(_child, args=(args.world, free_port(), argv), nprocs=args.world,
                        start_method="spawn" if gpus else "fork")
     return 0
 
@@ -241,6 +242,7 @@ class RingBench:
 
     def at(self, n: int, checks: dict) -> list[dict]:
         import torch
+        from bench.measure import percentiles
         from kernels.attention import choose_kernel, flash_attention
         from kernels.ring import ring_attention, shard
         if n % costmodel.ring_chunks(self.world, "zigzag"):
@@ -289,8 +291,8 @@ class RingBench:
             if key in failed:
                 run.update(status=failed[key][0], message=failed[key][1])
             else:
-                ts = sorted(times[key])
-                run.update(time_ms=statistics.median(ts), time_ms_p20=_pct(ts, 0.2), time_ms_p80=_pct(ts, 0.8))
+                median, p20, p80 = percentiles(times[key])
+                run.update(time_ms=median, time_ms_p20=p20, time_ms_p80=p80)
             if key[0] == "ours":
                 run["one_gpu_ms"] = one_gpu
                 run["check_seq_len"] = self.check_len if key[1] in checks else None
@@ -372,11 +374,6 @@ class RingBench:
         set_rotate_method(rotate)
         q, k, v = peer[1]
         return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
-
-
-def _pct(sorted_times: list[float], p: float) -> float:
-    i = min(len(sorted_times) - 1, max(0, round(p * (len(sorted_times) - 1))))
-    return sorted_times[i]
 
 
 # -- out -----------------------------------------------------------------------------------------------------------

@@ -191,12 +191,11 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
                 _FAST.clear()
             _FAST[key] = run
     if grad:  # recorded for autograd: the forward saves O and the LSE, the backward is the kernel's spec's
-        if specs.spec(chosen).backward is None:
+        if spec.backward is None:
             name = next(n for n, t in (("q", q), ("k", k), ("v", v)) if t.requires_grad)
             raise ValueError(no_backward_message(chosen, name))
         return autograd_attention(q, k, v, causal, sm_scale, chosen, return_lse)
-    run = specs.spec(chosen).load("call")
-    return run(q, k, v, causal=causal, sm_scale=sm_scale, return_lse=return_lse)
+    return spec.load("call")(q, k, v, causal=causal, sm_scale=sm_scale, return_lse=return_lse)
 
 
 __all__ = ["choose_kernel", "flash_attention", "kernel_choices"]

@@ -775,16 +775,25 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
     else:
         v_desc = compat.make_descriptor(v, [1, 1, config.block_n, head_dim])
         descale = None
+    grid, key, group, options = _launch_plan(q, config, causal, profile)
+    with kernel_launch_lock():
+        _FWD_LAUNCH(key, grid, None, (q_desc, k_desc, v_desc, o_desc, lse, descale, sm_scale, seq_len, heads, group),
+                    options)
+    return o, lse
+
+
+def _launch_plan(q: torch.Tensor, config: Fa3Config, causal: bool, profile: bool) -> tuple[tuple, tuple, int, dict]:
+    """(grid, the launch's key, the heads that take their query blocks in turn, the constexprs and options) of a launch
+    on inputs like q: what launch_v3 and fast_launcher hand _FWD_LAUNCH."""
+    batch, heads, seq_len, head_dim = q.shape
     grid = (triton.cdiv(seq_len, config.tile_m), batch * heads)
     group = lpt_heads_per_group(batch * heads, seq_len, head_dim, q.element_size()) if config.lpt and causal else 1
-    with kernel_launch_lock():
-        # the key fixes the specialization: every int is do_not_specialize, the descriptors' type is (dtype, box)
-        _FWD_LAUNCH((q.dtype, head_dim, config, causal, profile, fp8), grid, None,
-                    (q_desc, k_desc, v_desc, o_desc, lse, descale, sm_scale, seq_len, heads, group),
-                    dict(CFG=config, CAUSAL=causal,
-                         PROFILE=profile,  # Proton scopes on the phases (bench/phases.py); off in every shipped call
-                         num_warps=4, maxnreg=config.maxnreg))
-    return o, lse
+    # the key fixes the specialization: every int is do_not_specialize, the descriptors' type is (dtype, box)
+    key = (q.dtype, head_dim, config, causal, profile, q.dtype == torch.float8_e4m3fn)
+    options = dict(CFG=config, CAUSAL=causal,
+                   PROFILE=profile,  # Proton scopes on the phases (bench/phases.py); off in every shipped call
+                   num_warps=4, maxnreg=config.maxnreg)
+    return grid, key, group, options
 
 
 def fast_launcher(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float):
@@ -807,10 +816,7 @@ def fast_launcher(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
     make_q, make_o = (compat.descriptor_template(t, [1, 1, config.block_m, head_dim]) for t in (q, o0))
     make_k, make_v = (compat.descriptor_template(t, [1, 1, config.block_n, head_dim]) for t in (k, v))
     install_encoding_cache()
-    grid = (triton.cdiv(seq_len, config.tile_m), batch * heads)
-    group = lpt_heads_per_group(batch * heads, seq_len, head_dim, q.element_size()) if config.lpt and causal else 1
-    key = (q.dtype, head_dim, config, causal, False, False)
-    options = dict(CFG=config, CAUSAL=causal, PROFILE=False, num_warps=4, maxnreg=config.maxnreg)
+    grid, key, group, options = _launch_plan(q, config, causal, False)
     shape, lse_shape, dtype, device = tuple(q.shape), (batch, heads, seq_len), q.dtype, q.device
 
     def run(q, k, v):

@@ -86,4 +86,3 @@ def rescale(acc, alpha, o_row_layout: gl.constexpr, LAZY: gl.constexpr):
     else:
         acc = acc * a_row[:, None]
     return acc
-

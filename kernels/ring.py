@@ -160,41 +160,37 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bo
         raise ValueError(f"a {layout} shard holds {len(owned)} equal chunks; {local} local tokens do not cut into "
                          f"{len(owned)} (`shard` cuts a whole tensor for you)")
     clock = _Clock(q.device) if trace is not None else None
-    if trace is not None:
-        trace.kernel, trace.steps = kernel_key, []
+    if clock is not None:
+        trace.kernel = kernel_key
         begin = clock.mark()
 
     kv = torch.stack((k, v))  # one buffer to pass round the ring
     buffers = [torch.empty_like(kv) for _ in range(min(world - 1, 2))]
     send_to, recv_from = _rank_of(group, (rank + 1) % world), _rank_of(group, (rank - 1) % world)
     acc_o = acc_lse = None
+    marks = []  # traced: per step (step, src, blocks, and its started, computed and waited marks)
     for step in range(world):
         current = kv if step == 0 else buffers[(step - 1) % 2]
         pending = []
         if step < world - 1:  # the next K/V shard travels while this one is computed on
             pending = dist.batch_isend_irecv([dist.P2POp(dist.isend, current, send_to, group),
                                               dist.P2POp(dist.irecv, buffers[step % 2], recv_from, group)])
+        src = ring_source(world, rank, step)
         blocks = ring_blocks(world, rank, step, layout, causal)
-        if trace is not None:
-            started = clock.mark()
-        acc_o, acc_lse = _compute(q, current[0], current[1], blocks, owned, ring_owned(world, ring_source(
-            world, rank, step), layout), causal and step == 0, sm_scale, kernel_key, acc_o, acc_lse)
-        if trace is not None:
-            computed = clock.mark()
+        started = clock.mark() if clock is not None else None
+        acc_o, acc_lse = _compute(q, current[0], current[1], blocks, owned, ring_owned(world, src, layout),
+                                  causal and step == 0, sm_scale, kernel_key, acc_o, acc_lse)
+        computed = clock.mark() if clock is not None else None
         for work in pending:
             work.wait()
-        if trace is not None:
-            waited = clock.mark()
-            trace.steps.append(RingStep(rank, step, ring_source(world, rank, step), [list(b) for b in blocks],
-                                        started, computed, waited))
+        if clock is not None:
+            marks.append((step, src, blocks, started, computed, clock.mark()))
     out = acc_o.to(q.dtype)
-    if trace is not None:
+    if clock is not None:
         clock.finish()
-        for s in trace.steps:
-            started, computed, waited = s.start_ms, s.compute_ms, s.wait_ms
-            s.start_ms = clock.ms(begin, started)
-            s.compute_ms = clock.ms(started, computed)
-            s.wait_ms = clock.ms(computed, waited)
+        trace.steps = [RingStep(rank, step, src, [list(b) for b in blocks], clock.ms(begin, started),
+                                clock.ms(started, computed), clock.ms(computed, waited))
+                       for step, src, blocks, started, computed, waited in marks]
     return (out, acc_lse) if return_lse else out
 
 

@@ -83,6 +83,12 @@ class Stage:
         return replace(self.settings, theme=self.theme_asked)
 
     @property
+    def quoted_recording(self) -> Recording | None:
+        """The recording a scene quotes for what the page does not measure on each visit (a ring over several GPUs,
+        Proton's lanes, decode, the backward): this page's, or on a live page the shipped one."""
+        return shipped_recording() if self.live else self.recording
+
+    @property
     def gpu_name(self) -> str:
         """The GPU's name, safe in Streamlit's markdown (labels, badges, captions, takeaways)."""
         return markdown_text(self.gpu)
@@ -324,7 +330,7 @@ class LadderSource:
 def ladder_source(stage: Stage) -> LadderSource:
     """Live on a Hopper GPU: every step measured now (cached); otherwise, or where live fails, the recording's ladder
     records (the shipped recording's when live)."""
-    recording = stage.recording if not stage.live else shipped_recording()
+    recording = stage.quoted_recording
     problem = ""
     if stage.live:
         try:
@@ -407,7 +413,7 @@ def fp8_source(stage: Stage, level: str) -> Fp8Source:
             return Fp8Source(points, "live", stage.measured_text)
         except (RuntimeError, ValueError, TimeoutError) as why:  # not Hopper, or the GPU busy with other viewers
             problem = markdown_text(str(why))
-    recording = stage.recording if not stage.live else shipped_recording()
+    recording = stage.quoted_recording
     if recording is not None and recording.fp8:
         points = story.fp8.recorded_points(recording.fp8, level)
         if points:

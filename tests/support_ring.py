@@ -3,13 +3,8 @@ Triton's interpreter), each on its shard of one whole q, k, v, and bring the sha
 from __future__ import annotations
 
 import os
-import socket
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from bench.ring import free_port
 
 
 def _one_rank(rank: int, world: int, port: int, layout: str, causal: bool, q, k, v, out, kernel: str) -> None:
@@ -32,7 +27,7 @@ def ring_in_processes(q, k, v, world: int, layout: str, causal: bool, kernel: st
     from kernels.ring import unshard
     with mp.Manager() as manager:
         out = manager.dict()
-        mp.start_processes(_one_rank, args=(world, _free_port(), layout, causal, q, k, v, out, kernel),
+        mp.start_processes(_one_rank, args=(world, free_port(), layout, causal, q, k, v, out, kernel),
                            nprocs=world, start_method="fork")
         parts = [out[rank] for rank in range(world)]
     o = unshard([p[0] for p in parts], layout)

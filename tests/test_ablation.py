@@ -125,7 +125,7 @@ def test_merging_a_ladder_run_keeps_the_kernels_own_phases_and_records(tmp_path)
     res.dump_results(path, dict(FACTS), [shipped_fa3()], [], "python -m bench", "yesterday",
                      phases=[phase("fa3", None), phase("fa2", None)])
     steps = [phase("fa3", name) for name in story.step_names()[1:3]]
-    records, _, phases, extra = cli.merged(path, ladder_run(), [], steps, {"ratios": []}, "python -m bench --ladder")
+    records, _, phases, extra, _ = cli.merged(path, ladder_run(), [], steps, {"ratios": []}, "python -m bench --ladder")
     assert [r["config"] for r in records] == [None, *bench_ladder.step_names()]
     assert [(p["kernel"], p["config"]) for p in phases] == [("fa3", None), ("fa2", None),
                                                            *(("fa3", n) for n in story.step_names()[1:3])]

@@ -247,13 +247,22 @@ def test_the_shipped_recording_has_ring_runs_of_both_layouts_and_the_peer():
 
 
 def test_other_benches_keep_the_ring_runs(tmp_path):
+    """A bench run merged into a file keeps its ring runs (bench.cli.write_out through merged); one written afresh
+    has none (it measured none)."""
     from argparse import Namespace
-    from bench.cli import _earlier_ring
-    out = tmp_path / "rec.json"
-    out.write_bytes((ROOT / "results" / "h200.json").read_bytes())
-    kept = _earlier_ring(Namespace(merge_into=True, out=out))
-    assert kept == res.load_results("h200.json").ring and kept
-    assert _earlier_ring(Namespace(merge_into=False, out=out)) == []
+    from bench.cli import write_out
+    shipped = res.load_results("h200.json")
+    records = [r for r in shipped.records if r["algorithm"] == "fa2"][:3]
+    for merge in (True, False):
+        out = tmp_path / f"rec-{merge}.json"
+        out.write_bytes((ROOT / "results" / "h200.json").read_bytes())
+        assert write_out(Namespace(merge_into=merge, out=out), shipped.facts, records, [], "python -m bench",
+                         "2026-12-04T00:00:00Z", {"ratios": []}, []) == 0
+        kept = res.load_results_path(out).ring
+        if merge:
+            assert kept == shipped.ring and kept
+        else:
+            assert kept == []
 
 
 # -- on GPUs -----------------------------------------------------------------------------------------------------
@@ -291,5 +300,5 @@ def test_a_merge_keeps_the_command_that_measured_the_ring(tmp_path):
     out.write_bytes((ROOT / "results" / "h200.json").read_bytes())
     earlier = res.load_results_path(out)
     assert earlier.meta.get("ring_command") and earlier.ring
-    *_, extra = merged(out, [], [], [], {}, "python -m bench --fp8")
+    _, _, _, extra, _ = merged(out, [], [], [], {}, "python -m bench --fp8")
     assert extra["ring_command"] == earlier.meta["ring_command"]
