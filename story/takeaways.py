@@ -10,13 +10,13 @@ from story.compare import TrafficPanels, hbm_bytes
 from story.headline import compute_bound, headline, launch_bound, speedup_words
 from story.records import OUT_OF_MEMORY, first_out_of_memory, oom_text, oom_word, record_at, refused
 from story.roofline import roofline_points
+from story import ring
 
 
 def ring_evidence(runs) -> tuple[dict, float, float | None] | None:
     """(our fastest layout at the most GPUs and the longest length with a one-GPU time, its parallel efficiency, its
     speed over PyTorch's context_parallel or None) from a recording's ring runs, as the ring scene shows them; None
     where no such run finished."""
-    from story import ring
     runs = list(runs)
     world = ring.pick_world(runs, 0)
     shape = ring.pick_shape(runs, world) if world else None
@@ -115,7 +115,8 @@ def takeaways(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> list[s
     found = ring_evidence(evidence.ring)
     if found:
         best, eff, peer = found
-        points.append(f"**Past one GPU.** The ring cut {fmt_tokens(best['seq_len'])} tokens across "
+        points.append(f"**Past one GPU.** The ring cut {fmt_tokens(best['seq_len'])} tokens "
+                      f"({ring.shape_words(ring.shape_key(best))}) across "
                       f"{best['world_size']} GPUs ({best['layout']} layout) and ran {eff:.0%} as efficiently as a "
                       f"perfect {best['world_size']}-fold speedup of one GPU"
                       + (f", {peer:.2f}× PyTorch's context_parallel" if peer else "")
