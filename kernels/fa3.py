@@ -53,8 +53,9 @@ How the file reads: one configuration value (`Fa3Config`, passed to the kernel a
 ideas above a launch uses; the producer and the consumer are a function each, the consumer's round of the K/V loop
 one more; `_ring` is the one place a ring slot and its mbarrier phase are computed; the PTX Gluon has no API for
 (the named barriers, from `TURN_BARRIER_ID` on, and the conditional rescale's warp vote) is in kernels/ptx.py.
-The shipped configurations (`SHIPPED`) and the ablation ladder (`LADDER`: FA-3's ideas one by one, each a
-configuration that runs) are named rows at the end.
+The shipped configurations (`SHIPPED`; `SHORT` at head_dim 64 where a wave model says fewer rows a program finish
+first) and the ablation ladder (`LADDER`: FA-3's ideas one by one, each a configuration that runs) are named rows at
+the end.
 """
 from __future__ import annotations
 
@@ -646,8 +647,50 @@ LADDER: dict[str, Fa3Config] = {
 _FWD_LAUNCH = CachedLaunch(_fa3_fwd)  # a short call is host-bound: launch without the JIT's dispatch
 
 
-def config_for_v3(head_dim: int, causal: bool) -> Fa3Config:
-    return SHIPPED[(head_dim, causal)]
+# Short sequences at head_dim 64: the shipped three consumers run 192 query rows a program, one program an SM (≥ 147 KB
+# of shared memory; 168 registers × 384 threads fill the register file), so at 1K tokens B2 H16 the grid is 6 × 32 =
+# 192 programs on 132 SMs: two waves of 192 rows. Two consumers of 64 rows (head_dim 128's design, with head_dim
+# 128's options) make 256 programs: two waves of 128 rows. Measured on the H200 (GPU alone, B2 H16, BENCHMARKS.md
+# §1b): ÷ the shipped config 1.31 / 1.28 / 0.96 / 0.97× at 512 / 1K / 2K / 4K not causal, 1.40 / 1.36 / 1.07 / 1.01×
+# causal. A wave model says which wins: time ∝ waves × rows a program, a 128-row program covering its rows at
+# SHORT_ROW_RATE of the shipped one's speed (fitted at 4K, where both fill the waves evenly; the model then gives
+# 1.29 / 1.29 / 0.97 at 512 / 1K / 2K not causal, as measured).
+SHORT: dict[tuple[int, bool], Fa3Config] = {
+    (64, False): Fa3Config(64, 128, 2, 4, 240, 24, q_in_regs=True, named_turns=True, kv_paired=True,
+                           lazy_rescale=True),
+    (64, True): Fa3Config(64, 128, 2, 4, 240, 24, q_in_regs=True, named_turns=True, kv_paired=True,
+                          lazy_rescale=True, lpt=True),
+}
+SHORT_ROW_RATE = {False: 0.86, True: 0.90}
+HOPPER_SMS = 132  # an H100 SXM's or an H200's SMs: the count a shape is planned for without a device (tiles_for)
+
+
+def _waves_by_rows(config: Fa3Config, seq_len: int, batch_heads: int, sms: int) -> int:
+    return -(-(-(-seq_len // config.tile_m) * batch_heads) // sms) * config.tile_m
+
+
+def config_for_v3(head_dim: int, causal: bool, seq_len: int | None = None, batch_heads: int | None = None,
+                  sms: int = HOPPER_SMS) -> Fa3Config:
+    """The config the kernel runs: SHIPPED's for the head_dim and mask, or, given the shape's length and batch ×
+    heads on `sms` SMs, SHORT's where the wave model says it finishes first."""
+    shipped = SHIPPED[(head_dim, causal)]
+    short = SHORT.get((head_dim, causal))
+    if short is None or seq_len is None or batch_heads is None:
+        return shipped
+    if _waves_by_rows(short, seq_len, batch_heads, sms) < SHORT_ROW_RATE[causal] * _waves_by_rows(
+            shipped, seq_len, batch_heads, sms):
+        return short
+    return shipped
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def _config_for(q: torch.Tensor, causal: bool) -> Fa3Config:
+    batch, heads, seq_len, head_dim = q.shape
+    return config_for_v3(head_dim, causal, seq_len, batch * heads, _sm_count(q.device))
 
 
 # -- availability ----------------------------------------------------------------------------------
@@ -811,7 +854,7 @@ def fast_launcher(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
     if batch * heads > 65535:
         return None
     scale = float(sm_scale)
-    config = config_for_v3(head_dim, causal)
+    config = _config_for(q, causal)
     o0 = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     make_q, make_o = (compat.descriptor_template(t, [1, 1, config.block_m, head_dim]) for t in (q, o0))
     make_k, make_v = (compat.descriptor_template(t, [1, 1, config.block_n, head_dim]) for t in (k, v))
@@ -848,7 +891,7 @@ def flash_attention_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
         if head_dim not in SUPPORTED_HEAD_DIMS:
             raise ValueError(reason)
         raise RuntimeError(reason)
-    config = config or config_for_v3(head_dim, causal)
+    config = config or _config_for(q, causal)
     o, lse = launch_v3(q, k, v, causal, sm_scale, config)
     return (o, lse) if return_lse else o
 
@@ -860,7 +903,7 @@ def tiles_for(shape) -> tuple[int, int] | None:
     together, as the grid runs; None where it does not run the shape's head_dim."""
     if (shape.head_dim, shape.causal) not in SHIPPED:
         return None
-    config = config_for_v3(shape.head_dim, shape.causal)
+    config = config_for_v3(shape.head_dim, shape.causal, shape.seq_len, shape.batch * shape.heads)
     return config.tile_m, config.block_n
 
 
@@ -887,6 +930,7 @@ def shipped_launches():
     ahead-of-time compile check (Hopper only: wgmma)."""
     from kernels.inputs import example_qkv
     rows = [("", d, c, config) for (d, c), config in sorted(SHIPPED.items())]
+    rows += [("short sequences: ", d, c, config) for (d, c), config in sorted(SHORT.items())]
     rows += [(f"ladder: {name}: ", 128, False, config) for name, config in LADDER.items()
              if config not in SHIPPED.values()]
     launches = []

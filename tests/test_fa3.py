@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from kernels import gluon_compat
-from kernels.fa3 import (LADDER, LPT_L2_BYTES, SHIPPED, SUPPORTED_HEAD_DIMS, Fa3Config, config_for_v3,
-                         lpt_heads_per_group, v3_unavailable_reason, flash_attention_v3)
+from kernels.fa3 import (LADDER, LPT_L2_BYTES, SHIPPED, SHORT, SUPPORTED_HEAD_DIMS, Fa3Config, config_for_v3,
+                         lpt_heads_per_group, tiles_for, v3_unavailable_reason, flash_attention_v3)
+from costmodel import Shape
 from kernels.reference import reference_attention, relative_error
 from kernels.runtime import DEVICE, INTERPRET, backend
 
@@ -131,9 +132,25 @@ def test_the_authors_fa4_peer_matches_float64_where_installed(head_dim, causal, 
 
 # -- everywhere -----------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("causal,short_up_to", [(False, 1024), (True, 4096)])
+def test_short_sequences_take_fewer_rows_where_they_measured_faster(causal, short_up_to):
+    """B2 H16 d64 on 132 SMs, the lengths timed on the H200 (BENCHMARKS.md §1b: the 2 × 64-row config ÷ shipped 1.31,
+    1.28, 0.96, 0.97 not causal and 1.40, 1.36, 1.07, 1.01 causal at 512, 1K, 2K, 4K): the wave model picks the
+    faster one at each, and the shipped config from 8K on (issue 40's shapes)."""
+    for seq_len in (512, 1024, 2048, 4096, 8192, 16384, 32768):
+        config = config_for_v3(64, causal, seq_len, 2 * 16, sms=132)
+        assert config is (SHORT[(64, causal)] if seq_len <= short_up_to else SHIPPED[(64, causal)]), seq_len
+        assert tiles_for(Shape(seq_len=seq_len, batch=2, heads=16, head_dim=64, causal=causal)) == (
+            config.tile_m, config.block_n)
+    # more heads fill the waves: at 1K, B8 H32 (256 heads) keeps the shipped 192 rows; other head_dims never change
+    assert config_for_v3(64, False, 1024, 256, sms=132) is SHIPPED[(64, False)]
+    assert config_for_v3(128, causal, 512, 32) is SHIPPED[(128, causal)]
+    assert config_for_v3(64, causal) is SHIPPED[(64, causal)]  # no shape given: the shipped one
+
+
 def test_configs_fit_the_hopper_sm():
-    for (head_dim, causal), config in SHIPPED.items():
-        assert config_for_v3(head_dim, causal) is config
+    for (head_dim, causal), config in [*SHIPPED.items(), *SHORT.items()]:
+        assert config_for_v3(head_dim, causal) is SHIPPED[(head_dim, causal)]
         assert config.block_m % 64 == 0 and config.block_n % 16 == 0  # wgmma: M in 64s, K in 16s
         assert config.num_consumers in (2, 3)
         threads = 128

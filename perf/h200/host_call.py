@@ -3,6 +3,10 @@ per-call goal), and what keeping Triton's encoded TMA descriptors for tensors se
 
 - per call, host included (1,000 back-to-back calls, median of 5 interleaved rounds): SDPA default, the library's
   call (its fast path: kernels/attention.py), fa3's checked call (what the library ran before the fast path), fa2's;
+- where a call's time goes: the host alone (calls queued behind a GPU kept busy, so none waits for the GPU) and the
+  GPU alone (a CUDA graph of the calls replayed: no host between them), for SDPA and the library's call;
+- short sequences on the GPU alone: the FA-3 style kernel's shipped config beside one of fewer query rows a program
+  (more programs to fill 132 SMs), B2 H16 d64 and d128, 512 to 4K tokens, causal and not, interleaved rounds;
 - a profile of 2,000 library calls (top functions by own time).
 (The first version of this script, 2026-12-04 ~12:40, timed the checked calls and one descriptor's encode, 1.6 µs.)
 
@@ -43,6 +47,90 @@ def rounds(entries, n=3):
     return {k: statistics.median(v) for k, v in out.items()}
 
 
+def host_only_us(fn, calls=200):
+    """Host time a call: the calls are queued behind ~0.1 s of GPU spinning, so none waits on the GPU."""
+    fn()
+    torch.cuda.synchronize()
+    torch.cuda._sleep(200_000_000)
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t = time.perf_counter() - t0
+    torch.cuda.synchronize()
+    return t / calls * 1e6
+
+
+def gpu_only_us(fn, calls=50, replays=10):
+    """GPU time a call: `calls` calls captured in one CUDA graph, replayed; no host work between them."""
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(replays):
+        graph.replay()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) * 1e3 / (calls * replays)
+
+
+def where_time_goes(q, k, v, n=5):
+    entries = {"SDPA default": lambda: F.scaled_dot_product_attention(q, k, v),
+               "flash_attention auto (fast path)": lambda: flash_attention(q, k, v)}
+    got = {(name, kind): [] for name in entries for kind in ("host", "gpu")}
+    for _ in range(n):
+        for name, fn in entries.items():
+            got[(name, "host")].append(host_only_us(fn))
+            got[(name, "gpu")].append(gpu_only_us(fn))
+    print(f"where the time goes, B{q.shape[0]} H{q.shape[1]} N{q.shape[2]} d{q.shape[3]} (median of {n} rounds):")
+    for name in entries:
+        h, g = (statistics.median(got[(name, kind)]) for kind in ("host", "gpu"))
+        print(f"  {name:<34} host alone {h:6.1f} µs   GPU alone {g:6.1f} µs")
+
+
+def short_configs(rounds_n=5):
+    from kernels.fa3 import Fa3Config, config_for_v3, launch_v3
+    fewer_rows = {64: Fa3Config(64, 128, 2, 4, 240, 24, q_in_regs=True, named_turns=True, kv_paired=True,
+                                lazy_rescale=True),
+                  128: Fa3Config(64, 128, 1, 2, 240, 24, overlap=False)}
+    print("short sequences, GPU alone (CUDA graph replay), B2 H16 bf16; µs a call; candidate ÷ shipped (> 1: faster):")
+    rows = []
+    for d in (64, 128):
+        for causal in (False, True):
+            for n in (512, 1024, 2048, 4096):
+                g = torch.Generator(device="cuda").manual_seed(n + d)
+                q, k, v = (torch.randn(2, 16, n, d, device="cuda", generator=g, dtype=torch.bfloat16)
+                           for _ in range(3))
+                scale = d ** -0.5
+                configs = {"shipped": config_for_v3(d, causal), "fewer rows": fewer_rows[d]}
+                if causal and d == 64:
+                    configs["fewer rows"] = Fa3Config(64, 128, 2, 4, 240, 24, q_in_regs=True, named_turns=True,
+                                                      kv_paired=True, lazy_rescale=True, lpt=True)
+                ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+                ok = {}
+                for name, c in configs.items():
+                    ok[name] = (launch_v3(q, k, v, causal, scale, c)[0].double() - ref).abs().max().item()
+                times = {name: [] for name in configs}
+                times["SDPA default"] = []
+                for _ in range(rounds_n):
+                    for name, c in configs.items():
+                        times[name].append(gpu_only_us(lambda c=c: launch_v3(q, k, v, causal, scale, c)))
+                    times["SDPA default"].append(gpu_only_us(
+                        lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)))
+                med = {name: statistics.median(t) for name, t in times.items()}
+                print(f"  d{d:3} {'causal' if causal else 'full  '} N={n:5}: shipped {med['shipped']:7.1f}  "
+                      f"fewer rows ({fewer_rows[d].num_consumers}×{fewer_rows[d].block_m}) {med['fewer rows']:7.1f}  "
+                      f"÷shipped {med['shipped'] / med['fewer rows']:.3f}   SDPA {med['SDPA default']:7.1f}   "
+                      f"max|Δ| {ok['shipped']:.1e} / {ok['fewer rows']:.1e}", flush=True)
+                rows.append({"d": d, "causal": causal, "n": n, **med})
+    return rows
+
+
 def main():
     import triton
     import triton.backends.nvidia.driver as drv
@@ -65,6 +153,8 @@ def main():
     base = got["SDPA default"]
     for name, t in got.items():
         print(f"  {name:<34} {t:8.1f} µs   ÷ SDPA {t / base:.3f}")
+    where_time_goes(q, k, v)
+    short_configs()
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(2000):
