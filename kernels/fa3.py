@@ -862,11 +862,12 @@ def fast_launcher(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
     grid, key, group, options = _launch_plan(q, config, causal, False)
     shape, lse_shape, dtype, device = tuple(q.shape), (batch, heads, seq_len), q.dtype, q.device
 
+    launch = _FWD_LAUNCH.repeat(key, grid, options)
+
     def run(q, k, v):
         o = torch.empty(shape, dtype=dtype, device=device)
         lse = torch.empty(lse_shape, dtype=torch.float32, device=device)
-        _FWD_LAUNCH(key, grid, None, (make_q(q), make_k(k), make_v(v), make_o(o), lse, None, scale, seq_len, heads,
-                                      group), options)
+        launch((make_q(q), make_k(k), make_v(v), make_o(o), lse, None, scale, seq_len, heads, group))
         return o, lse
     return run
 

@@ -208,6 +208,37 @@ class CachedLaunch:
                      knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *args, *tail)
         return compiled
 
+    def repeat(self, key, grid, kwargs: dict):
+        """launch(args): self(key, grid, None, args, kwargs) for a launch made again and again with one key, grid and
+        constexprs (the library's fast path, kernels/fa3.py). Past its first launch it keeps the compiled kernel, the
+        device and the tensors' alignment, so a launch asks only for the current device and stream, checks the
+        tensors' 16-byte alignment and that no launch hook is installed, and launches; anything else (another
+        device, a misaligned tensor, a hook, FAST_LAUNCH off) goes through self(...), which handles it."""
+        if not self.fast:
+            return lambda args: self(key, grid, None, args, kwargs)
+        g0, g1, g2 = (tuple(grid) + (1, 1))[:3]
+        kept: list = []  # [compiled, constexpr values, device, tensor positions], after the first launch
+        driver = _triton_driver()
+        runtime_knobs = _triton_knobs().runtime
+
+        def launch(args):
+            if kept and FAST_LAUNCH:
+                compiled, tail, device, positions = kept
+                enter, leave = runtime_knobs.launch_enter_hook, runtime_knobs.launch_exit_hook
+                if (driver.get_current_device() == device and not (enter is not None and getattr(enter, "calls", True))
+                        and not (leave is not None and getattr(leave, "calls", True))
+                        and all(args[i].data_ptr() % 16 == 0 for i in positions)):
+                    compiled.run(g0, g1, g2, driver.get_current_stream(device), compiled.function,
+                                 compiled.packed_metadata, None, None, None, *args, *tail)
+                    return compiled
+            compiled = self(key, grid, None, args, kwargs)
+            positions = self.tensor_positions.get(key)
+            if not kept and positions is not None and all(args[i].data_ptr() % 16 == 0 for i in positions):
+                kept[:] = [compiled, tuple(kwargs[name] for name in self.constexprs), driver.get_current_device(),
+                           positions]
+            return compiled
+        return launch
+
     def jit_kernel(self, grid, *args, **kwargs):
         """The compiled kernel the JIT itself picks for these arguments (no launch): tests compare it with ours."""
         return self.fn.run(*args, grid=grid, warmup=True, **kwargs)

@@ -175,3 +175,33 @@ def test_fa3_fast_path_is_the_checked_call(shape, strided, causal, poisoned_allo
     q.copy_(torch.randn_like(q))  # the same addresses, new values
     out = kernels.flash_attention(q, k, v, causal=causal)
     assert torch.equal(out, flash_attention_v3(q, k, v, causal=causal))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(INTERPRET or v3_unavailable_reason() is not None, reason="needs a Hopper GPU")
+def test_fa3_fast_path_keeps_its_kernel_but_honours_hooks_and_the_switch():
+    """Past its first launch the fast path launches the kept compiled kernel itself (runtime.CachedLaunch.repeat); a
+    launch hook installed later (Proton's, a user's) still sees each launch, and with FLASH_LIVE_FAST_LAUNCH's switch
+    off the call goes through the JIT: the same answer every way."""
+    from triton import knobs
+    from kernels import runtime
+    q, k, v = random_qkv((2, 4, 700, 64), torch.bfloat16, seed=31)
+    first = [kernels.flash_attention(q, k, v, causal=True) for _ in range(3)]
+    seen = []
+
+    def hook(metadata):
+        seen.append(metadata)
+    knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        hooked = kernels.flash_attention(q, k, v, causal=True)
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hook)
+    runtime.FAST_LAUNCH = False
+    try:
+        through_jit = kernels.flash_attention(q, k, v, causal=True)
+    finally:
+        runtime.FAST_LAUNCH = True
+    after = kernels.flash_attention(q, k, v, causal=True)
+    assert len(seen) == 1
+    assert all(torch.equal(t, first[0]) for t in (*first[1:], hooked, through_jit, after))
+    assert rel_error(after, reference(q, k, v, True, 64 ** -0.5)[0]) < TOLERANCE[torch.bfloat16]
