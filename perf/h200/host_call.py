@@ -8,6 +8,9 @@ per-call goal), and what keeping Triton's encoded TMA descriptors for tensors se
 - short sequences on the GPU alone: the FA-3 style kernel's shipped config beside one of fewer query rows a program
   (more programs to fill 132 SMs), B2 H16 d64 and d128, 512 to 4K tokens, causal and not, interleaved rounds;
 - a profile of 2,000 library calls (top functions by own time).
+With --variants, instead: variants of the short-sequence config (kernels/fa3.py SHORT) at head_dim 64 where it
+runs (512 and 1K not causal, 512 to 4K causal), each checked against float64 at N = 1000, then GPU alone, each ÷
+SHORT's config in the same interleaved rounds.
 (The first version of this script, 2026-12-04 ~12:40, timed the checked calls and one descriptor's encode, 1.6 µs.)
 
     python -m perf.h200.host_call
@@ -17,6 +20,7 @@ from __future__ import annotations
 import cProfile
 import pstats
 import statistics
+import sys
 import time
 
 import torch
@@ -131,12 +135,49 @@ def short_configs(rounds_n=5):
     return rows
 
 
+def short_variants(rounds_n=7):
+    import dataclasses
+    from kernels.fa3 import SHORT, launch_v3
+    print("variants of the short-sequence config, GPU alone (CUDA graph replay), B2 H16 d64 bf16; ÷ SHORT (> 1: faster)")
+    rows = []
+    for causal, lengths in ((False, (512, 1024)), (True, (512, 1024, 2048, 4096))):
+        short = SHORT[(64, causal)]
+        variants = {"SHORT": short,
+                    "kv2": dataclasses.replace(short, kv_stages=2),
+                    "no lazy": dataclasses.replace(short, lazy_rescale=False),
+                    "64 keys": dataclasses.replace(short, block_n=64),
+                    "no overlap": dataclasses.replace(short, overlap=False),
+                    "no q-regs": dataclasses.replace(short, q_in_regs=False)}
+        g = torch.Generator(device="cuda").manual_seed(7)
+        q, k, v = (torch.randn(2, 3, 1000, 64, device="cuda", generator=g, dtype=torch.bfloat16) for _ in range(3))
+        ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+        for name, c in variants.items():
+            err = (launch_v3(q, k, v, causal, 0.125, c)[0].double() - ref).abs().max().item()
+            print(f"  check {'causal' if causal else 'full'} {name}: max|Δ| {err:.1e} {'ok' if err < 2e-2 else 'WRONG'}")
+            if err >= 2e-2:
+                return rows
+        for n in lengths:
+            q, k, v = (torch.randn(2, 16, n, 64, device="cuda", generator=g, dtype=torch.bfloat16) for _ in range(3))
+            times = {name: [] for name in variants}
+            for _ in range(rounds_n):
+                for name, c in variants.items():
+                    times[name].append(gpu_only_us(lambda c=c: launch_v3(q, k, v, causal, 0.125, c)))
+            med = {name: statistics.median(t) for name, t in times.items()}
+            print(f"  {'causal' if causal else 'full  '} N={n:5}: " + "  ".join(
+                f"{name} {t:6.1f} ({med['SHORT'] / t:.3f})" for name, t in med.items()), flush=True)
+            rows.append({"causal": causal, "n": n, **med})
+    return rows
+
+
 def main():
     import triton
     import triton.backends.nvidia.driver as drv
     from kernels import attention, runtime
     from kernels.fa3 import flash_attention_v3
     print("triton", triton.__version__, "torch", torch.__version__)
+    if "--variants" in sys.argv:
+        short_variants()
+        return
     g = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(2, 16, 1024, 64, device="cuda", generator=g, dtype=torch.bfloat16) for _ in range(3))
     entries = {"SDPA default": lambda: F.scaled_dot_product_attention(q, k, v),
