@@ -655,8 +655,9 @@ _FWD_LAUNCH = CachedLaunch(_fa3_fwd)  # a short call is host-bound: launch witho
 # causal. A wave model says which wins: time ∝ waves × rows a program, a 128-row program covering its rows at
 # SHORT_ROW_RATE of the shipped one's speed (fitted at 4K, where both fill the waves evenly; the model then gives
 # 1.29 / 1.29 / 0.97 at 512 / 1K / 2K not causal, as measured).
-# Two K/V slots, not head_dim 128's three or four: a program at 1K walks 8 tiles, and the smaller ring (82 KB of shared
-# memory, not 147) measured 1.004-1.027x the 4-slot one at every length it runs (BENCHMARKS.md §1b, its variants).
+# Two K/V slots (the first version had four, as §3c's head_dim 64 candidate): a program at 1K walks 8 tiles, and the
+# smaller ring (82 KB of shared memory, not 147) measured 1.004-1.027x the 4-slot one at every length it runs
+# (BENCHMARKS.md §1b, its variants).
 SHORT: dict[tuple[int, bool], Fa3Config] = {
     (64, False): Fa3Config(64, 128, 2, 2, 240, 24, q_in_regs=True, named_turns=True, kv_paired=True,
                            lazy_rescale=True),
@@ -664,7 +665,7 @@ SHORT: dict[tuple[int, bool], Fa3Config] = {
                           lazy_rescale=True, lpt=True),
 }
 SHORT_ROW_RATE = {False: 0.86, True: 0.90}
-HOPPER_SMS = 132  # an H100 SXM's or an H200's SMs: the count a shape is planned for without a device (tiles_for)
+HOPPER_SMS = 132  # an H100 SXM's or an H200's SMs: the count tiles_for plans a shape for (a launch asks its GPU)
 
 
 def _waves_by_rows(config: Fa3Config, seq_len: int, batch_heads: int, sms: int) -> int:

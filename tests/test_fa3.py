@@ -92,7 +92,7 @@ def test_fa3_at_8k_matches_sdpa(causal):
 @pytest.mark.gpu
 @needs_hopper
 def test_fa3_every_config_class_runs_its_own_config():
-    for (head_dim, causal), config in SHIPPED.items():
+    for (head_dim, causal), config in [*SHIPPED.items(), *SHORT.items()]:
         q, k, v = random_qkv((1, 2, 3 * config.tile_m + 5, head_dim), torch.bfloat16, seed=head_dim + causal)
         out = flash_attention_v3(q, k, v, causal=causal, config=config)
         assert relative_error(out, reference_attention(q, k, v, causal)[0]) < 1e-2, (head_dim, causal)
