@@ -8,8 +8,8 @@ per-call goal), and what keeping Triton's encoded TMA descriptors for tensors se
 - short sequences on the GPU alone: the FA-3 style kernel's shipped config beside one of fewer query rows a program
   (more programs to fill 132 SMs), B2 H16 d64 and d128, 512 to 4K tokens, causal and not, interleaved rounds;
 - a profile of 2,000 library calls (top functions by own time).
-With --variants, instead: variants of the short-sequence config (kernels/fa3.py SHORT) at head_dim 64 where it
-runs (512 and 1K not causal, 512 to 4K causal), each checked against float64 at N = 1000, then GPU alone, each ÷
+With --variants, instead: variants of the short-sequence config (kernels/fa3.py SHORT; its 2 K/V slots against 4
+among them) at head_dim 64 where it runs (512 and 1K not causal, 512 to 4K causal), each checked against float64 at N = 1000, then GPU alone, each ÷
 SHORT's config in the same interleaved rounds.
 (The first version of this script, 2026-12-04 ~12:40, timed the checked calls and one descriptor's encode, 1.6 µs.)
 
@@ -97,38 +97,38 @@ def where_time_goes(q, k, v, n=5):
         print(f"  {name:<34} host alone {h:6.1f} µs   GPU alone {g:6.1f} µs")
 
 
+def interleaved_gpu_us(calls: dict, rounds_n: int) -> dict:
+    """name → median GPU-alone µs of calls[name]() (gpu_only_us), the calls taken in turn round by round."""
+    times = {name: [] for name in calls}
+    for _ in range(rounds_n):
+        for name, fn in calls.items():
+            times[name].append(gpu_only_us(fn))
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def short_configs(rounds_n=5):
-    from kernels.fa3 import Fa3Config, config_for_v3, launch_v3
-    fewer_rows = {64: Fa3Config(64, 128, 2, 4, 240, 24, q_in_regs=True, named_turns=True, kv_paired=True,
-                                lazy_rescale=True),
-                  128: Fa3Config(64, 128, 1, 2, 240, 24, overlap=False)}
+    """The shipped configs (SHIPPED: 192 query rows a program at head_dim 64) beside fewer rows a program: SHORT's
+    config at head_dim 64, one consumer of 64 rows at 128."""
+    from kernels.fa3 import SHORT, Fa3Config, config_for_v3, launch_v3
     print("short sequences, GPU alone (CUDA graph replay), B2 H16 bf16; µs a call; candidate ÷ shipped (> 1: faster):")
     rows = []
     for d in (64, 128):
         for causal in (False, True):
+            fewer = SHORT[(64, causal)] if d == 64 else Fa3Config(64, 128, 1, 2, 240, 24, overlap=False)
+            configs = {"shipped": config_for_v3(d, causal), "fewer rows": fewer}
             for n in (512, 1024, 2048, 4096):
                 g = torch.Generator(device="cuda").manual_seed(n + d)
                 q, k, v = (torch.randn(2, 16, n, d, device="cuda", generator=g, dtype=torch.bfloat16)
                            for _ in range(3))
                 scale = d ** -0.5
-                configs = {"shipped": config_for_v3(d, causal), "fewer rows": fewer_rows[d]}
-                if causal and d == 64:
-                    configs["fewer rows"] = Fa3Config(64, 128, 2, 4, 240, 24, q_in_regs=True, named_turns=True,
-                                                      kv_paired=True, lazy_rescale=True, lpt=True)
                 ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
-                ok = {}
-                for name, c in configs.items():
-                    ok[name] = (launch_v3(q, k, v, causal, scale, c)[0].double() - ref).abs().max().item()
-                times = {name: [] for name in configs}
-                times["SDPA default"] = []
-                for _ in range(rounds_n):
-                    for name, c in configs.items():
-                        times[name].append(gpu_only_us(lambda c=c: launch_v3(q, k, v, causal, scale, c)))
-                    times["SDPA default"].append(gpu_only_us(
-                        lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)))
-                med = {name: statistics.median(t) for name, t in times.items()}
+                ok = {name: (launch_v3(q, k, v, causal, scale, c)[0].double() - ref).abs().max().item()
+                      for name, c in configs.items()}
+                calls = {name: (lambda c=c: launch_v3(q, k, v, causal, scale, c)) for name, c in configs.items()}
+                calls["SDPA default"] = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                med = interleaved_gpu_us(calls, rounds_n)
                 print(f"  d{d:3} {'causal' if causal else 'full  '} N={n:5}: shipped {med['shipped']:7.1f}  "
-                      f"fewer rows ({fewer_rows[d].num_consumers}×{fewer_rows[d].block_m}) {med['fewer rows']:7.1f}  "
+                      f"fewer rows ({fewer.num_consumers}×{fewer.block_m}) {med['fewer rows']:7.1f}  "
                       f"÷shipped {med['shipped'] / med['fewer rows']:.3f}   SDPA {med['SDPA default']:7.1f}   "
                       f"max|Δ| {ok['shipped']:.1e} / {ok['fewer rows']:.1e}", flush=True)
                 rows.append({"d": d, "causal": causal, "n": n, **med})
@@ -143,7 +143,7 @@ def short_variants(rounds_n=7):
     for causal, lengths in ((False, (512, 1024)), (True, (512, 1024, 2048, 4096))):
         short = SHORT[(64, causal)]
         variants = {"SHORT": short,
-                    "kv2": dataclasses.replace(short, kv_stages=2),
+                    "kv4": dataclasses.replace(short, kv_stages=4),
                     "no lazy": dataclasses.replace(short, lazy_rescale=False),
                     "64 keys": dataclasses.replace(short, block_n=64),
                     "no overlap": dataclasses.replace(short, overlap=False),
@@ -158,11 +158,8 @@ def short_variants(rounds_n=7):
                 return rows
         for n in lengths:
             q, k, v = (torch.randn(2, 16, n, 64, device="cuda", generator=g, dtype=torch.bfloat16) for _ in range(3))
-            times = {name: [] for name in variants}
-            for _ in range(rounds_n):
-                for name, c in variants.items():
-                    times[name].append(gpu_only_us(lambda c=c: launch_v3(q, k, v, causal, 0.125, c)))
-            med = {name: statistics.median(t) for name, t in times.items()}
+            med = interleaved_gpu_us({name: (lambda c=c: launch_v3(q, k, v, causal, 0.125, c))
+                                      for name, c in variants.items()}, rounds_n)
             print(f"  {'causal' if causal else 'full  '} N={n:5}: " + "  ".join(
                 f"{name} {t:6.1f} ({med['SHORT'] / t:.3f})" for name, t in med.items()), flush=True)
             rows.append({"causal": causal, "n": n, **med})
