@@ -31,6 +31,7 @@ from costmodel.memory import (FA1_STATE_BYTES, MAX_WALL_SEQ_LEN, PARTIAL_BYTES, 
 from costmodel.ring import (RING_LAYOUTS, RingMemory, ring_balance, ring_blocks, ring_chunks, ring_kv_bytes_per_step,
                             ring_longest, ring_memory, ring_owned, ring_rank_work, ring_source, ring_step_work)
 from costmodel.schedule import (DECODE_FILLED, DECODE_GOOD_WAVES, DECODE_MAX_SPLITS, FA1_MAX_SPLITS, FA1_PROGRAMS_PER_SM,
+                                LPT_L2_BYTES, lpt_heads_per_group,
                                 Step, check_model_tiling, check_tiles, check_tiling, decode_max_splits,
                                 decode_num_splits, decode_wave_efficiency, fa1_schedule, fa1_split_ranges, fa1_splits,
                                 k_tiles_per_q_block, keys_per_q_block, n_blocks, schedule_arrays, tile_schedule,

@@ -55,7 +55,8 @@ def machine_from_facts(facts: dict | None, programs_per_sm: int | None = None,
     tiles), model ÷ counted, at the residency the recorded timelines measure (2 per SM, head_dim 128):
     - up to 16K (head_dim 64: 32K), one head's K/V fits the L2: 0.88–1.34 (at 1K–2K some of the writes are
       still in L2 when the counters stop, so the model is above them);
-    - head_dim 128, causal, 32K–256K: 0.98–1.07;
+    - head_dim 128, causal, 64K–256K: 1.02–1.07 (32K and shorter: not counted since the kernel launches causal
+      programs longest first across a head group, 2026-12-04; from 64K a group is one head, the order counted);
     - head_dim 128, not causal, 32K–256K: 0.69 at 32K and 0.76 at 64K, falling to 0.52 at 256K: the GPU reads
       up to twice what the model says. The model's premise, that a wave's programs share each K/V tile through
       L2, does not hold there, and the model is not fitted to hide it;

@@ -143,6 +143,19 @@ def fa1_schedule(seq_len: int, block_m: int, block_n: int, causal: bool) -> list
 
 
 
+# -- causal: the longest programs first across a group of heads (FA-3's tile scheduler) ----------------------------
+
+# FA-3's tile scheduler budgets 32 MiB of L2 (the H200 has 60 MB) for the heads whose programs run at once
+LPT_L2_BYTES = 32 * 2 ** 20
+
+
+def lpt_heads_per_group(batch_heads: int, seq_len: int, head_dim: int, element_size: int) -> int:
+    """How many heads take their causal blocks in turn, the longest first (`lpt`): as many as have the two tensors
+    every program of a head re-reads (the forward's K and V; the backward's Q and dO, or K and V) together in
+    LPT_L2_BYTES (at least 1, at most all), so the programs running at once share those tiles through L2."""
+    return max(1, min(batch_heads, LPT_L2_BYTES // (2 * seq_len * head_dim * element_size)))
+
+
 # -- decode: how many programs share one sequence's cache (flash-decoding) ----------------------------------------
 
 DECODE_MAX_SPLITS = 128  # the split heuristic's cap (flash-attn's too); a caller may ask for more
@@ -162,13 +175,16 @@ def decode_num_splits(programs: int, key_blocks: int, slots: int, max_splits: in
     cache's key tiles (no split gets less than one); slots: programs the GPU runs at once (SMs × programs resident on
     one SM). One split where the programs already fill DECODE_FILLED of the slots; else, of 1 .. min(key_blocks,
     max_splits), the fewest whose waves are at least DECODE_GOOD_WAVES as full as the fullest choice's (flash-attn's
-    rule: equal programs in a part-empty last wave leave SMs idle while the others finish)."""
+    rule: equal programs in a part-empty last wave leave SMs idle while the others finish); and where that is one
+    wave, as many splits as that wave holds: each program then streams a shorter slice, with more bytes in flight
+    at once (B1 32/8 heads: 29 → 33 splits, 1.007× at 128K, 1.027× at 256K, 1.046× at 1M on the H200)."""
     if programs >= DECODE_FILLED * slots:
         return 1
     limit = max(1, min(key_blocks, max_splits))
     efficiency = [decode_wave_efficiency(programs * s, slots) for s in range(1, limit + 1)]
     best = max(efficiency)
-    return next(s for s, e in enumerate(efficiency, 1) if e >= DECODE_GOOD_WAVES * best)
+    splits = next(s for s, e in enumerate(efficiency, 1) if e >= DECODE_GOOD_WAVES * best)
+    return max(splits, min(limit, slots // programs)) if programs * splits <= slots else splits
 
 
 def decode_max_splits(kv_len: int, block_n: int) -> int:

@@ -24,7 +24,7 @@ A query row that sees no key (causal with a cache shorter than q_len, or a lengt
 checked) gets O = 0 and LSE = −inf. Lengths and block tables on the GPU are not read on the host (no sync, so a call
 can be captured in a CUDA graph): the kernel clamps a length outside [0, max_len] and never follows a page outside
 the cache, and the rows they serve come out NaN. The split count, when left open, comes from
-costmodel.decode_num_splits (flash-attn's wave rule) on the GPU's SMs × 2 programs each. The trace mode (TRACE) records per key block the packed rows' running m and l
+costmodel.decode_num_splits (flash-attn's wave rule, a single wave filled) on the GPU's SMs × 2 programs each. The trace mode (TRACE) records per key block the packed rows' running m and l
 and per split its final (m, l), so the page can animate the splits, then the merge, from the kernel's own numbers.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass, field
 from numbers import Real
 
-from kernels.runtime import DEVICE, INTERPRET, CachedLaunch, kernel_launch_lock, quick_descriptor, stream_key, tma_device  # first: it sets TRITON_INTERPRET
+from kernels.runtime import DEVICE, INTERPRET, CachedLaunch, kernel_launch_lock, quick_descriptor, sm_count, stream_key, tma_device  # first: it sets TRITON_INTERPRET
 import torch
 import triton
 import triton.language as tl
@@ -413,11 +413,6 @@ def tiles_for(shape: costmodel.Shape) -> tuple[int, int]:
     return packed_rows(shape.group, shape.seq_len, config), config.block_n
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count(device: torch.device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
-
-
 def choose_num_splits(programs: int, key_blocks: int, sm_count: int, programs_per_sm: int) -> int:
     """Splits per (batch, K/V head, row block) when the caller leaves num_splits open: costmodel.decode_num_splits
     on SMs × programs_per_sm slots (none when the grid already fills the GPU; else the fewest splits whose waves are
@@ -524,7 +519,7 @@ def _plan(q_meta, k_meta, v_meta, seqlens_meta, bt_meta, causal: bool, num_split
     config = config or config_for_decode(head_dim, dtype, page_size, kv_cache_bytes(batch, heads_kv, max_len, head_dim,
                                                                                      elem))
     group = heads_q // heads_kv
-    block_m, row_blocks, splits = launch_shape(batch, heads_kv, group, q_len, max_len, config, _sm_count(device),
+    block_m, row_blocks, splits = launch_shape(batch, heads_kv, group, q_len, max_len, config, sm_count(device),
                                                num_splits)
     costmodel.check_tiles(block_m, config.block_n)
     if row_blocks > MAX_GRID_YZ:

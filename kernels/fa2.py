@@ -135,9 +135,25 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, off_b,
     return acc, l_i, m_i
 
 
-@triton.jit(do_not_specialize=["seq_len", "heads", "n_k_blocks"])
+@triton.jit
+def causal_program(heads_per_group):
+    # (block, batch·head) of this program under causal, where programs start in launch order (program_id(0)
+    # fastest) and block 0 is the longest: the i-th program of a group of heads_per_group heads (see
+    # costmodel.lpt_heads_per_group; the last group may be short) takes block i // group of head i % group, so the
+    # group's longest programs start first and the short ones fill the tail (FA-3's longest-processing-time-first
+    # order; one head after another left the last heads' longest programs to start when most work was done). The
+    # forward below and the backward (kernels/fa2_bwd.py) both launch this way.
+    n_blocks = tl.num_programs(0)
+    pid = tl.program_id(1) * n_blocks + tl.program_id(0)
+    first_bh = pid // (heads_per_group * n_blocks) * heads_per_group
+    group = tl.minimum(heads_per_group, tl.num_programs(1) - first_bh)
+    rank = pid - first_bh * n_blocks
+    return rank // group, first_bh + rank % group
+
+
+@triton.jit(do_not_specialize=["seq_len", "heads", "heads_per_group", "n_k_blocks"])
 def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
-              sm_scale, seq_len, heads, n_k_blocks,
+              sm_scale, seq_len, heads, heads_per_group, n_k_blocks,
               stride_qb, stride_qh, stride_qn, stride_qd,
               stride_kb, stride_kh, stride_kn, stride_kd,
               stride_vb, stride_vh, stride_vn, stride_vd,
@@ -148,12 +164,11 @@ def _attn_fwd(Q, K, V, O, LSE, TRACE_STATS, TRACE_OUT, TRACE_SM,
     # Q, K, V, O: 4-D tensor descriptors (B, H, N, D) when USE_TMA (TMA copies on Hopper: rows past seq_len
     # load as zeros, stores are clipped), else plain pointers with masked loads and stores.
     n_q_blocks = tl.num_programs(0)
-    if CAUSAL:
-        # the last query blocks see the most keys; launch them first so the light ones fill the tail
-        start_m = n_q_blocks - 1 - tl.program_id(0)
+    if CAUSAL:  # the last query blocks see the most keys: launched first (lpt across a head group)
+        rank, off_bh = causal_program(heads_per_group)
+        start_m = n_q_blocks - 1 - rank
     else:
-        start_m = tl.program_id(0)
-    off_bh = tl.program_id(1)
+        start_m, off_bh = tl.program_id(0), tl.program_id(1)
     if RECORD_SM:
         t_start = _global_timer_ns()
     off_b = off_bh // heads
@@ -314,6 +329,7 @@ def launch_flash(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
         q_arg, o_arg = (quick_descriptor(TensorDescriptor, t, [1, 1, config.block_m, head_dim]) for t in (q, o))
         k_arg, v_arg = (quick_descriptor(TensorDescriptor, t, [1, 1, config.block_n, head_dim]) for t in (k, v))
     grid = (n_q_blocks, batch * heads)
+    group = costmodel.lpt_heads_per_group(batch * heads, seq_len, head_dim, q.element_size()) if causal else 1
     with kernel_launch_lock():  # the interpreter runs one kernel at a time, process-wide
         key = (q.dtype, head_dim, config, causal, use_tma, trace is not None, trace_sm is not None, profile,
                tuple(q.stride()), tuple(k.stride()), tuple(v.stride()), tuple(o.stride()))
@@ -322,7 +338,7 @@ def launch_flash(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
             trace.stats if trace is not None else lse,
             trace.out if trace is not None else lse,
             trace_sm if trace_sm is not None else lse,
-            sm_scale, seq_len, heads, n_k_blocks,
+            sm_scale, seq_len, heads, group, n_k_blocks,
             *q.stride(), *k.stride(), *v.stride(), *o.stride()), dict(
             HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
             CAUSAL=causal, DOT_FP32=dot_fp32, PRECISION=precision,

@@ -15,7 +15,10 @@ dQ gets its own pass (recomputing S and P a second time) instead of atomic adds 
 so the gradients are deterministic (the same bits every run) and every kernel runs in Triton's CPU interpreter. The
 cost is the second recompute of S and P, about 1/5 more FLOPs than an atomic dQ (FA-2 and FA-3 use atomics).
 
-Causal: blocks above the diagonal are skipped, the diagonal blocks masked; ragged seq_len: the edge blocks masked.
+Causal: blocks above the diagonal are skipped, the diagonal blocks masked, and the programs with the most blocks
+start first across a group of heads whose re-read tensors fit in L2 (lpt, as the FA-3 forward does; one head after
+another left the last heads' longest programs for the end: 1.03-1.24× slower at 4K-16K on the H200). Ragged
+seq_len: the edge blocks masked.
 The exponentials are base 2 with log2(e) folded into the scale, as in the forward. Pointer loads only (no TMA).
 """
 from __future__ import annotations
@@ -28,7 +31,7 @@ import triton
 import triton.language as tl
 
 import costmodel
-from kernels.fa2 import LOG2_E_KERNEL
+from kernels.fa2 import LOG2_E_KERNEL, causal_program
 from kernels.inputs import dot_modes
 
 
@@ -93,16 +96,19 @@ def _dkdv_inner(dk, dv, k, v, q_src, do_src, lse_src, delta_src, lo, hi, qk_scal
     return dk, dv
 
 
-@triton.jit(do_not_specialize=["seq_len", "heads"])
-def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, seq_len, heads,
+@triton.jit(do_not_specialize=["seq_len", "heads", "heads_per_group"])
+def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, seq_len, heads, heads_per_group,
               stride_qb, stride_qh, stride_qn, stride_qd,
               stride_kb, stride_kh, stride_kn, stride_kd,
               stride_vb, stride_vh, stride_vn, stride_vd,
               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
               DOT_FP32: tl.constexpr, PRECISION: tl.constexpr):
     # One program per K/V block (BLOCK_N keys) of one batch·head. dO, dK, dV: contiguous (B, H, N, D).
-    start_n = tl.program_id(0) * BLOCK_N
-    off_bh = tl.program_id(1)
+    if CAUSAL:  # the first key blocks are seen by the most query blocks: launched first (lpt across a head group)
+        key_block, off_bh = causal_program(heads_per_group)
+    else:
+        key_block, off_bh = tl.program_id(0), tl.program_id(1)
+    start_n = key_block * BLOCK_N
     off_b = (off_bh // heads).to(tl.int64)
     off_h = (off_bh % heads).to(tl.int64)
     offs_n = start_n + tl.arange(0, BLOCK_N)
@@ -182,17 +188,19 @@ def _dq_inner(dq, q, do, lse2, delta, k_src, v_src, stride_kn, stride_vn, lo, hi
     return dq
 
 
-@triton.jit(do_not_specialize=["seq_len", "heads"])
-def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale, seq_len, heads,
+@triton.jit(do_not_specialize=["seq_len", "heads", "heads_per_group"])
+def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale, seq_len, heads, heads_per_group,
             stride_qb, stride_qh, stride_qn, stride_qd,
             stride_kb, stride_kh, stride_kn, stride_kd,
             stride_vb, stride_vh, stride_vn, stride_vd,
             HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
             DOT_FP32: tl.constexpr, PRECISION: tl.constexpr):
     # One program per Q block (BLOCK_M query rows) of one batch·head, walking the K/V blocks it sees.
-    n_q_blocks = tl.num_programs(0)
-    start_m = (n_q_blocks - 1 - tl.program_id(0)) if CAUSAL else tl.program_id(0)  # longest first under causal
-    off_bh = tl.program_id(1)
+    if CAUSAL:  # the last query blocks see the most keys: launched first (lpt across a head group)
+        rank, off_bh = causal_program(heads_per_group)
+        start_m = tl.num_programs(0) - 1 - rank
+    else:
+        start_m, off_bh = tl.program_id(0), tl.program_id(1)
     off_b = (off_bh // heads).to(tl.int64)
     off_h = (off_bh % heads).to(tl.int64)
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -334,6 +342,7 @@ def launch_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.
     delta = torch.empty((batch, heads, seq_len), dtype=torch.float32, device=q.device)
     dot_fp32, precision = dot_modes(q.dtype)
     bh = batch * heads
+    group = costmodel.lpt_heads_per_group(bh, seq_len, head_dim, q.element_size()) if causal else 1
     common = dict(HEAD_DIM=head_dim, CAUSAL=causal, DOT_FP32=dot_fp32, PRECISION=precision,
                   num_warps=config.num_warps, num_stages=config.num_stages)
     strides = (*q.stride(), *k.stride(), *v.stride())
@@ -341,26 +350,19 @@ def launch_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.
         _bwd_preprocess[(triton.cdiv(seq_len, config.block_m2), bh)](o, do, delta, seq_len, HEAD_DIM=head_dim,
                                                                        BLOCK_M=config.block_m2)
         _bwd_dkdv[(triton.cdiv(seq_len, config.block_n1), bh)](
-            q, k, v, do, lse, delta, dk, dv, sm_scale, seq_len, heads, *strides,
+            q, k, v, do, lse, delta, dk, dv, sm_scale, seq_len, heads, group, *strides,
             BLOCK_M=config.block_m1, BLOCK_N=config.block_n1, **common)
         _bwd_dq[(triton.cdiv(seq_len, config.block_m2), bh)](
-            q, k, v, do, lse, delta, dq, sm_scale, seq_len, heads, *strides,
+            q, k, v, do, lse, delta, dq, sm_scale, seq_len, heads, group, *strides,
             BLOCK_M=config.block_m2, BLOCK_N=config.block_n2, **common)
     return dq, dk, dv
 
 
-# Tile candidates beside the shipped ones, 16-bit inputs, for one timing run on a GPU (perf/h200/backward_speed.py
-# times each ÷ the shipped tiles; bench/compile_check.py --backward candidates compiles them). Tutorial 06's backward
-# runs dK/dV programs of 128 keys stepping 32 query rows and dQ programs of 128 rows stepping 32 keys, 4 warps, 5
-# stages; the others vary the warps, the stages and the step.
-CANDIDATES: dict[int, dict[str, BackwardConfig]] = {
-    64: {"t06 32/128 w4 s5": BackwardConfig(32, 128, 128, 32, 4, 5),
-         "32/128 w8 s3": BackwardConfig(32, 128, 128, 32, 8, 3),
-         "64/128 w8 s3": BackwardConfig(64, 128, 128, 64, 8, 3)},
-    128: {"32/128 w8 s3": BackwardConfig(32, 128, 128, 32, 8, 3),
-          "64/64 w8 s3": BackwardConfig(64, 64, 64, 64, 8, 3),
-          "32/64 w4 s3": BackwardConfig(32, 64, 64, 32, 4, 3)},
-}
+# Candidates beside the shipped configs, 16-bit inputs, by (head_dim, causal), for one timing run on a GPU
+# (perf/h200/backward_speed.py times each ÷ the shipped config; bench/compile_check.py --backward candidates compiles
+# them). None open: of the tile candidates timed on 2026-12-04 one won and shipped, and the causal launch order
+# across a head group (lpt) measured 0.985-1.242× and shipped (BENCHMARKS.md §1d).
+CANDIDATES: dict[tuple[int, bool], dict[str, BackwardConfig]] = {}
 
 # The compile check's subset of the shipped launches (CI's time): both 16-bit head_dims the bench measures, causal
 # and not, and one fp32 build (head_dim 64: fp32 at 128 causal took 37 s a target to compile here, the rest 1-6 s);
@@ -391,7 +393,7 @@ def shipped_launches(subset: str = "all"):
     elif subset == "representative":
         cases = list(REPRESENTATIVE)
     elif subset == "candidates":
-        return [(label, ("sm_90",), launch) for d, configs in CANDIDATES.items() for causal in (False, True)
+        return [(label, ("sm_90",), launch) for (d, causal), configs in CANDIDATES.items()
                 for name, config in {"shipped": config_for(d, torch.bfloat16, causal), **configs}.items()
                 for label, _, launch in [_launch(d, torch.bfloat16, causal, config, f"candidate {name}")]]
     else:

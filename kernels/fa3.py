@@ -23,7 +23,7 @@ engine (TMA) run on their own, so FA-3 (Shah et al. 2024) splits the work betwee
   moved (a warp vote, then a branch; in PTX, as Gluon has no warp-level branch). On most tiles nothing moves.
 - the causal schedule: a program's work grows with its query block's index, so the last blocks are launched first
   and the light ones fill the tail: one head at a time, or (`lpt`, FA-3's scheduler) longest first across a group of
-  heads whose K and V fit together in L2 (`lpt_heads_per_group`).
+  heads whose K and V fit together in L2 (`costmodel.lpt_heads_per_group`).
 - at head_dim 128 each consumer keeps its Q block in registers (loaded from shared memory once), so every tile's
   QKᵀ wgmma reads only K from shared memory: less data moved per score (+1–2 % measured on the H200, which runs
   every kernel at its 700 W power cap).
@@ -62,7 +62,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from kernels.runtime import AOT, INTERPRET, CachedLaunch, kernel_launch_lock  # first: it picks the backend before any decorator
+from kernels.runtime import AOT, INTERPRET, CachedLaunch, kernel_launch_lock, sm_count  # first: it picks the backend before any decorator
 import torch
 import triton
 import triton.language as tl
@@ -520,7 +520,7 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, DESCALE, sm_scale, seq_len, he
     # 8-bit (e4m3) Q, K, V: V's descriptor is over Vᵀ (B, H, D, N), boxes [1, 1, D, BLOCK_N]; DESCALE holds float32
     # descales (3, B·H): Q's, K's, V's per head (None for 16-bit inputs); O is bf16.
     # One program per (block of num_consumers·block_m query rows, batch·head); causal: heads_per_group heads (see
-    # lpt_heads_per_group) take their query blocks in turn, the longest first.
+    # costmodel.lpt_heads_per_group) take their query blocks in turn, the longest first.
     NUM_CONSUMERS: gl.constexpr = CFG.num_consumers
     KV_STAGES: gl.constexpr = CFG.kv_stages
     BLOCK_N: gl.constexpr = CFG.block_n
@@ -665,7 +665,7 @@ SHORT: dict[tuple[int, bool], Fa3Config] = {
                           lazy_rescale=True, lpt=True),
 }
 SHORT_ROW_RATE = {False: 0.86, True: 0.90}
-HOPPER_SMS = 132  # an H100 SXM's or an H200's SMs: the count tiles_for plans a shape for (a launch asks its GPU)
+HOPPER_SMS = 132  # an H100 SXM's or an H200's SMs: what tiles_for plans for off Hopper (a launch asks its GPU)
 
 
 def _waves_by_rows(config: Fa3Config, seq_len: int, batch_heads: int, sms: int) -> int:
@@ -686,14 +686,9 @@ def config_for_v3(head_dim: int, causal: bool, seq_len: int | None = None, batch
     return shipped
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count(device: torch.device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
 def _config_for(q: torch.Tensor, causal: bool) -> Fa3Config:
     batch, heads, seq_len, head_dim = q.shape
-    return config_for_v3(head_dim, causal, seq_len, batch * heads, _sm_count(q.device))
+    return config_for_v3(head_dim, causal, seq_len, batch * heads, sm_count(q.device))
 
 
 # -- availability ----------------------------------------------------------------------------------
@@ -783,16 +778,6 @@ def v_transposed(v: torch.Tensor, p_in_place_block: int | None = None) -> torch.
     return out.view(v.dtype) if v.element_size() == 1 else out
 
 
-# FA-3's tile scheduler budgets 32 MiB of L2 (the H200 has 60 MB) for the K and V of the heads it runs at once
-LPT_L2_BYTES = 32 * 2 ** 20
-
-
-def lpt_heads_per_group(batch_heads: int, seq_len: int, head_dim: int, element_size: int) -> int:
-    """How many heads take their causal query blocks in turn under `lpt`: as many as have K and V together in
-    LPT_L2_BYTES (at least 1, at most all), so the programs running at once share their K, V tiles through L2."""
-    return max(1, min(batch_heads, LPT_L2_BYTES // (2 * seq_len * head_dim * element_size)))
-
-
 def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
               config: Fa3Config, profile: bool = False, descale: torch.Tensor | None = None,
               v_is_transposed: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -833,7 +818,8 @@ def _launch_plan(q: torch.Tensor, config: Fa3Config, causal: bool, profile: bool
     on inputs like q: what launch_v3 and fast_launcher hand _FWD_LAUNCH."""
     batch, heads, seq_len, head_dim = q.shape
     grid = (triton.cdiv(seq_len, config.tile_m), batch * heads)
-    group = lpt_heads_per_group(batch * heads, seq_len, head_dim, q.element_size()) if config.lpt and causal else 1
+    group = (costmodel.lpt_heads_per_group(batch * heads, seq_len, head_dim, q.element_size())
+             if config.lpt and causal else 1)
     # the key fixes the specialization: every int is do_not_specialize, the descriptors' type is (dtype, box)
     key = (q.dtype, head_dim, config, causal, profile, q.dtype == torch.float8_e4m3fn)
     options = dict(CFG=config, CAUSAL=causal,
@@ -907,7 +893,9 @@ def tiles_for(shape) -> tuple[int, int] | None:
     together, as the grid runs; None where it does not run the shape's head_dim."""
     if (shape.head_dim, shape.causal) not in SHIPPED:
         return None
-    config = config_for_v3(shape.head_dim, shape.causal, shape.seq_len, shape.batch * shape.heads)
+    here = v3_unavailable_reason() is None  # a Hopper GPU: the launch plans for its SMs; else for an H200's
+    config = config_for_v3(shape.head_dim, shape.causal, shape.seq_len, shape.batch * shape.heads,
+                           sm_count(torch.device("cuda")) if here else HOPPER_SMS)
     return config.tile_m, config.block_n
 
 

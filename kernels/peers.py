@@ -176,7 +176,8 @@ def decode_prefill_kernel(q, k, v, page_size: int | None = None):
 
     def call():
         fa2._attn_fwd[(1, batch * heads)](
-            q_d, k_d, v_d, o_d, lse, lse, lse, lse, head_dim ** -0.5, kv_len, heads, triton_cdiv(kv_len, config.block_n),
+            q_d, k_d, v_d, o_d, lse, lse, lse, lse, head_dim ** -0.5, kv_len, heads, 1,
+            triton_cdiv(kv_len, config.block_n),
             *q_pad.stride(), *k.stride(), *v.stride(), *o_pad.stride(),
             HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n, CAUSAL=False, DOT_FP32=dot_fp32,
             PRECISION=precision, USE_TMA=True, TRACE=False, RECORD_SM=False, PROFILE=False,

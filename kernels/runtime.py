@@ -73,6 +73,12 @@ def tma_device(device: torch.device) -> bool:
     return INTERPRET or (device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9)
 
 
+@functools.lru_cache(maxsize=None)
+def sm_count(device: torch.device) -> int:
+    """The SMs of `device` (1 off CUDA: the interpreter runs one program at a time). Asked once per device."""
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
+
+
 def backend() -> str:
     """'cuda' when kernels run on the GPU, 'interpreter' when they run in Triton's CPU interpreter ('aot' when
     they are only compiled ahead of time)."""
@@ -224,9 +230,8 @@ class CachedLaunch:
         def launch(args):
             if kept and FAST_LAUNCH:
                 compiled, tail, device, positions = kept
-                enter, leave = runtime_knobs.launch_enter_hook, runtime_knobs.launch_exit_hook
-                if (driver.get_current_device() == device and not (enter is not None and getattr(enter, "calls", True))
-                        and not (leave is not None and getattr(leave, "calls", True))
+                if (driver.get_current_device() == device and not _hook_calls(runtime_knobs.launch_enter_hook)
+                        and not _hook_calls(runtime_knobs.launch_exit_hook)
                         and all(args[i].data_ptr() % 16 == 0 for i in positions)):
                     compiled.run(g0, g1, g2, driver.get_current_stream(device), compiled.function,
                                  compiled.packed_metadata, None, None, None, *args, *tail)
@@ -273,11 +278,15 @@ def _triton_knobs():
     return knobs
 
 
+def _hook_calls(hook) -> bool:
+    """A launch hook that will be called (Proton keeps an idle hook whose `calls` is False)."""
+    return hook is not None and getattr(hook, "calls", True)
+
+
 def _launch_hooked() -> bool:
     """A launch hook is installed (Proton's profiler, a user's): it wants the JIT's launch metadata."""
-    knobs = _triton_knobs()
-    hooks = (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook)
-    return any(h is not None and getattr(h, "calls", True) for h in hooks)
+    runtime_knobs = _triton_knobs().runtime
+    return _hook_calls(runtime_knobs.launch_enter_hook) or _hook_calls(runtime_knobs.launch_exit_hook)
 
 
 # -- host tensor descriptors without re-running their checks -----------------------------------------------------

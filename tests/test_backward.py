@@ -60,6 +60,26 @@ def test_small_tiles_cover_the_mask_exactly(causal):
             assert relative_error(got, ref) < 1e-5, config
 
 
+def test_the_causal_launch_order_by_head_groups_gives_the_same_bits(monkeypatch):
+    """Under causal the programs take their (block, head) by groups of heads, the longest first
+    (costmodel.lpt_heads_per_group): groups of 1 (one head after another), of 2 over 5 heads (a short last group)
+    and of all 5 give the same gradients bit for bit, and right ones; a wrong map would skip or repeat a block."""
+    import costmodel
+    q, k, v = random_qkv((1, 5, 75, 16), torch.float32, seed=11)
+    o, lse = flash_attention(q, k, v, causal=True, return_lse=True)
+    do = torch.randn_like(o)
+    per_head = 2 * 75 * 16 * 4  # the two re-read tensors of one head, fp32
+    runs = []
+    for heads in (1, 2, 5):
+        monkeypatch.setattr(costmodel.schedule, "LPT_L2_BYTES", heads * per_head)
+        assert costmodel.lpt_heads_per_group(5, 75, 16, 4) == heads
+        runs.append(launch_backward(q, k, v, o, lse, do, True, 0.25, BackwardConfig(16, 32, 32, 16, 4, 1)))
+    for got, ref in zip(runs[0], reference_gradients(q, k, v, do, True, 0.25)):
+        assert relative_error(got, ref) < 1e-5
+    for other in runs[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(other, runs[0]))
+
+
 def test_backward_refuses_tiles_that_do_not_nest():
     q, k, v = random_qkv((1, 1, 8, 16), torch.float32, seed=1)
     o, lse = flash_attention(q, k, v, return_lse=True)

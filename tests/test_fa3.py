@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from kernels import gluon_compat
-from kernels.fa3 import (LADDER, LPT_L2_BYTES, SHIPPED, SHORT, SUPPORTED_HEAD_DIMS, Fa3Config, config_for_v3,
-                         lpt_heads_per_group, tiles_for, v3_unavailable_reason, flash_attention_v3)
-from costmodel import Shape
+from kernels.fa3 import (LADDER, SHIPPED, SHORT, SUPPORTED_HEAD_DIMS, Fa3Config, config_for_v3,
+                         tiles_for, v3_unavailable_reason, flash_attention_v3)
+from costmodel import LPT_L2_BYTES, Shape, lpt_heads_per_group
 from kernels.reference import reference_attention, relative_error
 from kernels.runtime import DEVICE, INTERPRET, backend
 

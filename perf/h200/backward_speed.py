@@ -9,8 +9,8 @@ a. dq, dk, dv of ours against float64 autograd of the reference: bf16 and fp16, 
    ragged N (1, 1000, 1337). A wrong answer: exit 2 before anything is timed.
 b. backward alone (fwd outside the timing), ours vs SDPA cuDNN and SDPA FA-2, B2 H16, 8K and 16K, d64 and d128,
    causal and not, bf16: interleaved rounds, median ms; TFLOPS = 2.5 × 4·B·H·N²·D (halved when causal); ratios.
-c. tile candidates (kernels/fa2_bwd.py CANDIDATES) beside the shipped tiles, B2 H16 8K, d64 and d128, causal and
-   not, bf16: the backward kernels alone from one forward's O and LSE, interleaved rounds, each ÷ shipped (> 1: the
+c. candidates (kernels/fa2_bwd.py CANDIDATES, by head_dim and mask) beside the shipped configs, B2 H16 4K, 8K and
+   16K, bf16: the backward kernels alone from one forward's O and LSE, interleaved rounds, each ÷ shipped (> 1: the
    candidate is faster), and its gradients against the shipped tiles' (relative error).
 d. peak extra memory of fwd+bwd at 64K (B1 H16 d128 causal): ours vs O + LSE + dQ + dK + dV.
 """
@@ -100,42 +100,43 @@ def time_all(rounds=3):
     return rows
 
 
-def candidates(rounds=3):
+def candidates(rounds=3, seq_lens=(4096, 8192, 16384)):
     rows = []
-    n = 8192
-    for d, configs in CANDIDATES.items():
-        for causal in (False, True):
-            q, k, v = (torch.randn(2, 16, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-            scale = d ** -0.5
-            with torch.no_grad():
-                o, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
-            do = torch.randn_like(o)
-            tiles = {"shipped": config_for(d, q.dtype, causal), **configs}
-            shipped_grads = launch_backward(q, k, v, o, lse, do, causal, scale, tiles["shipped"])
-            times, errs = {name: [] for name in tiles}, {}
-            for name, config in list(tiles.items())[1:]:
-                try:
-                    grads = launch_backward(q, k, v, o, lse, do, causal, scale, config)
-                    errs[name] = max(relative_error(g, r) for g, r in zip(grads, shipped_grads))
-                except Exception as exc:  # noqa: BLE001 - one candidate that fails to build or run: skip it
-                    print(f"candidate d{d} {'causal' if causal else 'full'} {name}: FAILED {type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0][:200]}")
-                    del times[name]
-            for _ in range(rounds):  # interleaved
-                for name in times:
-                    times[name].append(do_bench(
-                        lambda c=tiles[name]: launch_backward(q, k, v, o, lse, do, causal, scale, c),
-                        warmup=5, rep=20))
-            ms = {name: statistics.median(ts) for name, ts in times.items()}
-            flops = 2.5 * 4 * 2 * 16 * n * n * d / (2 if causal else 1)
-            for name, t in ms.items():
-                ratio = ms["shipped"] / t
-                print(f"tiles d{d:3} {'causal' if causal else 'full  '} {name:18} {t:7.3f} ms "
-                      f"{flops / (t * 1e-3) / 1e12:6.1f} TFLOPS  ÷shipped {ratio:.2f}"
-                      + (f"  grads vs shipped {errs[name]:.1e}" if name in errs else ""))
-                rows.append({"n": n, "d": d, "causal": causal, "tiles": name, "config": vars(tiles[name]),
-                             "ms": t, "vs_shipped": ratio, "rel_err_vs_shipped": errs.get(name)})
-            del q, k, v, o, lse, do, shipped_grads
+    for n, (d, causal) in ((n, key) for n in seq_lens for key in CANDIDATES):
+        configs = CANDIDATES[(d, causal)]
+        q, k, v = (torch.randn(2, 16, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        scale = d ** -0.5
+        with torch.no_grad():
+            o, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
+        do = torch.randn_like(o)
+        tiles = {"shipped": config_for(d, q.dtype, causal), **configs}
+        shipped_grads = launch_backward(q, k, v, o, lse, do, causal, scale, tiles["shipped"])
+        times, errs = {name: [] for name in tiles}, {}
+        for name, config in list(tiles.items())[1:]:
+            try:
+                grads = launch_backward(q, k, v, o, lse, do, causal, scale, config)
+                errs[name] = max(relative_error(g, r) for g, r in zip(grads, shipped_grads))
+                if all(torch.equal(g, r) for g, r in zip(grads, shipped_grads)):
+                    errs[name] = 0.0  # bit for bit: what lpt (a launch order) must give
+            except Exception as exc:  # noqa: BLE001 - one candidate that fails to build or run: skip it
+                print(f"candidate d{d} {'causal' if causal else 'full'} {name}: FAILED {type(exc).__name__}: "
+                      f"{str(exc).splitlines()[0][:200]}")
+                del times[name]
+        for _ in range(rounds):  # interleaved
+            for name in times:
+                times[name].append(do_bench(
+                    lambda c=tiles[name]: launch_backward(q, k, v, o, lse, do, causal, scale, c),
+                    warmup=5, rep=20))
+        ms = {name: statistics.median(ts) for name, ts in times.items()}
+        flops = 2.5 * 4 * 2 * 16 * n * n * d / (2 if causal else 1)
+        for name, t in ms.items():
+            ratio = ms["shipped"] / t
+            print(f"tiles N={n:6} d{d:3} {'causal' if causal else 'full  '} {name:18} {t:7.3f} ms "
+                  f"{flops / (t * 1e-3) / 1e12:6.1f} TFLOPS  ÷shipped {ratio:.3f}"
+                  + (f"  grads vs shipped {errs[name]:.1e}" if name in errs else ""))
+            rows.append({"n": n, "d": d, "causal": causal, "tiles": name, "config": vars(tiles[name]),
+                         "ms": t, "vs_shipped": ratio, "rel_err_vs_shipped": errs.get(name)})
+        del q, k, v, o, lse, do, shipped_grads
     return rows
 
 

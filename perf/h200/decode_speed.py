@@ -460,7 +460,7 @@ def prefill_at_q1(q, k, v):
 
     def call():
         fa2._attn_fwd[(1, batch * heads)](
-            q_d, k_d, v_d, o_d, lse, lse, lse, lse, head_dim ** -0.5, kv_len, heads, 0,
+            q_d, k_d, v_d, o_d, lse, lse, lse, lse, head_dim ** -0.5, kv_len, heads, 1, 0,
             *q_pad.stride(), *k.stride(), *v.stride(), *o_pad.stride(),
             HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n, CAUSAL=False, DOT_FP32=dot_fp32,
             PRECISION=precision, USE_TMA=True, TRACE=False, RECORD_SM=False, PROFILE=False,

@@ -42,9 +42,9 @@ from pathlib import Path
 import torch
 
 from kernels.runtime import backend, backend_reason  # first: picks the backend before any kernel is decorated
-from costmodel import Shape
+from costmodel import Shape, lpt_heads_per_group
 from kernels.fa2 import config_for, flash_attention
-from kernels.fa3 import SHIPPED, Fa3Config, flash_attention_v3, lpt_heads_per_group, v3_unavailable_reason
+from kernels.fa3 import SHIPPED, Fa3Config, flash_attention_v3, v3_unavailable_reason
 from kernels.peers import fa4_authors, fa4_unavailable_for
 from kernels.reference import reference_attention, relative_error
 
