@@ -381,7 +381,7 @@ def scene_ring(stage: Stage) -> None:
         return
     shown = chosen.get("zigzag") or next(iter(chosen.values()))
     caption = f"{ring.handoff_sentence(shown)} Measured: {source}."
-    chart(viz.ring_steps_figure(ring.animation_runs(chosen), theme=s.theme,
+    chart(viz.ring_steps_figure(ring.animation_runs(chosen), theme=s.theme, width_px=page.BODY_WIDTH_PX,
                                 height=body.chart_px(below=(page.text_rows_px(caption), page.ROW_PX["expander"]))))
     st.caption(caption)
     ring_runs_popover(runs, world, shape)

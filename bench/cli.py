@@ -378,27 +378,39 @@ def _phase_key(recording: dict) -> tuple:
 
 
 def merged(path: Path, records: list[dict], timelines: list[dict], phases: list[dict], extra: dict,
-           command: str) -> tuple[list[dict], list[dict], list[dict], dict, list[dict]]:
+           command: str, earlier=None) -> tuple[list[dict], list[dict], list[dict], dict, list[dict]]:
     """This run's records over an earlier file's: the earlier records of settings this run did not measure stay
     (with their counts), this run's replace the rest; timelines and phases are this run's where it recorded any.
     meta says which commands measured the file ("merged_from"). Phases are kept per (kernel, ablation step): a
     `--ladder --phases` run keeps the kernels' own recordings, and the other way round. The file's ring runs
-    (bench.ring; this bench measures none) come back as they were, last."""
-    from bench.results import load_results_path
-    earlier = load_results_path(path)
+    (bench.ring; this bench measures none) come back as they were, last. earlier: the file at path, when the caller
+    has loaded it already."""
+    if earlier is None:
+        from bench.results import load_results_path
+        earlier = load_results_path(path)
     fresh = {_setting_key(r) for r in records}
     kept = [r for r in earlier.records if _setting_key(r) not in fresh]
     recorded = {_phase_key(p) for p in phases}
     phases = [p for p in earlier.phases if _phase_key(p) not in recorded] + phases
     history = [earlier.meta.get("command", ""), *earlier.meta.get("merged_from", "").split(" | ")]
     extra = {**extra, "merged_from": " | ".join(c for c in history if c)[:1000],
-             "ratios": extra.get("ratios") or earlier.meta.get("ratios")}
+             "ratios": merged_ratios(earlier.meta.get("ratios") or [], extra.get("ratios") or [])}
     if earlier.meta.get("ring_command") and earlier.ring:  # what measured the ring runs the merge keeps
         extra["ring_command"] = earlier.meta["ring_command"]
     copy = extra.get("decode_copy_gbps") or earlier.meta.get("decode_copy_gbps")
     if copy is not None:  # the decode records' roof stays with them until a decode run replaces both
         extra["decode_copy_gbps"] = copy
     return kept + records, timelines or earlier.timelines, phases, extra, earlier.ring
+
+
+def merged_ratios(earlier: list[dict], fresh: list[dict]) -> list[dict] | None:
+    """The ratio table after a merge: this run's rows (each measured side by side in this run) replace the earlier
+    rows of the same (head_dim, causal, dtype); the earlier rows of the others stay. None when neither has any."""
+    def key(row):
+        return row.get("head_dim") or 0, bool(row.get("causal")), str(row.get("dtype"))
+    measured = {key(row) for row in fresh}
+    rows = [row for row in earlier if key(row) not in measured] + list(fresh)
+    return sorted(rows, key=key) or None
 
 
 def main(argv=None) -> int:
@@ -625,8 +637,10 @@ def _main_decode(args, argv, facts: dict) -> int:
         timelines, phases, ring, extra = [], [], [], {"ratios": [], "decode_copy_gbps": facts.get("copy_gbps")}
         if args.merge_into and args.out.is_file():
             from bench.results import load_results_path
-            facts = load_results_path(args.out).facts
-            records, timelines, phases, extra, ring = merged(args.out, records, timelines, phases, extra, command)
+            earlier = load_results_path(args.out)
+            facts = earlier.facts
+            records, timelines, phases, extra, ring = merged(args.out, records, timelines, phases, extra, command,
+                                                             earlier)
         dump_results(args.out, facts, records, timelines, command, created, extra, phases, ring)
         print(f"wrote {args.out}")
     return 0

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from costmodel import Shape
 from fmt import fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens
 from kernels import specs
+from story.headline import LAUNCH_BOUND_MS, launch_bound
 from story.records import failure_text, oom_word
 
 
@@ -55,7 +56,8 @@ def evolution_points(records: list[dict], seq_len: int | None = None, history: l
         here = [r for r in records if r["algorithm"] == algorithm and (seq_len is None or r["seq_len"] == seq_len)]
         record = next((r for r in here if r["status"] == "ok" and r.get("tflops")), here[0] if here else None)
         if record is not None and record["status"] == "ok" and record.get("tflops"):
-            entries.append({"algorithm": algorithm, "tflops": record["tflops"], "note": None})
+            entries.append({"algorithm": algorithm, "tflops": record["tflops"], "note": None,
+                            "time_ms": record["time_ms"], "launch_bound": launch_bound(record)})
         else:
             entries.append({"algorithm": algorithm, "tflops": None,
                             "note": _no_number(algorithm, record, history or [], seq_len)})
@@ -69,12 +71,18 @@ def _installed_apart(algorithm: str) -> bool:
 def authors_sentence(points: list[dict], gpu: str = "this GPU") -> str:
     """Our FA-3 style kernel against the FlashAttention authors' own Hopper kernel (FA-4's sm90 forward), both
     measured on one GPU at the setting (evolution_points); "" where either has no number here."""
-    rate = {point["algorithm"]: point["tflops"] for point in points if point.get("tflops")}
-    if not (rate.get("fa3") and rate.get("fa4_authors")):
+    measured = {point["algorithm"]: point for point in points if point.get("tflops")}
+    ours, theirs = measured.get("fa3"), measured.get("fa4_authors")
+    if not (ours and theirs):
         return ""
-    return (f"FlashAttention-4, the authors' Hopper kernel, measured on {gpu} at this setting: "
-            f"{rate['fa4_authors']:,.0f} TFLOPS; our FA-3 style kernel {rate['fa3']:,.0f}, "
-            f"{rate['fa3'] / rate['fa4_authors']:.2f}× theirs. Their published figures are from other GPUs.")
+    sentence = (f"FlashAttention-4, the authors' Hopper kernel, measured on {gpu} at this setting: "
+                f"{theirs['tflops']:,.0f} TFLOPS; our FA-3 style kernel {ours['tflops']:,.0f}, "
+                f"{ours['tflops'] / theirs['tflops']:.2f}× theirs.")
+    if ours.get("launch_bound") or theirs.get("launch_bound"):
+        sentence += (f" But a call under {fmt_ms(LAUNCH_BOUND_MS)} (here {fmt_ms(ours['time_ms'])} and "
+                     f"{fmt_ms(theirs['time_ms'])}) can be as much its launch on the host as its kernel, so this may "
+                     f"compare two launch paths more than two kernels; the longer settings compare the kernels.")
+    return sentence + " Their published figures are from other GPUs."
 
 
 def same_gpu_sentence(points: list[dict], published: list[dict], gpu: str = "this GPU") -> str:

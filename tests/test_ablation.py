@@ -287,3 +287,18 @@ def test_the_scene_live_where_the_ladder_cannot_run_renders_the_recording_and_sa
     specs = plotly_specs(app)
     assert len(specs) == 2 and len(next(t for t in specs[0]["data"] if t["type"] == "bar")["x"]) == 8
     assert "CPU emulation of e4m3" in specs[1]["layout"]["xaxis"]["title"]["text"], "the FP8 view: no e4m3 kernel off Hopper"
+
+
+def test_a_partial_run_replaces_only_its_own_ratio_rows():
+    """A run that re-measures the causal rows (bench --causal true --merge-into) replaces those rows whole (each row
+    is one run's side-by-side ratios) and keeps the earlier non-causal ones; a run with no ratio rows keeps all."""
+    from bench import cli
+    def row(d, causal, ms):
+        return {"head_dim": d, "causal": causal, "dtype": "bfloat16", "flash_ms": ms, "flash_vs_sdpa_flash": 1.3}
+    earlier = [row(64, False, 1.0), row(64, True, 2.0), row(128, False, 3.0), row(128, True, 4.0)]
+    fresh = [row(64, True, 1.5), row(128, True, 3.5)]
+    merged = cli.merged_ratios(earlier, fresh)
+    assert [(r["head_dim"], r["causal"], r["flash_ms"]) for r in merged] == [
+        (64, False, 1.0), (64, True, 1.5), (128, False, 3.0), (128, True, 3.5)]
+    assert cli.merged_ratios(earlier, []) == earlier and cli.merged_ratios([], []) is None
+

@@ -14,6 +14,7 @@ import story
 import viz
 from bench import results
 from fmt import fmt_tokens
+from page import BODY_WIDTH_PX
 from tests.support_app import (assert_no_exception, badges, element_places, metric_values, open_app, page_text,
                                 plotly_specs, upload, uploaded_recording)
 
@@ -209,7 +210,7 @@ def test_the_rows_carry_every_run_with_its_numbers():
 
 def test_the_ring_animates_one_frame_per_step_from_the_measured_trace():
     runs = checked([run(layout="plain", world=4, per_block_ms=50.0), run(layout="zigzag", world=4)])
-    fig = viz.ring_steps_figure(ring.animation_runs({r["layout"]: r for r in runs}), height=700)
+    fig = viz.ring_steps_figure(ring.animation_runs({r["layout"]: r for r in runs}), height=700, width_px=BODY_WIDTH_PX)
     per_run = viz.ring.TIMELINE_TRACES
     assert len(fig.frames) == 4 and len(fig.data) == 2 + 2 * per_run  # the two grids, then each run's timeline
     plain, faint, done, now, waits = fig.data[0], *fig.data[2:2 + per_run]
@@ -240,17 +241,17 @@ def test_the_ring_animates_one_frame_per_step_from_the_measured_trace():
 def test_the_ring_thins_its_labels_where_they_would_crowd():
     """8 GPUs: 16 chunks on a grid a few hundred px wide, 8 lanes per timeline; every label keeps 24 px text apart."""
     runs = checked([run(layout="plain", world=8), run(layout="zigzag", world=8)])
-    fig = viz.ring_steps_figure(ring.animation_runs({r["layout"]: r for r in runs}), height=560)
+    fig = viz.ring_steps_figure(ring.animation_runs({r["layout"]: r for r in runs}), height=560, width_px=BODY_WIDTH_PX)
     grid = fig.layout.yaxis2  # the zigzag grid's query chunks
     assert grid.tickvals[0] == 0 and 1 < grid.tickvals[1] - grid.tickvals[0] < 16
     lanes = fig.layout[fig.data[2].yaxis.replace("y", "yaxis")]
     assert lanes.tickvals[0] == 0 and len(lanes.tickvals) < 8 and lanes.ticktext[0] == "GPU 0"
-    roomy = viz.ring_steps_figure(ring.animation_runs({"zigzag": checked([run(world=2)])[0]}), height=800)
+    roomy = viz.ring_steps_figure(ring.animation_runs({"zigzag": checked([run(world=2)])[0]}), height=800, width_px=BODY_WIDTH_PX)
     assert list(roomy.layout.yaxis2.tickvals) == [0, 1] and list(roomy.layout.yaxis.tickvals) == [0, 1, 2, 3]
 
 
 def test_a_short_place_gives_the_ring_its_least_height_not_an_error():
-    fig = viz.ring_steps_figure(ring.animation_runs({"zigzag": checked([run()])[0]}), height=200)
+    fig = viz.ring_steps_figure(ring.animation_runs({"zigzag": checked([run()])[0]}), height=200, width_px=BODY_WIDTH_PX)
     assert fig.layout.height == viz.ring.TOP_PX + viz.ring.MIN_PLOT_PX + viz.ring.BOTTOM_PX
     assert fig.layout.updatemenus[0].y >= -2 and fig.layout.sliders[0].y >= -2
 
@@ -258,11 +259,11 @@ def test_a_short_place_gives_the_ring_its_least_height_not_an_error():
 def test_the_ring_animation_refuses_runs_it_cannot_draw_side_by_side():
     two, four = checked([run(world=2), run(world=4, layout="plain")])
     with pytest.raises(ValueError, match="one GPU count"):
-        viz.ring_steps_figure(ring.animation_runs({"zigzag": two, "plain": four}))
+        viz.ring_steps_figure(ring.animation_runs({"zigzag": two, "plain": four}), width_px=BODY_WIDTH_PX)
     with pytest.raises(ValueError, match="no traced run"):
-        viz.ring_steps_figure([])
+        viz.ring_steps_figure([], width_px=BODY_WIDTH_PX)
     with pytest.raises(ValueError, match="start_step"):
-        viz.ring_steps_figure(ring.animation_runs({"zigzag": two}), start_step=2)
+        viz.ring_steps_figure(ring.animation_runs({"zigzag": two}), start_step=2, width_px=BODY_WIDTH_PX)
 
 
 def test_the_balance_bars_are_the_measured_compute_with_both_balances():

@@ -24,7 +24,6 @@ FRAME_MS = 1200  # a ring step is a big thing: slow enough to read at 1×
 PAST, FUTURE = 0.5, 0.12  # opacity of the steps done and of the steps not reached yet (the current one: 1)
 OUTLINE_PX = 4
 BAR_WIDTH = 0.72  # of a GPU's lane on the timeline
-DESIGN_WIDTH_PX = 1800  # the main area's width at 1920×1080 (page.BODY_WIDTH_PX): the grid's squares are sized to it
 GRID_SHARE = 0.3  # of the plot's width: the chunk grids; the timelines take the rest
 TOP_PX, BOTTOM_PX = 132, 212
 MIN_PLOT_PX = 120  # the title with its line under it; the time axis, then the play buttons and slider
@@ -144,7 +143,7 @@ def _add_timeline(fig: go.Figure, run: dict, row: int, col: int, last: bool, end
 
 
 def ring_steps_figure(runs: list[dict], theme: str = "light", height: int = 640, start_step: int = 0,
-                      title: str = "") -> go.Figure:
+                      title: str = "", *, width_px: float) -> go.Figure:
     """Each traced run (a layout, same GPU count) twice. Left, side by side, the blocks of each run's chunk × chunk
     causal grid (query chunks down, key chunks across), coloured by the GPU that computed them (a diagonal block is
     the triangle it computes). Right, one above the other, each run's GPUs over one traced forward, a bar per step
@@ -152,7 +151,8 @@ def ring_steps_figure(runs: list[dict], theme: str = "light", height: int = 640,
     compute and wait. One frame per ring step: that step's blocks and bars bright and outlined, the steps done
     half-bright, the steps to come faint.
     runs: {"layout", "world_size", "seq_len", "time_ms", "steps": [{rank, step, src, start_ms, compute_ms, wait_ms,
-    blocks}]}. Traces: the grids, then per run TIMELINE_TRACES bars."""
+    blocks}]}. width_px: the figure's width at the design size (the page's body width): the grids' squares are sized
+    to it. Traces: the grids, then per run TIMELINE_TRACES bars."""
     colors = surface(theme)
     world = _check_runs(runs)
     animation.check_start_step(start_step, world)
@@ -170,7 +170,7 @@ def ring_steps_figure(runs: list[dict], theme: str = "light", height: int = 640,
     # note above the scene may leave less; the figure then runs a little past the canvas rather than break)
     height = max(height, TOP_PX + MIN_PLOT_PX + BOTTOM_PX)
     plot_px = height - TOP_PX - BOTTOM_PX
-    grid_px = min(plot_px, (DESIGN_WIDTH_PX - 100) * (1 - 0.06 * n) * grid_share)
+    grid_px = min(plot_px, (width_px - 100) * (1 - 0.06 * n) * grid_share)
     end = max(_ends(r) for r in runs) * 1.02
     for i, run in enumerate(runs):
         _add_grid(fig, run, i + 1, grid_px, start_step, colors)
