@@ -14,7 +14,7 @@ import story
 import viz
 from bench import results
 from bench.results import load_results
-from fmt import fmt_bytes, fmt_tokens
+from fmt import fmt_bytes, fmt_ms, fmt_tokens
 from kernels import source
 from kernels.trace import LATE_MAX_INPUTS, trace_flash
 from tests.support_app import assert_no_exception, open_app
@@ -29,6 +29,11 @@ RECORDED = load_results("h200.json")
 FACTS = RECORDED.facts
 COPY_SIZES, MATMUL_SIZES = (1 << 30, 2 << 30, 4 << 30), (4096, 8192, 16384)  # bench/device.py's
 COMBOS = sorted({(r["head_dim"], r["causal"]) for r in RECORDED.records})
+
+
+# what the page reads of the recording (page/stage.py's Recording.records): not the ablation's steps (their records
+# name a config) nor the FP8 ones, which have scenes of their own
+SHOWN = [r for r in RECORDED.records if r.get("config") is None and r["dtype"] != "float8_e4m3fn"]
 
 
 def talk(head_dim: int, causal: bool, algorithms=("fa2", "naive")) -> list[dict]:
@@ -75,8 +80,12 @@ def model_over_counted(head_dim: int, causal: bool, seq_len: int) -> float:
 def test_at_the_measured_residency_the_model_meets_causal_and_undercounts_non_causal(seq_len):
     """Model ÷ counted at head_dim 128 from 32K, where one head's K/V overflows the L2: causal ~1.0, not causal
     0.52–0.76 (the GPU reads more than the model's premise allows). The model is not fitted; its docstring says
-    this, with the recording's own figures."""
-    assert 0.95 <= model_over_counted(128, True, seq_len) <= 1.08
+    this, with the recording's own figures. Causal is counted where the kernel's launch order is the one the
+    counters ran (a head group of one, from 64K); at 32K it was re-timed after lpt and is not counted (yet)."""
+    if costmodel.lpt_heads_per_group(32, seq_len, 128, 2) == 1:
+        assert 0.95 <= model_over_counted(128, True, seq_len) <= 1.08
+    else:
+        assert model_over_counted(128, True, seq_len) is None
     assert 0.50 <= model_over_counted(128, False, seq_len) <= 0.80
     said = costmodel.machine_from_facts.__doc__
     assert "not fitted" in said
@@ -228,7 +237,7 @@ def test_each_roof_is_said_for_the_caption():
 # -- 5. FA-1 order: loop order or idle SMs ------------------------------------------------------------------
 
 def test_the_fa1_gap_without_a_filling_shape_says_so():
-    talk_shape = [r for r in RECORDED.records if r["batch"] * r["heads"] < 2 * FACTS["sm_count"]]
+    talk_shape = [r for r in SHOWN if r["batch"] * r["heads"] < 2 * FACTS["sm_count"]]
     gap = story.fa1_gap(talk_shape, Shape(8192, 2, 16, 128, "bfloat16", False), FACTS["sm_count"])
     v1, v2 = (story.record_at(at_length(128, False, 8192), a, 8192)["time_ms"] for a in ("fa1", "fa2"))
     assert gap.talk_ratio == pytest.approx(v1 / v2) and 1.5 < gap.talk_ratio < 8  # FA-2 paper: about 2× (A100)
@@ -239,8 +248,8 @@ def test_the_fa1_gap_without_a_filling_shape_says_so():
 
 @pytest.mark.parametrize(("head_dim", "causal"), COMBOS)
 def test_the_recorded_fa1_gap_is_split_where_the_bench_filled_the_gpu(head_dim, causal):
-    gap = story.fa1_gap(RECORDED.records, Shape(8192, 2, 16, head_dim, "bfloat16", causal), FACTS["sm_count"])
-    prefill = story.prefill_records(RECORDED.records)
+    gap = story.fa1_gap(SHOWN, Shape(8192, 2, 16, head_dim, "bfloat16", causal), FACTS["sm_count"])
+    prefill = story.prefill_records(SHOWN)
     (b, h), n = gap.filling, gap.split_seq_len
     assert b * h >= 2 * FACTS["sm_count"]
 
@@ -462,6 +471,21 @@ def test_the_evolution_points_have_the_authors_fa4_only_where_it_was_measured():
                "message": "RuntimeError: flash-attn-4 is not installed"} for r in records if r["algorithm"] == "fa3"]
     assert [p["algorithm"] for p in story.evolution_points([*records, *failed], 8192)] == \
         [p["algorithm"] for p in without]
+
+
+def test_the_authors_sentence_says_when_both_calls_are_mostly_their_launch():
+    """At 1K the recording's FA-4 call (~0.07 ms) is under LAUNCH_BOUND_MS, where the host's launch can set the time:
+    the ratio is said with that caveat; at 8K (both over it) it is not."""
+    def points(n):
+        here = [r for r in RECORDED.records if r["seq_len"] == n and r["head_dim"] == 64 and not r["causal"]
+                and r["batch"] == 2 and r.get("config") is None and r.get("pass", "prefill") == "prefill"]
+        return story.evolution_points(here, n)
+    short, long_ = story.authors_sentence(points(1024)), story.authors_sentence(points(8192))
+    assert short and long_, "the recording times FA-4 beside ours at 1K and 8K, head_dim 64"
+    assert "as much its launch on the host as its kernel" in short and "launch" not in long_
+    fa4 = next(p for p in points(1024) if p["algorithm"] == "fa4_authors")
+    assert fa4["launch_bound"] and fa4["time_ms"] < story.LAUNCH_BOUND_MS
+    assert fmt_ms(fa4["time_ms"]) in short
 
 
 def _evolution_categories(app) -> str:
