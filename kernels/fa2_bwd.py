@@ -17,8 +17,8 @@ cost is the second recompute of S and P, about 1/5 more FLOPs than an atomic dQ 
 
 Causal: blocks above the diagonal are skipped, the diagonal blocks masked, and the programs with the most blocks
 start first across a group of heads whose re-read tensors fit in L2 (lpt, as the FA-3 forward does; one head after
-another left the last heads' longest programs for the end: 1.03-1.24× slower at 4K-16K on the H200). Ragged
-seq_len: the edge blocks masked.
+another left the last heads' longest programs for the end: lpt measured 1.05-1.24× at 4K-8K on the H200, level at
+16K; BENCHMARKS.md §1a). Ragged seq_len: the edge blocks masked.
 The exponentials are base 2 with log2(e) folded into the scale, as in the forward. Pointer loads only (no TMA).
 """
 from __future__ import annotations
@@ -361,7 +361,7 @@ def launch_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.
 # Candidates beside the shipped configs, 16-bit inputs, by (head_dim, causal), for one timing run on a GPU
 # (perf/h200/backward_speed.py times each ÷ the shipped config; bench/compile_check.py --backward candidates compiles
 # them). None open: of the tile candidates timed on 2026-12-04 one won and shipped, and the causal launch order
-# across a head group (lpt) measured 0.985-1.242× and shipped (BENCHMARKS.md §1d).
+# across a head group (lpt) measured 0.985-1.242× and shipped (BENCHMARKS.md §1a).
 CANDIDATES: dict[tuple[int, bool], dict[str, BackwardConfig]] = {}
 
 # The compile check's subset of the shipped launches (CI's time): both 16-bit head_dims the bench measures, causal
