@@ -184,7 +184,7 @@ def decode_num_splits(programs: int, key_blocks: int, slots: int, max_splits: in
     efficiency = [decode_wave_efficiency(programs * s, slots) for s in range(1, limit + 1)]
     best = max(efficiency)
     splits = next(s for s, e in enumerate(efficiency, 1) if e >= DECODE_GOOD_WAVES * best)
-    return max(splits, min(limit, slots // programs)) if programs * splits <= slots else splits
+    return min(limit, slots // programs) if programs * splits <= slots else splits  # ≥ splits: they fit one wave
 
 
 def decode_max_splits(kv_len: int, block_n: int) -> int:

@@ -117,7 +117,7 @@ def candidates(rounds=3, seq_lens=(4096, 8192, 16384)):
                 grads = launch_backward(q, k, v, o, lse, do, causal, scale, config)
                 errs[name] = max(relative_error(g, r) for g, r in zip(grads, shipped_grads))
                 if all(torch.equal(g, r) for g, r in zip(grads, shipped_grads)):
-                    errs[name] = 0.0  # bit for bit: what lpt (a launch order) must give
+                    errs[name] = 0.0  # bit for bit (what a candidate that only reorders the launch must give)
             except Exception as exc:  # noqa: BLE001 - one candidate that fails to build or run: skip it
                 print(f"candidate d{d} {'causal' if causal else 'full'} {name}: FAILED {type(exc).__name__}: "
                       f"{str(exc).splitlines()[0][:200]}")
