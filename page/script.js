@@ -76,11 +76,13 @@
     .find((plot) => plot.querySelector(".updatemenu-button"));
   const pauseButton = (chart) => [...chart.querySelectorAll(".updatemenu-button")]
     .find((b) => b.textContent.includes("pause"));
-  // stop a playing animation at the frame on screen (its own pause button); that frame, as the link's step
+  // stop a playing animation at the frame on screen (its own pause button, then every loop it has: below); that
+  // frame, as the link's step
   const stopPlaying = (chart) => {
     chart.__playing = false;
     const pause = pauseButton(chart);
     if (pause) pause.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    if (chart.__canvas) endLoops(chart, { all: true });
     return chart.__frameOnScreen === undefined ? null : String(chart.__frameOnScreen);
   };
 
@@ -152,16 +154,61 @@
   const urlStep = () => new URL(window.location.href).searchParams.get("step");
   const goToStep = (step) => { if (step !== undefined) setLink({ step: String(step) }); };
   // plotly.js internals this script reads, named in one place: a drawn chart's full layout (which frame is on
-  // screen) and its event emitter (whether our listeners are still on it). Missing ones are a console error, which
-  // fails the browser tests loudly when a plotly upgrade moves them.
+  // screen), its animation state (its frames, and the loop that plays them) and its event emitter (whether our
+  // listeners are still on it). Missing ones are a console error, which fails the browser tests loudly when a
+  // plotly upgrade moves them.
   const plotlyPrivate = {
     layout: (chart) => chart._fullLayout,
+    // the chart's animation state: its frames, the frames still to play (_frameQueue) and its loop's next browser
+    // frame (_animationRaf)
+    animation: (chart) => chart._transitionData,
+    frameCount: (chart) => {
+      const frames = chart && chart._transitionData && chart._transitionData._frames;
+      return frames ? frames.length : 0;
+    },
+    looping: (state) => Boolean(state._animationRaf),
+    endLoop: (state) => {
+      if (Array.isArray(state._frameQueue)) state._frameQueue.length = 0;
+      const running = plotlyPrivate.looping(state);
+      if (running) window.cancelAnimationFrame(state._animationRaf);
+      state._animationRaf = null;
+      return running;
+    },
     listening: (chart, name, handler) => Boolean(chart._ev) && chart._ev.listeners(name).includes(handler),
     check: (chart) => {
-      const missing = ["_fullLayout", "_ev"].filter((name) => !(name in chart));
+      const missing = ["_fullLayout", "_ev", "_transitionData"].filter((name) => !(name in chart));
       if (missing.length) console.error(`plotly internals moved: ${missing.join(", ")}`);
     },
   };
+  // plotly's animation loop plays on the animation state the chart had when Play was pressed; it asks for its next
+  // browser frame before it draws this one, and ends only at a tick that finds nothing left to play. Streamlit
+  // redraws a chart with Plotly.react (a resize does), which gives the chart a new state and leaves the loop on the
+  // old one running: it drew its old frames into the redrawn chart and, once the chart left the page, threw at every
+  // browser frame for good (CI saw 77 "e.emit is not a function" after one resize). So the page remembers every
+  // state a chart has had and ends the loop of each that is no longer the chart's: at each frame drawn, at each
+  // bind (300 ms), and all of them when it stops the animation or the chart leaves the page. A loop ended that way
+  // was playing: the animation has stopped at the frame on screen, which goes into the link as a pause's does
+  // (unless a loop of the chart's own state plays on).
+  const endLoops = (chart, { all = false } = {}) => {
+    const { states } = chart.__canvas;
+    const current = plotlyPrivate.animation(chart);
+    let ended = false;
+    for (const state of states) {
+      if (all || state !== current) ended = plotlyPrivate.endLoop(state) || ended;
+      if (state !== current) states.delete(state);
+    }
+    if (current) states.add(current);
+    if (ended && !all && !(current && plotlyPrivate.looping(current))) chart.__canvas.stopped();
+  };
+  const bound = new Set();  // the animated charts bound, until they leave the page
+  const leaving = new MutationObserver(() => {
+    for (const chart of bound) {
+      if (chart.isConnected) continue;
+      bound.delete(chart);
+      endLoops(chart, { all: true });
+    }
+  });
+  leaving.observe(document.body, { childList: true, subtree: true });
   const keepStep = (chart) => {
     // A chart drawn at a step (the app's start_step) has not animated yet: tell plotly which frame is on
     // screen, so that Play (`fromcurrent`) goes on from there rather than from the first step.
@@ -174,8 +221,12 @@
     // listeners, so listen again whenever ours are gone
     if (!chart.__canvas) {
       chart.__canvas = {
+        states: new Set(),  // the animation states the chart has had (endLoops)
         // a step the keys have taken (→ while it played) is the step, whatever frame plotly still draws
-        frame: (frame) => { if (nav.step === null) chart.__frameOnScreen = frame.name; },
+        frame: (frame) => {
+          if (nav.step === null) chart.__frameOnScreen = frame.name;
+          endLoops(chart);
+        },
         stopped: () => {
           chart.__playing = false;
           // let plotly finish the frame it is drawing before the rerun redraws the chart
@@ -185,6 +236,8 @@
         },
       };
     }
+    bound.add(chart);
+    endLoops(chart);
     const { frame, stopped } = chart.__canvas;
     if (plotlyPrivate.listening(chart, "plotly_animated", stopped)) return;
     chart.on("plotly_animatingframe", frame);
@@ -200,10 +253,6 @@
   const COMMIT_EVERY_MS = 600; // a key held down: write the link this often, so the page follows
   const scenes = (data && Array.isArray(data.scenes)) ? data.scenes : [];
   const nav = window.__flashLiveNav || (window.__flashLiveNav = { step: null, scene: null, quiet: 0, since: 0 });
-  const frameCount = (chart) => {
-    const frames = chart && chart._transitionData && chart._transitionData._frames;
-    return frames ? frames.length : 0;
-  };
   const commit = () => {
     window.clearTimeout(nav.quiet);
     nav.quiet = 0;
@@ -222,7 +271,7 @@
   };
   const moveStep = (by) => {
     const chart = animated();
-    const count = frameCount(chart);
+    const count = plotlyPrivate.frameCount(chart);
     if (!count) return false;  // no animation on this scene: the key means nothing here
     // while it plays, the frame on screen is where the step goes on from (the link still has the step it started at):
     // it stops there first
@@ -289,6 +338,7 @@
   const cleanup = () => {
     if (window.__flashLivePage === cleanup) window.__flashLivePage = undefined;
     window.removeEventListener("resize", onResize);
+    leaving.disconnect();
     window.clearInterval(binder);
     window.clearTimeout(drawnTimer);
     window.removeEventListener("keydown", onNavKey, true);

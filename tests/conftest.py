@@ -64,11 +64,22 @@ def page(browser):
     tab = context.new_page()
     tab.set_default_timeout(STEP_MS)
     errors = []
-    tab.on("pageerror", lambda error: errors.append(f"uncaught: {error.message}"))
-    tab.on("console", lambda message: message.type == "error" and errors.append(f"console: {message.text}"))
+    tab.on("pageerror", lambda error: errors.append((f"uncaught: {error.message}", error.stack)))
+    tab.on("console", lambda message: message.type == "error"
+           and errors.append((f"console: {message.text}", str(message.location))))
     yield tab
     context.close()
-    assert not errors, f"errors in the page: {errors}"
+    assert not errors, f"errors in the page: {_distinct(errors)}"
+
+
+def _distinct(errors: list) -> str:
+    """Each distinct error once, with how often it came and the first few lines of where it first came from (a
+    loop that throws at every frame would otherwise print the same line a hundred times and never say where)."""
+    first, count = {}, {}
+    for message, where in errors:
+        first.setdefault(message, " | ".join(str(where).splitlines()[:6]))
+        count[message] = count.get(message, 0) + 1
+    return "; ".join(f"{message} (x{count[message]}), first at: {first[message]}" for message in first)
 
 
 @pytest.fixture(scope="module")

@@ -95,6 +95,36 @@ def test_a_resize_while_playing_keeps_the_frame_on_screen_and_throws_nothing(pag
     page.wait_for_timeout(1000)  # plotly's loop, had it run on into the redrawn chart, throws at every frame
 
 
+# what Plotly.react does to a chart that has frames (plotly.js, src/plot_api/plot_api.js): a new animation state,
+# the frames added to it again, and nothing done to the loop that plays on the old one
+REACT_GIVES_A_NEW_STATE = """() => { const chart = document.querySelector('.js-plotly-plot');
+    const old = chart._transitionData;
+    chart._transitionData = { _frames: old._frames, _frameHash: old._frameHash, _counter: old._counter,
+                              _interruptCallbacks: [] }; }"""
+
+
+def test_a_redraw_of_the_playing_chart_leaves_no_animation_loop_behind(page, server):
+    """Streamlit redraws a chart with Plotly.react (a resize does), which gives it a new animation state and never
+    stops the loop playing on the old one: that loop drew its old frames into the redrawn chart and, once the chart
+    left the page, threw at every browser frame (CI saw 77 "e.emit is not a function" after one resize)."""
+    page.add_init_script(WATCH_FRAMES)
+    open_app(page, server, **ANIMATION)
+    _play(page)
+    page.evaluate(REACT_GIVES_A_NEW_STATE)
+    drawn = page.evaluate("window.__frames.length")
+    page.wait_for_timeout(1000)  # 4 frames a second at 1×
+    assert page.evaluate("window.__frames.length") <= drawn + 1, "the old state's loop plays on into the chart"
+    # it stopped there, and that frame went into the link as a pause's does
+    page.wait_for_function("() => new URLSearchParams(location.search).get('step')"
+                           " === String(window.__frames[window.__frames.length - 1])")
+    settle(page)
+    page.get_by_role("heading", name=f"{SCENES.index('tiling') + 1}.", exact=False).click()
+    page.keyboard.press("PageDown")
+    wait_for_query(page, scene=SCENES[SCENES.index("tiling") + 1])
+    settle(page)
+    page.wait_for_timeout(1000)  # the page fixture fails the test on what a loop left behind throws
+
+
 # -- 8. a tiny window, and a browser that refuses history.replaceState --------------------------------------
 
 @pytest.mark.parametrize("size", [(1280, 190), (190, 800)], ids=["1280x190", "190x800"])
