@@ -669,7 +669,9 @@ HOPPER_SMS = 132  # an H100 SXM's or an H200's SMs: what tiles_for plans for off
 
 
 def _waves_by_rows(config: Fa3Config, seq_len: int, batch_heads: int, sms: int) -> int:
-    return -(-(-(-seq_len // config.tile_m) * batch_heads) // sms) * config.tile_m
+    """Rows of queries one SM walks: the waves of query tiles (one tile a program, `sms` at a time) × the tile's rows."""
+    tiles = triton.cdiv(seq_len, config.tile_m) * batch_heads
+    return triton.cdiv(tiles, sms) * config.tile_m
 
 
 def config_for_v3(head_dim: int, causal: bool, seq_len: int | None = None, batch_heads: int | None = None,

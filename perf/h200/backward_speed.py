@@ -9,9 +9,10 @@ a. dq, dk, dv of ours against float64 autograd of the reference: bf16 and fp16, 
    ragged N (1, 1000, 1337). A wrong answer: exit 2 before anything is timed.
 b. backward alone (fwd outside the timing), ours vs SDPA cuDNN and SDPA FA-2, B2 H16, 8K and 16K, d64 and d128,
    causal and not, bf16: interleaved rounds, median ms; TFLOPS = 2.5 × 4·B·H·N²·D (halved when causal); ratios.
-c. candidates (kernels/fa2_bwd.py CANDIDATES, by head_dim and mask) beside the shipped configs, B2 H16 4K, 8K and
-   16K, bf16: the backward kernels alone from one forward's O and LSE, interleaved rounds, each ÷ shipped (> 1: the
-   candidate is faster), and its gradients against the shipped tiles' (relative error).
+c. candidates (kernels/fa2_bwd.py CANDIDATES, by head_dim and mask) beside the shipped configs: first their gradients
+   against the shipped tiles' at ragged N (1, 1000, 1337; B2 H3), then B2 H16 4K, 8K and 16K, bf16: the backward
+   kernels alone from one forward's O and LSE, interleaved rounds, each ÷ shipped (> 1: the candidate is faster),
+   and its gradients against the shipped tiles' (relative error).
 d. peak extra memory of fwd+bwd at 64K (B1 H16 d128 causal): ours vs O + LSE + dQ + dK + dV.
 """
 from __future__ import annotations
@@ -100,8 +101,36 @@ def time_all(rounds=3):
     return rows
 
 
+def _ragged_agreement(d, causal, configs, seq_lens=(1, 1000, 1337)):
+    """Each candidate's gradients against the shipped tiles' at ragged N (the edge steps, which the timed shapes,
+    multiples of every tile, never take): the largest relative error, or the failure."""
+    out = {}
+    for n in seq_lens:
+        gen = torch.Generator(device="cuda").manual_seed(n + d)
+        q, k, v = (torch.randn(2, 3, n, d, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(3))
+        with torch.no_grad():
+            o, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
+        do = torch.randn(o.shape, generator=gen, device="cuda").to(torch.bfloat16)
+        scale = d ** -0.5
+        shipped = launch_backward(q, k, v, o, lse, do, causal, scale, config_for(d, q.dtype, causal))
+        for name, config in configs.items():
+            try:
+                grads = launch_backward(q, k, v, o, lse, do, causal, scale, config)
+                err = max(relative_error(g, r) if r.norm() > 0 else (g - r).abs().max().item()
+                          for g, r in zip(grads, shipped))
+            except Exception as exc:  # noqa: BLE001 - reported, and the candidate is not timed
+                err = f"FAILED {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+            out.setdefault(name, {})[n] = err
+    for name, by_n in out.items():
+        print(f"ragged d{d} {'causal' if causal else 'full  '} {name:18} grads vs shipped "
+              + "  ".join(f"N={n}: {e:.1e}" if isinstance(e, float) else f"N={n}: {e}" for n, e in by_n.items()))
+    return out
+
+
 def candidates(rounds=3, seq_lens=(4096, 8192, 16384)):
     rows = []
+    for d, causal in CANDIDATES:
+        _ragged_agreement(d, causal, CANDIDATES[(d, causal)])
     for n, (d, causal) in ((n, key) for n in seq_lens for key in CANDIDATES):
         configs = CANDIDATES[(d, causal)]
         q, k, v = (torch.randn(2, 16, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
