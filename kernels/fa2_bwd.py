@@ -387,14 +387,20 @@ def _dq_sums(batch_heads: int, seq_len: int, head_dim: int, config: BackwardConf
 
 # Candidates beside the shipped configs, 16-bit inputs, by (head_dim, causal), for one timing run on a GPU
 # (perf/h200/backward_speed.py times each ÷ the shipped config; bench/compile_check.py --backward candidates compiles
-# them). Open: dQ by TMA reduce-adds (BackwardConfig.dq_reduce) on the shipped tiles and on 32-row steps with 8
-# warps. (The same idea with scalar atomic adds, one `REDG` an element, lost 0.69-0.99×: BENCHMARKS.md §1d.)
+# them). Open: dQ by TMA reduce-adds (BackwardConfig.dq_reduce) on the shipped tiles and on the tiles that hold the
+# fifth matmul's accumulator without spilling (sm_90, triton 3.7.1: 158-235 registers, no stack; the shipped tiles
+# spill 24-56 bytes with it at head_dim 64 and 48 at 128 not causal). (The same idea with scalar atomic adds, one
+# `REDG` an element, lost 0.69-0.99×: BENCHMARKS.md §1d.) Tiles: (query rows a step, keys a program, warps, stages).
+_DQ_REDUCE_TILES = {64: ((32, 128, 8, 3), (64, 128, 8, 2), (16, 128, 4, 4), (32, 64, 4, 3)),
+                    128: ((32, 128, 8, 3), (16, 128, 8, 4), (32, 128, 8, 2))}
+
+
 def _dq_reduce_candidates(head_dim: int, causal: bool) -> dict[str, BackwardConfig]:
-    shipped = _gpu_config(head_dim, 2, causal)
-    steps32 = BackwardConfig(32, 128, 128, 32, 8, 3, dq_reduce=True)
-    out = {"dq reduce": replace(shipped, dq_reduce=True)}
-    if steps32 != out["dq reduce"]:
-        out["dq reduce 32x128 w8"] = steps32
+    out = {"dq reduce": replace(_gpu_config(head_dim, 2, causal), dq_reduce=True)}
+    for rows, keys, warps, stages in _DQ_REDUCE_TILES[head_dim]:
+        config = BackwardConfig(rows, keys, keys, rows, warps, stages, dq_reduce=True)
+        if config not in out.values():
+            out[f"dq reduce m{rows} n{keys} w{warps} s{stages}"] = config
     return out
 
 
