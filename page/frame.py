@@ -130,8 +130,9 @@ def talk_settings(stage: Stage) -> None:
         preset = settings_module.MODEL_PRESETS.get(settings.model)
         if preset:
             grouped = (f" Its {preset.heads} query heads share {preset.kv_heads} K/V heads (grouped-query "
-                       f"attention); the kernels here give every query head its own K/V head, so the app "
-                       f"shows {preset.heads} K/V heads." if preset.kv_heads != preset.heads else "")
+                       f"attention), as the decode scene's KV cache does; the prefill scenes, like the recording, "
+                       f"give every query head its own K/V head ({preset.heads})."
+                       if preset.kv_heads != preset.heads else "")
             st.caption(f"{preset.label}: {preset.heads} heads × head_dim {preset.head_dim}, from {preset.source}."
                        + grouped)
         bound(st.number_input, "Batch", "batch", settings, min_value=1, max_value=settings_module.MAX_BATCH, step=1)

@@ -579,3 +579,21 @@ def test_a_recording_offers_only_the_presets_it_measured_at_the_talks_batch():
     # the shipped file measured batch 2 × 16 heads over every length, and 5 × 64 heads only at 4K (the fill shape):
     # no preset's shape at batch 2, so none is offered (Llama 3 70B's 64 × 128 was, and showed no numbers)
     assert list(model.options) == ["custom (heads, head_dim below)"]
+
+
+def test_the_model_caption_says_what_takes_grouped_heads_and_the_kernels_do_take_them():
+    """Llama 3's caption said "the kernels here give every query head its own K/V head" after flash_attention and
+    the decode kernel learned grouped heads: it now says the prefill scenes (as recorded) do, the decode scene's cache
+    does not; and the library call does take 8 K/V heads for 32 query heads."""
+    import torch
+    from kernels import flash_attention
+    from kernels.reference import reference_attention
+    from tests.support_app import page_text
+    text = page_text(open_app(scene="decode", model="llama3-8b"))
+    assert "share 8 K/V heads (grouped-query attention), as the decode scene's KV cache does" in text
+    assert "the kernels here give every query head its own" not in text
+    gen = torch.Generator().manual_seed(3)
+    q = torch.randn(1, 4, 20, 16, generator=gen)
+    k, v = (torch.randn(1, 1, 20, 16, generator=gen) for _ in range(2))
+    expected, _ = reference_attention(q, k.expand(1, 4, 20, 16), v.expand(1, 4, 20, 16), causal=True)
+    assert torch.allclose(flash_attention(q, k, v, causal=True).double(), expected, atol=1e-4)
