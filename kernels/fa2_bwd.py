@@ -344,7 +344,7 @@ def launch_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.
     """(dQ, dK, dV) of O = attention(q, k, v) for the upstream gradient dO, from the forward's O and LSE (natural log,
     fp32, (B, H, N)). q, k, v as the forward took them (checked, (B, H, N, D), any strides with unit last stride);
     o and do are made contiguous. The gradients come back contiguous in the input dtype. Memory beyond the inputs and
-    gradients: Δ, one fp32 per row."""
+    gradients: Δ, one fp32 per row (and, with `config.dq_reduce`, dQ's fp32 sums: twice dQ's bytes)."""
     batch, heads, seq_len, head_dim = q.shape
     config = config or config_for(head_dim, q.dtype, causal)
     _check_config(config)
