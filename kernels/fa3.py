@@ -114,6 +114,9 @@ class Fa3Config:
     #                    in L2 (FA-3's scheduler); off: one head at a time, its query blocks in reverse
     p_in_place: bool = False  # 8-bit inputs: P goes to P·V from the registers the scores left it in; V's keys are
     #                           permuted on the host within each tile to match (v_transposed), so no shuffles (FA-3)
+    p_late_cast: bool = False  # 8-bit inputs: P crosses into the next round (where its P·V is issued) in fp32 and is
+    #                            cast to e4m3 at that wgmma: Triton carries an 8-bit loop value one byte a register
+    #                            and packs the bytes again at the wgmma (PRMT); fp32 crosses whole. Same bits.
 
     @property
     def label(self) -> str:
@@ -122,13 +125,13 @@ class Fa3Config:
                 f"{self.producer_regs}{'' if self.overlap else ' no-overlap'}{' q-regs' if self.q_in_regs else ''}"
                 f"{' named' if self.named_turns else ''}{' paired' if self.kv_paired else ''}"
                 f"{' lazy' if self.lazy_rescale else ''}{' lpt' if self.lpt else ''}"
-                f"{' p-in-place' if self.p_in_place else ''}")
+                f"{' p-in-place' if self.p_in_place else ''}{' late-cast' if self.p_late_cast else ''}")
 
     def mangle(self) -> str:
         """The configuration as an identifier: Triton names the compiled functions after their constexpr arguments."""
         flags = "".join(code for name, code in (("overlap", "o"), ("q_in_regs", "q"), ("named_turns", "n"),
                                                 ("kv_paired", "k"), ("lazy_rescale", "l"), ("lpt", "t"),
-                                                ("p_in_place", "p"))
+                                                ("p_in_place", "p"), ("p_late_cast", "c"))
                         if getattr(self, name))
         return (f"Fa3Config_{self.num_consumers}x{self.block_m}x{self.block_n}_kv{self.kv_stages}_r{self.consumer_regs}"
                 f"_{self.producer_regs}_{flags or 'plain'}")
@@ -382,7 +385,7 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
     if mask_from == 0:
         s = _mask(s, 0, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
     p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, LAZY)
-    p_op = _p_operand(p, in_dtype, p_layout, FP8 and CFG.p_in_place)  # e4m3 P: ≤ 2^8 with the lazy rescale
+    p_op = _p_operand(p, in_dtype, p_layout, FP8 and CFG.p_in_place, FP8 and CFG.p_late_cast)  # e4m3 P: ≤ 2^8 (lazy)
 
     for j in range(1, n_kv):
         acc, m_i, l_i, alpha, p_op = _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_ready,
@@ -399,10 +402,11 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
         mbarrier.wait(v_ready.index(last), last_phase)
     _turn_wait(turn, n_kv & 1, CONSUMER, CFG)
     acc = rescale(acc, alpha, o_row_layout, LAZY)
-    o_tok = warpgroup_mma(p_op, _v_operand(v_smem.index(last), BLOCK_N, HEAD_DIM), acc, is_async=True)
+    p_a = p_op.to(in_dtype) if FP8 and CFG.p_late_cast else p_op  # (late cast: P's 8 bits made here)
+    o_tok = warpgroup_mma(p_a, _v_operand(v_smem.index(last), BLOCK_N, HEAD_DIM), acc, is_async=True)
     if not (NAMED_TURNS and NEXT == 0):  # named barriers count arrivals: the first turn's was given up front
         _turn_pass(turn, NEXT, CFG)
-    acc, p_op = _wait_pv(o_tok, p_op)
+    acc, p_a = _wait_pv(o_tok, p_a)
     if KV_PAIRED:
         mbarrier.arrive(k_empty.index(last), count=1)
     else:
@@ -426,20 +430,25 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
 
 
 @_jit
-def _p_operand(p, dtype: gl.constexpr, p_layout: gl.constexpr, IN_PLACE: gl.constexpr):
+def _p_operand(p, dtype: gl.constexpr, p_layout: gl.constexpr, IN_PLACE: gl.constexpr, LATE: gl.constexpr):
     # P (the scores' accumulator layout) as P·V's A operand from registers. 16-bit P converts with few shuffles.
     # 8-bit P: a thread holds columns 2t, 2t+1 (+8i) of the accumulator, but wgmma's 8-bit A operand wants 4t … 4t+3
     # (+16i): IN_PLACE reads column c = c0 + 2c1 + 4c2 + 8c3 + 16h as k = c0 + 2c3 + 4c1 + 8c2 + 16h (a relabelling
     # the registers already satisfy), and V's rows were permuted on the host the same way (v_transposed), so P'·V' =
     # P·V with no data moved between threads.
     # The relabelling is done on the fp32 values (register renaming only), and the cast to 8 bits after it, so the
-    # cast packs each register's four bytes from the right four values.
+    # cast packs each register's four bytes from the right four values. LATE: no cast here; the round that issues
+    # P·V casts it (Fa3Config.p_late_cast).
     if IN_PLACE:
         M: gl.constexpr = p.shape[0]
         N: gl.constexpr = p.shape[1]
         p = p.reshape([M, N // 16, 2, 2, 2, 2]).permute((0, 1, 3, 4, 2, 5)).reshape([M, N])
-        return gl.convert_layout(p, p_layout).to(dtype)
-    return gl.convert_layout(p.to(dtype), p_layout)
+        out = gl.convert_layout(p, p_layout)
+        if not LATE:
+            out = out.to(dtype)
+    else:
+        out = gl.convert_layout(p.to(dtype), p_layout)
+    return out
 
 
 @_jit
@@ -454,7 +463,9 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
     OVERLAP: gl.constexpr = CFG.overlap
     LAZY: gl.constexpr = CFG.lazy_rescale
     HEAD_DIM: gl.constexpr = acc.type.shape[1]
-    FP8: gl.constexpr = p_op.dtype.is_fp8()
+    OP_DTYPE: gl.constexpr = v_smem.dtype  # the wgmma operands' (P's too): 16-bit, or e4m3
+    FP8: gl.constexpr = OP_DTYPE.is_fp8()
+    LATE: gl.constexpr = FP8 and CFG.p_late_cast
     slot, phase = _ring(j, KV_STAGES)
     prev, prev_phase = _ring(j - 1, KV_STAGES)
     # -- load the K tile (TMA landed?) and the previous V tile --
@@ -473,7 +484,8 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
     s_tok = warpgroup_mma(q, k_t, s_init, use_acc=False, is_async=True)
     # -- rescale the accumulator (while S_j runs), then add P·V: O += P_{j-1}·V_{j-1}, async --
     acc = rescale(acc, alpha, o_row_layout, LAZY)
-    o_tok = warpgroup_mma(p_op, _v_operand(v_smem.index(v_slot), BLOCK_N, HEAD_DIM), acc, is_async=True)
+    p_a = p_op.to(OP_DTYPE) if LATE else p_op  # (late cast: P_{j-1}'s 8 bits made here, beside its wgmma)
+    o_tok = warpgroup_mma(p_a, _v_operand(v_smem.index(v_slot), BLOCK_N, HEAD_DIM), acc, is_async=True)
     _turn_pass(turn, NEXT, CFG)  # the other consumer issues while we run the softmax
     if OVERLAP:
         # -- softmax overlap: wait for S_j only; P_{j-1}·V_{j-1} keeps the tensor cores busy meanwhile --
@@ -483,9 +495,9 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
     else:  # ping-pong only: both products done before the softmax (fewer live registers)
         if FP8:
             s = warpgroup_mma_wait(1, deps=(s_tok,))
-            acc, p_op = _wait_pv(o_tok, p_op)
+            acc, p_a = _wait_pv(o_tok, p_a)
         else:
-            s, acc, p_op = warpgroup_mma_wait(0, deps=(s_tok, o_tok, p_op))
+            s, acc, p_a = warpgroup_mma_wait(0, deps=(s_tok, o_tok, p_a))
         mbarrier.arrive(k_empty.index(slot), count=1)  # (paired ring: K_j and V_{j-1} freed at once)
         if not KV_PAIRED:
             mbarrier.arrive(v_empty.index(prev), count=1)
@@ -501,12 +513,12 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
         # above the softmax (within one block it does, and the overlap is lost: seen in the SASS).
         if seq_len < 0:
             tma.store_wait(0)
-        acc, p_op = _wait_pv(o_tok, p_op)
+        acc, p_a = _wait_pv(o_tok, p_a)
         if KV_PAIRED:
             mbarrier.arrive(k_empty.index(slot), count=1)  # K_j and V_{j-1} both read
         else:
             mbarrier.arrive(v_empty.index(prev), count=1)
-    p_op = _p_operand(p, p_op.dtype, p_layout, FP8 and CFG.p_in_place)  # P_j into the registers P_{j-1}·V_{j-1} freed
+    p_op = _p_operand(p, OP_DTYPE, p_layout, FP8 and CFG.p_in_place, LATE)  # P_j into the registers P_{j-1}·V_{j-1} freed
     _exit("pv", PROFILE)
     return acc, m_i, l_i, alpha, p_op
 

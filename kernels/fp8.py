@@ -261,8 +261,15 @@ def fp8_candidates() -> dict:
     256-key tiles at head_dim 128 (592 bytes of stack, with or without the in-warpgroup overlap) and 64 (616), and
     three consumers of 64 rows at 160 registers at head_dim 128 (288): P's conversion to the 8-bit operand layout
     needs the registers the bigger S or the third consumer would take. Predictions in BENCHMARKS.md."""
+    import dataclasses
     from kernels.fa3 import Fa3Config
+    late = {f"D{d} late cast": (d, False, dataclasses.replace(config_for_fp8(d, False), p_late_cast=True))
+            for d in P_IN_PLACE_HEAD_DIMS}
     return {
+        # the shipped configs with P crossing rounds in fp32 and cast at its wgmma (Fa3Config.p_late_cast): the sm_90
+        # build's PRMT 440 → 64 at D128 (the 8-bit loop value's 256 byte-wise phis gone), no stack; same bits as
+        # shipped. (Causal at D128 keeps 24 bytes of stack with it: left out.)
+        **late,
         # P in place with a deeper ring (the shipped D128 e4m3 config has P in place and 2 slots)
         "D128 P in place, 4 K/V slots": (128, False, Fa3Config(64, 128, 2, 4, 240, 24, q_in_regs=True,
                                                                named_turns=True, kv_paired=True, lazy_rescale=True,

@@ -241,3 +241,23 @@ def test_fp8_kernel_applies_each_heads_descales():
     out = flash_attention(q, k, v, descale_q=dq, descale_k=dk, descale_v=dv)
     deq = [t.double() * d.double()[:, :, None, None] for t, d in ((q, dq), (k, dk), (v, dv))]
     assert relative_error(out, reference_attention(*deq)[0]) < 0.05
+
+
+@pytest.mark.gpu
+@needs_fp8
+@pytest.mark.parametrize("seq_len", (1, 255, 1000))
+def test_p_cast_late_gives_the_shipped_bits(seq_len):
+    """The late-cast candidates (Fa3Config.p_late_cast: P crosses rounds in fp32, cast to e4m3 at its wgmma) round
+    the same fp32 P the same way as the shipped kernels, only later: O and the LSE must be the same bits."""
+    from kernels.fp8 import config_for_fp8, fp8_attention, fp8_candidates
+    for name, (head_dim, causal, config) in fp8_candidates().items():
+        if not config.p_late_cast:
+            continue
+        gen = torch.Generator(device="cuda").manual_seed(seq_len + head_dim)
+        x = [torch.randn(2, 3, seq_len, head_dim, generator=gen, device="cuda") for _ in range(3)]
+        (q, dq), (k, dk), (v, dv) = (quantize_fp8(t, "head") for t in x)
+        shipped = fp8_attention(q, k, v, causal, return_lse=True, descale_q=dq, descale_k=dk, descale_v=dv,
+                                config=config_for_fp8(head_dim, causal))
+        late = fp8_attention(q, k, v, causal, return_lse=True, descale_q=dq, descale_k=dk, descale_v=dv,
+                             config=config)
+        assert all(torch.equal(a, b) for a, b in zip(late, shipped)), f"{name}, N={seq_len}"
