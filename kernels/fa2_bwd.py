@@ -27,10 +27,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kernels.runtime import INTERPRET, kernel_launch_lock  # first: it sets TRITON_INTERPRET before @triton.jit
+from kernels.runtime import INTERPRET, kernel_launch_lock, quick_descriptor  # first: it sets TRITON_INTERPRET
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 import costmodel
 from kernels.fa2 import LOG2_E_KERNEL, causal_program
@@ -379,10 +380,8 @@ def _dq_sums(batch_heads: int, seq_len: int, head_dim: int, config: BackwardConf
     (1, block_m1, D), so a step's rows past N are dropped by the copy engine, not added into the next head."""
     if INTERPRET:
         raise ValueError("dQ by TMA reduce-adds needs a Hopper GPU: Triton's interpreter has no descriptor reduce")
-    from triton.tools.tensor_descriptor import TensorDescriptor
     sums = torch.zeros((batch_heads, seq_len, head_dim), dtype=torch.float32, device=device)
-    return TensorDescriptor(sums, shape=list(sums.shape), strides=list(sums.stride()),
-                            block_shape=[1, config.block_m1, head_dim])
+    return quick_descriptor(TensorDescriptor, sums, [1, config.block_m1, head_dim])
 
 
 # Candidates beside the shipped configs, 16-bit inputs, by (head_dim, causal), for one timing run on a GPU

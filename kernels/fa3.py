@@ -402,7 +402,7 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
         mbarrier.wait(v_ready.index(last), last_phase)
     _turn_wait(turn, n_kv & 1, CONSUMER, CFG)
     acc = rescale(acc, alpha, o_row_layout, LAZY)
-    p_a = p_op.to(in_dtype) if FP8 and CFG.p_late_cast else p_op  # (late cast: P's 8 bits made here)
+    p_a = p_op.to(in_dtype)  # the operand (a cast only where P came late: p_late_cast; else P is in_dtype already)
     o_tok = warpgroup_mma(p_a, _v_operand(v_smem.index(last), BLOCK_N, HEAD_DIM), acc, is_async=True)
     if not (NAMED_TURNS and NEXT == 0):  # named barriers count arrivals: the first turn's was given up front
         _turn_pass(turn, NEXT, CFG)
@@ -484,7 +484,7 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
     s_tok = warpgroup_mma(q, k_t, s_init, use_acc=False, is_async=True)
     # -- rescale the accumulator (while S_j runs), then add P·V: O += P_{j-1}·V_{j-1}, async --
     acc = rescale(acc, alpha, o_row_layout, LAZY)
-    p_a = p_op.to(OP_DTYPE) if LATE else p_op  # (late cast: P_{j-1}'s 8 bits made here, beside its wgmma)
+    p_a = p_op.to(OP_DTYPE)  # P_{j-1} as the operand (a cast only where it came late: p_late_cast)
     o_tok = warpgroup_mma(p_a, _v_operand(v_smem.index(v_slot), BLOCK_N, HEAD_DIM), acc, is_async=True)
     _turn_pass(turn, NEXT, CFG)  # the other consumer issues while we run the softmax
     if OVERLAP:
