@@ -13,9 +13,7 @@ three kernels:
 
 dQ gets its own pass (recomputing S and P a second time) instead of atomic adds from the dK/dV programs: no atomics,
 so the gradients are deterministic (the same bits every run) and every kernel runs in Triton's CPU interpreter. The
-cost is the second recompute of S and P, about 1/5 more FLOPs than an atomic dQ (FA-2 and FA-3 use atomics). A
-candidate on Hopper adds dQ from the dK/dV programs by TMA reduce-adds instead (`BackwardConfig.dq_reduce`, not shipped
-until it is timed: BENCHMARKS.md §1d).
+cost is the second recompute of S and P, about 1/5 more FLOPs than an atomic dQ (FA-2 and FA-3 use atomics).
 
 Causal: blocks above the diagonal are skipped, the diagonal blocks masked, and the programs with the most blocks
 start first across a group of heads whose re-read tensors fit in L2 (lpt, as the FA-3 forward does; one head after
@@ -25,13 +23,12 @@ The exponentials are base 2 with log2(e) folded into the scale, as in the forwar
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from kernels.runtime import INTERPRET, kernel_launch_lock, quick_descriptor  # first: it sets TRITON_INTERPRET
+from kernels.runtime import INTERPRET, kernel_launch_lock  # first: it sets TRITON_INTERPRET before @triton.jit
 import torch
 import triton
 import triton.language as tl
-from triton.tools.tensor_descriptor import TensorDescriptor
 
 import costmodel
 from kernels.fa2 import LOG2_E_KERNEL, causal_program
@@ -55,8 +52,7 @@ def _bwd_preprocess(O, DO, DELTA, seq_len, HEAD_DIM: tl.constexpr, BLOCK_M: tl.c
 @triton.jit
 def _dkdv_inner(dk, dv, k, v, q_src, do_src, lse_src, delta_src, lo, hi, qk_scale, seq_len, offs_n, offs_m0,
                 BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
-                DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, stride_qn, dq_sums, off_bh,
-                DQ_REDUCE: tl.constexpr):
+                DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, stride_qn):
     # q_src, do_src point at a (HEAD_DIM × BLOCK_M) transposed tile of rows 0..BLOCK_M; lse_src, delta_src at row 0
     for start_m in range(lo, hi, BLOCK_M):
         start_m = tl.multiple_of(start_m, BLOCK_M)
@@ -97,21 +93,17 @@ def _dkdv_inner(dk, dv, k, v, q_src, do_src, lse_src, delta_src, lo, hi, qk_scal
             ds_in = ds_in.to(tl.float32)
         # -- dK += dSᵀ Q (the scale is applied once, at the end) --
         dk = tl.dot(ds_in, tl.trans(qT), dk, input_precision=PRECISION)
-        if DQ_REDUCE:  # -- this block's share of dQ, dS K, added into dQ's fp32 sums (a TMA reduce-add) --
-            dq = tl.dot(tl.trans(ds_in), k, input_precision=PRECISION)
-            dq_sums.atomic_add([off_bh, start_m, 0], tl.reshape(dq, [1, BLOCK_M, HEAD_DIM]))
     return dk, dv
 
 
 @triton.jit(do_not_specialize=["seq_len", "heads", "heads_per_group"])
-def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_SUMS, sm_scale, seq_len, heads, heads_per_group,
+def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, seq_len, heads, heads_per_group,
               stride_qb, stride_qh, stride_qn, stride_qd,
               stride_kb, stride_kh, stride_kn, stride_kd,
               stride_vb, stride_vh, stride_vn, stride_vd,
               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-              DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, DQ_REDUCE: tl.constexpr):
-    # One program per K/V block (BLOCK_N keys) of one batch·head. dO, dK, dV: contiguous (B, H, N, D). DQ_SUMS: with
-    # DQ_REDUCE, a TMA descriptor of dQ's fp32 sums (B·H, N, D) in blocks of (1, BLOCK_M, D), else None.
+              DOT_FP32: tl.constexpr, PRECISION: tl.constexpr):
+    # One program per K/V block (BLOCK_N keys) of one batch·head. dO, dK, dV: contiguous (B, H, N, D).
     if CAUSAL:  # the first key blocks are seen by the most query blocks: launched first (lpt across a head group)
         key_block, off_bh = causal_program(heads_per_group)
     else:
@@ -145,17 +137,16 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, DQ_SUMS, sm_scale, seq_len, heads
         diag_hi = tl.minimum(start_n + BLOCK_N, seq_len)
         dk, dv = _dkdv_inner(dk, dv, k, v, q_src, do_src, LSE + bh_rows, DELTA + bh_rows, start_n, diag_hi,
                              qk_scale, seq_len, offs_n, offs_m0, BLOCK_M, HEAD_DIM, True, True, DOT_FP32, PRECISION,
-                             stride_qn, DQ_SUMS, off_bh, DQ_REDUCE)
+                             stride_qn)
         full_lo = start_n + BLOCK_N
     else:
         full_lo = 0
     dk, dv = _dkdv_inner(dk, dv, k, v, q_src, do_src, LSE + bh_rows, DELTA + bh_rows, full_lo, full_hi,
                          qk_scale, seq_len, offs_n, offs_m0, BLOCK_M, HEAD_DIM, False, CAUSAL, DOT_FP32, PRECISION,
-                         stride_qn, DQ_SUMS, off_bh, DQ_REDUCE)
+                         stride_qn)
     dk, dv = _dkdv_inner(dk, dv, k, v, q_src, do_src, LSE + bh_rows, DELTA + bh_rows,
                          tl.maximum(full_hi, full_lo), seq_len, qk_scale, seq_len, offs_n, offs_m0,
-                         BLOCK_M, HEAD_DIM, True, CAUSAL, DOT_FP32, PRECISION, stride_qn, DQ_SUMS, off_bh,
-                         DQ_REDUCE)
+                         BLOCK_M, HEAD_DIM, True, CAUSAL, DOT_FP32, PRECISION, stride_qn)
     # -- write dK (times the scale) and dV once --
     out = bh_rows * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
     tl.store(DK + out, (dk * sm_scale).to(DK.dtype.element_ty), mask=keys[:, None])
@@ -257,10 +248,6 @@ class BackwardConfig:
     block_n2: int   # keys per step of a dQ program
     num_warps: int
     num_stages: int
-    # dQ added into fp32 sums by the dK/dV programs, a TMA reduce-add a step (Hopper, tl's descriptor atomic_add),
-    # instead of its own pass: 5 matmuls a tile instead of 7, one recompute of P instead of two; the sums take 4
-    # bytes an element of dQ and land in any order (not bit-reproducible). A candidate (CANDIDATES), not shipped.
-    dq_reduce: bool = False
 
 
 # Tutorial 06's split (dK/dV programs of 128 keys stepping 32 query rows, dQ programs of 128 rows stepping 32 keys) at
@@ -345,7 +332,7 @@ def launch_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.
     """(dQ, dK, dV) of O = attention(q, k, v) for the upstream gradient dO, from the forward's O and LSE (natural log,
     fp32, (B, H, N)). q, k, v as the forward took them (checked, (B, H, N, D), any strides with unit last stride);
     o and do are made contiguous. The gradients come back contiguous in the input dtype. Memory beyond the inputs and
-    gradients: Δ, one fp32 per row (and, with `config.dq_reduce`, dQ's fp32 sums: twice dQ's bytes)."""
+    gradients: Δ, one fp32 per row."""
     batch, heads, seq_len, head_dim = q.shape
     config = config or config_for(head_dim, q.dtype, causal)
     _check_config(config)
@@ -359,52 +346,24 @@ def launch_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.
     common = dict(HEAD_DIM=head_dim, CAUSAL=causal, DOT_FP32=dot_fp32, PRECISION=precision,
                   num_warps=config.num_warps, num_stages=config.num_stages)
     strides = (*q.stride(), *k.stride(), *v.stride())
-    dq_sums = _dq_sums(bh, seq_len, head_dim, config, q.device) if config.dq_reduce else None
     with kernel_launch_lock():  # the interpreter runs one kernel at a time, process-wide
         _bwd_preprocess[(triton.cdiv(seq_len, config.block_m2), bh)](o, do, delta, seq_len, HEAD_DIM=head_dim,
                                                                        BLOCK_M=config.block_m2)
         _bwd_dkdv[(triton.cdiv(seq_len, config.block_n1), bh)](
-            q, k, v, do, lse, delta, dk, dv, dq_sums, sm_scale, seq_len, heads, group, *strides,
-            BLOCK_M=config.block_m1, BLOCK_N=config.block_n1, DQ_REDUCE=config.dq_reduce, **common)
-        if dq_sums is None:
-            _bwd_dq[(triton.cdiv(seq_len, config.block_m2), bh)](
-                q, k, v, do, lse, delta, dq, sm_scale, seq_len, heads, group, *strides,
-                BLOCK_M=config.block_m2, BLOCK_N=config.block_n2, **common)
-    if dq_sums is not None:  # dQ = the sums × the scale, in the input dtype
-        torch.mul(dq_sums.base.view(dq.shape), sm_scale, out=dq)
+            q, k, v, do, lse, delta, dk, dv, sm_scale, seq_len, heads, group, *strides,
+            BLOCK_M=config.block_m1, BLOCK_N=config.block_n1, **common)
+        _bwd_dq[(triton.cdiv(seq_len, config.block_m2), bh)](
+            q, k, v, do, lse, delta, dq, sm_scale, seq_len, heads, group, *strides,
+            BLOCK_M=config.block_m2, BLOCK_N=config.block_n2, **common)
     return dq, dk, dv
-
-
-def _dq_sums(batch_heads: int, seq_len: int, head_dim: int, config: BackwardConfig, device):
-    """dQ's fp32 sums, zeroed, as the TMA descriptor the dK/dV programs reduce-add into: (B·H, N, D) in blocks of
-    (1, block_m1, D), so a step's rows past N are dropped by the copy engine, not added into the next head."""
-    if INTERPRET:
-        raise ValueError("dQ by TMA reduce-adds needs a Hopper GPU: Triton's interpreter has no descriptor reduce")
-    sums = torch.zeros((batch_heads, seq_len, head_dim), dtype=torch.float32, device=device)
-    return quick_descriptor(TensorDescriptor, sums, [1, config.block_m1, head_dim])
 
 
 # Candidates beside the shipped configs, 16-bit inputs, by (head_dim, causal), for one timing run on a GPU
 # (perf/h200/backward_speed.py times each ÷ the shipped config; bench/compile_check.py --backward candidates compiles
-# them). Open: dQ by TMA reduce-adds (BackwardConfig.dq_reduce) on the shipped tiles and on the tiles that hold the
-# fifth matmul's accumulator without spilling (sm_90, triton 3.7.1: 158-235 registers, no stack; the shipped tiles
-# spill 24-56 bytes with it at head_dim 64 and 48 at 128 not causal). (The same idea with scalar atomic adds, one
-# `REDG` an element, lost 0.69-0.99×: BENCHMARKS.md §1d.) Tiles: (query rows a step, keys a program, warps, stages).
-_DQ_REDUCE_TILES = {64: ((32, 128, 8, 3), (64, 128, 8, 2), (16, 128, 4, 4), (32, 64, 4, 3)),
-                    128: ((32, 128, 8, 3), (16, 128, 8, 4), (32, 128, 8, 2))}
-
-
-def _dq_reduce_candidates(head_dim: int, causal: bool) -> dict[str, BackwardConfig]:
-    out = {"dq reduce": replace(_gpu_config(head_dim, 2, causal), dq_reduce=True)}
-    for rows, keys, warps, stages in _DQ_REDUCE_TILES[head_dim]:
-        config = BackwardConfig(rows, keys, keys, rows, warps, stages, dq_reduce=True)
-        if config not in out.values():
-            out[f"dq reduce m{rows} n{keys} w{warps} s{stages}"] = config
-    return out
-
-
-CANDIDATES: dict[tuple[int, bool], dict[str, BackwardConfig]] = {
-    (d, causal): _dq_reduce_candidates(d, causal) for d in (64, 128) for causal in (False, True)}
+# them). None open: of the tile candidates timed on 2026-12-04 one won and shipped, and the causal launch order
+# across a head group (lpt) measured 0.985-1.242× and shipped (BENCHMARKS.md §1a); dQ added from the dK/dV programs,
+# by scalar atomics (0.69-0.99×) or by TMA reduce-adds (0.60-0.98×), lost (BENCHMARKS.md, Tried and lost).
+CANDIDATES: dict[tuple[int, bool], dict[str, BackwardConfig]] = {}
 
 # The compile check's subset of the shipped launches (CI's time): both 16-bit head_dims the bench measures, causal
 # and not, and one fp32 build (head_dim 64: fp32 at 128 causal took 37 s a target to compile here, the rest 1-6 s);

@@ -87,18 +87,6 @@ def test_backward_refuses_tiles_that_do_not_nest():
         launch_backward(q, k, v, o, lse, o, False, 0.25, BackwardConfig(32, 16, 16, 16, 4, 1))
 
 
-def test_dq_by_tma_reduce_in_the_interpreter_says_it_needs_a_hopper():
-    """The candidate that adds dQ through TMA reduce-adds (BackwardConfig.dq_reduce) cannot run where Triton has no
-    descriptor reduce: a clear refusal, before any launch."""
-    from kernels.runtime import INTERPRET
-    if not INTERPRET:
-        pytest.skip("the interpreter's refusal")
-    q, k, v = random_qkv((1, 1, 40, 16), torch.float32, seed=2)
-    o, lse = flash_attention(q, k, v, return_lse=True)
-    with pytest.raises(ValueError, match="needs a Hopper GPU"):
-        launch_backward(q, k, v, o, lse, o, False, 0.25, BackwardConfig(16, 32, 32, 16, 4, 1, dq_reduce=True))
-
-
 def test_non_contiguous_inputs_and_a_custom_scale():
     """(B, N, H, D) memory seen as (B, H, N, D): the gradients come back for the views, in their shape."""
     gen = torch.Generator().manual_seed(4)
@@ -216,28 +204,6 @@ def test_gpu_gradients_match_float64(dtype, head_dim, causal):
 def test_gpu_gradients_other_head_dims_and_fp32(head_dim):
     for dtype in (torch.bfloat16, torch.float32):
         _check_grads(*_leaves((1, 2, 333, head_dim), dtype, seed=head_dim, device="cuda"), True, kernel="fa2")
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("head_dim", [64, 128])
-@pytest.mark.parametrize("causal", [False, True])
-def test_gpu_dq_by_tma_reduce_matches_float64(head_dim, causal):
-    """The dQ-by-TMA-reduce candidate on the shipped tiles (kernels/fa2_bwd.py CANDIDATES; perf.h200.backward_speed
-    checks the others against it) against float64 autograd, ragged N: the steps past N are dropped by the copy engine,
-    not added into the next head's rows."""
-    from kernels.fa2_bwd import CANDIDATES
-    config = CANDIDATES[(head_dim, causal)]["dq reduce"]
-    assert config.dq_reduce
-    for seq_len in (1, 1000, 1337):
-        q, k, v = random_qkv((2, 3, seq_len, head_dim), torch.bfloat16, seed=seq_len + head_dim)
-        q, k, v = (t.cuda() for t in (q, k, v))
-        o, lse = flash_attention(q, k, v, causal=causal, kernel="fa2", return_lse=True)
-        do = torch.randn(o.shape, generator=torch.Generator().manual_seed(seq_len)).to(o.dtype).cuda()
-        expected = reference_gradients(q, k, v, do, causal, None, device="cpu")
-        grads = launch_backward(q, k, v, o, lse, do, causal, head_dim ** -0.5, config)
-        for label, g, ref in zip("qkv", grads, expected):
-            err = relative_error(g, ref) if ref.norm() > 0 else g.abs().max().item()
-            assert err < GRAD_TOLERANCE[torch.bfloat16], f"N={seq_len} d{label}: {err:.2e}"
 
 
 @pytest.mark.gpu
