@@ -33,17 +33,19 @@ log2(e) folded into the scale, O divided by l once at the end, and the row log-s
 O. Nothing of size N×N is allocated: the extra memory is O plus the LSE. K/V rows past seq_len load as zeros (the
 4-D TMA descriptor's bounds are per head) and their scores are masked; O rows past seq_len are clipped on store.
 
-FP8 (e4m3 Q, K, V; kernels/fp8.py holds the quantization, the scales and the library's entry): the same kernel,
-its dtype-dependent lines chosen by the operands' dtype. wgmma's 8-bit K dimension is 32 (16 for 16-bit) and P goes
-to the tensor cores from registers as e4m3, rounded per tile (P ≤ 2^8 under the lazy rescale: under e4m3's 448, so
-the threshold stays 8). wgmma reads 8-bit operands from shared memory K-major only: for P·V that is Vᵀ (D × N, N
-contiguous). We take Vᵀ from the host (`v_transposed`, as Triton's tutorial 06 does for fp8 on Hopper) rather than
-transpose V in shared memory (FA-3's way): it costs one extra read and write of V in HBM (at B2 H16 16K d128 in
-e4m3: 2 × 64 MiB, ~30 µs at 4.3 TB/s, under 1 % of the attention's time at FA-3's rates) and keeps the kernel's
-producer a plain TMA copy, with no transposing warps and no extra shared-memory buffer. Q's and K's descales fold
-into the softmax scale; V's multiplies O once at the end; O is bf16, staged for its TMA store in a buffer of its
-own (an 8-bit Q slot is too small for it). The fp8 wgmma accumulates in fp32 with Triton's Hopper default (no extra
-promotion every few K steps, as FA-3).
+FP8 (e4m3 Q, K, V; kernels/fp8.py holds the quantization, the scales and the library's entry): the same kernel, its
+dtype-dependent lines chosen by the operands' dtype. wgmma's 8-bit K dimension is 32 (16 for 16-bit) and P goes to
+the tensor cores from registers as e4m3, rounded per tile (P ≤ 2^8 under the lazy rescale: under e4m3's 448, so the
+threshold stays 8); P goes in the registers the scores left it in (`p_in_place`) and, non-causal, crosses into the
+round that issues its P·V in fp32 and is cast there (`p_late_cast`: an 8-bit loop value is carried one byte a
+register and packed again: 17 % of the D128 kernel's instructions). wgmma reads 8-bit operands from shared memory
+K-major only: for P·V that is Vᵀ (D × N, N contiguous). We take Vᵀ from the host (`v_transposed`, as Triton's
+tutorial 06 does for fp8 on Hopper) rather than transpose V in shared memory (FA-3's way): it costs one extra read
+and write of V in HBM (at B2 H16 16K d128 in e4m3: 2 × 64 MiB, ~30 µs at 4.3 TB/s, under 1 % of the attention's time
+at FA-3's rates) and keeps the kernel's producer a plain TMA copy, with no transposing warps and no extra
+shared-memory buffer. Q's and K's descales fold into the softmax scale; V's multiplies O once at the end; O is bf16,
+staged for its TMA store in a buffer of its own (an 8-bit Q slot is too small for it). The fp8 wgmma accumulates in
+fp32 with Triton's Hopper default (no extra promotion every few K steps, as FA-3).
 
 Gluon kernels compile for a real GPU only: Triton's CPU interpreter does not run them, and only Hopper has wgmma
 (sm_90; Blackwell's sm_100 has other tensor-core instructions). `v3_unavailable_reason()` says why it cannot run.
@@ -52,7 +54,8 @@ The version differences between triton 3.6 and 3.7.1 sit in kernels/gluon_compat
 How the file reads: one configuration value (`Fa3Config`, passed to the kernel as one constexpr) says which of the
 ideas above a launch uses; the producer and the consumer are a function each, the consumer's round of the K/V loop
 one more; `_ring` is the one place a ring slot and its mbarrier phase are computed; the PTX Gluon has no API for
-(the named barriers, from `TURN_BARRIER_ID` on, and the conditional rescale's warp vote) is in kernels/ptx.py.
+(the named barriers, from `TURN_BARRIER_ID` on, the conditional rescale's warp vote, and the exponential on the
+FMA units a candidate uses) is in kernels/ptx.py.
 The shipped configurations (`SHIPPED`; `SHORT` at head_dim 64 where a wave model says fewer rows a program finish
 first) and the ablation ladder (`LADDER`: FA-3's ideas one by one, each a configuration that runs) are named rows at
 the end.
@@ -75,7 +78,7 @@ try:  # Proton's in-kernel scopes, used only by the PROFILE=True build (bench/ph
 except Exception:  # noqa: BLE001 - a Triton without Proton: the PROFILE build is unavailable, nothing else changes
     pl = None
 from kernels.inputs import DTYPE_NAMES, check_attention_inputs
-from kernels.ptx import TURN_BARRIER_ID, named_barrier, rescale
+from kernels.ptx import EXP_FMA_EVERY, TURN_BARRIER_ID, exp2, named_barrier, rescale
 
 SUPPORTED_HEAD_DIMS = (64, 128, 256)
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
@@ -117,6 +120,8 @@ class Fa3Config:
     p_late_cast: bool = False  # 8-bit inputs: P crosses into the next round (where its P·V is issued) in fp32 and is
     #                            cast to e4m3 at that wgmma: Triton carries an 8-bit loop value one byte a register
     #                            and packs the bytes again at the wgmma (PRMT); fp32 crosses whole. Same bits.
+    exp_fma: int = 0  # 1 of P's exponentials in every exp_fma (4, 8, 16) by a cubic on the FMA units (FA-4's trick,
+    #                   kernels/ptx.py exp2); 0: all on the special-function unit
 
     @property
     def label(self) -> str:
@@ -125,7 +130,8 @@ class Fa3Config:
                 f"{self.producer_regs}{'' if self.overlap else ' no-overlap'}{' q-regs' if self.q_in_regs else ''}"
                 f"{' named' if self.named_turns else ''}{' paired' if self.kv_paired else ''}"
                 f"{' lazy' if self.lazy_rescale else ''}{' lpt' if self.lpt else ''}"
-                f"{' p-in-place' if self.p_in_place else ''}{' late-cast' if self.p_late_cast else ''}")
+                f"{' p-in-place' if self.p_in_place else ''}{' late-cast' if self.p_late_cast else ''}"
+                f"{f' exp-fma 1/{self.exp_fma}' if self.exp_fma else ''}")
 
     def mangle(self) -> str:
         """The configuration as an identifier: Triton names the compiled functions after their constexpr arguments."""
@@ -134,7 +140,7 @@ class Fa3Config:
                                                 ("p_in_place", "p"), ("p_late_cast", "c"))
                         if getattr(self, name))
         return (f"Fa3Config_{self.num_consumers}x{self.block_m}x{self.block_n}_kv{self.kv_stages}_r{self.consumer_regs}"
-                f"_{self.producer_regs}_{flags or 'plain'}")
+                f"_{self.producer_regs}_{flags or 'plain'}{f'_e{self.exp_fma}' if self.exp_fma else ''}")
 
     __repr__ = mangle  # Triton 3.6 mangles a constexpr argument by its repr
 
@@ -317,12 +323,15 @@ _LAZY_THRESHOLD = _constexpr(8.0)
 
 
 @_jit
-def _softmax(s, m_i, l_i, qk_scale, LAZY: gl.constexpr = False):
+def _softmax(s, m_i, l_i, qk_scale, LAZY: gl.constexpr = False, EXP_FMA: gl.constexpr = 0):
     # -- update m_i and l_i (online softmax, log2 units: one FMA per score, s·scale − m) --
     m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
     if LAZY:  # keep the old max unless the new one is more than 2^8 larger (FA-4's conditional rescale)
         m_new = gl.where(m_new > m_i + _LAZY_THRESHOLD, m_new, m_i)
-    p = gl.exp2(s * qk_scale - m_new[:, None])
+    if EXP_FMA:  # 1 in EXP_FMA on the FMA units (a call only here: the others' PTX, and so their SASS, is unchanged)
+        p = exp2(s * qk_scale - m_new[:, None], EXP_FMA)
+    else:
+        p = gl.exp2(s * qk_scale - m_new[:, None])
     alpha = gl.exp2(m_i - m_new)
     l_i = l_i * alpha + gl.sum(p, 1)
     return p, m_new, l_i, alpha
@@ -384,7 +393,7 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
     mbarrier.arrive(k_empty.index(0), count=1)  # K_0 read: the producer may refill its slot
     if mask_from == 0:
         s = _mask(s, 0, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
-    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, LAZY)
+    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, LAZY, CFG.exp_fma)
     p_op = _p_operand(p, in_dtype, p_layout, FP8 and CFG.p_in_place, FP8 and CFG.p_late_cast)  # e4m3 P: ≤ 2^8 (lazy)
 
     for j in range(1, n_kv):
@@ -505,7 +514,7 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
     _enter("softmax", PROFILE)
     if j >= mask_from:
         s = _mask(s, j, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
-    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, LAZY)
+    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, LAZY, CFG.exp_fma)
     _exit("softmax", PROFILE)
     _enter("pv", PROFILE)  # wait for P·V (in flight since the qk phase), hand P_j over
     if OVERLAP:
@@ -799,6 +808,8 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
     head; V is transposed here (v_transposed) unless v_is_transposed (v is then v_transposed's output for this
     config: the kernel alone is timed, perf/h200/fp8_speed.py), and O comes back in bf16."""
     batch, heads, seq_len, head_dim = q.shape  # (B, H, N, D)
+    if config.exp_fma not in (0, *EXP_FMA_EVERY):
+        raise ValueError(f"Fa3Config.exp_fma is 0 or one of {EXP_FMA_EVERY}; got {config.exp_fma!r}")
     if batch * heads > 65535:  # the grid's second dimension
         raise ValueError(f"batch × heads must be at most 65535 for the FA-3 kernel's grid; got {batch * heads}")
     fp8 = q.dtype == torch.float8_e4m3fn

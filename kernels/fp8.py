@@ -199,18 +199,27 @@ def _fp8_overrides() -> dict:
 
 
 P_IN_PLACE_HEAD_DIMS = (64, 128, 256)  # where e4m3 hands P to P·V in place (measured 1.03-1.10× the kernel without)
+# where e4m3 keeps P in fp32 across rounds and casts it at its wgmma (Fa3Config.p_late_cast): where it was timed on
+# the H200 (non-causal, 1.10-1.21× the cast where P is made); causal waits for its timing (fp8_candidates). Its
+# sm_90 build keeps stack at P_LATE_CAST_SPILLS (head_dim 128 causal: 24 bytes, triton 3.7.1), none elsewhere.
+P_LATE_CAST = frozenset({(64, False), (128, False), (256, False)})
+P_LATE_CAST_SPILLS = frozenset({(128, True)})
 
 
 def config_for_fp8(head_dim: int, causal: bool):
     """The kernel configuration 8-bit inputs run: an override (_fp8_overrides) or else the shipped 16-bit one of
     this (head_dim, causal) (a new head_dim's 16-bit row serves e4m3 too); at P_IN_PLACE_HEAD_DIMS with P handed to
-    P·V where the scores left it (Fa3Config.p_in_place: no shuffles; V's keys permuted on the host to match).
-    Measured on the H200 (BENCHMARKS.md, FP8; kernel alone, non-causal, against P shuffled in the same run): 1.035×
-    (8K) and 1.052× (16K) at head_dim 128, 1.100× and 1.089× at 64, 1.043× at 256 (8K)."""
+    P·V where the scores left it (Fa3Config.p_in_place: no shuffles; V's keys permuted on the host to match), and
+    at P_LATE_CAST with P cast to e4m3 at its wgmma, not where it is made (Fa3Config.p_late_cast).
+    Measured on the H200 (BENCHMARKS.md, FP8; kernel alone, non-causal): P in place against P shuffled 1.035× (8K)
+    and 1.052× (16K) at head_dim 128, 1.100× and 1.089× at 64, 1.043× at 256 (8K); then the late cast against the
+    cast where P is made 1.160× and 1.118× at 128, 1.202× and 1.211× at 64, 1.105× at 256."""
     import dataclasses
     from kernels.fa3 import config_for_v3
     config = _fp8_overrides().get((head_dim, causal)) or config_for_v3(head_dim, causal)
-    return dataclasses.replace(config, p_in_place=True) if head_dim in P_IN_PLACE_HEAD_DIMS else config
+    if head_dim in P_IN_PLACE_HEAD_DIMS:
+        config = dataclasses.replace(config, p_in_place=True)
+    return dataclasses.replace(config, p_late_cast=(head_dim, causal) in P_LATE_CAST)
 
 
 def _descale_rows(name: str, d, batch: int, heads: int, device) -> torch.Tensor:
@@ -256,29 +265,20 @@ def fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
 
 def fp8_candidates() -> dict:
     """name → (head_dim, causal, Fa3Config): e4m3 configurations perf/h200/fp8_speed.py times beside the shipped one
-    (config_for_fp8), each checked against float64 first. The shipped e4m3 kernel measured 0.94–1.03× bf16 at head_dim
-    128 and 0.74× at 64 (BENCHMARKS.md, FP8). Tried and left out, as they spill in the sm_90 build (triton 3.7.1):
-    256-key tiles at head_dim 128 (592 bytes of stack, with or without the in-warpgroup overlap) and 64 (616), and
-    three consumers of 64 rows at 160 registers at head_dim 128 (288): P's conversion to the 8-bit operand layout
-    needs the registers the bigger S or the third consumer would take. Predictions in BENCHMARKS.md."""
+    (config_for_fp8) at the shapes of their (head_dim, causal), each checked against float64 first. Tried and left
+    out, as they spill in the sm_90 build (triton 3.7.1): 256-key tiles at head_dim 128 (592 bytes of stack, with or
+    without the in-warpgroup overlap) and 64 (616), and three consumers of 64 rows at 160 registers at head_dim 128
+    (288): P's conversion to the 8-bit operand layout needs the registers the bigger S or the third consumer would
+    take. Tried and left out on the H200: four K/V slots with P in place at head_dim 128 (0.99-1.03×). Predictions
+    and outcomes in BENCHMARKS.md."""
     import dataclasses
-    from kernels.fa3 import Fa3Config
-    late = {f"D{d} late cast": (d, False, dataclasses.replace(config_for_fp8(d, False), p_late_cast=True))
-            for d in P_IN_PLACE_HEAD_DIMS}
+    shipped = {(d, c): config_for_fp8(d, c) for d in P_IN_PLACE_HEAD_DIMS for c in (False, True)}
     return {
-        # the shipped configs with P crossing rounds in fp32 and cast at its wgmma (Fa3Config.p_late_cast): the sm_90
-        # build's PRMT 440 → 64 at D128 (the 8-bit loop value's 256 byte-wise phis gone), no stack; same bits as
-        # shipped. (Causal at D128 keeps 24 bytes of stack with it: left out.)
-        **late,
-        # P in place with a deeper ring (the shipped D128 e4m3 config has P in place and 2 slots)
-        "D128 P in place, 4 K/V slots": (128, False, Fa3Config(64, 128, 2, 4, 240, 24, q_in_regs=True,
-                                                               named_turns=True, kv_paired=True, lazy_rescale=True,
-                                                               p_in_place=True)),
-        # what shipped before P in place, timed beside it in the same run
-        "D128 P shuffled (before)": (128, False, Fa3Config(64, 128, 2, 2, 240, 24, q_in_regs=True, named_turns=True,
-                                                           kv_paired=True, lazy_rescale=True)),
-        "D64 P shuffled (before)": (64, False, Fa3Config(64, 128, 2, 4, 240, 24, q_in_regs=True, named_turns=True,
-                                                         kv_paired=True, lazy_rescale=True)),
-        "D256 P shuffled (before)": (256, False, Fa3Config(64, 64, 2, 2, 240, 24, named_turns=True, kv_paired=True,
-                                                           lazy_rescale=True)),
+        # the late cast where it is not shipped yet (causal), named for its stack where its build keeps some
+        **{f"D{d}{' causal' if c else ''} late cast{' (stack)' if (d, c) in P_LATE_CAST_SPILLS else ''}":
+           (d, c, dataclasses.replace(g, p_late_cast=True)) for (d, c), g in shipped.items() if not g.p_late_cast},
+        # some exponentials on the FMA units (kernels/ptx.py exp2): with the late cast, a warp's 64 MUFU.EX2 a tile
+        # (8 clocks each on its quarter of the SM) take as long as the e4m3 wgmmas at D128, twice as long at D64
+        **{f"D{d} exp-fma 1/{k}": (d, False, dataclasses.replace(shipped[d, False], exp_fma=k))
+           for d, k in ((128, 8), (128, 16), (64, 4), (64, 8), (256, 8))},
     }

@@ -1,6 +1,6 @@
 """The PTX our Gluon kernel (kernels/fa3.py) writes by hand, where Gluon has no API: the hardware named barriers of
-the ping-pong hand-off, and the warp vote and branch of FlashAttention-4's conditional rescale. Hopper (sm_90) only;
-nothing here runs in Triton's CPU interpreter.
+the ping-pong hand-off, the warp vote and branch of FlashAttention-4's conditional rescale, and FlashAttention-4's
+exponential on the FMA units. Hopper (sm_90) only; nothing here runs in Triton's CPU interpreter.
 """
 from __future__ import annotations
 
@@ -86,3 +86,43 @@ def rescale(acc, alpha, o_row_layout: gl.constexpr, LAZY: gl.constexpr):
     else:
         acc = acc * a_row[:, None]
     return acc
+
+
+# FA-4's exponential on the FMA units (Zadouri et al. 2025): 2^x = 2^j · 2^r with j = round(x), r = x − j in [−½, ½];
+# j by the 1.5·2²³ trick (two adds, no conversion instruction: those run at the special-function unit's rate too),
+# 2^r by a cubic (minimax on [−½, ½], relative error 7.5e-5), j added into the exponent bits. x is clamped at −126
+# first (a masked score is −inf: its ≈ 2^−126 rounds to 0 in e4m3 and adds 1e-38 to a row sum). 9 instructions on the
+# FMA and integer pipes for one MUFU.EX2 (16 a clock per SM, against 128 FMAs).
+_EXP2_CUBIC = ("max.ftz.f32 x, {i}, 0fC2FC0000; add.rn.ftz.f32 t, x, 0f4B400000; sub.rn.ftz.f32 j, t, 0f4B400000; "
+               "sub.rn.ftz.f32 r, x, j; fma.rn.ftz.f32 p, r, 0f3D61FB35, 0f3E786ED1; fma.rn.ftz.f32 p, p, r, "
+               "0f3F31798E; fma.rn.ftz.f32 p, p, r, 0f3F7FFB4B; mov.b32 e, t; shl.b32 e, e, 23; mov.b32 b, p; "
+               "add.s32 b, b, e; mov.b32 {o}, b;")
+
+
+def _exp2_asm(every: int) -> str:
+    """PTX for `every` exponentials of one thread: the last by the cubic, the others by ex2.approx (MUFU.EX2)."""
+    body = " ".join(f"ex2.approx.ftz.f32 ${k}, ${every + k};" for k in range(every - 1))
+    last = _EXP2_CUBIC.format(i=f"${2 * every - 1}", o=f"${every - 1}")
+    return "{ .reg .f32 x, t, j, r, p; .reg .b32 e, b; " + body + " " + last + " }"
+
+
+EXP_FMA_EVERY = (4, 8, 16)  # the shares written: 1 exponential in 4, 8 or 16 on the FMA units
+_EXP2_ASM_4, _EXP2_ASM_8, _EXP2_ASM_16 = (_constexpr(_exp2_asm(k)) for k in EXP_FMA_EVERY)
+_EXP2_CONSTRAINTS_4, _EXP2_CONSTRAINTS_8, _EXP2_CONSTRAINTS_16 = (_constexpr(",".join(["=f"] * k + ["f"] * k))
+                                                                  for k in EXP_FMA_EVERY)
+
+
+@_jit
+def exp2(x, EVERY: gl.constexpr):
+    # 2^x (x ≤ 8: the lazy rescale's bound); with EVERY (4, 8 or 16), 1 value of a thread's every EVERY by the cubic
+    # on the FMA units, so the special-function unit, which the e4m3 kernel's softmax keeps as busy as its tensor
+    # cores are, has that much less to do; 0: all by ex2.approx
+    if EVERY == 4:
+        return gl.inline_asm_elementwise(_EXP2_ASM_4, _EXP2_CONSTRAINTS_4, [x], dtype=gl.float32, is_pure=True, pack=4)
+    elif EVERY == 8:
+        return gl.inline_asm_elementwise(_EXP2_ASM_8, _EXP2_CONSTRAINTS_8, [x], dtype=gl.float32, is_pure=True, pack=8)
+    elif EVERY == 16:
+        return gl.inline_asm_elementwise(_EXP2_ASM_16, _EXP2_CONSTRAINTS_16, [x], dtype=gl.float32, is_pure=True,
+                                         pack=16)
+    else:
+        return gl.exp2(x)

@@ -307,3 +307,45 @@ def test_importing_gluon_compat_first_keeps_the_interpreter_whole():
     assert out.returncode == 0, out.stderr[-2000:]
     interpret, interpreted = out.stdout.split()
     assert interpret == interpreted, out.stdout
+
+
+def test_the_exponential_on_the_fma_units_is_exp2_to_its_cubic_error():
+    """kernels/ptx.py's FA-4 exponential, its PTX run step by step in float32 (the 1.5·2²³ rounding, the cubic's four
+    constants as written in the PTX, the power of two added into the exponent bits): within 1.5e-4 of 2^x over
+    [−126, 8] (the lazy rescale's P ≤ 2^8), and a masked score (−inf) gives ≈ 2^−126, which e4m3 rounds to 0."""
+    import re
+    import struct
+    import numpy as np
+    from kernels import ptx
+    text = ptx._EXP2_CUBIC
+    hexes = re.findall(r"0f([0-9A-F]{8})", text)
+    clamp, magic, _, c3, c2, c1, c0 = (np.float32(struct.unpack(">f", bytes.fromhex(h))[0]) for h in hexes)
+    assert (clamp, magic) == (-126.0, 1.5 * 2**23) and "shl.b32 e, e, 23" in text
+
+    def run(x):
+        x = np.maximum(np.asarray(x, np.float32), clamp)
+        t = (x + magic).astype(np.float32)
+        r = (x - (t - magic)).astype(np.float32)
+        p = ((c3 * r + c2).astype(np.float32) * r + c1).astype(np.float32)
+        p = (p * r + c0).astype(np.float32)
+        bits = (p.view(np.int32).astype(np.int64) + (t.view(np.int32).astype(np.int64) << 23)) & 0xFFFFFFFF
+        return bits.astype(np.uint32).view(np.float32)
+
+    x = np.linspace(-126, 8, 400_001, dtype=np.float32)
+    assert np.max(np.abs(run(x) / np.exp2(x.astype(np.float64)) - 1)) < 1.5e-4
+    masked = run(np.array([-np.inf], np.float32))
+    assert 0 < masked[0] < 1.2e-38 and torch.tensor(masked).to(torch.float8_e4m3fn).float().item() == 0
+    # one value of a thread's every 8 (16) by the cubic, the rest by MUFU.EX2
+    for every in ptx.EXP_FMA_EVERY:
+        asm = ptx._exp2_asm(every)
+        assert asm.count("ex2.approx.ftz.f32") == every - 1 and asm.count("fma.rn.ftz.f32") == 3
+
+
+def test_exp_fma_is_named_and_checked():
+    from kernels.fa3 import Fa3Config, launch_v3
+    config = Fa3Config(64, 128, 2, 2, 240, 24, exp_fma=8)
+    assert config.label.endswith(" exp-fma 1/8") and config.mangle().endswith("_e8")
+    assert "_e" not in Fa3Config(64, 128, 2, 2, 240, 24).mangle()  # the shipped kernels keep their names
+    q = torch.zeros(1, 1, 64, 128, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="exp_fma is 0 or one of"):
+        launch_v3(q, q, q, False, 0.1, Fa3Config(64, 128, 2, 2, 240, 24, exp_fma=3))

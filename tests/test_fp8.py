@@ -215,7 +215,7 @@ needs_fp8 = pytest.mark.skipif(backend() == "cuda" and fp8_unavailable_reason() 
 @pytest.mark.gpu
 @needs_fp8
 @pytest.mark.parametrize("seq_len", (1, 17, 255, 1000, 4097))
-@pytest.mark.parametrize("head_dim", (64, 128))
+@pytest.mark.parametrize("head_dim", (64, 128, 256))
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("granularity", ["tensor", "head"])
 def test_fp8_kernel_matches_float64(seq_len, head_dim, causal, granularity, poisoned_allocations):
@@ -235,6 +235,24 @@ def test_fp8_kernel_matches_float64(seq_len, head_dim, causal, granularity, pois
 
 @pytest.mark.gpu
 @needs_fp8
+@pytest.mark.parametrize("seq_len", (1, 255, 1000, 4097))
+def test_fp8_speed_candidates_match_float64(seq_len, poisoned_allocations):
+    """Each e4m3 speed candidate (kernels.fp8.fp8_candidates: the causal late casts, some exponentials on the FMA
+    units) against float64 on the dequantized inputs, as the shipped kernel is checked above."""
+    from kernels.fp8 import fp8_attention, fp8_candidates
+    for name, (head_dim, causal, config) in fp8_candidates().items():
+        gen = torch.Generator(device="cuda").manual_seed(seq_len + head_dim)
+        x = [torch.randn(2, 3, seq_len, head_dim, generator=gen, device="cuda") * (1 + h) for h in range(3)]
+        (q, dq), (k, dk), (v, dv) = (quantize_fp8(t, "head") for t in x)
+        out, lse = fp8_attention(q, k, v, causal, return_lse=True, descale_q=dq, descale_k=dk, descale_v=dv,
+                                 config=config)
+        ref, ref_lse = reference_attention(*(dequantize_fp8(t, d) for t, d in ((q, dq), (k, dk), (v, dv))), causal)
+        assert torch.isfinite(out).all(), name
+        assert relative_error(out, ref) < 0.05 and relative_error(lse, ref_lse) < 1e-3, f"{name}, N={seq_len}"
+
+
+@pytest.mark.gpu
+@needs_fp8
 def test_fp8_kernel_applies_each_heads_descales():
     (q, _), (k, _), (v, _) = fp8_inputs(seq_len=300, head_dim=128, device="cuda")
     dq, dk, dv = (torch.tensor([[0.5, 2.0]], device="cuda") * s for s in (1.0, 0.25, 3.0))
@@ -246,18 +264,19 @@ def test_fp8_kernel_applies_each_heads_descales():
 @pytest.mark.gpu
 @needs_fp8
 @pytest.mark.parametrize("seq_len", (1, 255, 1000))
-def test_p_cast_late_gives_the_shipped_bits(seq_len):
-    """The late-cast candidates (Fa3Config.p_late_cast: P crosses rounds in fp32, cast to e4m3 at its wgmma) round
-    the same fp32 P the same way as the shipped kernels, only later: O and the LSE must be the same bits."""
-    from kernels.fp8 import config_for_fp8, fp8_attention, fp8_candidates
-    for name, (head_dim, causal, config) in fp8_candidates().items():
-        if not config.p_late_cast:
-            continue
-        gen = torch.Generator(device="cuda").manual_seed(seq_len + head_dim)
-        x = [torch.randn(2, 3, seq_len, head_dim, generator=gen, device="cuda") for _ in range(3)]
-        (q, dq), (k, dk), (v, dv) = (quantize_fp8(t, "head") for t in x)
-        shipped = fp8_attention(q, k, v, causal, return_lse=True, descale_q=dq, descale_k=dk, descale_v=dv,
-                                config=config_for_fp8(head_dim, causal))
-        late = fp8_attention(q, k, v, causal, return_lse=True, descale_q=dq, descale_k=dk, descale_v=dv,
-                             config=config)
-        assert all(torch.equal(a, b) for a, b in zip(late, shipped)), f"{name}, N={seq_len}"
+def test_p_cast_late_gives_the_bits_of_the_cast_where_p_is_made(seq_len):
+    """Fa3Config.p_late_cast (P crosses rounds in fp32 and is cast to e4m3 at its wgmma) rounds the same fp32 P the
+    same way as the cast in the round that makes it, only later: O and the LSE must be the same bits, at every
+    supported head_dim, causal and not (the shipped e4m3 configurations with the cast late and early)."""
+    import dataclasses
+    from kernels.fa3 import SUPPORTED_HEAD_DIMS
+    from kernels.fp8 import config_for_fp8, fp8_attention
+    for head_dim in SUPPORTED_HEAD_DIMS:
+        for causal in (False, True):
+            gen = torch.Generator(device="cuda").manual_seed(seq_len + head_dim + causal)
+            x = [torch.randn(2, 3, seq_len, head_dim, generator=gen, device="cuda") for _ in range(3)]
+            (q, dq), (k, dk), (v, dv) = (quantize_fp8(t, "head") for t in x)
+            early, late = (fp8_attention(q, k, v, causal, return_lse=True, descale_q=dq, descale_k=dk, descale_v=dv,
+                                         config=dataclasses.replace(config_for_fp8(head_dim, causal), p_late_cast=c))
+                           for c in (False, True))
+            assert all(torch.equal(a, b) for a, b in zip(late, early)), f"D{head_dim} causal={causal} N={seq_len}"

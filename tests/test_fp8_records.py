@@ -116,10 +116,10 @@ def test_the_speed_candidates_are_distinct_configurations_of_supported_head_dims
     from kernels.fp8 import config_for_fp8, fp8_candidates
     candidates = fp8_candidates()
     assert 1 <= len(candidates) <= 8
-    configs = [config for _, _, config in candidates.values()]
-    assert len(set(configs)) == len(configs)
+    kernels = list(candidates.values())  # (head_dim, causal, config): one build each
+    assert len(set(kernels)) == len(kernels)
     for head_dim, causal, config in candidates.values():
-        assert head_dim in SUPPORTED_HEAD_DIMS and not causal
+        assert head_dim in SUPPORTED_HEAD_DIMS and causal in (False, True)
         assert config != config_for_fp8(head_dim, causal), "a candidate differs from what ships"
 
 
@@ -170,3 +170,13 @@ def test_e4m3_ships_p_in_place_where_it_was_measured():
     for head_dim in (64, 128, 256):
         for causal in (False, True):
             assert config_for_fp8(head_dim, causal).p_in_place == (head_dim in P_IN_PLACE_HEAD_DIMS)
+
+
+def test_e4m3_casts_p_late_where_it_was_timed_and_keeps_no_stack():
+    from kernels.fa3 import SUPPORTED_HEAD_DIMS
+    from kernels.fp8 import P_LATE_CAST, P_LATE_CAST_SPILLS, config_for_fp8, fp8_candidates
+    late = {(d, c) for d in SUPPORTED_HEAD_DIMS for c in (False, True) if config_for_fp8(d, c).p_late_cast}
+    assert late == P_LATE_CAST and not late & P_LATE_CAST_SPILLS and (128, False) in late
+    # every other (head_dim, causal) has its late cast among the speed candidates
+    timed_late = {(d, c) for d, c, g in fp8_candidates().values() if g.p_late_cast and (d, c) not in late}
+    assert timed_late == {(d, c) for d in SUPPORTED_HEAD_DIMS for c in (False, True)} - late
