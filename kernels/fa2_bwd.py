@@ -19,16 +19,19 @@ Causal: blocks above the diagonal are skipped, the diagonal blocks masked, and t
 start first across a group of heads whose re-read tensors fit in L2 (lpt, as the FA-3 forward does; one head after
 another left the last heads' longest programs for the end: lpt measured 1.05-1.24× at 4K-8K on the H200, level at
 16K; BENCHMARKS.md §1a). Ragged seq_len: the edge blocks masked.
-The exponentials are base 2 with log2(e) folded into the scale, as in the forward. Pointer loads only (no TMA).
+The exponentials are base 2 with log2(e) folded into the scale, as in the forward. Tiles come by pointer loads; a
+candidate (`BackwardConfig.tma`, not shipped until timed: BENCHMARKS.md §1d) reads Q, K, V and dO through 4-D tensor
+descriptors as the forward does on Hopper (TMA copies: rows past seq_len load as zeros; the interpreter emulates them).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from kernels.runtime import INTERPRET, kernel_launch_lock  # first: it sets TRITON_INTERPRET before @triton.jit
+from kernels.runtime import INTERPRET, kernel_launch_lock, quick_descriptor  # first: it sets TRITON_INTERPRET
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 import costmodel
 from kernels.fa2 import LOG2_E_KERNEL, causal_program
@@ -52,13 +55,27 @@ def _bwd_preprocess(O, DO, DELTA, seq_len, HEAD_DIM: tl.constexpr, BLOCK_M: tl.c
 @triton.jit
 def _dkdv_inner(dk, dv, k, v, q_src, do_src, lse_src, delta_src, lo, hi, qk_scale, seq_len, offs_n, offs_m0,
                 BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
-                DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, stride_qn):
-    # q_src, do_src point at a (HEAD_DIM × BLOCK_M) transposed tile of rows 0..BLOCK_M; lse_src, delta_src at row 0
+                DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, stride_qn, off_b, off_h, USE_TMA: tl.constexpr):
+    # q_src, do_src point at a (HEAD_DIM × BLOCK_M) transposed tile of rows 0..BLOCK_M (USE_TMA: they are Q's and
+    # dO's descriptors, (B, H, N, D) in blocks of BLOCK_M rows); lse_src, delta_src at row 0
+    if USE_TMA:
+        in_dtype = q_src.dtype
+    else:
+        in_dtype = q_src.dtype.element_ty
     for start_m in range(lo, hi, BLOCK_M):
         start_m = tl.multiple_of(start_m, BLOCK_M)
         offs_m = start_m + offs_m0
         # -- load the Q block and its dO, LSE and Δ (transposed: HEAD_DIM × BLOCK_M) --
-        if MASKED:
+        if USE_TMA:  # rows past seq_len come as zeros
+            qT = tl.trans(q_src.load([off_b, off_h, start_m, 0]).reshape(BLOCK_M, HEAD_DIM))
+            doT = tl.trans(do_src.load([off_b, off_h, start_m, 0]).reshape(BLOCK_M, HEAD_DIM))
+            if MASKED:
+                lse = tl.load(lse_src + offs_m, mask=offs_m < seq_len, other=0.0)
+                delta = tl.load(delta_src + offs_m, mask=offs_m < seq_len, other=0.0)
+            else:
+                lse = tl.load(lse_src + offs_m)
+                delta = tl.load(delta_src + offs_m)
+        elif MASKED:
             in_range = offs_m < seq_len
             qT = tl.load(q_src + start_m * stride_qn, mask=in_range[None, :], other=0.0)
             doT = tl.load(do_src + start_m * HEAD_DIM, mask=in_range[None, :], other=0.0)
@@ -81,14 +98,14 @@ def _dkdv_inner(dk, dv, k, v, q_src, do_src, lse_src, delta_src, lo, hi, qk_scal
                 keep = keep & (offs_m[None, :] >= offs_n[:, None])
             pT = tl.where(keep, pT, 0.0)
         # -- dV += Pᵀ dO --
-        p_in = pT.to(q_src.dtype.element_ty)  # rounded to the input dtype, as the forward rounds P
+        p_in = pT.to(in_dtype)  # rounded to the input dtype, as the forward rounds P
         if DOT_FP32:
             p_in = p_in.to(tl.float32)
         dv = tl.dot(p_in, tl.trans(doT), dv, input_precision=PRECISION)
         # -- dPᵀ = V dOᵀ, dSᵀ = Pᵀ ∘ (dPᵀ − Δ) --
         dpT = tl.dot(v, doT, input_precision=PRECISION)
         dsT = pT * (dpT - delta[None, :])
-        ds_in = dsT.to(q_src.dtype.element_ty)
+        ds_in = dsT.to(in_dtype)
         if DOT_FP32:
             ds_in = ds_in.to(tl.float32)
         # -- dK += dSᵀ Q (the scale is applied once, at the end) --
@@ -102,8 +119,9 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, seq_len, heads, heads_p
               stride_kb, stride_kh, stride_kn, stride_kd,
               stride_vb, stride_vh, stride_vn, stride_vd,
               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-              DOT_FP32: tl.constexpr, PRECISION: tl.constexpr):
-    # One program per K/V block (BLOCK_N keys) of one batch·head. dO, dK, dV: contiguous (B, H, N, D).
+              DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, USE_TMA: tl.constexpr):
+    # One program per K/V block (BLOCK_N keys) of one batch·head. dO, dK, dV: contiguous (B, H, N, D). USE_TMA: Q, K,
+    # V and dO are 4-D tensor descriptors (B, H, N, D), Q's and dO's in blocks of BLOCK_M rows, K's and V's of BLOCK_N.
     if CAUSAL:  # the first key blocks are seen by the most query blocks: launched first (lpt across a head group)
         key_block, off_bh = causal_program(heads_per_group)
     else:
@@ -116,17 +134,27 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, seq_len, heads, heads_p
     offs_d = tl.arange(0, HEAD_DIM)
     keys = offs_n < seq_len
     # -- load the K and V block once; it stays in SRAM with dK and dV for the whole Q sweep --
-    k = tl.load(K + off_b * stride_kb + off_h * stride_kh + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
-                mask=keys[:, None], other=0.0)
-    v = tl.load(V + off_b * stride_vb + off_h * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
-                mask=keys[:, None], other=0.0)
+    if USE_TMA:
+        tb, th = off_b.to(tl.int32), off_h.to(tl.int32)  # the descriptors' coordinates
+        k = K.load([tb, th, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        v = V.load([tb, th, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+    else:
+        tb, th = off_b, off_h
+        k = tl.load(K + off_b * stride_kb + off_h * stride_kh + offs_n[:, None] * stride_kn
+                    + offs_d[None, :] * stride_kd, mask=keys[:, None], other=0.0)
+        v = tl.load(V + off_b * stride_vb + off_h * stride_vh + offs_n[:, None] * stride_vn
+                    + offs_d[None, :] * stride_vd, mask=keys[:, None], other=0.0)
     if DOT_FP32:
         k = k.to(tl.float32)
         v = v.to(tl.float32)
     bh_rows = off_bh.to(tl.int64) * seq_len
-    q_src = (Q + off_b * stride_qb + off_h * stride_qh + offs_m0[None, :] * stride_qn
-             + offs_d[:, None] * stride_qd)
-    do_src = DO + bh_rows * HEAD_DIM + offs_m0[None, :] * HEAD_DIM + offs_d[:, None]
+    if USE_TMA:
+        q_src = Q
+        do_src = DO
+    else:
+        q_src = (Q + off_b * stride_qb + off_h * stride_qh + offs_m0[None, :] * stride_qn
+                 + offs_d[:, None] * stride_qd)
+        do_src = DO + bh_rows * HEAD_DIM + offs_m0[None, :] * HEAD_DIM + offs_d[:, None]
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * LOG2_E_KERNEL
@@ -137,16 +165,16 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, seq_len, heads, heads_p
         diag_hi = tl.minimum(start_n + BLOCK_N, seq_len)
         dk, dv = _dkdv_inner(dk, dv, k, v, q_src, do_src, LSE + bh_rows, DELTA + bh_rows, start_n, diag_hi,
                              qk_scale, seq_len, offs_n, offs_m0, BLOCK_M, HEAD_DIM, True, True, DOT_FP32, PRECISION,
-                             stride_qn)
+                             stride_qn, tb, th, USE_TMA)
         full_lo = start_n + BLOCK_N
     else:
         full_lo = 0
     dk, dv = _dkdv_inner(dk, dv, k, v, q_src, do_src, LSE + bh_rows, DELTA + bh_rows, full_lo, full_hi,
                          qk_scale, seq_len, offs_n, offs_m0, BLOCK_M, HEAD_DIM, False, CAUSAL, DOT_FP32, PRECISION,
-                         stride_qn)
+                         stride_qn, tb, th, USE_TMA)
     dk, dv = _dkdv_inner(dk, dv, k, v, q_src, do_src, LSE + bh_rows, DELTA + bh_rows,
                          tl.maximum(full_hi, full_lo), seq_len, qk_scale, seq_len, offs_n, offs_m0,
-                         BLOCK_M, HEAD_DIM, True, CAUSAL, DOT_FP32, PRECISION, stride_qn)
+                         BLOCK_M, HEAD_DIM, True, CAUSAL, DOT_FP32, PRECISION, stride_qn, tb, th, USE_TMA)
     # -- write dK (times the scale) and dV once --
     out = bh_rows * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
     tl.store(DK + out, (dk * sm_scale).to(DK.dtype.element_ty), mask=keys[:, None])
@@ -156,13 +184,21 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, seq_len, heads, heads_p
 @triton.jit
 def _dq_inner(dq, q, do, lse2, delta, k_src, v_src, stride_kn, stride_vn, lo, hi, qk_scale, seq_len, offs_m, offs_n0,
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
-              DOT_FP32: tl.constexpr, PRECISION: tl.constexpr):
-    # k_src, v_src point at a (HEAD_DIM × BLOCK_N) transposed tile of keys 0..BLOCK_N
+              DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, off_b, off_h, USE_TMA: tl.constexpr):
+    # k_src, v_src point at a (HEAD_DIM × BLOCK_N) transposed tile of keys 0..BLOCK_N (USE_TMA: they are K's and V's
+    # descriptors, (B, H, N, D) in blocks of BLOCK_N rows)
+    if USE_TMA:
+        in_dtype = k_src.dtype
+    else:
+        in_dtype = k_src.dtype.element_ty
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         offs_n = start_n + offs_n0
         # -- load the K tile and the V tile (transposed: HEAD_DIM × BLOCK_N) --
-        if MASKED:
+        if USE_TMA:  # keys past seq_len come as zeros
+            kT = tl.trans(k_src.load([off_b, off_h, start_n, 0]).reshape(BLOCK_N, k_src.block_shape[3]))
+            vT = tl.trans(v_src.load([off_b, off_h, start_n, 0]).reshape(BLOCK_N, v_src.block_shape[3]))
+        elif MASKED:
             kT = tl.load(k_src + start_n * stride_kn, mask=(offs_n < seq_len)[None, :], other=0.0)
             vT = tl.load(v_src + start_n * stride_vn, mask=(offs_n < seq_len)[None, :], other=0.0)
         else:
@@ -181,7 +217,7 @@ def _dq_inner(dq, q, do, lse2, delta, k_src, v_src, stride_kn, stride_vn, lo, hi
             p = tl.where(keep, p, 0.0)
         # -- dP = dO Vᵀ, dS = P ∘ (dP − Δ), dQ += dS K --
         dp = tl.dot(do, vT, input_precision=PRECISION)
-        ds = (p * (dp - delta[:, None])).to(k_src.dtype.element_ty)
+        ds = (p * (dp - delta[:, None])).to(in_dtype)
         if DOT_FP32:
             ds = ds.to(tl.float32)
         dq = tl.dot(ds, tl.trans(kT), dq, input_precision=PRECISION)
@@ -194,8 +230,9 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale, seq_len, heads, heads_per_gro
             stride_kb, stride_kh, stride_kn, stride_kd,
             stride_vb, stride_vh, stride_vn, stride_vd,
             HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-            DOT_FP32: tl.constexpr, PRECISION: tl.constexpr):
-    # One program per Q block (BLOCK_M query rows) of one batch·head, walking the K/V blocks it sees.
+            DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, USE_TMA: tl.constexpr):
+    # One program per Q block (BLOCK_M query rows) of one batch·head, walking the K/V blocks it sees. USE_TMA: Q, K,
+    # V and dO are 4-D tensor descriptors (B, H, N, D), Q's and dO's in blocks of BLOCK_M rows, K's and V's of BLOCK_N.
     if CAUSAL:  # the last query blocks see the most keys: launched first (lpt across a head group)
         rank, off_bh = causal_program(heads_per_group)
         start_m = tl.num_programs(0) - 1 - rank
@@ -209,17 +246,27 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale, seq_len, heads, heads_per_gro
     rows = offs_m < seq_len
     bh_rows = off_bh.to(tl.int64) * seq_len
     # -- load the Q block, its dO, LSE and Δ once --
-    q = tl.load(Q + off_b * stride_qb + off_h * stride_qh + offs_m[:, None] * stride_qn + offs_d[None, :] * stride_qd,
-                mask=rows[:, None], other=0.0)
-    do = tl.load(DO + bh_rows * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=rows[:, None],
-                 other=0.0)
+    if USE_TMA:
+        tb, th = off_b.to(tl.int32), off_h.to(tl.int32)  # the descriptors' coordinates
+        q = Q.load([tb, th, start_m * BLOCK_M, 0]).reshape(BLOCK_M, HEAD_DIM)
+        do = DO.load([tb, th, start_m * BLOCK_M, 0]).reshape(BLOCK_M, HEAD_DIM)
+    else:
+        tb, th = off_b, off_h
+        q = tl.load(Q + off_b * stride_qb + off_h * stride_qh + offs_m[:, None] * stride_qn
+                    + offs_d[None, :] * stride_qd, mask=rows[:, None], other=0.0)
+        do = tl.load(DO + bh_rows * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=rows[:, None],
+                     other=0.0)
     lse2 = tl.load(LSE + bh_rows + offs_m, mask=rows, other=0.0) * LOG2_E_KERNEL
     delta = tl.load(DELTA + bh_rows + offs_m, mask=rows, other=0.0)
     if DOT_FP32:
         q = q.to(tl.float32)
         do = do.to(tl.float32)
-    k_src = K + off_b * stride_kb + off_h * stride_kh + offs_n0[None, :] * stride_kn + offs_d[:, None] * stride_kd
-    v_src = V + off_b * stride_vb + off_h * stride_vh + offs_n0[None, :] * stride_vn + offs_d[:, None] * stride_vd
+    if USE_TMA:
+        k_src = K
+        v_src = V
+    else:
+        k_src = K + off_b * stride_kb + off_h * stride_kh + offs_n0[None, :] * stride_kn + offs_d[:, None] * stride_kd
+        v_src = V + off_b * stride_vb + off_h * stride_vh + offs_n0[None, :] * stride_vn + offs_d[:, None] * stride_vd
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * LOG2_E_KERNEL
     # key tiles split as in the forward: full ones left of the diagonal (or all full ones), then the masked ones
@@ -230,9 +277,9 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale, seq_len, heads, heads_per_gro
         masked_lo = seq_len // BLOCK_N * BLOCK_N
         masked_hi = seq_len
     dq = _dq_inner(dq, q, do, lse2, delta, k_src, v_src, stride_kn, stride_vn, 0, masked_lo, qk_scale, seq_len,
-                   offs_m, offs_n0, BLOCK_N, False, CAUSAL, DOT_FP32, PRECISION)
+                   offs_m, offs_n0, BLOCK_N, False, CAUSAL, DOT_FP32, PRECISION, tb, th, USE_TMA)
     dq = _dq_inner(dq, q, do, lse2, delta, k_src, v_src, stride_kn, stride_vn, masked_lo, masked_hi, qk_scale,
-                   seq_len, offs_m, offs_n0, BLOCK_N, True, CAUSAL, DOT_FP32, PRECISION)
+                   seq_len, offs_m, offs_n0, BLOCK_N, True, CAUSAL, DOT_FP32, PRECISION, tb, th, USE_TMA)
     # -- write dQ (times the scale) once --
     tl.store(DQ + bh_rows * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
              (dq * sm_scale).to(DQ.dtype.element_ty), mask=rows[:, None])
@@ -248,6 +295,8 @@ class BackwardConfig:
     block_n2: int   # keys per step of a dQ program
     num_warps: int
     num_stages: int
+    tma: bool = False  # Q, K, V and dO through 4-D tensor descriptors (TMA copies; 16-bit inputs, Hopper or the
+    #                    interpreter) instead of pointer loads. A candidate (CANDIDATES), not shipped.
 
 
 # Tutorial 06's split (dK/dV programs of 128 keys stepping 32 query rows, dQ programs of 128 rows stepping 32 keys) at
@@ -343,19 +392,40 @@ def launch_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.
     dot_fp32, precision = dot_modes(q.dtype)
     bh = batch * heads
     group = costmodel.lpt_heads_per_group(bh, seq_len, head_dim, q.element_size()) if causal else 1
-    common = dict(HEAD_DIM=head_dim, CAUSAL=causal, DOT_FP32=dot_fp32, PRECISION=precision,
+    common = dict(HEAD_DIM=head_dim, CAUSAL=causal, DOT_FP32=dot_fp32, PRECISION=precision, USE_TMA=config.tma,
                   num_warps=config.num_warps, num_stages=config.num_stages)
     strides = (*q.stride(), *k.stride(), *v.stride())
+    dkdv_args = dq_args = (q, k, v, do)
+    if config.tma:  # the same tensors as descriptors, in each kernel's blocks (rows past seq_len load as zeros)
+        _check_tma(q, k, v, do)
+        dkdv_args, dq_args = ([quick_descriptor(TensorDescriptor, t, [1, 1, rows, head_dim])
+                               for t, rows in zip((q, k, v, do), (m, n, n, m))]
+                              for m, n in ((config.block_m1, config.block_n1), (config.block_m2, config.block_n2)))
     with kernel_launch_lock():  # the interpreter runs one kernel at a time, process-wide
         _bwd_preprocess[(triton.cdiv(seq_len, config.block_m2), bh)](o, do, delta, seq_len, HEAD_DIM=head_dim,
                                                                        BLOCK_M=config.block_m2)
         _bwd_dkdv[(triton.cdiv(seq_len, config.block_n1), bh)](
-            q, k, v, do, lse, delta, dk, dv, sm_scale, seq_len, heads, group, *strides,
+            *dkdv_args, lse, delta, dk, dv, sm_scale, seq_len, heads, group, *strides,
             BLOCK_M=config.block_m1, BLOCK_N=config.block_n1, **common)
         _bwd_dq[(triton.cdiv(seq_len, config.block_m2), bh)](
-            q, k, v, do, lse, delta, dq, sm_scale, seq_len, heads, group, *strides,
+            *dq_args, lse, delta, dq, sm_scale, seq_len, heads, group, *strides,
             BLOCK_M=config.block_m2, BLOCK_N=config.block_n2, **common)
     return dq, dk, dv
+
+
+def _check_tma(*tensors: torch.Tensor) -> None:
+    """BackwardConfig.tma's inputs: 16-bit, on a Hopper-or-newer GPU (or the interpreter, or the CPU for an
+    ahead-of-time compile), rows of unit stride with 16-byte aligned base and strides (what a tensor descriptor
+    takes)."""
+    t0 = tensors[0]
+    if t0.element_size() != 2:
+        raise ValueError(f"the backward's TMA tiles take fp16 or bf16 inputs; got {t0.dtype}")
+    if t0.device.type == "cuda" and torch.cuda.get_device_capability(t0.device)[0] < 9:
+        raise ValueError("the backward's TMA tiles need a Hopper-or-newer GPU (sm_90+)")
+    for t in tensors:
+        if t.stride(-1) != 1 or t.data_ptr() % 16 or any(s * t.element_size() % 16 for s in t.stride()[:-1]):
+            raise ValueError("the backward's TMA tiles need rows of unit stride and 16-byte aligned strides; got "
+                             f"strides {tuple(t.stride())} of {t.dtype}")
 
 
 # Candidates beside the shipped configs, 16-bit inputs, by (head_dim, causal), for one timing run on a GPU
@@ -363,7 +433,9 @@ def launch_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.
 # them). None open: of the tile candidates timed on 2026-12-04 one won and shipped, and the causal launch order
 # across a head group (lpt) measured 0.985-1.242× and shipped (BENCHMARKS.md §1a); dQ added from the dK/dV programs,
 # by scalar atomics (0.69-0.99×) or by TMA reduce-adds (0.60-0.98×), lost (BENCHMARKS.md, Tried and lost).
-CANDIDATES: dict[tuple[int, bool], dict[str, BackwardConfig]] = {}
+# Open: Q, K, V and dO by TMA copies (BackwardConfig.tma) on the shipped tiles.
+CANDIDATES: dict[tuple[int, bool], dict[str, BackwardConfig]] = {
+    (d, causal): {"tma": replace(_gpu_config(d, 2, causal), tma=True)} for d in (64, 128) for causal in (False, True)}
 
 # The compile check's subset of the shipped launches (CI's time): both 16-bit head_dims the bench measures, causal
 # and not, and one fp32 build (head_dim 64: fp32 at 128 causal took 37 s a target to compile here, the rest 1-6 s);

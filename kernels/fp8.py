@@ -201,7 +201,8 @@ def _fp8_overrides() -> dict:
 P_IN_PLACE_HEAD_DIMS = (64, 128, 256)  # where e4m3 hands P to P·V in place (measured 1.03-1.10× the kernel without)
 # where e4m3 keeps P in fp32 across rounds and casts it at its wgmma (Fa3Config.p_late_cast): where it was timed on
 # the H200 (non-causal, 1.10-1.21× the cast where P is made); causal waits for its timing (fp8_candidates). Its
-# sm_90 build keeps stack at P_LATE_CAST_SPILLS (head_dim 128 causal: 24 bytes, triton 3.7.1), none elsewhere.
+# sm_90 build keeps stack at P_LATE_CAST_SPILLS (head_dim 128 causal: 24 bytes with Q in registers, none with Q read
+# from shared memory; triton 3.6.0 and 3.7.1), none elsewhere.
 P_LATE_CAST = frozenset({(64, False), (128, False), (256, False)})
 P_LATE_CAST_SPILLS = frozenset({(128, True)})
 
@@ -274,9 +275,11 @@ def fp8_candidates() -> dict:
     import dataclasses
     shipped = {(d, c): config_for_fp8(d, c) for d in P_IN_PLACE_HEAD_DIMS for c in (False, True)}
     return {
-        # the late cast where it is not shipped yet (causal), named for its stack where its build keeps some
-        **{f"D{d}{' causal' if c else ''} late cast{' (stack)' if (d, c) in P_LATE_CAST_SPILLS else ''}":
-           (d, c, dataclasses.replace(g, p_late_cast=True)) for (d, c), g in shipped.items() if not g.p_late_cast},
+        # the late cast where it is not shipped yet (causal); where its build keeps stack with Q in registers, Q is
+        # read from shared memory instead (no stack: the registers Q took hold P's fp32 across the round)
+        **{f"D{d}{' causal' if c else ''} late cast{', Q from shared memory' if (d, c) in P_LATE_CAST_SPILLS else ''}":
+           (d, c, dataclasses.replace(g, p_late_cast=True, q_in_regs=g.q_in_regs and (d, c) not in P_LATE_CAST_SPILLS))
+           for (d, c), g in shipped.items() if not g.p_late_cast},
         # some exponentials on the FMA units (kernels/ptx.py exp2): with the late cast, a warp's 64 MUFU.EX2 a tile
         # (8 clocks each on its quarter of the SM) take as long as the e4m3 wgmmas at D128, twice as long at D64
         **{f"D{d} exp-fma 1/{k}": (d, False, dataclasses.replace(shipped[d, False], exp_fma=k))

@@ -216,3 +216,57 @@ def test_gpu_auto_trains_on_fa2_and_the_saved_memory_is_linear():
     held = torch.cuda.memory_allocated() - before  # what the graph keeps: O and the LSE
     assert held <= out.numel() * 2 + 4 * 8192 * 4 + 2**20
     out.sum().backward()
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("seq_len", [1, 100, 130])
+def test_tma_tiles_give_the_pointer_tiles_gradients(causal, seq_len):
+    """The TMA candidate (BackwardConfig.tma: Q, K, V, dO through 4-D tensor descriptors, rows past N loaded as zeros)
+    against float64 and against the pointer loads on the same tiles (the interpreter emulates the descriptors; on
+    the H200 the GPU test below), ragged N so the edge steps load past the head's last row."""
+    from kernels.runtime import INTERPRET
+    if not INTERPRET:
+        pytest.skip("the interpreter's run; the GPU's is test_gpu_tma_tiles_match_float64")
+    q, k, v = random_qkv((1, 2, seq_len, 16), torch.bfloat16, seed=seq_len + causal)
+    o, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
+    do = torch.randn(o.shape, generator=torch.Generator().manual_seed(seq_len)).to(o.dtype)
+    tiles = BackwardConfig(32, 64, 64, 32, 4, 1)
+    pointer = launch_backward(q, k, v, o, lse, do, causal, 0.25, tiles)
+    tma = launch_backward(q, k, v, o, lse, do, causal, 0.25, BackwardConfig(32, 64, 64, 32, 4, 1, tma=True))
+    assert all(torch.equal(a, b) for a, b in zip(tma, pointer))
+    expected = reference_gradients(q, k, v, do, causal, 0.25, device="cpu")
+    for g, ref in zip(tma, expected):
+        assert (relative_error(g, ref) if ref.norm() > 0 else g.abs().max().item()) < GRAD_TOLERANCE[torch.bfloat16]
+
+
+def test_tma_tiles_refuse_what_a_descriptor_cannot_take():
+    q, k, v = random_qkv((1, 1, 40, 16), torch.float32, seed=3)
+    o, lse = flash_attention(q, k, v, return_lse=True)
+    with pytest.raises(ValueError, match="fp16 or bf16"):
+        launch_backward(q, k, v, o, lse, o, False, 0.25, BackwardConfig(16, 32, 32, 16, 4, 1, tma=True))
+    q16, k16, v16 = (t.to(torch.bfloat16) for t in (q, k, v))
+    odd = torch.randn(1, 1, 40, 20, dtype=torch.bfloat16)[..., :16]  # rows 40 bytes apart: not 16-byte strides
+    with pytest.raises(ValueError, match="16-byte aligned strides"):
+        launch_backward(odd, k16, v16, q16, lse, q16, False, 0.25, BackwardConfig(16, 32, 32, 16, 4, 1, tma=True))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_gpu_tma_tiles_match_float64(head_dim, causal):
+    """The TMA candidate on the shipped tiles (kernels/fa2_bwd.py CANDIDATES) against float64 autograd, ragged N,
+    and bit for bit against the pointer loads on the same tiles (the same products in the same order)."""
+    from kernels.fa2_bwd import CANDIDATES, config_for
+    config = CANDIDATES[(head_dim, causal)]["tma"]
+    for seq_len in (1, 1000, 1337):
+        q, k, v = random_qkv((2, 3, seq_len, head_dim), torch.bfloat16, seed=seq_len + head_dim)
+        q, k, v = (t.cuda() for t in (q, k, v))
+        o, lse = flash_attention(q, k, v, causal=causal, kernel="fa2", return_lse=True)
+        do = torch.randn(o.shape, generator=torch.Generator().manual_seed(seq_len)).to(o.dtype).cuda()
+        expected = reference_gradients(q, k, v, do, causal, None, device="cpu")
+        grads = launch_backward(q, k, v, o, lse, do, causal, head_dim ** -0.5, config)
+        for label, g, ref in zip("qkv", grads, expected):
+            err = relative_error(g, ref) if ref.norm() > 0 else g.abs().max().item()
+            assert err < GRAD_TOLERANCE[torch.bfloat16], f"N={seq_len} d{label}: {err:.2e}"
+        pointer = launch_backward(q, k, v, o, lse, do, causal, head_dim ** -0.5, config_for(head_dim, q.dtype, causal))
+        assert all(torch.equal(a, b) for a, b in zip(grads, pointer)), f"N={seq_len}"
