@@ -430,9 +430,9 @@ def _check_tma(*tensors: torch.Tensor) -> None:
 
 # Candidates beside the shipped configs, 16-bit inputs, by (head_dim, causal), for one timing run on a GPU
 # (perf/h200/backward_speed.py times each ÷ the shipped config; bench/compile_check.py --backward candidates compiles
-# them). None open: of the tile candidates timed on 2026-12-04 one won and shipped, and the causal launch order
-# across a head group (lpt) measured 0.985-1.242× and shipped (BENCHMARKS.md §1a); dQ added from the dK/dV programs,
-# by scalar atomics (0.69-0.99×) or by TMA reduce-adds (0.60-0.98×), lost (BENCHMARKS.md, Tried and lost).
+# them). Decided: of the tile candidates timed on 2026-12-04 one won and shipped, and the causal launch order across
+# a head group (lpt) measured 0.985-1.242× and shipped (BENCHMARKS.md §1a); dQ added from the dK/dV programs, by
+# scalar atomics (0.69-0.99×) or by TMA reduce-adds (0.60-0.98×), lost (BENCHMARKS.md, Tried and lost).
 # Open: Q, K, V and dO by TMA copies (BackwardConfig.tma) on the shipped tiles.
 CANDIDATES: dict[tuple[int, bool], dict[str, BackwardConfig]] = {
     (d, causal): {"tma": replace(_gpu_config(d, 2, causal), tma=True)} for d in (64, 128) for causal in (False, True)}
