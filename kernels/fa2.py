@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernels.runtime import INTERPRET, CachedLaunch, kernel_launch_lock, quick_descriptor, tma_device  # first: it sets TRITON_INTERPRET before @triton.jit runs below
+from kernels.runtime import INTERPRET, CachedLaunch, kernel_launch_lock, quick_descriptor, tma_aligned, tma_device  # first: it sets TRITON_INTERPRET before @triton.jit runs below
 import torch
 import triton
 import triton.language as tl
@@ -304,8 +304,7 @@ def _tma_capable(*tensors: torch.Tensor) -> bool:
         return False
     if not tma_device(tensors[0].device):
         return False
-    return all(t.stride(-1) == 1 and t.data_ptr() % 16 == 0
-               and all(s * t.element_size() % 16 == 0 for s in t.stride()[:-1]) for t in tensors)
+    return all(tma_aligned(t) for t in tensors)
 
 
 _FWD_LAUNCH = CachedLaunch(_attn_fwd)  # a short call is host-bound: launch without the JIT's dispatch

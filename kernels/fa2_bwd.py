@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kernels.runtime import INTERPRET, kernel_launch_lock, quick_descriptor  # first: it sets TRITON_INTERPRET
+from kernels.runtime import INTERPRET, kernel_launch_lock, quick_descriptor, tma_aligned  # first: TRITON_INTERPRET
 import torch
 import triton
 import triton.language as tl
@@ -423,7 +423,7 @@ def _check_tma(*tensors: torch.Tensor) -> None:
     if t0.device.type == "cuda" and torch.cuda.get_device_capability(t0.device)[0] < 9:
         raise ValueError("the backward's TMA tiles need a Hopper-or-newer GPU (sm_90+)")
     for t in tensors:
-        if t.stride(-1) != 1 or t.data_ptr() % 16 or any(s * t.element_size() % 16 for s in t.stride()[:-1]):
+        if not tma_aligned(t):
             raise ValueError("the backward's TMA tiles need rows of unit stride and 16-byte aligned strides; got "
                              f"strides {tuple(t.stride())} of {t.dtype}")
 

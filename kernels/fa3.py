@@ -65,7 +65,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from kernels.runtime import AOT, INTERPRET, CachedLaunch, kernel_launch_lock, sm_count  # first: it picks the backend before any decorator
+from kernels.runtime import AOT, INTERPRET, CachedLaunch, kernel_launch_lock, sm_count, tma_aligned  # first: it picks the backend before any decorator
 import torch
 import triton
 import triton.language as tl
@@ -122,6 +122,13 @@ class Fa3Config:
     #                            and packs the bytes again at the wgmma (PRMT); fp32 crosses whole. Same bits.
     exp_fma: int = 0  # 1 of P's exponentials in every exp_fma (4, 8, 16) by a cubic on the FMA units (FA-4's trick,
     #                   kernels/ptx.py exp2); 0: all on the special-function unit
+
+    def __post_init__(self):  # checked once, where the configuration is made (a launch is a short call's hot path)
+        if self.exp_fma not in (0, *EXP_FMA_EVERY):
+            raise ValueError(f"Fa3Config.exp_fma is 0 or one of {EXP_FMA_EVERY}; got {self.exp_fma!r}")
+        if self.p_late_cast and not self.p_in_place:
+            raise ValueError("Fa3Config.p_late_cast casts P where P·V is issued, in P in place's layout: it needs "
+                             "p_in_place")
 
     @property
     def label(self) -> str:
@@ -748,9 +755,7 @@ def v3_unavailable_reason(device: torch.device | str | int | None = None, dtype:
 
 def _tma_ready(t: torch.Tensor) -> torch.Tensor:
     """TMA reads rows through a descriptor: unit last stride, 16-byte aligned base and strides, none zero."""
-    ok = (t.stride(-1) == 1 and t.data_ptr() % 16 == 0
-          and all(s > 0 and s * t.element_size() % 16 == 0 for s in t.stride()[:-1]))
-    return t if ok else t.contiguous()
+    return t if tma_aligned(t) else t.contiguous()
 
 
 def p_in_place_order(block_n: int) -> list[int]:
@@ -808,8 +813,6 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
     head; V is transposed here (v_transposed) unless v_is_transposed (v is then v_transposed's output for this
     config: the kernel alone is timed, perf/h200/fp8_speed.py), and O comes back in bf16."""
     batch, heads, seq_len, head_dim = q.shape  # (B, H, N, D)
-    if config.exp_fma not in (0, *EXP_FMA_EVERY):
-        raise ValueError(f"Fa3Config.exp_fma is 0 or one of {EXP_FMA_EVERY}; got {config.exp_fma!r}")
     if batch * heads > 65535:  # the grid's second dimension
         raise ValueError(f"batch × heads must be at most 65535 for the FA-3 kernel's grid; got {batch * heads}")
     fp8 = q.dtype == torch.float8_e4m3fn

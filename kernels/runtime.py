@@ -67,6 +67,13 @@ DEVICE = torch.device("cuda") if BACKEND.name == "cuda" else torch.device("cpu")
 
 
 @functools.lru_cache(maxsize=None)
+def tma_aligned(t: torch.Tensor) -> bool:
+    """Whether a tensor descriptor (TMA copies) can take `t` as it lies: rows of unit stride, a 16-byte aligned base,
+    every other stride a positive multiple of 16 bytes."""
+    return (t.stride(-1) == 1 and t.data_ptr() % 16 == 0
+            and all(s > 0 and s * t.element_size() % 16 == 0 for s in t.stride()[:-1]))
+
+
 def tma_device(device: torch.device) -> bool:
     """Whether tensor descriptors (TMA copies) run on `device`: a Hopper-or-newer GPU, or the interpreter, which
     emulates them (so the CPU runs what the H200 runs). Asked once per device: a short call is bound by the host."""

@@ -349,3 +349,5 @@ def test_exp_fma_is_named_and_checked():
     q = torch.zeros(1, 1, 64, 128, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="exp_fma is 0 or one of"):
         launch_v3(q, q, q, False, 0.1, Fa3Config(64, 128, 2, 2, 240, 24, exp_fma=3))
+    with pytest.raises(ValueError, match="needs p_in_place"):  # the late cast is written for P in place's layout
+        Fa3Config(64, 128, 2, 2, 240, 24, p_late_cast=True)
