@@ -13,7 +13,8 @@ import pytest
 from tests.browser_support import require_browser
 
 require_browser()  # skips without chromium or Playwright; fails instead in CI (FLASH_LIVE_REQUIRE_BROWSER=1)
-from tests.browser_pages import STEP_MS, app_url, chart, expect, open_sidebar, query, settle, snap  # noqa: E402
+from tests.browser_pages import (STEP_MS, app_url, chart, expect, first_view_complete, open_sidebar, query,  # noqa: E402
+                                 settle, snap)
 from tests.support_app import uploaded_recording  # noqa: E402
 
 pytestmark = pytest.mark.browser
@@ -40,7 +41,9 @@ def test_two_viewers_at_once_each_get_their_own_numbers_and_animation(browser, s
             page.goto(app_url(server, scene="headline", seq_len=seq_len, source="recorded"), wait_until="commit")
         for page, seq_len in zip(pages, ("2048", "131072")):
             chart(page).wait_for()
+            first_view_complete(page, STEP_MS * 2)  # the cards come with the controls, a run after the picture
             settle(page)
+            expect(page.get_by_test_id("stMetricValue")).to_have_count(3)
             assert query(page)["seq_len"] == seq_len
         assert _metric_values(pages[0]) != _metric_values(pages[1])
         # the animation: two new settings at once, both computed by the one interpreter of the server
