@@ -59,7 +59,8 @@ def check() -> list[str]:
 @functools.lru_cache(maxsize=256)
 def _shared_layout(torch_dtype, block_shape: tuple):
     """The widest-swizzle shared layout for a box (computed once per box and dtype: a short call is host-bound)."""
-    dtype = {"torch.bfloat16": gl.bfloat16, "torch.float8_e4m3fn": gl.float8e4nv}.get(str(torch_dtype), gl.float16)
+    dtype = {"torch.bfloat16": gl.bfloat16, "torch.float8_e4m3fn": gl.float8e4nv,
+             "torch.float32": gl.float32}.get(str(torch_dtype), gl.float16)
     return gl.NVMMASharedLayout.get_default_for(list(block_shape), dtype)
 
 

@@ -67,6 +67,14 @@ def test_every_kernel_and_target_is_covered(check):
     assert sum("fp8 candidate: " in r["label"] for r in fa3_rows) == len(fp8_candidates())
     for r in fa3_rows:  # the point of the Gluon kernel: wgmma (8-bit: QGMMA) in the SASS, and no spills
         assert r["hgmma"] and r["hgmma"] > 0 and r["stack"] == 0 and r["local"] == 0, r
+    # the FA-3 style backward: every shipped config, fp16 and bf16, causal and not, sm_90 only; Pᵀ and dSᵀ go to the
+    # tensor cores from registers (dV, dK); head_dim 128 keeps a word or two on the stack (set up once, reloaded once
+    # a query block), no more
+    from kernels import fa3_bwd
+    bwd3 = [r for r in data["results"] if r["kernel"].endswith(":_fa3_bwd")]
+    assert {r["target"] for r in bwd3} == {"sm_90"} and len(bwd3) == 2 * 2 * len(fa3_bwd.SHIPPED), bwd3
+    for r in bwd3:
+        assert r["hgmma"] > 0 and r["hgmma_reg_a"] > 0 and r["local"] == 0 and r["stack"] <= 16, r
 
 
 def _shipped_builds(flash_v3):
@@ -136,3 +144,8 @@ def test_backward_subsets_list_what_they_say():
     assert all(targets == ("sm_90",) and label.startswith("candidate") for label, targets, _ in candidates)
     with pytest.raises(ValueError, match="subset must be"):
         fa2_bwd.shipped_launches("some")
+    from kernels import fa3_bwd  # the Gluon backward: its 8 shipped builds in every subset, its candidates apart
+    assert [label for label, _, _ in fa3_bwd.shipped_launches("representative")] == \
+        [label for label, _, _ in fa3_bwd.shipped_launches()]
+    assert len(fa3_bwd.shipped_launches()) == 2 * 2 * len(fa3_bwd.SHIPPED)
+    assert len(fa3_bwd.shipped_launches("candidates")) == 2 * sum(len(c) for c in fa3_bwd.CANDIDATES.values())

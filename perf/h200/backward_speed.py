@@ -1,6 +1,7 @@
-"""The teaching backward (kernels/fa2_bwd.py) on the H200: correctness, then time beside SDPA's backwards (~3 min).
+"""The backwards on the H200, the teaching one (kernels/fa2_bwd.py) and the FA-3 style one (kernels/fa3_bwd.py):
+correctness, then time beside SDPA's backwards (~3 min a section).
 
-    PYTHONUNBUFFERED=1 python -m perf.h200.backward_speed [--json PATH] [--only check,rows,candidates,memory]
+    PYTHONUNBUFFERED=1 python -m perf.h200.backward_speed [--json PATH] [--only check,rows,candidates,fa3,memory]
 
 Each section runs on its own: an exception prints its traceback and the next section still runs (wrong gradients in
 a. still stop the timing: exit 2).
@@ -13,7 +14,10 @@ c. candidates (kernels/fa2_bwd.py CANDIDATES, by head_dim and mask) beside the s
    against the shipped tiles' at ragged N (1, 1000, 1337; B2 H3), then B2 H16 4K, 8K and 16K, bf16: the backward
    kernels alone from one forward's O and LSE, interleaved rounds, each ÷ shipped (> 1: the candidate is faster),
    and its gradients against the shipped tiles' (relative error).
-d. peak extra memory of fwd+bwd at 64K (B1 H16 d128 causal): ours vs O + LSE + dQ + dK + dV.
+d. the FA-3 style backward (kernels/fa3_bwd.py, Hopper): its configurations' gradients against float64 (ragged N),
+   then B2 H16 4K, 8K and 16K bf16, d64 and d128, causal and not, beside the teaching backward and SDPA's cuDNN and
+   FA-2 backwards in interleaved rounds (`fa3`; ~3 min).
+e. peak extra memory of fwd+bwd at 64K (B1 H16 d128 causal): ours vs O + LSE + dQ + dK + dV.
 """
 from __future__ import annotations
 
@@ -169,6 +173,78 @@ def candidates(rounds=3, seq_lens=(4096, 8192, 16384)):
     return rows
 
 
+def fa3_backward(rounds=3, seq_lens=(4096, 8192, 16384)):
+    """The FA-3 style backward (kernels/fa3_bwd.py): every configuration's gradients against float64 first (ragged N,
+    B2 H3, bf16; one that is wrong, or fails, is not timed), then B2 H16 bf16 side by side in interleaved rounds: its
+    shipped configs and CANDIDATES, the teaching backward (both from one forward's O and LSE, with their Δ pass and
+    dQ's cast), SDPA's cuDNN and FA-2 backwards (autograd, the backward alone)."""
+    from kernels import fa3_bwd
+    rows, good = [], {}
+    for d in (64, 128):
+        for causal in (False, True):
+            configs = {"shipped": fa3_bwd.SHIPPED[d], **fa3_bwd.CANDIDATES[d]}
+            worst = {name: 0.0 for name in configs}
+            for n in (1, 65, 1000, 1337):
+                gen = torch.Generator(device="cuda").manual_seed(n + d)
+                q, k, v = (torch.randn(2, 3, n, d, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(3))
+                with torch.no_grad():
+                    o, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
+                do = torch.randn(o.shape, generator=gen, device="cuda").to(torch.bfloat16)
+                refs = reference_gradients(q, k, v, do, causal)
+                for name, config in configs.items():
+                    if worst[name] is None:
+                        continue
+                    try:
+                        grads = fa3_bwd.launch_backward(q, k, v, o, lse, do, causal, d ** -0.5, config)
+                        err = max(relative_error(g, r) if r.norm() > 0 else g.abs().max().item()
+                                  for g, r in zip(grads, refs))
+                        worst[name] = max(worst[name], err) if err == err else float("nan")
+                    except Exception as exc:  # noqa: BLE001 - reported; the config is not timed
+                        print(f"fa3 bwd d{d} {'causal' if causal else 'full'} {name}: FAILED {type(exc).__name__}: "
+                              f"{str(exc).splitlines()[0][:200]}")
+                        worst[name] = None
+            for name, err in worst.items():
+                ok = err is not None and err < TOL[torch.bfloat16]
+                print(f"fa3 bwd check d{d} {'causal' if causal else 'full  '} {name:28} worst rel err "
+                      f"{err if err is None else f'{err:.1e}'} {'ok' if ok else 'WRONG: not timed'}")
+                if ok:
+                    good.setdefault((d, causal), {})[name] = configs[name]
+    for n in seq_lens:
+        for d in (64, 128):
+            for causal in (False, True):
+                configs = good.get((d, causal), {})
+                q, k, v = (torch.randn(2, 16, n, d, device="cuda", dtype=torch.bfloat16).requires_grad_()
+                           for _ in range(3))
+                with torch.no_grad():
+                    o, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
+                do = torch.randn_like(o)
+                scale = d ** -0.5
+                timers = {f"fa3 {name}": (lambda c=config: fa3_bwd.launch_backward(q, k, v, o, lse, do, causal,
+                                                                                  scale, c))
+                          for name, config in configs.items()}
+                timers["fa2_bwd"] = lambda: launch_backward(q, k, v, o, lse, do, causal, scale)
+                timers["sdpa_cudnn"] = _bwd_timer(PEERS["sdpa_cudnn"], q, k, v, causal)
+                timers["sdpa_fa2"] = _bwd_timer(PEERS["sdpa_fa2"], q, k, v, causal)
+                times = {name: [] for name in timers}
+                for _ in range(rounds):  # interleaved
+                    for name, t in timers.items():
+                        times[name].append(do_bench(t, warmup=5, rep=30))
+                ms = {name: statistics.median(ts) for name, ts in times.items()}
+                flops = 2.5 * 4 * 2 * 16 * n * n * d / (2 if causal else 1)
+                for name, t in ms.items():
+                    line = (f"fa3 bwd N={n:6} d{d:3} {'causal' if causal else 'full  '} {name:32} {t:7.3f} ms "
+                            f"{flops / (t * 1e-3) / 1e12:6.1f} TFLOPS  ÷cudnn {ms['sdpa_cudnn'] / t:.3f}  "
+                            f"÷fa2_bwd {ms['fa2_bwd'] / t:.3f}")
+                    if "fa3 shipped" in ms:
+                        line += f"  ÷fa3 shipped {ms['fa3 shipped'] / t:.3f}"
+                    print(line)
+                    rows.append({"n": n, "d": d, "causal": causal, "kernel": name, "ms": t,
+                                 "tflops": flops / (t * 1e-3) / 1e12, "vs_cudnn": ms["sdpa_cudnn"] / t})
+                del timers, q, k, v, o, lse, do
+                torch.cuda.empty_cache()
+    return rows
+
+
 def memory_64k():
     n, d = 65536, 128
     q, k, v = (torch.randn(1, 16, n, d, device="cuda", dtype=torch.bfloat16).requires_grad_() for _ in range(3))
@@ -203,7 +279,8 @@ def main() -> int:
         return 1
     result = {}
     only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
-    for name, fn in (("check", check), ("rows", time_all), ("candidates", candidates), ("memory", memory_64k)):
+    for name, fn in (("check", check), ("rows", time_all), ("candidates", candidates), ("fa3", fa3_backward),
+                     ("memory", memory_64k)):
         if only is None or name in only:
             _section(name, fn, result)
         if name == "check" and result.get("check") is False:

@@ -1,0 +1,424 @@
+"""FlashAttention backward, FlashAttention-3 style, in Gluon for Hopper (sm_90): a warp-specialized kernel.
+
+The teaching backward (kernels/fa2_bwd.py) runs three `tl` kernels: Δ = rowsum(dO ∘ O), then one program per K/V
+block for dK and dV, then one program per Q block for dQ, which recomputes S and P a second time (7 matrix products
+a tile where the FLOP count has 5). On the H200 it reaches 0.66–0.88× cuDNN's backward (BENCHMARKS.md §1d). This
+kernel takes FA-3's backward design (Shah et al. 2024, `hopper/mainloop_bwd_sm90_tma_gmma_ws.hpp`), in our words:
+
+- one program per block of 128 keys of one (batch, head). Its K and V tiles are loaded once by TMA and stay in
+  shared memory while the program walks every query block that sees those keys (under causal, from the diagonal on);
+- a producer warp streams each query block's Q and dO tiles, and its rows' LSE (times log2 e) and Δ, through a ring
+  of shared-memory slots (TMA copies, an mbarrier pair a slot, as in the forward);
+- two consumer warpgroups own 64 keys each. Per query block each recomputes its Sᵀ = K Qᵀ and dPᵀ = V dOᵀ (two async
+  wgmmas issued together), Pᵀ = exp2(Sᵀ·scale·log2 e − LSE·log2 e), dSᵀ = Pᵀ ∘ (dPᵀ − Δ)·scale, and adds dV += Pᵀ dO
+  and dK += dSᵀ Q with Pᵀ and dSᵀ fed to the tensor cores from registers. dK and dV stay in registers (64 × head_dim
+  fp32 each) for the whole walk and are written once, by TMA;
+- dQ is added from here, not by a pass of its own (5 products a tile, as counted). Each consumer writes its dSᵀ to
+  shared memory (double-buffered) and multiplies it by K: at head_dim 128 (`dq_split` "cols", FA-3's way) the two
+  meet at a hardware named barrier and each takes all of dS (64 query rows × 128 keys) times its half of K's
+  columns; at head_dim 64 ("keys") each takes its own 64 keys' dS times its own K rows, with no barrier and twice
+  the atomics. The product is added into an fp32 dQ accumulator in global memory by vector atomics (`RED.ADD.F32x2`,
+  fire and forget: the warpgroup goes on to the next query block); the accumulator is cast to the input dtype after
+  the kernel (dS carries the softmax scale, so dQ = dS K as it stands).
+
+The atomics make dQ's low bits depend on the order the programs add in (the teaching backward's dQ pass is
+deterministic). Memory beyond the inputs and gradients: Δ and the LSE in rows padded to whole query blocks, and the
+fp32 dQ accumulator (twice dQ's bytes), freed when the backward returns.
+
+Ragged lengths: K, V, Q and dO rows past seq_len load as zeros (TMA bounds). A query row past seq_len has LSE = +inf
+(written so by `_bwd_rows`), so its P is 0. A key row past seq_len is masked to P = 0 (its dK and dV rows are clipped
+by the store anyway, but exp(0 − LSE) overflows where an LSE is below −88). Causal: keys after a query get P = 0 in
+the query blocks that cross a warpgroup's keys; blocks wholly before the program's keys are skipped, and a group of
+heads takes its key blocks the longest first (lpt, as the forward).
+
+Runs on 16-bit inputs (fp16, bf16), head_dim 64 and 128, q, k, v of one shape; anything else (head_dim 256, whose dK
+and dV alone would fill a warpgroup's registers; fp32; another GPU; the interpreter) has `unavailable_reason` say
+why. Not yet the library's backward: it is compiled for sm_90 (triton 3.6 and 3.7.1) and has not run on a GPU; it
+becomes kernel="fa3"'s backward once its gradients match float64 and it is timed on the H200
+(perf/h200/backward_speed.py --only fa3; tests/test_fa3_bwd.py; BENCHMARKS.md §1d).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernels.runtime import AOT, INTERPRET, kernel_launch_lock, tma_aligned  # first: it picks the backend
+import torch
+import triton
+import triton.language as tl
+
+import costmodel
+from kernels import gluon_compat as compat
+from kernels.gluon_compat import fence_async_shared, gl, gluon, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from kernels.ptx import TURN_BARRIER_ID, named_barrier
+
+SUPPORTED_HEAD_DIMS = (64, 128)
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
+BLOCK_N = 128     # keys per program: two consumer warpgroups of 64 (wgmma's M)
+WG_KEYS = 64
+NUM_CONSUMERS = 2
+
+if gluon is not None:
+    _jit = gluon.jit
+    _LOG2_E = gl.constexpr(costmodel.LOG2_E)
+    _DS_BARRIER = gl.constexpr(TURN_BARRIER_ID.value)  # the two consumers meet here once a query block
+    _BLOCK_N, _WG_KEYS, _NUM_CONSUMERS = gl.constexpr(BLOCK_N), gl.constexpr(WG_KEYS), gl.constexpr(NUM_CONSUMERS)
+else:  # no Gluon in this Triton: the functions below stay plain Python and are never launched
+    def _jit(fn=None, **_kw):
+        return fn if fn is not None else (lambda f: f)
+    _LOG2_E = _DS_BARRIER = _BLOCK_N = _WG_KEYS = _NUM_CONSUMERS = None
+
+
+@dataclass(frozen=True)
+class Fa3BwdConfig:
+    block_m: int        # query rows per step of the walk (64 or 128: Sᵀ is 64 keys × block_m queries a warpgroup)
+    stages: int         # Q/dO ring slots
+    dq_split: str       # how the two consumers share dQ = dS K: "cols" (each multiplies all of dS by its half of
+    #                     K's columns: the consumers meet at a named barrier once a block, FA-3's way), "rows" (its
+    #                     half of dS's rows: block_m 128), "keys" (its own keys' dS by its own keys' K: no barrier,
+    #                     twice the atomics, each over all of dQ's block)
+    consumer_regs: int = 240  # registers per thread of a consumer warpgroup (setmaxnreg)
+    producer_regs: int = 24   # registers per thread of the producer warp
+
+    def __post_init__(self):
+        if self.dq_split not in ("cols", "rows", "keys") or (self.dq_split == "rows") != (self.block_m == 128) \
+                or self.block_m not in (64, 128):
+            raise ValueError(f"Fa3BwdConfig: block_m 64 or 128, dq_split 'cols', 'rows' (block_m 128 only) or "
+                             f"'keys'; got {self}")
+
+    @property
+    def label(self) -> str:
+        return (f"2×64 keys, {self.block_m}-row steps, {self.stages} slots, dQ by {self.dq_split}, regs "
+                f"{self.consumer_regs}/{self.producer_regs}")
+
+    def mangle(self) -> str:
+        return (f"Fa3BwdConfig_m{self.block_m}_s{self.stages}_{self.dq_split}_r{self.consumer_regs}_"
+                f"{self.producer_regs}")
+
+    __repr__ = mangle  # Triton 3.6 mangles a constexpr argument by its repr
+
+    num_warps = 4  # the default partition (consumer 0); the other consumer and the producer are workers
+
+    @property
+    def maxnreg(self) -> int:
+        """The kernel-wide register cap: 64K registers over 12 warps (two consumer warpgroups, the producer's
+        padded to a warpgroup)."""
+        return 65536 // (32 * 12) // 8 * 8
+
+    def smem_bytes(self, head_dim: int) -> int:
+        """K and V tiles, the Q/dO ring, two dSᵀ buffers (16-bit), the ring's LSE and Δ rows (fp32)."""
+        return 2 * (2 * BLOCK_N * head_dim + 2 * self.stages * self.block_m * head_dim + 2 * BLOCK_N * self.block_m) \
+            + 4 * 2 * self.stages * self.block_m
+
+
+# head_dim 128: 64-row query steps; dQ split by head_dim columns (each consumer 64 of them). Registers a consumer
+# thread: dK 64 + dV 64 + Sᵀ 32 + dPᵀ 32 + its dQ half 32. head_dim 64: 128-row steps (wgmma's N twice as wide);
+# dQ split by query rows. Shared memory 160 KB either way (K, V 32 or 64 KB, ring 64 or 64 KB, dS 32 or 64 KB).
+SHIPPED: dict[int, Fa3BwdConfig] = {
+    64: Fa3BwdConfig(64, 2, "keys"),
+    128: Fa3BwdConfig(64, 2, "cols"),
+}
+
+
+# Beside the shipped configurations, timed on the H200 in one run (perf/h200/backward_speed.py --only fa3), by head_dim
+CANDIDATES: dict[int, dict[str, Fa3BwdConfig]] = {
+    64: {"3 slots": Fa3BwdConfig(64, 3, "keys"), "dQ by columns": Fa3BwdConfig(64, 2, "cols"),
+         "128-row steps, dQ by rows": Fa3BwdConfig(128, 2, "rows")},
+    128: {"3 slots": Fa3BwdConfig(64, 3, "cols"), "dQ by keys": Fa3BwdConfig(64, 2, "keys")},
+}
+
+
+# -- the producer: K and V once, then Q and dO block after block -------------------------------------------------
+
+@_jit
+def _producer(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem, do_smem, lse_smem,
+              delta_smem, kv_ready, q_ready, q_empty, off_b, off_h, n0, m_begin, n_iter, CFG: gl.constexpr):
+    BLOCK_M: gl.constexpr = CFG.block_m
+    STAGES: gl.constexpr = CFG.stages
+    # -- load K and V: this program's 128 keys, one 64-row half per consumer --
+    mbarrier.expect(kv_ready.index(0), 2 * k_desc.block_type.nbytes + 2 * v_desc.block_type.nbytes)
+    for h in gl.static_range(_NUM_CONSUMERS):
+        tma.async_copy_global_to_shared(k_desc, [off_b, off_h, n0 + h * _WG_KEYS, 0], kv_ready.index(0),
+                                        k_smem.index(h))
+        tma.async_copy_global_to_shared(v_desc, [off_b, off_h, n0 + h * _WG_KEYS, 0], kv_ready.index(0),
+                                        v_smem.index(h))
+    # -- stream Q, dO and the rows' LSE and Δ: a slot is refilled once both consumers freed it --
+    for it in range(n_iter):
+        slot = it % STAGES
+        phase = (it // STAGES) & 1
+        mbarrier.wait(q_empty.index(slot), phase ^ 1)  # a fresh mbarrier counts its phase before 0 as complete
+        mbarrier.expect(q_ready.index(slot), q_desc.block_type.nbytes + do_desc.block_type.nbytes +
+                        lse_desc.block_type.nbytes + delta_desc.block_type.nbytes)
+        m0 = m_begin + it * BLOCK_M
+        tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m0, 0], q_ready.index(slot), q_smem.index(slot))
+        tma.async_copy_global_to_shared(do_desc, [off_b, off_h, m0, 0], q_ready.index(slot), do_smem.index(slot))
+        tma.async_copy_global_to_shared(lse_desc, [off_b, off_h, m0], q_ready.index(slot), lse_smem.index(slot))
+        tma.async_copy_global_to_shared(delta_desc, [off_b, off_h, m0], q_ready.index(slot), delta_smem.index(slot))
+
+
+# -- a consumer: one warpgroup, 64 keys --------------------------------------------------------------------------
+
+@_jit
+def _consumer(W: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.constexpr):
+    dk_desc, dv_desc, DQ, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, kv_ready, q_ready, \
+        q_empty, sm_scale, seq_len, dq_rows, off_b, off_h, off_bh, n0, m_begin, n_iter = work
+    BLOCK_M: gl.constexpr = CFG.block_m
+    STAGES: gl.constexpr = CFG.stages
+    HEAD_DIM: gl.constexpr = dk_desc.block_type.shape[3]
+    dtype: gl.constexpr = dk_desc.dtype
+    SPLIT: gl.constexpr = CFG.dq_split
+    DQ_M: gl.constexpr = _WG_KEYS if SPLIT == "rows" else BLOCK_M  # our block of dQ
+    DQ_D: gl.constexpr = HEAD_DIM // 2 if SPLIT == "cols" else HEAD_DIM
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_M, 16])  # Sᵀ, dPᵀ: keys × queries
+    kv_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, HEAD_DIM, 16])  # dK, dV: keys × head_dim
+    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, DQ_D, 16])
+    op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=kv_layout, k_width=2)  # Pᵀ, dSᵀ from regs
+    key_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
+    query_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
+    qk_scale = sm_scale * _LOG2_E
+    key0 = n0 + W * _WG_KEYS
+    keys = key0 + gl.arange(0, _WG_KEYS, key_layout)
+    dk = gl.zeros([_WG_KEYS, HEAD_DIM], gl.float32, kv_layout)
+    dv = gl.zeros([_WG_KEYS, HEAD_DIM], gl.float32, kv_layout)
+    s_init = gl.zeros([_WG_KEYS, BLOCK_M], gl.float32, s_layout)  # ignored: use_acc=False
+    dq_init = gl.zeros([DQ_M, DQ_D], gl.float32, dq_layout)
+    dq_base = DQ + off_bh.to(gl.int64) * dq_rows * HEAD_DIM
+    dq_row0: gl.constexpr = W * _WG_KEYS if SPLIT == "rows" else 0
+    dq_col0: gl.constexpr = W * DQ_D if SPLIT == "cols" else 0
+    dq_offs = (dq_row0 + gl.arange(0, DQ_M, gl.SliceLayout(1, dq_layout)))[:, None] * HEAD_DIM + \
+        (dq_col0 + gl.arange(0, DQ_D, gl.SliceLayout(0, dq_layout)))[None, :]
+    k_w = k_smem.index(W).reshape([_WG_KEYS, HEAD_DIM])
+    v_w = v_smem.index(W).reshape([_WG_KEYS, HEAD_DIM])
+    k_0 = k_smem.index(0).reshape([_WG_KEYS, HEAD_DIM])  # dQ's B operand, a half of the keys at a time
+    k_1 = k_smem.index(1).reshape([_WG_KEYS, HEAD_DIM])
+    if SPLIT == "cols":  # our half of the columns
+        k_0 = k_0.slice(dq_col0, DQ_D, dim=1)
+        k_1 = k_1.slice(dq_col0, DQ_D, dim=1)
+    mbarrier.wait(kv_ready.index(0), 0)
+
+    for it in range(n_iter):
+        slot = it % STAGES
+        phase = (it // STAGES) & 1
+        m0 = m_begin + it * BLOCK_M
+        mbarrier.wait(q_ready.index(slot), phase)
+        q = q_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
+        do = do_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
+        # -- recompute Sᵀ = K Qᵀ and dPᵀ = V dOᵀ, issued together --
+        s_tok = warpgroup_mma(k_w, q.permute((1, 0)), s_init, use_acc=False, is_async=True)
+        dp_tok = warpgroup_mma(v_w, do.permute((1, 0)), s_init, use_acc=False, is_async=True)
+        # the block's LSE (log2 units; +inf past seq_len: P = 0 there), from the slot, while Sᵀ is computed
+        lse2 = lse_smem.index(slot).reshape([BLOCK_M]).load(query_layout)
+        s = warpgroup_mma_wait(1, deps=(s_tok,))
+        # -- Pᵀ = exp(S − LSE), the causal mask on blocks that cross our keys --
+        p = gl.exp2(s * qk_scale - lse2[None, :])
+        if CAUSAL:
+            if m0 < key0 + _WG_KEYS:
+                queries = m0 + gl.arange(0, BLOCK_M, query_layout)
+                p = gl.where(queries[None, :] >= keys[:, None], p, 0.0)
+        elif key0 + _WG_KEYS > seq_len:  # keys past seq_len (zero rows): P = 0, not exp(−LSE), which overflows
+            p = gl.where((keys < seq_len)[:, None], p, 0.0)  # for a row whose LSE is below −88
+        delta = delta_smem.index(slot).reshape([BLOCK_M]).load(query_layout)
+        dp = warpgroup_mma_wait(0, deps=(dp_tok,))
+        # -- dSᵀ = Pᵀ ∘ (dPᵀ − Δ), with the softmax scale (so dK = dSᵀ Q and dQ = dS K as they are) --
+        ds = p * (dp - delta[None, :]) * sm_scale
+        p_op = gl.convert_layout(p.to(dtype), op_layout)
+        ds16 = ds.to(dtype)
+        ds_op = gl.convert_layout(ds16, op_layout)
+        # -- dV += Pᵀ dO, dK += dSᵀ Q: async, while dSᵀ goes to shared memory for dQ --
+        dv_tok = warpgroup_mma(p_op, do, dv, is_async=True)
+        dk_tok = warpgroup_mma(ds_op, q, dk, is_async=True)
+        ds_buf = ds_smem.index(it % 2)  # (128 keys, BLOCK_M queries)
+        ds_buf.slice(W * _WG_KEYS, _WG_KEYS, dim=0).store(ds16)
+        fence_async_shared()
+        if SPLIT == "keys":
+            # -- dQ (our part) = dS K over our 64 keys: all of the block's rows and columns --
+            ds_w = ds_buf.slice(W * _WG_KEYS, _WG_KEYS, dim=0).permute((1, 0))  # (BLOCK_M queries, our 64 keys)
+            dq_tok = warpgroup_mma(ds_w, k_w, dq_init, use_acc=False, is_async=True)
+        else:
+            named_barrier(False, _DS_BARRIER)  # both halves of dSᵀ written (and the other buffer read by both)
+            # -- dQ (our part) = dS K over all 128 keys (two products, a half of the keys each): our half of the
+            # rows or of the columns --
+            ds_0 = ds_buf.slice(0, _WG_KEYS, dim=0).permute((1, 0))  # (BLOCK_M queries, 64 keys)
+            ds_1 = ds_buf.slice(_WG_KEYS, _WG_KEYS, dim=0).permute((1, 0))
+            if SPLIT == "rows":
+                ds_0 = ds_0.slice(dq_row0, DQ_M, dim=0)
+                ds_1 = ds_1.slice(dq_row0, DQ_M, dim=0)
+            dq_tok = warpgroup_mma(ds_0, k_0, dq_init, use_acc=False, is_async=True)
+            dq_tok = warpgroup_mma(ds_1, k_1, dq_tok, is_async=True)
+        dv, dk, dq, p_op, ds_op = warpgroup_mma_wait(0, deps=(dv_tok, dk_tok, dq_tok, p_op, ds_op))
+        mbarrier.arrive(q_empty.index(slot), count=1)  # Q and dO read: the producer may refill the slot
+        # -- add dQ into the fp32 accumulator (rows padded to whole blocks: no mask) --
+        gl.atomic_add(dq_base + m0 * HEAD_DIM + dq_offs, dq, sem="relaxed")
+
+    # -- write dK and dV once, staged in our halves of K's and V's tiles (both consumers done reading them) --
+    named_barrier(False, _DS_BARRIER)
+    dk_smem = k_smem.index(W)
+    dv_smem = v_smem.index(W)
+    dk_smem.reshape([_WG_KEYS, HEAD_DIM]).store(dk.to(dtype))
+    dv_smem.reshape([_WG_KEYS, HEAD_DIM]).store(dv.to(dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(dk_desc, [off_b, off_h, key0, 0], dk_smem)  # rows past seq_len clipped
+    tma.async_copy_shared_to_global(dv_desc, [off_b, off_h, key0, 0], dv_smem)
+    tma.store_wait(0)
+
+
+# -- the kernel ----------------------------------------------------------------------------------------------------
+
+@_jit(do_not_specialize=["seq_len", "heads", "dq_rows", "heads_per_group"])
+def _fa3_bwd(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_desc, DQ, sm_scale, seq_len, heads,
+             dq_rows, heads_per_group, CFG: gl.constexpr, CAUSAL: gl.constexpr):
+    # Q, dO: 4-D TMA descriptors over (B, H, N, D), boxes [1, 1, block_m, D]; K, V, dK, dV boxes [1, 1, 64, D].
+    # lse, delta: 3-D over (B, H, dq_rows) fp32, boxes [1, 1, block_m]: LSE·log2 e (+inf past seq_len) and Δ (0 past
+    # it); DQ: (B·H, dq_rows, D) fp32, zeroed. dq_rows = N rounded up to block_m.
+    # One program per (block of 128 keys, batch·head). Causal: key block 0 sees the most query blocks; the programs
+    # of a group of heads_per_group heads (whose Q and dO fit in L2 together) start key block by key block, the
+    # longest first (lpt, as the forward); not causal, one head after another.
+    BLOCK_M: gl.constexpr = CFG.block_m
+    STAGES: gl.constexpr = CFG.stages
+    if CAUSAL:
+        n_tiles = gl.num_programs(0)
+        pid = gl.program_id(1) * n_tiles + gl.program_id(0)
+        first_bh = pid // (heads_per_group * n_tiles) * heads_per_group
+        group = gl.minimum(heads_per_group, gl.num_programs(1) - first_bh)  # the last group may be short
+        rank = pid - first_bh * n_tiles
+        tile = rank // group
+        off_bh = first_bh + rank % group
+    else:
+        tile = gl.program_id(0)
+        off_bh = gl.program_id(1)
+    n0 = tile * _BLOCK_N
+    off_b = off_bh // heads
+    off_h = off_bh % heads
+    if CAUSAL:  # queries before n0 see none of our keys
+        m_begin = n0 // BLOCK_M * BLOCK_M
+    else:
+        m_begin = n0 * 0
+    n_iter = gl.cdiv(seq_len, BLOCK_M) - m_begin // BLOCK_M
+
+    dtype: gl.constexpr = q_desc.dtype
+    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[3]
+    k_smem = gl.allocate_shared_memory(dtype, [_NUM_CONSUMERS] + k_desc.block_type.shape, k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [_NUM_CONSUMERS] + v_desc.block_type.shape, v_desc.layout)
+    q_smem = gl.allocate_shared_memory(dtype, [STAGES] + q_desc.block_type.shape, q_desc.layout)
+    do_smem = gl.allocate_shared_memory(dtype, [STAGES] + do_desc.block_type.shape, do_desc.layout)
+    lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES] + lse_desc.block_type.shape, lse_desc.layout)
+    delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES] + delta_desc.block_type.shape, delta_desc.layout)
+    ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([_BLOCK_N, BLOCK_M], dtype)
+    ds_smem = gl.allocate_shared_memory(dtype, [2, _BLOCK_N, BLOCK_M], ds_layout)
+    kv_ready = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
+    q_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(kv_ready.index(0), count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(q_ready.index(i), count=1)
+        mbarrier.init(q_empty.index(i), count=_NUM_CONSUMERS)  # freed once both consumers arrived
+
+    work = (dk_desc, dv_desc, DQ, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, kv_ready, q_ready,
+            q_empty, sm_scale, seq_len, dq_rows, off_b, off_h, off_bh, n0, m_begin, n_iter)
+    gl.warp_specialize([(_consumer, (0, work, CFG, CAUSAL)), (_consumer, (1, work, CFG, CAUSAL)),
+                        (_producer, (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem,
+                                     do_smem, lse_smem, delta_smem, kv_ready, q_ready, q_empty, off_b, off_h, n0,
+                                     m_begin, n_iter, CFG))],
+                       [4, 1], [CFG.consumer_regs, CFG.producer_regs])
+
+
+# -- before the kernel: Δ, and the LSE in log2 units, in rows padded to whole query blocks --------------------------
+
+@triton.jit
+def _bwd_rows(O, DO, LSE, DELTA_P, LSE2_P, seq_len, rows_p, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
+    # O, dO: contiguous (B·H, N, D); LSE: (B·H, N) natural log; DELTA_P, LSE2_P: (B·H, rows_p) fp32
+    off_bh = tl.program_id(1).to(tl.int64)
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    inside = offs < seq_len
+    # -- compute Δ = rowsum(dO ∘ O) (0 past seq_len) and LSE·log2 e (+inf past seq_len: P = 0 there) --
+    ptrs = off_bh * seq_len * HEAD_DIM + offs[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
+    o = tl.load(O + ptrs, mask=inside[:, None], other=0.0).to(tl.float32)
+    do = tl.load(DO + ptrs, mask=inside[:, None], other=0.0).to(tl.float32)
+    lse = tl.load(LSE + off_bh * seq_len + offs, mask=inside, other=float("inf"))
+    tl.store(DELTA_P + off_bh * rows_p + offs, tl.sum(o * do, 1), mask=offs < rows_p)
+    tl.store(LSE2_P + off_bh * rows_p + offs, lse * 1.4426950408889634, mask=offs < rows_p)
+
+
+# -- availability and the wrapper ----------------------------------------------------------------------------------
+
+def unavailable_reason(q: torch.Tensor, k: torch.Tensor | None = None, v: torch.Tensor | None = None) -> str | None:
+    """None when this backward runs these inputs here; otherwise why not, in one sentence."""
+    if gluon is None or compat.GLUON_IMPORT_ERROR:
+        return f"the FA-3 style backward needs Triton's Gluon ({compat.GLUON_IMPORT_ERROR})"
+    if q.dtype not in SUPPORTED_DTYPES:
+        return f"the FA-3 style backward runs on float16 and bfloat16, not {q.dtype}"
+    if q.dim() != 4 or q.shape[-1] not in SUPPORTED_HEAD_DIMS:
+        return (f"the FA-3 style backward supports head_dim 64 and 128, not {q.shape[-1]} (at 256 dK and dV alone "
+                f"would fill a warpgroup's registers)")
+    if any(t is not None and t.shape != q.shape for t in (k, v)):
+        return "the FA-3 style backward takes q, k and v of one shape (no grouped K/V heads, no q_len ≠ kv_len)"
+    if q.shape[0] * q.shape[1] > 65535:
+        return "the FA-3 style backward's grid takes at most 65535 batch × heads"
+    if INTERPRET:
+        return "Gluon kernels do not run in Triton's CPU interpreter"
+    if AOT:
+        return None  # compiled ahead of time, launched nowhere
+    if q.device.type != "cuda" or torch.cuda.get_device_capability(q.device)[0] != 9:
+        return "the FA-3 style backward needs a Hopper GPU (sm_90)"
+    return None
+
+
+def _tma_ready(t: torch.Tensor) -> torch.Tensor:
+    return t if tma_aligned(t) else t.contiguous()
+
+
+def launch_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
+                    do: torch.Tensor, causal: bool, sm_scale: float, config: Fa3BwdConfig | None = None,
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dQ, dK, dV) of O = attention(q, k, v) for the upstream gradient dO, from the forward's O and LSE (natural log,
+    fp32, (B, H, N)), as kernels.fa2_bwd.launch_backward takes them. Raises ValueError with unavailable_reason's
+    sentence where this kernel cannot run them."""
+    reason = unavailable_reason(q, k, v)
+    if reason is not None:
+        raise ValueError(reason)
+    batch, heads, seq_len, head_dim = q.shape
+    config = config or SHIPPED[head_dim]
+    q, k, v = (_tma_ready(t) for t in (q, k, v))
+    o, do = o.contiguous(), _tma_ready(do.contiguous().to(q.dtype))
+    lse = lse.contiguous()
+    dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (k, v))
+    bh = batch * heads
+    dq_rows = triton.cdiv(seq_len, config.block_m) * config.block_m
+    delta, lse2 = (torch.empty((batch, heads, dq_rows), dtype=torch.float32, device=q.device) for _ in range(2))
+    dq_acc = torch.zeros((batch, heads, dq_rows, head_dim), dtype=torch.float32, device=q.device)
+    q_desc, do_desc = (compat.make_descriptor(t, [1, 1, config.block_m, head_dim]) for t in (q, do))
+    k_desc, v_desc, dk_desc, dv_desc = (compat.make_descriptor(t, [1, 1, WG_KEYS, head_dim]) for t in (k, v, dk, dv))
+    lse_desc, delta_desc = (compat.make_descriptor(t, [1, 1, config.block_m]) for t in (lse2, delta))
+    group = costmodel.lpt_heads_per_group(bh, seq_len, head_dim, q.element_size()) if causal else 1
+    with kernel_launch_lock():
+        _bwd_rows[(dq_rows // 64, bh)](o, do, lse, delta, lse2, seq_len, dq_rows, HEAD_DIM=head_dim, BLOCK=64)
+        _fa3_bwd[(triton.cdiv(seq_len, BLOCK_N), bh)](
+            q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_desc, dq_acc, sm_scale, seq_len, heads,
+            dq_rows, group, CFG=config, CAUSAL=causal, num_warps=config.num_warps, maxnreg=config.maxnreg)
+    dq = dq_acc[:, :, :seq_len].to(q.dtype)
+    return dq, dk, dv
+
+
+def shipped_launches(subset: str = "all"):
+    """Each shipped configuration, fp16 and bf16, causal and not, as (label, targets, launch) for the ahead-of-time
+    compile check (Hopper only: wgmma), in every subset but "candidates" (8 builds of a few seconds: CI's
+    "representative" takes them all); "candidates": CANDIDATES, bf16, causal and not."""
+    from kernels.inputs import example_qkv
+    launches = []
+    if subset == "candidates":
+        rows = [(d, f"candidate {name}: ", config, (torch.bfloat16,)) for d, configs in sorted(CANDIDATES.items())
+                for name, config in configs.items()]
+    else:
+        rows = [(d, "", config, SUPPORTED_DTYPES) for d, config in sorted(SHIPPED.items())]
+    for head_dim, where, config, dtypes in rows:
+        for dtype in dtypes:
+            for causal in (False, True):
+                q, k, v = example_qkv(head_dim, dtype, seq_len=1000)
+                lse = torch.zeros(q.shape[:3], dtype=torch.float32)
+                launches.append((f"fa3 backward {where}D={head_dim} {str(dtype)[6:]} {'causal' if causal else 'full'} "
+                                 f"{config.label}", ("sm_90",),
+                                 lambda q=q, k=k, v=v, lse=lse, c=causal, g=config:
+                                 launch_backward(q, k, v, q, lse, q, c, 0.125, g)))
+    return launches
