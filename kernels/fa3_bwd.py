@@ -77,22 +77,28 @@ class Fa3BwdConfig:
     #                     half of dS's rows: block_m 128), "keys" (its own keys' dS by its own keys' K: no barrier,
     #                     twice the atomics, each over all of dQ's block)
     consumer_regs: int = 240  # registers per thread of a consumer warpgroup (setmaxnreg)
-    producer_regs: int = 24   # registers per thread of the producer warp
+    producer_regs: int = 24   # registers per thread of the producer warp (and of the dQ writer's)
+    dq_writer: bool = False   # the consumers hand their dQ parts over in shared memory, and a warp of its own adds
+    #                           them to the accumulator by coalesced 16-byte atomics (FA-3 adds them by a TMA reduce,
+    #                           which Gluon has no API for); off: each consumer adds its part from its registers
 
     def __post_init__(self):
         if self.dq_split not in ("cols", "rows", "keys") or (self.dq_split == "rows") != (self.block_m == 128) \
                 or self.block_m not in (64, 128):
             raise ValueError(f"Fa3BwdConfig: block_m 64 or 128, dq_split 'cols', 'rows' (block_m 128 only) or "
                              f"'keys'; got {self}")
+        if self.dq_writer and self.dq_split == "keys":
+            raise ValueError("Fa3BwdConfig: the dQ writer takes disjoint parts ('cols' or 'rows'); 'keys' parts "
+                             "overlap")
 
     @property
     def label(self) -> str:
-        return (f"2×64 keys, {self.block_m}-row steps, {self.stages} slots, dQ by {self.dq_split}, regs "
-                f"{self.consumer_regs}/{self.producer_regs}")
+        return (f"2×64 keys, {self.block_m}-row steps, {self.stages} slots, dQ by {self.dq_split}"
+                f"{' through a writer warp' if self.dq_writer else ''}, regs {self.consumer_regs}/{self.producer_regs}")
 
     def mangle(self) -> str:
-        return (f"Fa3BwdConfig_m{self.block_m}_s{self.stages}_{self.dq_split}_r{self.consumer_regs}_"
-                f"{self.producer_regs}")
+        return (f"Fa3BwdConfig_m{self.block_m}_s{self.stages}_{self.dq_split}{'_w' if self.dq_writer else ''}_r"
+                f"{self.consumer_regs}_{self.producer_regs}")
 
     __repr__ = mangle  # Triton 3.6 mangles a constexpr argument by its repr
 
@@ -105,9 +111,10 @@ class Fa3BwdConfig:
         return 65536 // (32 * 12) // 8 * 8
 
     def smem_bytes(self, head_dim: int) -> int:
-        """K and V tiles, the Q/dO ring, two dSᵀ buffers (16-bit), the ring's LSE and Δ rows (fp32)."""
+        """K and V tiles, the Q/dO ring, two dSᵀ buffers (16-bit), the ring's LSE and Δ rows (fp32), and the dQ
+        writer's block (fp32, padded 4 words a row)."""
         return 2 * (2 * BLOCK_N * head_dim + 2 * self.stages * self.block_m * head_dim + 2 * BLOCK_N * self.block_m) \
-            + 4 * 2 * self.stages * self.block_m
+            + 4 * 2 * self.stages * self.block_m + (4 * self.block_m * (head_dim + 8) if self.dq_writer else 0)
 
 
 # head_dim 128: 64-row query steps; dQ split by head_dim columns (each consumer 64 of them). Registers a consumer
@@ -122,8 +129,10 @@ SHIPPED: dict[int, Fa3BwdConfig] = {
 # Beside the shipped configurations, timed on the H200 in one run (perf/h200/backward_speed.py --only fa3), by head_dim
 CANDIDATES: dict[int, dict[str, Fa3BwdConfig]] = {
     64: {"3 slots": Fa3BwdConfig(64, 3, "keys"), "dQ by columns": Fa3BwdConfig(64, 2, "cols"),
-         "128-row steps, dQ by rows": Fa3BwdConfig(128, 2, "rows")},
-    128: {"3 slots": Fa3BwdConfig(64, 3, "cols"), "dQ by keys": Fa3BwdConfig(64, 2, "keys")},
+         "128-row steps, dQ by rows": Fa3BwdConfig(128, 2, "rows"),
+         "dQ by columns through a writer warp": Fa3BwdConfig(64, 2, "cols", producer_regs=32, dq_writer=True)},
+    128: {"3 slots": Fa3BwdConfig(64, 3, "cols"), "dQ by keys": Fa3BwdConfig(64, 2, "keys"),
+          "dQ through a writer warp": Fa3BwdConfig(64, 2, "cols", producer_regs=32, dq_writer=True)},
 }
 
 
@@ -160,7 +169,8 @@ def _producer(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_s
 @_jit
 def _consumer(W: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.constexpr):
     dk_desc, dv_desc, DQ, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, kv_ready, q_ready, \
-        q_empty, sm_scale, seq_len, dq_rows, off_b, off_h, off_bh, n0, m_begin, n_iter = work
+        q_empty, dq_smem, dq_ready, dq_empty, sm_scale, seq_len, dq_rows, off_b, off_h, off_bh, n0, m_begin, \
+        n_iter = work
     BLOCK_M: gl.constexpr = CFG.block_m
     STAGES: gl.constexpr = CFG.stages
     HEAD_DIM: gl.constexpr = dk_desc.block_type.shape[3]
@@ -249,8 +259,14 @@ def _consumer(W: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.constexpr):
             dq_tok = warpgroup_mma(ds_1, k_1, dq_tok, is_async=True)
         dv, dk, dq, p_op, ds_op = warpgroup_mma_wait(0, deps=(dv_tok, dk_tok, dq_tok, p_op, ds_op))
         mbarrier.arrive(q_empty.index(slot), count=1)  # Q and dO read: the producer may refill the slot
-        # -- add dQ into the fp32 accumulator (rows padded to whole blocks: no mask) --
-        gl.atomic_add(dq_base + m0 * HEAD_DIM + dq_offs, dq, sem="relaxed")
+        if CFG.dq_writer:
+            # -- hand our part of dQ to the writer warp (once it has added the previous block's) --
+            mbarrier.wait(dq_empty.index(0), (it & 1) ^ 1)
+            dq_smem.index(W).store(dq)
+            mbarrier.arrive(dq_ready.index(0), count=1)
+        else:
+            # -- add dQ into the fp32 accumulator (rows padded to whole blocks: no mask) --
+            gl.atomic_add(dq_base + m0 * HEAD_DIM + dq_offs, dq, sem="relaxed")
 
     # -- write dK and dV once, staged in our halves of K's and V's tiles (both consumers done reading them) --
     named_barrier(False, _DS_BARRIER)
@@ -262,6 +278,33 @@ def _consumer(W: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.constexpr):
     tma.async_copy_shared_to_global(dk_desc, [off_b, off_h, key0, 0], dk_smem)  # rows past seq_len clipped
     tma.async_copy_shared_to_global(dv_desc, [off_b, off_h, key0, 0], dv_smem)
     tma.store_wait(0)
+
+
+# -- the dQ writer: one warp adding the consumers' dQ parts to the accumulator ----------------------------------
+
+@_jit
+def _writer(DQ, dq_smem, dq_ready, dq_empty, off_bh, dq_rows, m_begin, n_iter, CFG: gl.constexpr,
+            HEAD_DIM: gl.constexpr):
+    BLOCK_M: gl.constexpr = CFG.block_m
+    SPLIT: gl.constexpr = CFG.dq_split
+    PART_M: gl.constexpr = dq_smem.shape[1]  # a consumer's part: (64 rows, head_dim / 2) or (64 rows, head_dim)
+    PART_D: gl.constexpr = dq_smem.shape[2]
+    LANES_D: gl.constexpr = PART_D // 4      # 4 fp32 (16 bytes) a lane, a row's part across these lanes
+    ROWS: gl.constexpr = 32 // LANES_D       # rows a warp covers in one instruction
+    layout: gl.constexpr = gl.BlockedLayout([1, 4], [ROWS, LANES_D], [1, 1], [1, 0])
+    offs = gl.arange(0, ROWS, gl.SliceLayout(1, layout))[:, None] * HEAD_DIM + \
+        gl.arange(0, PART_D, gl.SliceLayout(0, layout))[None, :]
+    base = DQ + off_bh.to(gl.int64) * dq_rows * HEAD_DIM
+    for it in range(n_iter):
+        m0 = m_begin + it * BLOCK_M
+        mbarrier.wait(dq_ready.index(0), it & 1)
+        for part in gl.static_range(2):
+            # where the part sits in dQ's block: the second half of the rows, or of the columns
+            at = (part * PART_M * HEAD_DIM) if SPLIT == "rows" else (part * PART_D)
+            for r in gl.static_range(0, PART_M, ROWS):  # unrolled: a slice starts at a constant
+                x = dq_smem.index(part).slice(r, ROWS, dim=0).load(layout)
+                gl.atomic_add(base + (m0 + r) * HEAD_DIM + at + offs, x, sem="relaxed")
+        mbarrier.arrive(dq_empty.index(0), count=1)
 
 
 # -- the kernel ----------------------------------------------------------------------------------------------------
@@ -307,6 +350,17 @@ def _fa3_bwd(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_
     delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES] + delta_desc.block_type.shape, delta_desc.layout)
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([_BLOCK_N, BLOCK_M], dtype)
     ds_smem = gl.allocate_shared_memory(dtype, [2, _BLOCK_N, BLOCK_M], ds_layout)
+    if CFG.dq_writer:  # the consumers' dQ parts, one buffer each, rows padded by 4 words (no bank conflicts)
+        DQ_M: gl.constexpr = 64 if CFG.dq_split == "rows" else BLOCK_M
+        DQ_D: gl.constexpr = HEAD_DIM // 2 if CFG.dq_split == "cols" else HEAD_DIM
+        dq_layout: gl.constexpr = gl.PaddedSharedLayout.with_identity_for([[DQ_D, 4]], [DQ_M, DQ_D], [1, 0])
+        dq_smem = gl.allocate_shared_memory(gl.float32, [2, DQ_M, DQ_D], dq_layout)
+    else:
+        dq_smem = ds_smem  # unused
+    dq_ready = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
+    dq_empty = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(dq_ready.index(0), count=_NUM_CONSUMERS)
+    mbarrier.init(dq_empty.index(0), count=1)
     kv_ready = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
     q_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     q_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -316,12 +370,21 @@ def _fa3_bwd(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_
         mbarrier.init(q_empty.index(i), count=_NUM_CONSUMERS)  # freed once both consumers arrived
 
     work = (dk_desc, dv_desc, DQ, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, kv_ready, q_ready,
-            q_empty, sm_scale, seq_len, dq_rows, off_b, off_h, off_bh, n0, m_begin, n_iter)
-    gl.warp_specialize([(_consumer, (0, work, CFG, CAUSAL)), (_consumer, (1, work, CFG, CAUSAL)),
-                        (_producer, (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem,
-                                     do_smem, lse_smem, delta_smem, kv_ready, q_ready, q_empty, off_b, off_h, n0,
-                                     m_begin, n_iter, CFG))],
-                       [4, 1], [CFG.consumer_regs, CFG.producer_regs])
+            q_empty, dq_smem, dq_ready, dq_empty, sm_scale, seq_len, dq_rows, off_b, off_h, off_bh, n0, m_begin, n_iter)
+    if CFG.dq_writer:
+        gl.warp_specialize([(_consumer, (0, work, CFG, CAUSAL)), (_consumer, (1, work, CFG, CAUSAL)),
+                            (_producer, (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem,
+                                         do_smem, lse_smem, delta_smem, kv_ready, q_ready, q_empty, off_b, off_h, n0,
+                                         m_begin, n_iter, CFG)),
+                            (_writer, (DQ, dq_smem, dq_ready, dq_empty, off_bh, dq_rows, m_begin, n_iter, CFG,
+                                       HEAD_DIM))],
+                           [4, 1, 1], [CFG.consumer_regs, CFG.producer_regs, CFG.producer_regs])
+    else:
+        gl.warp_specialize([(_consumer, (0, work, CFG, CAUSAL)), (_consumer, (1, work, CFG, CAUSAL)),
+                            (_producer, (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem,
+                                         do_smem, lse_smem, delta_smem, kv_ready, q_ready, q_empty, off_b, off_h, n0,
+                                         m_begin, n_iter, CFG))],
+                           [4, 1], [CFG.consumer_regs, CFG.producer_regs])
 
 
 # -- before the kernel: Δ, and the LSE in log2 units, in rows padded to whole query blocks --------------------------
