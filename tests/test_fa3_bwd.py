@@ -130,3 +130,23 @@ def test_gpu_strided_inputs_and_the_accumulator_padding():
     do = torch.randn_like(o)
     grads = launch_backward(q, k, v, o, lse, do, True, 128 ** -0.5)
     assert max(_errors(grads, reference_gradients(q, k, v, do, True, None, device="cpu"))) < 3e-2
+
+
+def test_the_rows_pass_pads_lse_and_delta_for_whole_query_blocks():
+    """`_bwd_rows` (a `tl` kernel: it runs in the interpreter) writes what the producer warp loads by TMA: Δ =
+    rowsum(dO ∘ O) and LSE·log2 e per row, padded to whole query blocks with Δ = 0 and LSE = +inf (so P = 0 there)."""
+    import math
+
+    from kernels.fa3_bwd import _bwd_rows
+    from kernels.runtime import DEVICE, INTERPRET, kernel_launch_lock
+    if not INTERPRET and DEVICE.type != "cuda":
+        pytest.skip("the interpreter's run (or a GPU's)")
+    o, do, _ = random_qkv((2, 3, 100, 64), torch.float32, seed=4)
+    lse = torch.randn(2, 3, 100, generator=torch.Generator().manual_seed(5)).to(o.device)
+    rows = 128
+    delta, lse2 = (torch.full((2, 3, rows), float("nan"), device=o.device) for _ in range(2))
+    with kernel_launch_lock():
+        _bwd_rows[(rows // 64, 6)](o, do, lse, delta, lse2, 100, rows, HEAD_DIM=64, BLOCK=64)
+    assert torch.allclose(delta[..., :100], (o * do).sum(-1), rtol=1e-5, atol=1e-5)
+    assert torch.allclose(lse2[..., :100], lse / math.log(2), rtol=1e-6)
+    assert (delta[..., 100:] == 0).all() and (lse2[..., 100:] == float("inf")).all()
