@@ -18,8 +18,9 @@ kernel takes FA-3's backward design (Shah et al. 2024, `hopper/mainloop_bwd_sm90
   meet at a hardware named barrier and each takes all of dS (64 query rows × 128 keys) times its half of K's
   columns; at head_dim 64 ("keys") each takes its own 64 keys' dS times its own K rows, with no barrier and twice
   the atomics. The product is added into an fp32 dQ accumulator in global memory by vector atomics (`RED.ADD.F32x2`,
-  fire and forget: the warpgroup goes on to the next query block); the accumulator is cast to the input dtype after
-  the kernel (dS carries the softmax scale, so dQ = dS K as it stands).
+  fire and forget: the warpgroup goes on to the next query block; `dq_add`'s candidates stage it in shared memory
+  and have the copy engine add it, a TMA reduce as FA-3 does, or a warp of its own); the accumulator is cast to the
+  input dtype after the kernel (dS carries the softmax scale, so dQ = dS K as it stands).
 
 The atomics make dQ's low bits depend on the order the programs add in (the teaching backward's dQ pass is
 deterministic). Memory beyond the inputs and gradients: Δ and the LSE in rows padded to whole query blocks, and the
@@ -78,26 +79,30 @@ class Fa3BwdConfig:
     #                     twice the atomics, each over all of dQ's block)
     consumer_regs: int = 240  # registers per thread of a consumer warpgroup (setmaxnreg)
     producer_regs: int = 24   # registers per thread of the producer warp (and of the dQ writer's)
-    dq_writer: bool = False   # the consumers hand their dQ parts over in shared memory, and a warp of its own adds
-    #                           them to the accumulator by coalesced 16-byte atomics (FA-3 adds them by a TMA reduce,
-    #                           which Gluon has no API for); off: each consumer adds its part from its registers
+    dq_add: str = "atomics"   # how a consumer adds its dQ part to the fp32 accumulator: "atomics" (from its
+    #                           registers, RED.ADD.F32x2), "tma" (staged in shared memory, added by the copy engine:
+    #                           a TMA reduce, FA-3's way), "writer" (staged, added by a warp of its own with
+    #                           coalesced 16-byte atomics)
 
     def __post_init__(self):
         if self.dq_split not in ("cols", "rows", "keys") or (self.dq_split == "rows") != (self.block_m == 128) \
                 or self.block_m not in (64, 128):
             raise ValueError(f"Fa3BwdConfig: block_m 64 or 128, dq_split 'cols', 'rows' (block_m 128 only) or "
                              f"'keys'; got {self}")
-        if self.dq_writer and self.dq_split == "keys":
+        if self.dq_add not in ("atomics", "tma", "writer"):
+            raise ValueError(f"Fa3BwdConfig: dq_add is 'atomics', 'tma' or 'writer'; got {self.dq_add!r}")
+        if self.dq_add == "writer" and self.dq_split == "keys":
             raise ValueError("Fa3BwdConfig: the dQ writer takes disjoint parts ('cols' or 'rows'); 'keys' parts "
                              "overlap")
 
     @property
     def label(self) -> str:
         return (f"2×64 keys, {self.block_m}-row steps, {self.stages} slots, dQ by {self.dq_split}"
-                f"{' through a writer warp' if self.dq_writer else ''}, regs {self.consumer_regs}/{self.producer_regs}")
+                f"{'' if self.dq_add == 'atomics' else f' ({self.dq_add})'}, regs {self.consumer_regs}/"
+                f"{self.producer_regs}")
 
     def mangle(self) -> str:
-        return (f"Fa3BwdConfig_m{self.block_m}_s{self.stages}_{self.dq_split}{'_w' if self.dq_writer else ''}_r"
+        return (f"Fa3BwdConfig_m{self.block_m}_s{self.stages}_{self.dq_split}_{self.dq_add}_r"
                 f"{self.consumer_regs}_{self.producer_regs}")
 
     __repr__ = mangle  # Triton 3.6 mangles a constexpr argument by its repr
@@ -112,9 +117,10 @@ class Fa3BwdConfig:
 
     def smem_bytes(self, head_dim: int) -> int:
         """K and V tiles, the Q/dO ring, two dSᵀ buffers (16-bit), the ring's LSE and Δ rows (fp32), and the dQ
-        writer's block (fp32, padded 4 words a row)."""
+        writer's block (fp32, padded 4 words a row) or the TMA reduce's (fp32, a part a consumer)."""
         return 2 * (2 * BLOCK_N * head_dim + 2 * self.stages * self.block_m * head_dim + 2 * BLOCK_N * self.block_m) \
-            + 4 * 2 * self.stages * self.block_m + (4 * self.block_m * (head_dim + 8) if self.dq_writer else 0)
+            + 4 * 2 * self.stages * self.block_m + {"atomics": 0, "tma": 4 * self.block_m * head_dim,
+                                                    "writer": 4 * self.block_m * (head_dim + 8)}[self.dq_add]
 
 
 # head_dim 128: 64-row query steps; dQ split by head_dim columns (each consumer 64 of them). Registers a consumer
@@ -130,9 +136,11 @@ SHIPPED: dict[int, Fa3BwdConfig] = {
 CANDIDATES: dict[int, dict[str, Fa3BwdConfig]] = {
     64: {"3 slots": Fa3BwdConfig(64, 3, "keys"), "dQ by columns": Fa3BwdConfig(64, 2, "cols"),
          "128-row steps, dQ by rows": Fa3BwdConfig(128, 2, "rows"),
-         "dQ by columns through a writer warp": Fa3BwdConfig(64, 2, "cols", producer_regs=32, dq_writer=True)},
+         "dQ by columns through a writer warp": Fa3BwdConfig(64, 2, "cols", producer_regs=32, dq_add="writer"),
+         "dQ by a TMA reduce": Fa3BwdConfig(64, 2, "keys", dq_add="tma")},
     128: {"3 slots": Fa3BwdConfig(64, 3, "cols"), "dQ by keys": Fa3BwdConfig(64, 2, "keys"),
-          "dQ through a writer warp": Fa3BwdConfig(64, 2, "cols", producer_regs=32, dq_writer=True)},
+          "dQ through a writer warp": Fa3BwdConfig(64, 2, "cols", producer_regs=32, dq_add="writer"),
+          "dQ by a TMA reduce": Fa3BwdConfig(64, 2, "cols", dq_add="tma")},
 }
 
 
@@ -168,8 +176,8 @@ def _producer(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_s
 
 @_jit
 def _consumer(W: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.constexpr):
-    dk_desc, dv_desc, DQ, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, kv_ready, q_ready, \
-        q_empty, dq_smem, dq_ready, dq_empty, sm_scale, seq_len, dq_rows, off_b, off_h, off_bh, n0, m_begin, \
+    dk_desc, dv_desc, DQ, dq_desc, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, kv_ready, \
+        q_ready, q_empty, dq_smem, dq_ready, dq_empty, sm_scale, seq_len, dq_rows, off_b, off_h, off_bh, n0, m_begin, \
         n_iter = work
     BLOCK_M: gl.constexpr = CFG.block_m
     STAGES: gl.constexpr = CFG.stages
@@ -259,11 +267,19 @@ def _consumer(W: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.constexpr):
             dq_tok = warpgroup_mma(ds_1, k_1, dq_tok, is_async=True)
         dv, dk, dq, p_op, ds_op = warpgroup_mma_wait(0, deps=(dv_tok, dk_tok, dq_tok, p_op, ds_op))
         mbarrier.arrive(q_empty.index(slot), count=1)  # Q and dO read: the producer may refill the slot
-        if CFG.dq_writer:
+        if CFG.dq_add == "writer":
             # -- hand our part of dQ to the writer warp (once it has added the previous block's) --
             mbarrier.wait(dq_empty.index(0), (it & 1) ^ 1)
             dq_smem.index(W).store(dq)
             mbarrier.arrive(dq_ready.index(0), count=1)
+        elif CFG.dq_add == "tma":
+            # -- stage our part of dQ (once the copy engine has read the previous block's) and have the copy engine
+            # add it to the accumulator --
+            tma.store_wait(0)
+            stage = dq_smem.index(W)
+            stage.reshape([DQ_M, DQ_D]).store(dq)
+            fence_async_shared()
+            compat.tma_reduce_add(dq_desc, [off_b, off_h, m0 + dq_row0, dq_col0], stage)
         else:
             # -- add dQ into the fp32 accumulator (rows padded to whole blocks: no mask) --
             gl.atomic_add(dq_base + m0 * HEAD_DIM + dq_offs, dq, sem="relaxed")
@@ -310,11 +326,12 @@ def _writer(DQ, dq_smem, dq_ready, dq_empty, off_bh, dq_rows, m_begin, n_iter, C
 # -- the kernel ----------------------------------------------------------------------------------------------------
 
 @_jit(do_not_specialize=["seq_len", "heads", "dq_rows", "heads_per_group"])
-def _fa3_bwd(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_desc, DQ, sm_scale, seq_len, heads,
-             dq_rows, heads_per_group, CFG: gl.constexpr, CAUSAL: gl.constexpr):
+def _fa3_bwd(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_desc, DQ, dq_desc, sm_scale, seq_len,
+             heads, dq_rows, heads_per_group, CFG: gl.constexpr, CAUSAL: gl.constexpr):
     # Q, dO: 4-D TMA descriptors over (B, H, N, D), boxes [1, 1, block_m, D]; K, V, dK, dV boxes [1, 1, 64, D].
     # lse, delta: 3-D over (B, H, dq_rows) fp32, boxes [1, 1, block_m]: LSE·log2 e (+inf past seq_len) and Δ (0 past
-    # it); DQ: (B·H, dq_rows, D) fp32, zeroed. dq_rows = N rounded up to block_m.
+    # it); DQ: (B·H, dq_rows, D) fp32, zeroed, and dq_desc a 4-D descriptor over it whose box is a consumer's dQ
+    # part (dq_add "tma"; else DQ's pointer again, unused). dq_rows = N rounded up to block_m.
     # One program per (block of 128 keys, batch·head). Causal: key block 0 sees the most query blocks; the programs
     # of a group of heads_per_group heads (whose Q and dO fit in L2 together) start key block by key block, the
     # longest first (lpt, as the forward); not causal, one head after another.
@@ -350,11 +367,13 @@ def _fa3_bwd(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_
     delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES] + delta_desc.block_type.shape, delta_desc.layout)
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([_BLOCK_N, BLOCK_M], dtype)
     ds_smem = gl.allocate_shared_memory(dtype, [2, _BLOCK_N, BLOCK_M], ds_layout)
-    if CFG.dq_writer:  # the consumers' dQ parts, one buffer each, rows padded by 4 words (no bank conflicts)
+    if CFG.dq_add == "writer":  # the consumers' dQ parts, one buffer each, rows padded by 4 words (no bank conflicts)
         DQ_M: gl.constexpr = 64 if CFG.dq_split == "rows" else BLOCK_M
         DQ_D: gl.constexpr = HEAD_DIM // 2 if CFG.dq_split == "cols" else HEAD_DIM
         dq_layout: gl.constexpr = gl.PaddedSharedLayout.with_identity_for([[DQ_D, 4]], [DQ_M, DQ_D], [1, 0])
         dq_smem = gl.allocate_shared_memory(gl.float32, [2, DQ_M, DQ_D], dq_layout)
+    elif CFG.dq_add == "tma":  # a part a consumer, laid out as the TMA reduce reads it
+        dq_smem = gl.allocate_shared_memory(gl.float32, [2] + dq_desc.block_type.shape, dq_desc.layout)
     else:
         dq_smem = ds_smem  # unused
     dq_ready = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
@@ -369,9 +388,9 @@ def _fa3_bwd(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_
         mbarrier.init(q_ready.index(i), count=1)
         mbarrier.init(q_empty.index(i), count=_NUM_CONSUMERS)  # freed once both consumers arrived
 
-    work = (dk_desc, dv_desc, DQ, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, kv_ready, q_ready,
+    work = (dk_desc, dv_desc, DQ, dq_desc, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, kv_ready, q_ready,
             q_empty, dq_smem, dq_ready, dq_empty, sm_scale, seq_len, dq_rows, off_b, off_h, off_bh, n0, m_begin, n_iter)
-    if CFG.dq_writer:
+    if CFG.dq_add == "writer":
         gl.warp_specialize([(_consumer, (0, work, CFG, CAUSAL)), (_consumer, (1, work, CFG, CAUSAL)),
                             (_producer, (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem,
                                          do_smem, lse_smem, delta_smem, kv_ready, q_ready, q_empty, off_b, off_h, n0,
@@ -454,12 +473,18 @@ def launch_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.
     q_desc, do_desc = (compat.make_descriptor(t, [1, 1, config.block_m, head_dim]) for t in (q, do))
     k_desc, v_desc, dk_desc, dv_desc = (compat.make_descriptor(t, [1, 1, WG_KEYS, head_dim]) for t in (k, v, dk, dv))
     lse_desc, delta_desc = (compat.make_descriptor(t, [1, 1, config.block_m]) for t in (lse2, delta))
+    if config.dq_add == "tma":  # the box a consumer adds: its half of the columns or rows, or the whole block
+        part = (64 if config.dq_split == "rows" else config.block_m,
+                head_dim // 2 if config.dq_split == "cols" else head_dim)
+        dq_desc = compat.make_descriptor(dq_acc, [1, 1, *part])
+    else:
+        dq_desc = dq_acc
     group = costmodel.lpt_heads_per_group(bh, seq_len, head_dim, q.element_size()) if causal else 1
     with kernel_launch_lock():
         _bwd_rows[(dq_rows // 64, bh)](o, do, lse, delta, lse2, seq_len, dq_rows, HEAD_DIM=head_dim, BLOCK=64)
         _fa3_bwd[(triton.cdiv(seq_len, BLOCK_N), bh)](
-            q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_desc, dq_acc, sm_scale, seq_len, heads,
-            dq_rows, group, CFG=config, CAUSAL=causal, num_warps=config.num_warps, maxnreg=config.maxnreg)
+            q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_desc, dq_acc, dq_desc, sm_scale,
+            seq_len, heads, dq_rows, group, CFG=config, CAUSAL=causal, num_warps=config.num_warps, maxnreg=config.maxnreg)
     dq = dq_acc[:, :, :seq_len].to(q.dtype)
     return dq, dk, dv
 

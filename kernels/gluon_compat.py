@@ -10,7 +10,9 @@ mbarriers, async wgmma, warp_specialize) under the same names, except:
 - `mbarrier.allocate_mbarrier` exists only in 3.7: we allocate barriers with `gl.allocate_shared_memory(gl.int64,
   [n, 1], mbarrier.MBarrierLayout())`, which both have;
 - the host-side `TensorDescriptor` (triton.experimental.gluon.nvidia.hopper) gained a `round_f32_to_tf32` field in
-  3.7; we build it with keywords both accept.
+  3.7; we build it with keywords both accept;
+- neither exposes the TMA reduce (`cp.reduce.async.bulk.tensor`, FA-3's way of adding dQ) in its Python API, though
+  both builders have the op: `tma_reduce_add` below calls it as hopper.tma's store calls its copy.
 
 Importing this module never raises: on a Triton without Gluon (or one too old), `GLUON_IMPORT_ERROR` says why and
 the names below are None. Gluon does not run in Triton's CPU interpreter; that is kernels.fa3's concern.
@@ -27,13 +29,26 @@ GLUON_IMPORT_ERROR: str | None = None
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language._core import builtin as _builtin
     from triton.experimental.gluon.language.nvidia.hopper import (
         fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 except Exception as exc:  # an old Triton, a broken install: the FA-3 kernel reports it instead of failing import
-    gluon = gl = fence_async_shared = mbarrier = tma = warpgroup_mma = warpgroup_mma_wait = None
+    gluon = gl = fence_async_shared = mbarrier = tma = warpgroup_mma = warpgroup_mma_wait = _builtin = None
     TensorDescriptor = None
     GLUON_IMPORT_ERROR = f"{type(exc).__name__}: {exc}"
+
+tma_reduce_add = None
+if _builtin is not None:
+    @_builtin
+    def tma_reduce_add(tensor_desc, coord, src, _semantic=None):
+        """Add the shared-memory tile `src` into global memory at `coord` of `tensor_desc`, element by element, by the
+        copy engine (`cp.reduce.async.bulk.tensor...add`; tracked like a TMA store: `tma.store_wait` waits until it
+        has read `src`). Gluon's op builder has it (create_async_tma_reduce) in triton 3.6 and 3.7.1, its Python API
+        does not: this is hopper.tma.async_copy_shared_to_global with the reduce op in place of the copy."""
+        from triton._C.libtriton import ir
+        coord = _semantic._convert_to_ir_values(coord, require_i64=False)
+        _semantic.builder.create_async_tma_reduce(ir.DESCRIPTOR_REDUCE_KIND.ADD, tensor_desc.handle, coord, src.handle)
 
 # bar.sync over the warps of the calling partition (3.7: gl.barrier; 3.6: gl.thread_barrier)
 partition_barrier = None
@@ -52,8 +67,15 @@ def check() -> list[str]:
                    "BlockedLayout", "SliceLayout", "NVMMASharedLayout", "inline_asm_elementwise"),
               mbarrier: ("init", "wait", "arrive", "expect", "MBarrierLayout"),
               tma: ("async_copy_global_to_shared", "async_copy_shared_to_global", "store_wait")}
-    return [f"{module.__name__}.{name}" for module, names in wanted.items() for name in names
-            if not hasattr(module, name)]
+    missing = [f"{module.__name__}.{name}" for module, names in wanted.items() for name in names
+               if not hasattr(module, name)]
+    from triton._C import libtriton  # tma_reduce_add's private builder op and its reduce kind
+    builder = getattr(getattr(libtriton, "gluon_ir", None), "GluonOpBuilder", None)
+    if not hasattr(builder, "create_async_tma_reduce"):
+        missing.append("gluon_ir.GluonOpBuilder.create_async_tma_reduce")
+    if not hasattr(getattr(libtriton.ir, "DESCRIPTOR_REDUCE_KIND", None), "ADD"):
+        missing.append("ir.DESCRIPTOR_REDUCE_KIND.ADD")
+    return missing
 
 
 @functools.lru_cache(maxsize=256)

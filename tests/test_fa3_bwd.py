@@ -23,7 +23,9 @@ def test_configs_check_what_the_kernel_can_split():
     with pytest.raises(ValueError, match="block_m 64 or 128"):
         Fa3BwdConfig(32, 2, "cols")
     with pytest.raises(ValueError, match="parts overlap"):  # two consumers' dQ over the same block
-        Fa3BwdConfig(64, 2, "keys", dq_writer=True)
+        Fa3BwdConfig(64, 2, "keys", dq_add="writer")
+    with pytest.raises(ValueError, match="dq_add"):
+        Fa3BwdConfig(64, 2, "cols", dq_add="smem")
     assert SHIPPED[128].dq_split == "cols" and SHIPPED[64].dq_split == "keys"
     for d, by in CANDIDATES.items():  # each a build of its own beside the shipped one at its head_dim
         assert len({c.mangle() for c in (SHIPPED[d], *by.values())}) == 1 + len(by), d
