@@ -82,12 +82,15 @@ def _errors(grads, expected):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_gpu_gradients_match_float64(head_dim, causal, dtype):
-    """Every shipped and candidate configuration, N from 1 through the tiles' edges (63, 64, 65, 127, 128, 129) to
-    1000 and 1337: dQ, dK, dV against float64 autograd of the reference and against the teaching backward."""
+    """The shipped configuration at N from 1 through the tiles' edges (63, 64, 65, 127, 128, 129) to 1000 and 1337,
+    and in bf16 every candidate at 1, 65, 1000 and 1337: dQ, dK, dV against float64 autograd of the reference and
+    against the teaching backward."""
     _hopper()
     from kernels.fa2_bwd import launch_backward as teaching
-    configs = {"shipped": SHIPPED[head_dim], **CANDIDATES[head_dim]}
     for seq_len in (1, 63, 64, 65, 127, 128, 129, 1000, 1337):
+        configs = {"shipped": SHIPPED[head_dim]}
+        if dtype == torch.bfloat16 and seq_len in (1, 65, 1000, 1337):
+            configs.update(CANDIDATES[head_dim])
         q, k, v, o, lse, do = _case(2, 3, seq_len, head_dim, dtype, causal, seed=seq_len + head_dim)
         scale = head_dim ** -0.5
         expected = reference_gradients(q, k, v, do, causal, None, device="cpu")
