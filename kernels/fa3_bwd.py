@@ -284,8 +284,10 @@ def _consumer(W: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.constexpr):
             # -- add dQ into the fp32 accumulator (rows padded to whole blocks: no mask) --
             gl.atomic_add(dq_base + m0 * HEAD_DIM + dq_offs, dq, sem="relaxed")
 
-    # -- write dK and dV once, staged in our halves of K's and V's tiles (both consumers done reading them) --
-    named_barrier(False, _DS_BARRIER)
+    # -- write dK and dV once, staged in our halves of K's and V's tiles (once the other consumer is done reading
+    # them: its dQ reads our K, but with dQ by keys) --
+    if SPLIT != "keys":
+        named_barrier(False, _DS_BARRIER)
     dk_smem = k_smem.index(W)
     dv_smem = v_smem.index(W)
     dk_smem.reshape([_WG_KEYS, HEAD_DIM]).store(dk.to(dtype))
