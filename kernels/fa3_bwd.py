@@ -496,6 +496,8 @@ def shipped_launches(subset: str = "all"):
     compile check (Hopper only: wgmma), in every subset but "candidates" (8 builds of a few seconds: CI's
     "representative" takes them all); "candidates": CANDIDATES, bf16, causal and not."""
     from kernels.inputs import example_qkv
+    if subset not in ("all", "representative", "candidates"):
+        raise ValueError(f"subset must be 'all', 'representative' or 'candidates', got {subset!r}")
     launches = []
     if subset == "candidates":
         rows = [(d, f"candidate {name}: ", config, (torch.bfloat16,)) for d, configs in sorted(CANDIDATES.items())

@@ -29,17 +29,21 @@ GLUON_IMPORT_ERROR: str | None = None
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language._core import builtin as _builtin
     from triton.experimental.gluon.language.nvidia.hopper import (
         fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 except Exception as exc:  # an old Triton, a broken install: the FA-3 kernel reports it instead of failing import
-    gluon = gl = fence_async_shared = mbarrier = tma = warpgroup_mma = warpgroup_mma_wait = _builtin = None
+    gluon = gl = fence_async_shared = mbarrier = tma = warpgroup_mma = warpgroup_mma_wait = None
     TensorDescriptor = None
     GLUON_IMPORT_ERROR = f"{type(exc).__name__}: {exc}"
 
+try:  # private: a Triton that moves it loses only tma_reduce_add (check() names it), not the rest of Gluon
+    from triton.experimental.gluon.language._core import builtin as _builtin
+except Exception:  # noqa: BLE001
+    _builtin = None
+
 tma_reduce_add = None
-if _builtin is not None:
+if _builtin is not None and gl is not None:
     @_builtin
     def tma_reduce_add(tensor_desc, coord, src, _semantic=None):
         """Add the shared-memory tile `src` into global memory at `coord` of `tensor_desc`, element by element, by the
@@ -69,6 +73,8 @@ def check() -> list[str]:
               tma: ("async_copy_global_to_shared", "async_copy_shared_to_global", "store_wait")}
     missing = [f"{module.__name__}.{name}" for module, names in wanted.items() for name in names
                if not hasattr(module, name)]
+    if tma_reduce_add is None:
+        missing.append("triton.experimental.gluon.language._core.builtin (for tma_reduce_add)")
     from triton._C import libtriton  # tma_reduce_add's private builder op and its reduce kind
     builder = getattr(getattr(libtriton, "gluon_ir", None), "GluonOpBuilder", None)
     if not hasattr(builder, "create_async_tma_reduce"):

@@ -149,3 +149,5 @@ def test_backward_subsets_list_what_they_say():
         [label for label, _, _ in fa3_bwd.shipped_launches()]
     assert len(fa3_bwd.shipped_launches()) == 2 * 2 * len(fa3_bwd.SHIPPED)
     assert len(fa3_bwd.shipped_launches("candidates")) == 2 * sum(len(c) for c in fa3_bwd.CANDIDATES.values())
+    with pytest.raises(ValueError, match="subset must be"):
+        fa3_bwd.shipped_launches("some")
