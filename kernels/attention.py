@@ -136,7 +136,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     q, k, v: (batch, heads, seq_len, head_dim); any seq_len ≥ 1; sm_scale > 0 (default 1/sqrt(head_dim)).
     kernel: "auto" (FA-3 on a Hopper GPU for fp16/bf16 at head_dim 64, 128 or 256, else FA-2) or one of
     kernel_choices(). Returns O in the input dtype, and with return_lse=True also the fp32 row log-sum-exp (natural
-    log). Differentiable where the kernel has a backward pass (its spec's `backward`: FA-2 today): with autograd on
+    log). Differentiable where the kernel has a backward pass (its spec's `backward`: FA-2's and FA-3's): with autograd on
     and an input that requires grad, "auto" picks among those kernels, and a kernel named without one raises a
     ValueError naming those that have one. The forward then saves O and the LSE, no N×N matrix (kernels/autograd.py);
     the LSE returned is detached. The inputs are checked (kernels.inputs) before a kernel is chosen; the chosen kernel's own

@@ -16,13 +16,15 @@ kernel takes FA-3's backward design (Shah et al. 2024, `hopper/mainloop_bwd_sm90
 - dQ is added from here, not by a pass of its own (5 products a tile, as counted). Each consumer writes its dSᵀ to
   shared memory (double-buffered) and multiplies it by K: at head_dim 128 (`dq_split` "cols", FA-3's way) the two
   meet at a hardware named barrier and each takes all of dS (64 query rows × 128 keys) times its half of K's
-  columns; at head_dim 64 ("keys") each takes its own 64 keys' dS times its own K rows, with no barrier and twice
-  the atomics. The product is added into an fp32 dQ accumulator in global memory by vector atomics (`RED.ADD.F32x2`,
-  fire and forget: the warpgroup goes on to the next query block; `dq_add`'s candidates stage it in shared memory
-  and have the copy engine add it, a TMA reduce as FA-3 does, or a warp of its own); the accumulator is cast to the
-  input dtype after the kernel (dS carries the softmax scale, so dQ = dS K as it stands).
+  columns; with "keys" each takes its own 64 keys' dS times its own K rows, with no barrier and twice the adds. The
+  product goes to shared memory and the copy engine adds it into an fp32 dQ accumulator in global memory (a TMA
+  reduce, `UTMAREDG.4D.ADD`, as FA-3 does; Gluon's Python API lacks it: kernels/gluon_compat.tma_reduce_add): the
+  warpgroup goes on to the next query block while it is added. Adding from the registers by vector atomics
+  (`RED.ADD.F32x2`) measured 1.22–1.42× slower on the H200, and a warp of its own adding from shared memory by
+  16-byte atomics 0.59–1.07× (BENCHMARKS.md §1d). The accumulator is cast to the input dtype after the kernel (dS
+  carries the softmax scale, so dQ = dS K as it stands).
 
-The atomics make dQ's low bits depend on the order the programs add in (the teaching backward's dQ pass is
+The reduce makes dQ's low bits depend on the order the programs add in (the teaching backward's dQ pass is
 deterministic). Memory beyond the inputs and gradients: Δ and the LSE in rows padded to whole query blocks, and the
 fp32 dQ accumulator (twice dQ's bytes), freed when the backward returns.
 
@@ -34,9 +36,9 @@ heads takes its key blocks the longest first (lpt, as the forward).
 
 Runs on 16-bit inputs (fp16, bf16), head_dim 64 and 128, q, k, v of one shape; anything else (head_dim 256, whose dK
 and dV alone would fill a warpgroup's registers; fp32; another GPU; the interpreter) has `unavailable_reason` say
-why. Not yet the library's backward: it is compiled for sm_90 (triton 3.6 and 3.7.1) and has not run on a GPU; it
-becomes kernel="fa3"'s backward once its gradients match float64 and it is timed on the H200
-(perf/h200/backward_speed.py --only fa3; tests/test_fa3_bwd.py; BENCHMARKS.md §1d).
+why; `backward` (kernel "fa3"'s backward pass) runs the teaching backward there. Checked against float64 on the
+H200 (tests/test_fa3_bwd.py) and timed there beside cuDNN (perf/h200/backward_speed.py --only fa3; BENCHMARKS.md
+§1d).
 """
 from __future__ import annotations
 
@@ -57,53 +59,40 @@ SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
 BLOCK_N = 128     # keys per program: two consumer warpgroups of 64 (wgmma's M)
 WG_KEYS = 64
 NUM_CONSUMERS = 2
+BLOCK_M = 64      # query rows per step of the walk (Sᵀ: 64 keys × 64 queries a warpgroup)
 
 if gluon is not None:
     _jit = gluon.jit
     _LOG2_E = gl.constexpr(costmodel.LOG2_E)
     _DS_BARRIER = gl.constexpr(TURN_BARRIER_ID.value)  # the two consumers meet here once a query block
     _BLOCK_N, _WG_KEYS, _NUM_CONSUMERS = gl.constexpr(BLOCK_N), gl.constexpr(WG_KEYS), gl.constexpr(NUM_CONSUMERS)
+    _BLOCK_M = gl.constexpr(BLOCK_M)
 else:  # no Gluon in this Triton: the functions below stay plain Python and are never launched
     def _jit(fn=None, **_kw):
         return fn if fn is not None else (lambda f: f)
-    _LOG2_E = _DS_BARRIER = _BLOCK_N = _WG_KEYS = _NUM_CONSUMERS = None
+    _LOG2_E = _DS_BARRIER = _BLOCK_N = _WG_KEYS = _NUM_CONSUMERS = _BLOCK_M = None
 
 
 @dataclass(frozen=True)
 class Fa3BwdConfig:
-    block_m: int        # query rows per step of the walk (64 or 128: Sᵀ is 64 keys × block_m queries a warpgroup)
     stages: int         # Q/dO ring slots
     dq_split: str       # how the two consumers share dQ = dS K: "cols" (each multiplies all of dS by its half of
-    #                     K's columns: the consumers meet at a named barrier once a block, FA-3's way), "rows" (its
-    #                     half of dS's rows: block_m 128), "keys" (its own keys' dS by its own keys' K: no barrier,
-    #                     twice the atomics, each over all of dQ's block)
+    #                     K's columns: the consumers meet at a named barrier once a block, FA-3's way), "keys" (its
+    #                     own keys' dS by its own keys' K: no barrier, twice the adds, each over all of dQ's block)
     consumer_regs: int = 240  # registers per thread of a consumer warpgroup (setmaxnreg)
-    producer_regs: int = 24   # registers per thread of the producer warp (and of the dQ writer's)
-    dq_add: str = "atomics"   # how a consumer adds its dQ part to the fp32 accumulator: "atomics" (from its
-    #                           registers, RED.ADD.F32x2), "tma" (staged in shared memory, added by the copy engine:
-    #                           a TMA reduce, FA-3's way), "writer" (staged, added by a warp of its own with
-    #                           coalesced 16-byte atomics)
+    producer_regs: int = 24   # registers per thread of the producer warp
 
     def __post_init__(self):
-        if self.dq_split not in ("cols", "rows", "keys") or (self.dq_split == "rows") != (self.block_m == 128) \
-                or self.block_m not in (64, 128):
-            raise ValueError(f"Fa3BwdConfig: block_m 64 or 128, dq_split 'cols', 'rows' (block_m 128 only) or "
-                             f"'keys'; got {self}")
-        if self.dq_add not in ("atomics", "tma", "writer"):
-            raise ValueError(f"Fa3BwdConfig: dq_add is 'atomics', 'tma' or 'writer'; got {self.dq_add!r}")
-        if self.dq_add == "writer" and self.dq_split == "keys":
-            raise ValueError("Fa3BwdConfig: the dQ writer takes disjoint parts ('cols' or 'rows'); 'keys' parts "
-                             "overlap")
+        if self.dq_split not in ("cols", "keys"):
+            raise ValueError(f"Fa3BwdConfig: dq_split is 'cols' or 'keys'; got {self.dq_split!r}")
 
     @property
     def label(self) -> str:
-        return (f"2×64 keys, {self.block_m}-row steps, {self.stages} slots, dQ by {self.dq_split}"
-                f"{'' if self.dq_add == 'atomics' else f' ({self.dq_add})'}, regs {self.consumer_regs}/"
+        return (f"2×64 keys, {self.stages} slots, dQ by {self.dq_split}, regs {self.consumer_regs}/"
                 f"{self.producer_regs}")
 
     def mangle(self) -> str:
-        return (f"Fa3BwdConfig_m{self.block_m}_s{self.stages}_{self.dq_split}_{self.dq_add}_r"
-                f"{self.consumer_regs}_{self.producer_regs}")
+        return f"Fa3BwdConfig_s{self.stages}_{self.dq_split}_r{self.consumer_regs}_{self.producer_regs}"
 
     __repr__ = mangle  # Triton 3.6 mangles a constexpr argument by its repr
 
@@ -115,32 +104,31 @@ class Fa3BwdConfig:
         padded to a warpgroup)."""
         return 65536 // (32 * 12) // 8 * 8
 
+    def dq_part(self, head_dim: int) -> tuple[int, int]:
+        """The block of dQ a consumer adds a query block: (rows, columns)."""
+        return BLOCK_M, head_dim // 2 if self.dq_split == "cols" else head_dim
+
     def smem_bytes(self, head_dim: int) -> int:
-        """K and V tiles, the Q/dO ring, two dSᵀ buffers (16-bit), the ring's LSE and Δ rows (fp32), and the dQ
-        writer's block (fp32, padded 4 words a row) or the TMA reduce's (fp32, a part a consumer)."""
-        return 2 * (2 * BLOCK_N * head_dim + 2 * self.stages * self.block_m * head_dim + 2 * BLOCK_N * self.block_m) \
-            + 4 * 2 * self.stages * self.block_m + {"atomics": 0, "tma": 4 * self.block_m * head_dim,
-                                                    "writer": 4 * self.block_m * (head_dim + 8)}[self.dq_add]
+        """K and V tiles, the Q/dO ring, two dSᵀ buffers (16-bit), the ring's LSE and Δ rows and each consumer's dQ
+        part for the reduce (fp32)."""
+        rows, cols = self.dq_part(head_dim)
+        return 2 * (2 * BLOCK_N * head_dim + 2 * self.stages * BLOCK_M * head_dim + 2 * BLOCK_N * BLOCK_M) \
+            + 4 * (2 * self.stages * BLOCK_M + NUM_CONSUMERS * rows * cols)
 
 
-# head_dim 128: 64-row query steps; dQ split by head_dim columns (each consumer 64 of them). Registers a consumer
-# thread: dK 64 + dV 64 + Sᵀ 32 + dPᵀ 32 + its dQ half 32. head_dim 64: 128-row steps (wgmma's N twice as wide);
-# dQ split by query rows. Shared memory 160 KB either way (K, V 32 or 64 KB, ring 64 or 64 KB, dS 32 or 64 KB).
+# Measured on the H200 (2026-12-05, B2 H16 bf16, 4K–16K; BENCHMARKS.md §1d): with dQ added by the TMA reduce,
+# head_dim 128 (dQ by columns) 0.97–1.10× cuDNN's backward; head_dim 64 (dQ by keys) 0.88–0.98×. Registers a
+# consumer thread at 128: dK 64 + dV 64 + Sᵀ 32 + dPᵀ 32 + its dQ half 32. Shared memory: 192 KB at 128, 128 KB at 64.
 SHIPPED: dict[int, Fa3BwdConfig] = {
-    64: Fa3BwdConfig(64, 2, "keys"),
-    128: Fa3BwdConfig(64, 2, "cols"),
+    64: Fa3BwdConfig(2, "keys"),
+    128: Fa3BwdConfig(2, "cols"),
 }
 
-
 # Beside the shipped configurations, timed on the H200 in one run (perf/h200/backward_speed.py --only fa3), by head_dim
+# (at 128 a third slot spills 80 bytes and measured 0.97–1.01× with the atomics; dQ by keys lost 0.70–0.76× there)
 CANDIDATES: dict[int, dict[str, Fa3BwdConfig]] = {
-    64: {"3 slots": Fa3BwdConfig(64, 3, "keys"), "dQ by columns": Fa3BwdConfig(64, 2, "cols"),
-         "128-row steps, dQ by rows": Fa3BwdConfig(128, 2, "rows"),
-         "dQ by columns through a writer warp": Fa3BwdConfig(64, 2, "cols", producer_regs=32, dq_add="writer"),
-         "dQ by a TMA reduce": Fa3BwdConfig(64, 2, "keys", dq_add="tma")},
-    128: {"3 slots": Fa3BwdConfig(64, 3, "cols"), "dQ by keys": Fa3BwdConfig(64, 2, "keys"),
-          "dQ through a writer warp": Fa3BwdConfig(64, 2, "cols", producer_regs=32, dq_add="writer"),
-          "dQ by a TMA reduce": Fa3BwdConfig(64, 2, "cols", dq_add="tma")},
+    64: {"dQ by columns": Fa3BwdConfig(2, "cols"), "3 slots": Fa3BwdConfig(3, "keys")},
+    128: {},
 }
 
 
@@ -149,7 +137,6 @@ CANDIDATES: dict[int, dict[str, Fa3BwdConfig]] = {
 @_jit
 def _producer(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem, do_smem, lse_smem,
               delta_smem, kv_ready, q_ready, q_empty, off_b, off_h, n0, m_begin, n_iter, CFG: gl.constexpr):
-    BLOCK_M: gl.constexpr = CFG.block_m
     STAGES: gl.constexpr = CFG.stages
     # -- load K and V: this program's 128 keys, one 64-row half per consumer --
     mbarrier.expect(kv_ready.index(0), 2 * k_desc.block_type.nbytes + 2 * v_desc.block_type.nbytes)
@@ -165,7 +152,7 @@ def _producer(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_s
         mbarrier.wait(q_empty.index(slot), phase ^ 1)  # a fresh mbarrier counts its phase before 0 as complete
         mbarrier.expect(q_ready.index(slot), q_desc.block_type.nbytes + do_desc.block_type.nbytes +
                         lse_desc.block_type.nbytes + delta_desc.block_type.nbytes)
-        m0 = m_begin + it * BLOCK_M
+        m0 = m_begin + it * _BLOCK_M
         tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m0, 0], q_ready.index(slot), q_smem.index(slot))
         tma.async_copy_global_to_shared(do_desc, [off_b, off_h, m0, 0], q_ready.index(slot), do_smem.index(slot))
         tma.async_copy_global_to_shared(lse_desc, [off_b, off_h, m0], q_ready.index(slot), lse_smem.index(slot))
@@ -176,18 +163,15 @@ def _producer(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_s
 
 @_jit
 def _consumer(W: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.constexpr):
-    dk_desc, dv_desc, DQ, dq_desc, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, kv_ready, \
-        q_ready, q_empty, dq_smem, dq_ready, dq_empty, sm_scale, seq_len, dq_rows, off_b, off_h, off_bh, n0, m_begin, \
-        n_iter = work
-    BLOCK_M: gl.constexpr = CFG.block_m
+    dk_desc, dv_desc, dq_desc, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem, kv_ready, \
+        q_ready, q_empty, sm_scale, seq_len, off_b, off_h, n0, m_begin, n_iter = work
     STAGES: gl.constexpr = CFG.stages
     HEAD_DIM: gl.constexpr = dk_desc.block_type.shape[3]
     dtype: gl.constexpr = dk_desc.dtype
     SPLIT: gl.constexpr = CFG.dq_split
-    DQ_M: gl.constexpr = _WG_KEYS if SPLIT == "rows" else BLOCK_M  # our block of dQ
-    DQ_D: gl.constexpr = HEAD_DIM // 2 if SPLIT == "cols" else HEAD_DIM
+    DQ_D: gl.constexpr = HEAD_DIM // 2 if SPLIT == "cols" else HEAD_DIM  # our block of dQ: 64 rows × DQ_D
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, BLOCK_M, 16])  # Sᵀ, dPᵀ: keys × queries
+                                                       instr_shape=[16, _BLOCK_M, 16])  # Sᵀ, dPᵀ: keys × queries
     kv_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                         instr_shape=[16, HEAD_DIM, 16])  # dK, dV: keys × head_dim
     dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -195,18 +179,13 @@ def _consumer(W: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.constexpr):
     op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=kv_layout, k_width=2)  # Pᵀ, dSᵀ from regs
     key_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     query_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
-    qk_scale = sm_scale * _LOG2_E
     key0 = n0 + W * _WG_KEYS
     keys = key0 + gl.arange(0, _WG_KEYS, key_layout)
     dk = gl.zeros([_WG_KEYS, HEAD_DIM], gl.float32, kv_layout)
     dv = gl.zeros([_WG_KEYS, HEAD_DIM], gl.float32, kv_layout)
-    s_init = gl.zeros([_WG_KEYS, BLOCK_M], gl.float32, s_layout)  # ignored: use_acc=False
-    dq_init = gl.zeros([DQ_M, DQ_D], gl.float32, dq_layout)
-    dq_base = DQ + off_bh.to(gl.int64) * dq_rows * HEAD_DIM
-    dq_row0: gl.constexpr = W * _WG_KEYS if SPLIT == "rows" else 0
+    s_init = gl.zeros([_WG_KEYS, _BLOCK_M], gl.float32, s_layout)  # ignored: use_acc=False
+    dq_init = gl.zeros([_BLOCK_M, DQ_D], gl.float32, dq_layout)
     dq_col0: gl.constexpr = W * DQ_D if SPLIT == "cols" else 0
-    dq_offs = (dq_row0 + gl.arange(0, DQ_M, gl.SliceLayout(1, dq_layout)))[:, None] * HEAD_DIM + \
-        (dq_col0 + gl.arange(0, DQ_D, gl.SliceLayout(0, dq_layout)))[None, :]
     k_w = k_smem.index(W).reshape([_WG_KEYS, HEAD_DIM])
     v_w = v_smem.index(W).reshape([_WG_KEYS, HEAD_DIM])
     k_0 = k_smem.index(0).reshape([_WG_KEYS, HEAD_DIM])  # dQ's B operand, a half of the keys at a time
@@ -214,30 +193,31 @@ def _consumer(W: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.constexpr):
     if SPLIT == "cols":  # our half of the columns
         k_0 = k_0.slice(dq_col0, DQ_D, dim=1)
         k_1 = k_1.slice(dq_col0, DQ_D, dim=1)
+    dq_stage = dq_smem.index(W)
     mbarrier.wait(kv_ready.index(0), 0)
 
     for it in range(n_iter):
         slot = it % STAGES
         phase = (it // STAGES) & 1
-        m0 = m_begin + it * BLOCK_M
+        m0 = m_begin + it * _BLOCK_M
         mbarrier.wait(q_ready.index(slot), phase)
-        q = q_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
-        do = do_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
+        q = q_smem.index(slot).reshape([_BLOCK_M, HEAD_DIM])
+        do = do_smem.index(slot).reshape([_BLOCK_M, HEAD_DIM])
         # -- recompute Sᵀ = K Qᵀ and dPᵀ = V dOᵀ, issued together --
         s_tok = warpgroup_mma(k_w, q.permute((1, 0)), s_init, use_acc=False, is_async=True)
         dp_tok = warpgroup_mma(v_w, do.permute((1, 0)), s_init, use_acc=False, is_async=True)
         # the block's LSE (log2 units; +inf past seq_len: P = 0 there), from the slot, while Sᵀ is computed
-        lse2 = lse_smem.index(slot).reshape([BLOCK_M]).load(query_layout)
+        lse2 = lse_smem.index(slot).reshape([_BLOCK_M]).load(query_layout)
         s = warpgroup_mma_wait(1, deps=(s_tok,))
         # -- Pᵀ = exp(S − LSE), the causal mask on blocks that cross our keys --
-        p = gl.exp2(s * qk_scale - lse2[None, :])
+        p = gl.exp2(s * (sm_scale * _LOG2_E) - lse2[None, :])
         if CAUSAL:
             if m0 < key0 + _WG_KEYS:
-                queries = m0 + gl.arange(0, BLOCK_M, query_layout)
+                queries = m0 + gl.arange(0, _BLOCK_M, query_layout)
                 p = gl.where(queries[None, :] >= keys[:, None], p, 0.0)
         elif key0 + _WG_KEYS > seq_len:  # keys past seq_len (zero rows): P = 0, not exp(−LSE), which overflows
             p = gl.where((keys < seq_len)[:, None], p, 0.0)  # for a row whose LSE is below −88
-        delta = delta_smem.index(slot).reshape([BLOCK_M]).load(query_layout)
+        delta = delta_smem.index(slot).reshape([_BLOCK_M]).load(query_layout)
         dp = warpgroup_mma_wait(0, deps=(dp_tok,))
         # -- dSᵀ = Pᵀ ∘ (dPᵀ − Δ), with the softmax scale (so dK = dSᵀ Q and dQ = dS K as they are) --
         ds = p * (dp - delta[None, :]) * sm_scale
@@ -247,42 +227,29 @@ def _consumer(W: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.constexpr):
         # -- dV += Pᵀ dO, dK += dSᵀ Q: async, while dSᵀ goes to shared memory for dQ --
         dv_tok = warpgroup_mma(p_op, do, dv, is_async=True)
         dk_tok = warpgroup_mma(ds_op, q, dk, is_async=True)
-        ds_buf = ds_smem.index(it % 2)  # (128 keys, BLOCK_M queries)
+        ds_buf = ds_smem.index(it % 2)  # (128 keys, 64 queries)
         ds_buf.slice(W * _WG_KEYS, _WG_KEYS, dim=0).store(ds16)
         fence_async_shared()
         if SPLIT == "keys":
-            # -- dQ (our part) = dS K over our 64 keys: all of the block's rows and columns --
-            ds_w = ds_buf.slice(W * _WG_KEYS, _WG_KEYS, dim=0).permute((1, 0))  # (BLOCK_M queries, our 64 keys)
+            # -- dQ (our part) = dS K over our 64 keys: all of the block's columns --
+            ds_w = ds_buf.slice(W * _WG_KEYS, _WG_KEYS, dim=0).permute((1, 0))  # (64 queries, our 64 keys)
             dq_tok = warpgroup_mma(ds_w, k_w, dq_init, use_acc=False, is_async=True)
         else:
             named_barrier(False, _DS_BARRIER)  # both halves of dSᵀ written (and the other buffer read by both)
             # -- dQ (our part) = dS K over all 128 keys (two products, a half of the keys each): our half of the
-            # rows or of the columns --
-            ds_0 = ds_buf.slice(0, _WG_KEYS, dim=0).permute((1, 0))  # (BLOCK_M queries, 64 keys)
+            # columns --
+            ds_0 = ds_buf.slice(0, _WG_KEYS, dim=0).permute((1, 0))  # (64 queries, 64 keys)
             ds_1 = ds_buf.slice(_WG_KEYS, _WG_KEYS, dim=0).permute((1, 0))
-            if SPLIT == "rows":
-                ds_0 = ds_0.slice(dq_row0, DQ_M, dim=0)
-                ds_1 = ds_1.slice(dq_row0, DQ_M, dim=0)
             dq_tok = warpgroup_mma(ds_0, k_0, dq_init, use_acc=False, is_async=True)
             dq_tok = warpgroup_mma(ds_1, k_1, dq_tok, is_async=True)
         dv, dk, dq, p_op, ds_op = warpgroup_mma_wait(0, deps=(dv_tok, dk_tok, dq_tok, p_op, ds_op))
         mbarrier.arrive(q_empty.index(slot), count=1)  # Q and dO read: the producer may refill the slot
-        if CFG.dq_add == "writer":
-            # -- hand our part of dQ to the writer warp (once it has added the previous block's) --
-            mbarrier.wait(dq_empty.index(0), (it & 1) ^ 1)
-            dq_smem.index(W).store(dq)
-            mbarrier.arrive(dq_ready.index(0), count=1)
-        elif CFG.dq_add == "tma":
-            # -- stage our part of dQ (once the copy engine has read the previous block's) and have the copy engine
-            # add it to the accumulator --
-            tma.store_wait(0)
-            stage = dq_smem.index(W)
-            stage.reshape([DQ_M, DQ_D]).store(dq)
-            fence_async_shared()
-            compat.tma_reduce_add(dq_desc, [off_b, off_h, m0 + dq_row0, dq_col0], stage)
-        else:
-            # -- add dQ into the fp32 accumulator (rows padded to whole blocks: no mask) --
-            gl.atomic_add(dq_base + m0 * HEAD_DIM + dq_offs, dq, sem="relaxed")
+        # -- stage our part of dQ (once the copy engine has read the previous block's) and have the copy engine add
+        # it to the accumulator (rows padded to whole blocks: nothing clipped) --
+        tma.store_wait(0)
+        dq_stage.reshape([_BLOCK_M, DQ_D]).store(dq)
+        fence_async_shared()
+        compat.tma_reduce_add(dq_desc, [off_b, off_h, m0, dq_col0], dq_stage)
 
     # -- write dK and dV once, staged in our halves of K's and V's tiles (once the other consumer is done reading
     # them: its dQ reads our K, but with dQ by keys) --
@@ -298,46 +265,18 @@ def _consumer(W: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.constexpr):
     tma.store_wait(0)
 
 
-# -- the dQ writer: one warp adding the consumers' dQ parts to the accumulator ----------------------------------
-
-@_jit
-def _writer(DQ, dq_smem, dq_ready, dq_empty, off_bh, dq_rows, m_begin, n_iter, CFG: gl.constexpr,
-            HEAD_DIM: gl.constexpr):
-    BLOCK_M: gl.constexpr = CFG.block_m
-    SPLIT: gl.constexpr = CFG.dq_split
-    PART_M: gl.constexpr = dq_smem.shape[1]  # a consumer's part: (64 rows, head_dim / 2) or (64 rows, head_dim)
-    PART_D: gl.constexpr = dq_smem.shape[2]
-    LANES_D: gl.constexpr = PART_D // 4      # 4 fp32 (16 bytes) a lane, a row's part across these lanes
-    ROWS: gl.constexpr = 32 // LANES_D       # rows a warp covers in one instruction
-    layout: gl.constexpr = gl.BlockedLayout([1, 4], [ROWS, LANES_D], [1, 1], [1, 0])
-    offs = gl.arange(0, ROWS, gl.SliceLayout(1, layout))[:, None] * HEAD_DIM + \
-        gl.arange(0, PART_D, gl.SliceLayout(0, layout))[None, :]
-    base = DQ + off_bh.to(gl.int64) * dq_rows * HEAD_DIM
-    for it in range(n_iter):
-        m0 = m_begin + it * BLOCK_M
-        mbarrier.wait(dq_ready.index(0), it & 1)
-        for part in gl.static_range(2):
-            # where the part sits in dQ's block: the second half of the rows, or of the columns
-            at = (part * PART_M * HEAD_DIM) if SPLIT == "rows" else (part * PART_D)
-            for r in gl.static_range(0, PART_M, ROWS):  # unrolled: a slice starts at a constant
-                x = dq_smem.index(part).slice(r, ROWS, dim=0).load(layout)
-                gl.atomic_add(base + (m0 + r) * HEAD_DIM + at + offs, x, sem="relaxed")
-        mbarrier.arrive(dq_empty.index(0), count=1)
-
-
 # -- the kernel ----------------------------------------------------------------------------------------------------
 
-@_jit(do_not_specialize=["seq_len", "heads", "dq_rows", "heads_per_group"])
-def _fa3_bwd(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_desc, DQ, dq_desc, sm_scale, seq_len,
-             heads, dq_rows, heads_per_group, CFG: gl.constexpr, CAUSAL: gl.constexpr):
-    # Q, dO: 4-D TMA descriptors over (B, H, N, D), boxes [1, 1, block_m, D]; K, V, dK, dV boxes [1, 1, 64, D].
-    # lse, delta: 3-D over (B, H, dq_rows) fp32, boxes [1, 1, block_m]: LSE·log2 e (+inf past seq_len) and Δ (0 past
-    # it); DQ: (B·H, dq_rows, D) fp32, zeroed, and dq_desc a 4-D descriptor over it whose box is a consumer's dQ
-    # part (dq_add "tma"; else DQ's pointer again, unused). dq_rows = N rounded up to block_m.
+@_jit(do_not_specialize=["seq_len", "heads", "heads_per_group"])
+def _fa3_bwd(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_desc, dq_desc, sm_scale, seq_len,
+             heads, heads_per_group, CFG: gl.constexpr, CAUSAL: gl.constexpr):
+    # Q, dO: 4-D TMA descriptors over (B, H, N, D), boxes [1, 1, 64, D]; K, V, dK, dV boxes [1, 1, 64, D].
+    # lse, delta: 3-D over (B, H, rows) fp32, boxes [1, 1, 64]: LSE·log2 e (+inf past seq_len) and Δ (0 past it);
+    # dq: 4-D over the fp32 dQ accumulator (B, H, rows, D), zeroed, its box a consumer's part (Fa3BwdConfig.dq_part).
+    # rows = N rounded up to whole query blocks.
     # One program per (block of 128 keys, batch·head). Causal: key block 0 sees the most query blocks; the programs
     # of a group of heads_per_group heads (whose Q and dO fit in L2 together) start key block by key block, the
     # longest first (lpt, as the forward); not causal, one head after another.
-    BLOCK_M: gl.constexpr = CFG.block_m
     STAGES: gl.constexpr = CFG.stages
     if CAUSAL:
         n_tiles = gl.num_programs(0)
@@ -354,34 +293,21 @@ def _fa3_bwd(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_
     off_b = off_bh // heads
     off_h = off_bh % heads
     if CAUSAL:  # queries before n0 see none of our keys
-        m_begin = n0 // BLOCK_M * BLOCK_M
+        m_begin = n0 // _BLOCK_M * _BLOCK_M
     else:
         m_begin = n0 * 0
-    n_iter = gl.cdiv(seq_len, BLOCK_M) - m_begin // BLOCK_M
+    n_iter = gl.cdiv(seq_len, _BLOCK_M) - m_begin // _BLOCK_M
 
     dtype: gl.constexpr = q_desc.dtype
-    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[3]
     k_smem = gl.allocate_shared_memory(dtype, [_NUM_CONSUMERS] + k_desc.block_type.shape, k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [_NUM_CONSUMERS] + v_desc.block_type.shape, v_desc.layout)
     q_smem = gl.allocate_shared_memory(dtype, [STAGES] + q_desc.block_type.shape, q_desc.layout)
     do_smem = gl.allocate_shared_memory(dtype, [STAGES] + do_desc.block_type.shape, do_desc.layout)
     lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES] + lse_desc.block_type.shape, lse_desc.layout)
     delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES] + delta_desc.block_type.shape, delta_desc.layout)
-    ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([_BLOCK_N, BLOCK_M], dtype)
-    ds_smem = gl.allocate_shared_memory(dtype, [2, _BLOCK_N, BLOCK_M], ds_layout)
-    if CFG.dq_add == "writer":  # the consumers' dQ parts, one buffer each, rows padded by 4 words (no bank conflicts)
-        DQ_M: gl.constexpr = 64 if CFG.dq_split == "rows" else BLOCK_M
-        DQ_D: gl.constexpr = HEAD_DIM // 2 if CFG.dq_split == "cols" else HEAD_DIM
-        dq_layout: gl.constexpr = gl.PaddedSharedLayout.with_identity_for([[DQ_D, 4]], [DQ_M, DQ_D], [1, 0])
-        dq_smem = gl.allocate_shared_memory(gl.float32, [2, DQ_M, DQ_D], dq_layout)
-    elif CFG.dq_add == "tma":  # a part a consumer, laid out as the TMA reduce reads it
-        dq_smem = gl.allocate_shared_memory(gl.float32, [2] + dq_desc.block_type.shape, dq_desc.layout)
-    else:
-        dq_smem = ds_smem  # unused
-    dq_ready = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
-    dq_empty = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
-    mbarrier.init(dq_ready.index(0), count=_NUM_CONSUMERS)
-    mbarrier.init(dq_empty.index(0), count=1)
+    ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([_BLOCK_N, _BLOCK_M], dtype)
+    ds_smem = gl.allocate_shared_memory(dtype, [2, _BLOCK_N, _BLOCK_M], ds_layout)  # dSᵀ of two query blocks
+    dq_smem = gl.allocate_shared_memory(gl.float32, [_NUM_CONSUMERS] + dq_desc.block_type.shape, dq_desc.layout)
     kv_ready = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
     q_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     q_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -390,22 +316,13 @@ def _fa3_bwd(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_
         mbarrier.init(q_ready.index(i), count=1)
         mbarrier.init(q_empty.index(i), count=_NUM_CONSUMERS)  # freed once both consumers arrived
 
-    work = (dk_desc, dv_desc, DQ, dq_desc, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, kv_ready, q_ready,
-            q_empty, dq_smem, dq_ready, dq_empty, sm_scale, seq_len, dq_rows, off_b, off_h, off_bh, n0, m_begin, n_iter)
-    if CFG.dq_add == "writer":
-        gl.warp_specialize([(_consumer, (0, work, CFG, CAUSAL)), (_consumer, (1, work, CFG, CAUSAL)),
-                            (_producer, (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem,
-                                         do_smem, lse_smem, delta_smem, kv_ready, q_ready, q_empty, off_b, off_h, n0,
-                                         m_begin, n_iter, CFG)),
-                            (_writer, (DQ, dq_smem, dq_ready, dq_empty, off_bh, dq_rows, m_begin, n_iter, CFG,
-                                       HEAD_DIM))],
-                           [4, 1, 1], [CFG.consumer_regs, CFG.producer_regs, CFG.producer_regs])
-    else:
-        gl.warp_specialize([(_consumer, (0, work, CFG, CAUSAL)), (_consumer, (1, work, CFG, CAUSAL)),
-                            (_producer, (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem,
-                                         do_smem, lse_smem, delta_smem, kv_ready, q_ready, q_empty, off_b, off_h, n0,
-                                         m_begin, n_iter, CFG))],
-                           [4, 1], [CFG.consumer_regs, CFG.producer_regs])
+    work = (dk_desc, dv_desc, dq_desc, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem,
+            kv_ready, q_ready, q_empty, sm_scale, seq_len, off_b, off_h, n0, m_begin, n_iter)
+    gl.warp_specialize([(_consumer, (0, work, CFG, CAUSAL)), (_consumer, (1, work, CFG, CAUSAL)),
+                        (_producer, (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem,
+                                     do_smem, lse_smem, delta_smem, kv_ready, q_ready, q_empty, off_b, off_h, n0,
+                                     m_begin, n_iter, CFG))],
+                       [4, 1], [CFG.consumer_regs, CFG.producer_regs])
 
 
 # -- before the kernel: Δ, and the LSE in log2 units, in rows padded to whole query blocks --------------------------
@@ -469,26 +386,31 @@ def launch_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.
     lse = lse.contiguous()
     dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (k, v))
     bh = batch * heads
-    dq_rows = triton.cdiv(seq_len, config.block_m) * config.block_m
-    delta, lse2 = (torch.empty((batch, heads, dq_rows), dtype=torch.float32, device=q.device) for _ in range(2))
-    dq_acc = torch.zeros((batch, heads, dq_rows, head_dim), dtype=torch.float32, device=q.device)
-    q_desc, do_desc = (compat.make_descriptor(t, [1, 1, config.block_m, head_dim]) for t in (q, do))
+    rows = triton.cdiv(seq_len, BLOCK_M) * BLOCK_M
+    delta, lse2 = (torch.empty((batch, heads, rows), dtype=torch.float32, device=q.device) for _ in range(2))
+    dq_acc = torch.zeros((batch, heads, rows, head_dim), dtype=torch.float32, device=q.device)
+    q_desc, do_desc = (compat.make_descriptor(t, [1, 1, BLOCK_M, head_dim]) for t in (q, do))
     k_desc, v_desc, dk_desc, dv_desc = (compat.make_descriptor(t, [1, 1, WG_KEYS, head_dim]) for t in (k, v, dk, dv))
-    lse_desc, delta_desc = (compat.make_descriptor(t, [1, 1, config.block_m]) for t in (lse2, delta))
-    if config.dq_add == "tma":  # the box a consumer adds: its half of the columns or rows, or the whole block
-        part = (64 if config.dq_split == "rows" else config.block_m,
-                head_dim // 2 if config.dq_split == "cols" else head_dim)
-        dq_desc = compat.make_descriptor(dq_acc, [1, 1, *part])
-    else:
-        dq_desc = dq_acc
+    lse_desc, delta_desc = (compat.make_descriptor(t, [1, 1, BLOCK_M]) for t in (lse2, delta))
+    dq_desc = compat.make_descriptor(dq_acc, [1, 1, *config.dq_part(head_dim)])
     group = costmodel.lpt_heads_per_group(bh, seq_len, head_dim, q.element_size()) if causal else 1
     with kernel_launch_lock():
-        _bwd_rows[(dq_rows // 64, bh)](o, do, lse, delta, lse2, seq_len, dq_rows, HEAD_DIM=head_dim, BLOCK=64)
+        _bwd_rows[(rows // 64, bh)](o, do, lse, delta, lse2, seq_len, rows, HEAD_DIM=head_dim, BLOCK=64)
         _fa3_bwd[(triton.cdiv(seq_len, BLOCK_N), bh)](
-            q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_desc, dq_acc, dq_desc, sm_scale,
-            seq_len, heads, dq_rows, group, CFG=config, CAUSAL=causal, num_warps=config.num_warps, maxnreg=config.maxnreg)
+            q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_desc, dq_desc, sm_scale, seq_len, heads,
+            group, CFG=config, CAUSAL=causal, num_warps=config.num_warps, maxnreg=config.maxnreg)
     dq = dq_acc[:, :, :seq_len].to(q.dtype)
     return dq, dk, dv
+
+
+def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, do: torch.Tensor,
+             causal: bool, sm_scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Kernel "fa3"'s backward pass (its spec's `backward`, which kernels/autograd.py runs): this kernel where it runs
+    the inputs, the teaching backward (kernels/fa2_bwd.py) where it does not (head_dim 256, for one)."""
+    if unavailable_reason(q, k, v) is None:
+        return launch_backward(q, k, v, o, lse, do, causal, sm_scale)
+    from kernels.fa2_bwd import launch_backward as teaching
+    return teaching(q, k, v, o, lse, do, causal, sm_scale)
 
 
 def shipped_launches(subset: str = "all"):

@@ -203,7 +203,7 @@ _BUILT_IN = (
          tiles="kernels.fa3:tiles_for",
          assumed_tiles=(128, 128), tile_rule=check_fa3_tiles, unavailable="kernels.fa3:unavailable_for",
          ratio=True, proton="kernels.fa3:proton_launcher", compile="kernels.fa3:shipped_launches",
-         backward_compile="kernels.fa3_bwd:shipped_launches",  # compiled, not yet its backward: no GPU has run it
+         backward="kernels.fa3_bwd:backward", backward_compile="kernels.fa3_bwd:shipped_launches",
          fast="kernels.fa3:fast_launcher"),
     Spec("decode", "flash-decoding (ours, Triton, split-KV)", "decode (ours)", "sky_blue",
          "kernels.decode:decode_attention", _decode_model, _decode_extra_bytes, interpreter=True,

@@ -207,9 +207,22 @@ def test_gpu_gradients_other_head_dims_and_fp32(head_dim):
 
 
 @pytest.mark.gpu
-def test_gpu_auto_trains_on_fa2_and_the_saved_memory_is_linear():
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_gpu_fa3_trains_through_autograd(head_dim, causal):
+    """kernel="fa3" is differentiable: its FA-3 style backward (kernels/fa3_bwd.py) at head_dim 64 and 128, the
+    teaching backward at 256, against float64 autograd, ragged N."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the FA-3 style kernels run on Hopper")
+    _check_grads(*_leaves((2, 3, 1000, head_dim), torch.bfloat16, seed=head_dim + causal, device="cuda"), causal,
+                 kernel="fa3")
+
+
+@pytest.mark.gpu
+def test_gpu_auto_trains_on_a_kernel_with_a_backward_and_the_saved_memory_is_linear():
     q, k, v = _leaves((1, 4, 8192, 128), torch.bfloat16, seed=10, device="cuda")
-    assert choose_kernel(q)[0] == "fa2"
+    hopper = torch.cuda.get_device_capability()[0] == 9
+    assert choose_kernel(q)[0] == ("fa3" if hopper else "fa2")  # the fastest library kernel with a backward
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     out = flash_attention(q, k, v, causal=True)

@@ -16,16 +16,10 @@ def test_configs_check_what_the_kernel_can_split():
     for d, config in (*SHIPPED.items(), *((d, c) for d, by in CANDIDATES.items() for c in by.values())):
         assert config.smem_bytes(d) <= 227 * 1024 and config.maxnreg * 32 * 12 <= 65536
         assert 2 * 128 * config.consumer_regs + 128 * config.producer_regs <= 65536  # setmaxnreg's pool
+        rows, cols = config.dq_part(d)  # the box the copy engine adds: a consumer's part of a query block's dQ
+        assert rows == 64 and cols == (d // 2 if config.dq_split == "cols" else d)
     with pytest.raises(ValueError, match="dq_split"):
-        Fa3BwdConfig(64, 2, "heads")
-    with pytest.raises(ValueError, match="block_m 128 only"):
-        Fa3BwdConfig(64, 2, "rows")
-    with pytest.raises(ValueError, match="block_m 64 or 128"):
-        Fa3BwdConfig(32, 2, "cols")
-    with pytest.raises(ValueError, match="parts overlap"):  # two consumers' dQ over the same block
-        Fa3BwdConfig(64, 2, "keys", dq_add="writer")
-    with pytest.raises(ValueError, match="dq_add"):
-        Fa3BwdConfig(64, 2, "cols", dq_add="smem")
+        Fa3BwdConfig(2, "heads")
     assert SHIPPED[128].dq_split == "cols" and SHIPPED[64].dq_split == "keys"
     for d, by in CANDIDATES.items():  # each a build of its own beside the shipped one at its head_dim
         assert len({c.mangle() for c in (SHIPPED[d], *by.values())}) == 1 + len(by), d
@@ -90,7 +84,7 @@ def test_gpu_gradients_match_float64(head_dim, causal, dtype):
     for seq_len in (1, 63, 64, 65, 127, 128, 129, 1000, 1337):
         configs = {"shipped": SHIPPED[head_dim]}
         if dtype == torch.bfloat16 and seq_len in (1, 65, 1000, 1337):
-            configs.update(CANDIDATES[head_dim])
+            configs.update(CANDIDATES.get(head_dim, {}))
         q, k, v, o, lse, do = _case(2, 3, seq_len, head_dim, dtype, causal, seed=seq_len + head_dim)
         scale = head_dim ** -0.5
         expected = reference_gradients(q, k, v, do, causal, None, device="cpu")
@@ -100,8 +94,12 @@ def test_gpu_gradients_match_float64(head_dim, causal, dtype):
             assert all(g.dtype == dtype and g.shape == q.shape for g in grads)
             errs = _errors(grads, expected)
             assert max(errs) < GRAD_TOLERANCE[dtype], (name, seq_len, errs)
-            # the teaching backward's within the tolerance too (a second opinion that is not float64)
-            assert max(_errors(grads, ours)) < GRAD_TOLERANCE[dtype], (name, seq_len)
+            # the teaching backward's within the tolerance too (a second opinion that is not float64), measured
+            # against the float64 gradient's size: at N = 1 dQ and dK are zero, and both kernels' roundings of zero
+            # differ by more than themselves
+            for g, t, ref in zip(grads, ours, expected):
+                if ref.norm() > 0:
+                    assert (g.double().cpu() - t.double().cpu()).norm() / ref.norm() < GRAD_TOLERANCE[dtype], name
 
 
 @pytest.mark.gpu
