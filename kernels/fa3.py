@@ -65,7 +65,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from kernels.runtime import AOT, INTERPRET, CachedLaunch, kernel_launch_lock, sm_count, tma_aligned  # first: it picks the backend before any decorator
+from kernels.runtime import AOT, INTERPRET, CachedLaunch, kernel_launch_lock, sm_count, tma_aligned, tma_ready  # first: it picks the backend before any decorator
 import torch
 import triton
 import triton.language as tl
@@ -753,11 +753,6 @@ def v3_unavailable_reason(device: torch.device | str | int | None = None, dtype:
 
 # -- wrapper ---------------------------------------------------------------------------------------
 
-def _tma_ready(t: torch.Tensor) -> torch.Tensor:
-    """TMA reads rows through a descriptor: unit last stride, 16-byte aligned base and strides, none zero."""
-    return t if tma_aligned(t) else t.contiguous()
-
-
 def p_in_place_order(block_n: int) -> list[int]:
     """The key order of a tile of V that P·V reads when P stays where the scores left it (Fa3Config.p_in_place):
     position k holds key c(k) = k0 + 8·k1 + 2·k2 + 4·k3 + 16·(k >> 4) (the kernel's _p_operand says why)."""
@@ -822,7 +817,7 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
     if fp8 and (descale is None or descale.shape != (3, batch * heads) or descale.dtype != torch.float32):
         raise ValueError(f"8-bit inputs need descale, float32 of shape (3, {batch * heads}); got "
                          f"{None if descale is None else (tuple(descale.shape), descale.dtype)}")
-    q, k, v = (_tma_ready(t) for t in (q, k, v))
+    q, k, v = (tma_ready(t) for t in (q, k, v))
     o = torch.empty(q.shape, dtype=torch.bfloat16 if fp8 else q.dtype, device=q.device)  # (B, H, N, D)
     lse = torch.empty((batch, heads, seq_len), dtype=torch.float32, device=q.device)  # (B, H, N)
     q_desc, o_desc = (compat.make_descriptor(t, [1, 1, config.block_m, head_dim]) for t in (q, o))
@@ -865,7 +860,7 @@ def fast_launcher(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
     from kernels.runtime import install_encoding_cache
     if q.dtype not in SUPPORTED_DTYPES or v3_unavailable_reason(q.device, q.dtype, q.shape[-1]) is not None:
         return None
-    if any(_tma_ready(t) is not t for t in (q, k, v)) or not q.shape == k.shape == v.shape:
+    if not all(tma_aligned(t) for t in (q, k, v)) or not q.shape == k.shape == v.shape:
         return None
     batch, heads, seq_len, head_dim = q.shape
     if batch * heads > 65535:

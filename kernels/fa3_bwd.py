@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernels.runtime import AOT, INTERPRET, kernel_launch_lock, tma_aligned  # first: it picks the backend
+from kernels.runtime import AOT, kernel_launch_lock, tma_ready  # first: it picks the backend
 import torch
 import triton
 import triton.language as tl
@@ -52,13 +52,14 @@ import triton.language as tl
 import costmodel
 from kernels import gluon_compat as compat
 from kernels.gluon_compat import fence_async_shared, gl, gluon, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from kernels.fa2 import LOG2_E_KERNEL
 from kernels.ptx import TURN_BARRIER_ID, named_barrier
 
 SUPPORTED_HEAD_DIMS = (64, 128)
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
-BLOCK_N = 128     # keys per program: two consumer warpgroups of 64 (wgmma's M)
-WG_KEYS = 64
+WG_KEYS = 64      # keys per consumer warpgroup (wgmma's M)
 NUM_CONSUMERS = 2
+BLOCK_N = WG_KEYS * NUM_CONSUMERS  # keys per program
 BLOCK_M = 64      # query rows per step of the walk (Sᵀ: 64 keys × 64 queries a warpgroup)
 
 if gluon is not None:
@@ -339,17 +340,16 @@ def _bwd_rows(O, DO, LSE, DELTA_P, LSE2_P, seq_len, rows_p, HEAD_DIM: tl.constex
     do = tl.load(DO + ptrs, mask=inside[:, None], other=0.0).to(tl.float32)
     lse = tl.load(LSE + off_bh * seq_len + offs, mask=inside, other=float("inf"))
     tl.store(DELTA_P + off_bh * rows_p + offs, tl.sum(o * do, 1), mask=offs < rows_p)
-    tl.store(LSE2_P + off_bh * rows_p + offs, lse * 1.4426950408889634, mask=offs < rows_p)
+    tl.store(LSE2_P + off_bh * rows_p + offs, lse * LOG2_E_KERNEL, mask=offs < rows_p)
 
 
 # -- availability and the wrapper ----------------------------------------------------------------------------------
 
 def unavailable_reason(q: torch.Tensor, k: torch.Tensor | None = None, v: torch.Tensor | None = None) -> str | None:
-    """None when this backward runs these inputs here; otherwise why not, in one sentence."""
-    if gluon is None or compat.GLUON_IMPORT_ERROR:
-        return f"the FA-3 style backward needs Triton's Gluon ({compat.GLUON_IMPORT_ERROR})"
-    if q.dtype not in SUPPORTED_DTYPES:
-        return f"the FA-3 style backward runs on float16 and bfloat16, not {q.dtype}"
+    """None when this backward runs these inputs here; otherwise why not, in one sentence: its own limits (head_dim,
+    one shape, the grid), then the forward kernel's (kernels.fa3.v3_unavailable_reason: Gluon, dtype, a Hopper GPU;
+    ahead-of-time mode compiles it)."""
+    from kernels.fa3 import v3_unavailable_reason
     if q.dim() != 4 or q.shape[-1] not in SUPPORTED_HEAD_DIMS:
         return (f"the FA-3 style backward supports head_dim 64 and 128, not {q.shape[-1]} (at 256 dK and dV alone "
                 f"would fill a warpgroup's registers)")
@@ -357,17 +357,11 @@ def unavailable_reason(q: torch.Tensor, k: torch.Tensor | None = None, v: torch.
         return "the FA-3 style backward takes q, k and v of one shape (no grouped K/V heads, no q_len ≠ kv_len)"
     if q.shape[0] * q.shape[1] > 65535:
         return "the FA-3 style backward's grid takes at most 65535 batch × heads"
-    if INTERPRET:
-        return "Gluon kernels do not run in Triton's CPU interpreter"
-    if AOT:
+    reason = v3_unavailable_reason(q.device, q.dtype)
+    if AOT and reason is not None and not (gluon is None or compat.GLUON_IMPORT_ERROR or q.dtype not in
+                                           SUPPORTED_DTYPES):
         return None  # compiled ahead of time, launched nowhere
-    if q.device.type != "cuda" or torch.cuda.get_device_capability(q.device)[0] != 9:
-        return "the FA-3 style backward needs a Hopper GPU (sm_90)"
-    return None
-
-
-def _tma_ready(t: torch.Tensor) -> torch.Tensor:
-    return t if tma_aligned(t) else t.contiguous()
+    return reason
 
 
 def launch_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
@@ -381,8 +375,8 @@ def launch_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.
         raise ValueError(reason)
     batch, heads, seq_len, head_dim = q.shape
     config = config or SHIPPED[head_dim]
-    q, k, v = (_tma_ready(t) for t in (q, k, v))
-    o, do = o.contiguous(), _tma_ready(do.contiguous().to(q.dtype))
+    q, k, v = (tma_ready(t) for t in (q, k, v))
+    o, do = o.contiguous(), tma_ready(do.contiguous().to(q.dtype))
     lse = lse.contiguous()
     dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (k, v))
     bh = batch * heads

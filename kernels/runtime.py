@@ -66,14 +66,20 @@ AOT = BACKEND.name == "aot"
 DEVICE = torch.device("cuda") if BACKEND.name == "cuda" else torch.device("cpu")
 
 
-@functools.lru_cache(maxsize=None)
 def tma_aligned(t: torch.Tensor) -> bool:
     """Whether a tensor descriptor (TMA copies) can take `t` as it lies: rows of unit stride, a 16-byte aligned base,
-    every other stride a positive multiple of 16 bytes."""
+    every other stride a positive multiple of 16 bytes. Not cached: a cache keyed by tensors would keep each alive."""
     return (t.stride(-1) == 1 and t.data_ptr() % 16 == 0
             and all(s > 0 and s * t.element_size() % 16 == 0 for s in t.stride()[:-1]))
 
 
+def tma_ready(t: torch.Tensor) -> torch.Tensor:
+    """`t` as a tensor descriptor takes it: itself where tma_aligned, else a fresh contiguous copy (a fresh one: a
+    contiguous view whose base is not 16-byte aligned is its own `.contiguous()`)."""
+    return t if tma_aligned(t) else t.clone(memory_format=torch.contiguous_format)
+
+
+@functools.lru_cache(maxsize=None)
 def tma_device(device: torch.device) -> bool:
     """Whether tensor descriptors (TMA copies) run on `device`: a Hopper-or-newer GPU, or the interpreter, which
     emulates them (so the CPU runs what the H200 runs). Asked once per device: a short call is bound by the host."""

@@ -148,3 +148,23 @@ def test_bad_tile_sizes(tiles):
 def test_backend_is_reported():
     assert kernels.backend() in ("cuda", "interpreter")
     assert isinstance(kernels.backend_reason(), str) and kernels.backend_reason()
+
+
+def test_the_tma_alignment_check_keeps_no_tensor_alive_and_its_copy_is_aligned():
+    """runtime.tma_aligned is asked of every input of every call: it must not hold on to them (a cache keyed by
+    tensors would keep each one, and its device memory, alive); tma_ready's copy of a misaligned contiguous view is
+    aligned (its `.contiguous()` would be the view itself)."""
+    import gc
+    import weakref
+
+    from kernels.runtime import tma_aligned, tma_ready
+    t = torch.zeros(4, 16, 64, dtype=torch.bfloat16)
+    ref = weakref.ref(t)
+    assert tma_aligned(t)
+    del t
+    gc.collect()
+    assert ref() is None
+    view = torch.zeros(1 + 4 * 16 * 64, dtype=torch.bfloat16)[1:].view(4, 16, 64)  # contiguous, base 2 bytes off
+    assert view.is_contiguous() and not tma_aligned(view) and not tma_aligned(view.contiguous())
+    ready = tma_ready(view)
+    assert tma_aligned(ready) and torch.equal(ready, view)

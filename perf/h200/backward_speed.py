@@ -105,16 +105,22 @@ def time_all(rounds=3):
     return rows
 
 
+def _ragged_case(n, d, causal):
+    """(q, k, v, O, LSE, dO) at B2 H3, N = n, bf16, seeded by n and d: the forward's O and LSE from our kernel."""
+    gen = torch.Generator(device="cuda").manual_seed(n + d)
+    q, k, v = (torch.randn(2, 3, n, d, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(3))
+    with torch.no_grad():
+        o, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
+    do = torch.randn(o.shape, generator=gen, device="cuda").to(torch.bfloat16)
+    return q, k, v, o, lse, do
+
+
 def _ragged_agreement(d, causal, configs, seq_lens=(1, 1000, 1337)):
     """Each candidate's gradients against the shipped tiles' at ragged N (the edge steps, which the timed shapes,
     multiples of every tile, never take): the largest relative error, or the failure."""
     out = {}
     for n in seq_lens:
-        gen = torch.Generator(device="cuda").manual_seed(n + d)
-        q, k, v = (torch.randn(2, 3, n, d, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(3))
-        with torch.no_grad():
-            o, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
-        do = torch.randn(o.shape, generator=gen, device="cuda").to(torch.bfloat16)
+        q, k, v, o, lse, do = _ragged_case(n, d, causal)
         scale = d ** -0.5
         shipped = launch_backward(q, k, v, o, lse, do, causal, scale, config_for(d, q.dtype, causal))
         for name, config in configs.items():
@@ -185,11 +191,7 @@ def fa3_backward(rounds=3, seq_lens=(4096, 8192, 16384)):
             configs = {"shipped": fa3_bwd.SHIPPED[d], **fa3_bwd.CANDIDATES[d]}
             worst = {name: 0.0 for name in configs}
             for n in (1, 65, 1000, 1337):
-                gen = torch.Generator(device="cuda").manual_seed(n + d)
-                q, k, v = (torch.randn(2, 3, n, d, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(3))
-                with torch.no_grad():
-                    o, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
-                do = torch.randn(o.shape, generator=gen, device="cuda").to(torch.bfloat16)
+                q, k, v, o, lse, do = _ragged_case(n, d, causal)
                 refs = reference_gradients(q, k, v, do, causal)
                 for name, config in configs.items():
                     if worst[name] is None:
