@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernels.runtime import AOT, kernel_launch_lock, tma_ready  # first: it picks the backend
+from kernels.runtime import AOT, CachedLaunch, kernel_launch_lock, tma_ready  # first: it picks the backend
 import torch
 import triton
 import triton.language as tl
@@ -118,17 +118,19 @@ class Fa3BwdConfig:
 
 
 # Measured on the H200 (2026-12-05, B2 H16 bf16, 4K–16K; BENCHMARKS.md §1d): with dQ added by the TMA reduce,
-# head_dim 128 (dQ by columns) 0.97–1.10× cuDNN's backward; head_dim 64 (dQ by keys) 0.88–0.98×. Registers a
+# head_dim 128 0.97–1.07× cuDNN's backward; head_dim 64 0.89–0.93× not causal, 0.95–1.04× causal. dQ by columns won
+# at both (at 64 1.00–1.04× dQ by keys in one run, at 128 keys lost 0.70–0.76× with the atomics). Registers a
 # consumer thread at 128: dK 64 + dV 64 + Sᵀ 32 + dPᵀ 32 + its dQ half 32. Shared memory: 192 KB at 128, 128 KB at 64.
 SHIPPED: dict[int, Fa3BwdConfig] = {
-    64: Fa3BwdConfig(2, "keys"),
+    64: Fa3BwdConfig(2, "cols"),
     128: Fa3BwdConfig(2, "cols"),
 }
 
-# Beside the shipped configurations, timed on the H200 in one run (perf/h200/backward_speed.py --only fa3), by head_dim
-# (at 128 a third slot spills 80 bytes and measured 0.97–1.01× with the atomics; dQ by keys lost 0.70–0.76× there)
+# Beside the shipped configurations, timed on the H200 in one run (perf/h200/backward_speed.py --only fa3), by
+# head_dim: at 64, dQ by keys (shipped until 2026-12-05: 0.96–1.00× dQ by columns); a third ring slot measured
+# 0.98–1.01× at 64 and spilled at 128 (BENCHMARKS.md, Tried and lost)
 CANDIDATES: dict[int, dict[str, Fa3BwdConfig]] = {
-    64: {"dQ by columns": Fa3BwdConfig(2, "cols"), "3 slots": Fa3BwdConfig(3, "keys")},
+    64: {"dQ by keys": Fa3BwdConfig(2, "keys")},
     128: {},
 }
 
@@ -328,7 +330,7 @@ def _fa3_bwd(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_
 
 # -- before the kernel: Δ, and the LSE in log2 units, in rows padded to whole query blocks --------------------------
 
-@triton.jit
+@triton.jit(do_not_specialize=["seq_len", "rows_p"])
 def _bwd_rows(O, DO, LSE, DELTA_P, LSE2_P, seq_len, rows_p, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
     # O, dO: contiguous (B·H, N, D); LSE: (B·H, N) natural log; DELTA_P, LSE2_P: (B·H, rows_p) fp32
     off_bh = tl.program_id(1).to(tl.int64)
@@ -341,6 +343,10 @@ def _bwd_rows(O, DO, LSE, DELTA_P, LSE2_P, seq_len, rows_p, HEAD_DIM: tl.constex
     lse = tl.load(LSE + off_bh * seq_len + offs, mask=inside, other=float("inf"))
     tl.store(DELTA_P + off_bh * rows_p + offs, tl.sum(o * do, 1), mask=offs < rows_p)
     tl.store(LSE2_P + off_bh * rows_p + offs, lse * LOG2_E_KERNEL, mask=offs < rows_p)
+
+
+# a short backward is bound by the host: launch without the JIT's dispatch once a key's kernel is compiled
+_ROWS_LAUNCH, _BWD_LAUNCH = CachedLaunch(_bwd_rows), CachedLaunch(_fa3_bwd)
 
 
 # -- availability and the wrapper ----------------------------------------------------------------------------------
@@ -375,6 +381,7 @@ def launch_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.
         raise ValueError(reason)
     batch, heads, seq_len, head_dim = q.shape
     config = config or SHIPPED[head_dim]
+    sm_scale = float(sm_scale)  # an int would compile another kernel under the same launch key
     q, k, v = (tma_ready(t) for t in (q, k, v))
     o, do = o.contiguous(), tma_ready(do.contiguous().to(q.dtype))
     lse = lse.contiguous()
@@ -388,11 +395,14 @@ def launch_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.
     lse_desc, delta_desc = (compat.make_descriptor(t, [1, 1, BLOCK_M]) for t in (lse2, delta))
     dq_desc = compat.make_descriptor(dq_acc, [1, 1, *config.dq_part(head_dim)])
     group = costmodel.lpt_heads_per_group(bh, seq_len, head_dim, q.element_size()) if causal else 1
+    # the keys fix the JIT's specialization: every int is do_not_specialize, the descriptors' type is (dtype, box)
     with kernel_launch_lock():
-        _bwd_rows[(rows // 64, bh)](o, do, lse, delta, lse2, seq_len, rows, HEAD_DIM=head_dim, BLOCK=64)
-        _fa3_bwd[(triton.cdiv(seq_len, BLOCK_N), bh)](
-            q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_desc, dq_desc, sm_scale, seq_len, heads,
-            group, CFG=config, CAUSAL=causal, num_warps=config.num_warps, maxnreg=config.maxnreg)
+        _ROWS_LAUNCH((q.dtype, o.dtype, head_dim), (rows // BLOCK_M, bh), None,
+                     (o, do, lse, delta, lse2, seq_len, rows), dict(HEAD_DIM=head_dim, BLOCK=BLOCK_M))
+        _BWD_LAUNCH((q.dtype, head_dim, config, causal), (triton.cdiv(seq_len, BLOCK_N), bh), None,
+                    (q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_desc, dq_desc, sm_scale,
+                     seq_len, heads, group),
+                    dict(CFG=config, CAUSAL=causal, num_warps=config.num_warps, maxnreg=config.maxnreg))
     dq = dq_acc[:, :, :seq_len].to(q.dtype)
     return dq, dk, dv
 

@@ -59,13 +59,20 @@ def test_the_bars_are_the_records_at_the_talks_setting_and_say_what_is_missing()
     forward = [record("fa2", pass_="prefill", tflops=600.0)]
     bars = story.backward.tflops_bars(backward, forward, SHAPE)
     assert [(b.algorithm, b.pass_, b.tflops) for b in bars] == [
-        ("fa2", "backward", 350.0), ("sdpa_default", "backward", 500.0), ("sdpa_flash", "backward", None),
-        ("fa2", "prefill", 600.0)]
+        ("fa3", "backward", None), ("fa2", "backward", 350.0), ("sdpa_default", "backward", 500.0),
+        ("sdpa_flash", "backward", None), ("fa3", "prefill", None), ("fa2", "prefill", 600.0)]
     said = story.backward.tflops_sentence(bars, SHAPE)
-    assert "0.70× cuDNN's" in said and "0.58× our forward's" in said
+    assert "Our fa2 backward runs at 0.70× cuDNN's" in said and "0.58× the fa2 forward's" in said
     assert "SDPA FA-2, backward (not measured at this setting)" in said
-    oom = story.backward.tflops_bars([record("fa2", status="oom")], [], SHAPE)[0]
-    assert oom.tflops is None and "out of memory" in oom.note
+    assert "ours (fa3, Hopper), backward (not measured at this setting)" in said
+    # where the FA-3 style backward was measured, the sentence speaks of it and of its own forward
+    bars = story.backward.tflops_bars(backward + [record("fa3", tflops=520.0)],
+                                      forward + [record("fa3", pass_="prefill", tflops=650.0)], SHAPE)
+    said = story.backward.tflops_sentence(bars, SHAPE)
+    assert "Our fa3 backward runs at 1.04× cuDNN's" in said and "0.80× the fa3 forward's" in said
+    assert "fa2 backward runs" not in said and "No bar: SDPA FA-2, backward" in said
+    oom = story.backward.tflops_bars([record("fa2", status="oom")], [], SHAPE)[1]
+    assert oom.algorithm == "fa2" and oom.tflops is None and "out of memory" in oom.note
 
 
 @pytest.mark.parametrize("seq_len", costmodel.SEQ_LENS)
@@ -193,12 +200,14 @@ def test_the_page_reads_backward_records_kept_apart_or_among_the_records():
 
 
 def test_the_shipped_recording_draws_its_measured_backward():
-    """results/h200.json holds bench --backward's records (H200, 2026-12-04): the TFLOPS view draws ours, cuDNN's and
-    SDPA FA-2's backward from them, and the memory view its measured peaks."""
+    """results/h200.json holds bench --backward's records (H200, 2026-12-04 and -05): the TFLOPS view draws our two
+    backwards (the FA-3 style one and the teaching one), cuDNN's and SDPA FA-2's, and both our forwards from them, and
+    the memory view its measured peaks."""
     app = open_app(scene="backward", part="speed")
     assert_no_exception(app)
     (fig,) = plotly_specs(app)
-    assert len(fig["data"][0]["x"]) == 4 and all(x > 0 for x in fig["data"][0]["x"])
+    assert len(fig["data"][0]["x"]) == len(story.backward.BARS) and all(x > 0 for x in fig["data"][0]["x"])
+    assert "ours (fa3, Hopper), backward" in fig["data"][0]["y"]
     app = open_app(scene="backward", part="memory")
     assert_no_exception(app)
     (fig,) = plotly_specs(app)
