@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Every GPU-marked test on a GPU machine, in two parts so one call's time limit still returns a count: the test files
+# named as arguments first (what a change touched), then every other GPU-marked test. Logs go to $OUT.
+#
+#     bash perf/h200/gpu_tests.sh tests/test_fa3_bwd.py tests/test_backward.py
+#
+# A machine without streamlit and plotly (the scenes' live tests need them) takes their wheels from .whl/ when that
+# folder exists (ignored by git: `python3 -m pip download --no-deps --only-binary=:all: -d .whl streamlit==1.67.0
+# plotly==6.5.2 ...` with the machine's Python version and platform, and what they need that it lacks).
+set -uo pipefail
+OUT=${OUT:-perf/h200/logs}
+LIMIT=${GPU_TESTS_SECONDS:-560}
+export PYTHONUNBUFFERED=1
+if [ -d .whl ] && ls .whl/*.whl > /dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} || exit 1
+fi
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
+start=$(date +%s)
+if [ $# -gt 0 ]; then
+    timeout "$LIMIT" python3 -m pytest -q -m gpu -p no:cacheprovider "$@" 2>&1 | tee "$OUT/gpu-tests-first.log" | tail -12
+    echo "first part: $(( $(date +%s) - start )) s"
+fi
+deselect=(); for f in "$@"; do deselect+=(--deselect "$f"); done
+timeout $(( LIMIT - ($(date +%s) - start) )) python3 -m pytest -q -m gpu -p no:cacheprovider "${deselect[@]}" 2>&1 \
+    | tee "$OUT/gpu-tests-rest.log" | tail -12
+echo "total: $(( $(date +%s) - start )) s"
