@@ -14,9 +14,9 @@ kernel takes FA-3's backward design (Shah et al. 2024, `hopper/mainloop_bwd_sm90
   and dK += dSᵀ Q with Pᵀ and dSᵀ fed to the tensor cores from registers. dK and dV stay in registers (64 × head_dim
   fp32 each) for the whole walk and are written once, by TMA;
 - dQ is added from here, not by a pass of its own (5 products a tile, as counted). Each consumer writes its dSᵀ to
-  shared memory (double-buffered) and multiplies it by K: at head_dim 128 (`dq_split` "cols", FA-3's way) the two
-  meet at a hardware named barrier and each takes all of dS (64 query rows × 128 keys) times its half of K's
-  columns; with "keys" each takes its own 64 keys' dS times its own K rows, with no barrier and twice the adds. The
+  shared memory (double-buffered) and multiplies it by K: as shipped (`dq_split` "cols", FA-3's way) the two meet
+  at a hardware named barrier and each takes all of dS (64 query rows × 128 keys) times its half of K's columns;
+  with "keys" (a candidate at 64) each takes its own 64 keys' dS times its own K rows, no barrier, twice the adds. The
   product goes to shared memory and the copy engine adds it into an fp32 dQ accumulator in global memory (a TMA
   reduce, `UTMAREDG.4D.ADD`, as FA-3 does; Gluon's Python API lacks it: kernels/gluon_compat.tma_reduce_add): the
   warpgroup goes on to the next query block while it is added. Adding from the registers by vector atomics
