@@ -82,6 +82,8 @@ class Fa3BwdConfig:
     #                     own keys' dS by its own keys' K: no barrier, twice the adds, each over all of dQ's block)
     consumer_regs: int = 240  # registers per thread of a consumer warpgroup (setmaxnreg)
     producer_regs: int = 24   # registers per thread of the producer warp
+    kv_regs: bool = False     # a consumer's K and V rows held in registers, the A operand of Sᵀ = K Qᵀ and
+    #                           dPᵀ = V dOᵀ (those wgmmas then read only Qᵀ and dOᵀ from shared memory)
 
     def __post_init__(self):
         if self.dq_split not in ("cols", "keys"):
@@ -90,10 +92,11 @@ class Fa3BwdConfig:
     @property
     def label(self) -> str:
         return (f"2×64 keys, {self.stages} slots, dQ by {self.dq_split}, regs {self.consumer_regs}/"
-                f"{self.producer_regs}")
+                f"{self.producer_regs}" + (", K and V in registers" if self.kv_regs else ""))
 
     def mangle(self) -> str:
-        return f"Fa3BwdConfig_s{self.stages}_{self.dq_split}_r{self.consumer_regs}_{self.producer_regs}"
+        return (f"Fa3BwdConfig_s{self.stages}_{self.dq_split}_r{self.consumer_regs}_{self.producer_regs}"
+                + ("_kvregs" if self.kv_regs else ""))
 
     __repr__ = mangle  # Triton 3.6 mangles a constexpr argument by its repr
 
@@ -127,10 +130,11 @@ SHIPPED: dict[int, Fa3BwdConfig] = {
 }
 
 # Beside the shipped configurations, timed on the H200 in one run (perf/h200/backward_speed.py --only fa3), by
-# head_dim: at 64, dQ by keys (shipped until 2026-12-05: 0.96–1.00× dQ by columns); a third ring slot measured
-# 0.98–1.01× at 64 and spilled at 128 (BENCHMARKS.md, Tried and lost)
+# head_dim: at 64, dQ by keys (shipped until 2026-12-05: 0.96–1.00× dQ by columns), and K and V in registers (not yet
+# timed: BENCHMARKS.md §1d; at 128 they spill 344–368 bytes); a third ring slot measured 0.98–1.01× at 64 and
+# spilled at 128 (BENCHMARKS.md, Tried and lost)
 CANDIDATES: dict[int, dict[str, Fa3BwdConfig]] = {
-    64: {"dQ by keys": Fa3BwdConfig(2, "keys")},
+    64: {"dQ by keys": Fa3BwdConfig(2, "keys"), "K, V in registers": Fa3BwdConfig(2, "cols", kv_regs=True)},
     128: {},
 }
 
@@ -180,6 +184,7 @@ def _consumer(W: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.constexpr):
     dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                         instr_shape=[16, DQ_D, 16])
     op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=kv_layout, k_width=2)  # Pᵀ, dSᵀ from regs
+    kv_op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2)  # K, V (kv_regs)
     key_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     query_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
     key0 = n0 + W * _WG_KEYS
@@ -198,6 +203,12 @@ def _consumer(W: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.constexpr):
         k_1 = k_1.slice(dq_col0, DQ_D, dim=1)
     dq_stage = dq_smem.index(W)
     mbarrier.wait(kv_ready.index(0), 0)
+    if CFG.kv_regs:  # our K and V rows, once, as the A operand of every Sᵀ and dPᵀ
+        k_a = k_w.load(kv_op_layout)
+        v_a = v_w.load(kv_op_layout)
+    else:
+        k_a = k_w
+        v_a = v_w
 
     for it in range(n_iter):
         slot = it % STAGES
@@ -207,11 +218,14 @@ def _consumer(W: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.constexpr):
         q = q_smem.index(slot).reshape([_BLOCK_M, HEAD_DIM])
         do = do_smem.index(slot).reshape([_BLOCK_M, HEAD_DIM])
         # -- recompute Sᵀ = K Qᵀ and dPᵀ = V dOᵀ, issued together --
-        s_tok = warpgroup_mma(k_w, q.permute((1, 0)), s_init, use_acc=False, is_async=True)
-        dp_tok = warpgroup_mma(v_w, do.permute((1, 0)), s_init, use_acc=False, is_async=True)
+        s_tok = warpgroup_mma(k_a, q.permute((1, 0)), s_init, use_acc=False, is_async=True)
+        dp_tok = warpgroup_mma(v_a, do.permute((1, 0)), s_init, use_acc=False, is_async=True)
         # the block's LSE (log2 units; +inf past seq_len: P = 0 there), from the slot, while Sᵀ is computed
         lse2 = lse_smem.index(slot).reshape([_BLOCK_M]).load(query_layout)
-        s = warpgroup_mma_wait(1, deps=(s_tok,))
+        if CFG.kv_regs:  # registers an async wgmma reads stay put until it is waited for
+            s, k_a = warpgroup_mma_wait(1, deps=(s_tok, k_a))
+        else:
+            s = warpgroup_mma_wait(1, deps=(s_tok,))
         # -- Pᵀ = exp(S − LSE), the causal mask on blocks that cross our keys --
         p = gl.exp2(s * (sm_scale * _LOG2_E) - lse2[None, :])
         if CAUSAL:
@@ -221,7 +235,10 @@ def _consumer(W: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.constexpr):
         elif key0 + _WG_KEYS > seq_len:  # keys past seq_len (zero rows): P = 0, not exp(−LSE), which overflows
             p = gl.where((keys < seq_len)[:, None], p, 0.0)  # for a row whose LSE is below −88
         delta = delta_smem.index(slot).reshape([_BLOCK_M]).load(query_layout)
-        dp = warpgroup_mma_wait(0, deps=(dp_tok,))
+        if CFG.kv_regs:
+            dp, v_a = warpgroup_mma_wait(0, deps=(dp_tok, v_a))
+        else:
+            dp = warpgroup_mma_wait(0, deps=(dp_tok,))
         # -- dSᵀ = Pᵀ ∘ (dPᵀ − Δ), with the softmax scale (so dK = dSᵀ Q and dQ = dS K as they are) --
         ds = p * (dp - delta[None, :]) * sm_scale
         p_op = gl.convert_layout(p.to(dtype), op_layout)
