@@ -1,6 +1,8 @@
 """Robustness, round 4 (issue 44), in a real browser: a mouse reaches the scene buttons under Streamlit's header, the
 animation steps and resizes from the frame on screen while it plays, and a tiny window or a browser that refuses
 history.replaceState still gets the whole first view. (The server runs the CPU path, as in tests/test_browser.py.)"""
+import re
+
 import pytest
 
 pytestmark = pytest.mark.browser
@@ -72,6 +74,9 @@ def test_right_arrow_while_playing_steps_from_the_frame_on_screen(page, server):
     assert step_in_link(page) == at_key + 1, f"→ at frame {at_key} went to {step_in_link(page)}, not {at_key + 1}"
     expect(page.get_by_role("button", name="◀ Step")).to_be_enabled()
     settle(page)
+    # the chart is redrawn at the new step after the run is over (the browser's work): wait for its caption
+    expect(page.locator(".js-plotly-plot .scatterlayer text").filter(
+        has_text=re.compile(rf"step {at_key + 2}/\d+ ·"))).to_have_count(1)
     assert shown_step(page) == at_key + 1
     page.wait_for_timeout(600)  # a playing animation would have moved on by now (4 frames/s at 1×)
     assert step_in_link(page) == shown_step(page) == at_key + 1, "it stopped there"
