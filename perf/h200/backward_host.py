@@ -10,7 +10,6 @@ interleaved rounds. Autograd's two paths are first held to the same gradients, b
 from __future__ import annotations
 
 import statistics
-import time
 
 from kernels.runtime import backend  # first: it picks the backend
 import torch
@@ -18,17 +17,11 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from kernels import fa3_bwd
 from kernels.attention import flash_attention
+from perf.h200.host_call import per_call_us
 
 
 def per_call_ms(fn, calls=300) -> float:
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / calls * 1e3
+    return per_call_us(fn, calls) / 1e3
 
 
 def gpu_ms(fn, calls=20) -> float:
