@@ -287,6 +287,9 @@ def scene_backward(stage: Stage) -> None:
     forward = recording.records if recording else []
     bars = story.backward.tflops_bars(backward, forward, s.shape)
     caption = f"{story.backward.tflops_sentence(bars, s.shape)} {markdown_text(source)}."
+    if not any(b.tflops for b in bars):  # nothing measured at this setting: the words, not an empty chart
+        st.info(caption)
+        return
     height = body.chart_px(below=(page.text_rows_px(caption),))
     chart(viz.backward_tflops_figure([vars(b) for b in bars], theme=s.theme, height=height))
     st.caption(caption)

@@ -199,6 +199,16 @@ def test_the_page_reads_backward_records_kept_apart_or_among_the_records():
         "a Recording with a `backward` field: its records, each once"
 
 
+def test_a_setting_with_no_backward_measured_says_so_without_an_empty_chart():
+    """Llama 3 8B's heads were not timed in a backward (the recording's backward records are B2 H16): the speed view
+    says which bars are missing and draws no chart with empty axes."""
+    app = open_app(scene="backward", part="speed", model="llama3-8b")
+    assert_no_exception(app)
+    assert plotly_specs(app) == []
+    said = " ".join(i.value for i in app.info)
+    assert "No bar: ours (fa3, Hopper), backward (not measured at this setting)" in said
+
+
 def test_the_shipped_recording_draws_its_measured_backward():
     """results/h200.json holds bench --backward's records (H200, 2026-12-04 and -05): the TFLOPS view draws our two
     backwards (the FA-3 style one and the teaching one), cuDNN's and SDPA FA-2's, and both our forwards from them, and
