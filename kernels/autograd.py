@@ -4,7 +4,9 @@ Two custom operators (torch.library.custom_op, each with a fake so torch.compile
 a kernel): `flash_live::attention` (q, k, v, causal, sm_scale, kernel) -> (O, LSE) and `flash_live::attention_bwd`.
 The forward saves q, k, v, O and the LSE (one fp32 per row) for the backward: never P, nothing of size N×N. The
 backward runs the kernel's spec's `backward` ("module:function" (q, k, v, o, lse, do, causal, sm_scale) -> (dq, dk,
-dv), kernels/specs.py): a kernel gains autograd by naming one there.
+dv), kernels/specs.py): a kernel gains autograd by naming one there. Eager calls take a torch.autograd.Function
+with the same forward, saved tensors and backward (`_Eager`), whose dispatch costs less host time; torch.compile
+traces the operators.
 """
 from __future__ import annotations
 
@@ -66,13 +68,33 @@ def _backward(ctx, do, _dlse):
 _attention.register_autograd(_backward, setup_context=_setup_context)
 
 
+class _Eager(torch.autograd.Function):
+    """The same forward, saved tensors and backward as the operators above, for eager calls: their dispatch (schema,
+    fake and alias checks) cost a short backward on the H200 more host time than its kernels (BENCHMARKS.md §1d).
+    torch.compile traces the operators instead."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal, sm_scale, kernel):
+        o, lse = specs.spec(kernel).load("call")(q, k, v, causal=causal, sm_scale=sm_scale, return_lse=True)
+        _setup_context(ctx, (q, k, v, causal, sm_scale, kernel), (o, lse))
+        ctx.mark_non_differentiable(lse)
+        return o, lse
+
+    @staticmethod
+    def backward(ctx, do, _dlse):
+        q, k, v, o, lse = ctx.saved_tensors
+        dq, dk, dv = specs.spec(ctx.kernel).load("backward")(q, k, v, o, lse, do, ctx.causal, ctx.sm_scale)
+        return dq, dk, dv, None, None, None
+
+
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float, kernel: str,
               return_lse: bool = False):
     """O (and the LSE with return_lse) of checked inputs by `kernel`, recorded for autograd. The kernel must have a
     backward (kernels/specs.py). The LSE comes back detached: the backward takes no gradient through it."""
     if specs.spec(kernel).backward is None:
         raise ValueError(no_backward_message(kernel))
-    o, lse = _attention(q, k, v, causal, float(sm_scale), kernel)
+    run = _attention if torch.compiler.is_compiling() else _Eager.apply
+    o, lse = run(q, k, v, causal, float(sm_scale), kernel)
     return (o, lse.detach()) if return_lse else o
 
 

@@ -173,6 +173,19 @@ def test_auto_picks_a_kernel_with_a_backward_when_grad_is_needed():
         _check_grads(q, k, v, False, kernel="fast_both")
 
 
+def test_eager_calls_and_the_operators_give_the_same_gradients():
+    """Eager calls run autograd.Function `_Eager` (less dispatch), torch.compile the operators: one forward, one
+    backward, the same bits."""
+    q, k, v = _leaves((1, 2, 40, 16), torch.float32, seed=9)
+    out = flash_attention(q, k, v, causal=True, kernel="fa2")
+    assert type(out.grad_fn).__name__ == "_EagerBackward"
+    eager = torch.autograd.grad(out.sum(), (q, k, v))
+    o, _ = torch.ops.flash_live.attention(q, k, v, True, 16 ** -0.5, "fa2")
+    assert torch.equal(o, out)
+    for a, b in zip(eager, torch.autograd.grad(o.sum(), (q, k, v))):
+        assert torch.equal(a, b)
+
+
 def test_torch_compile_traces_the_custom_op():
     """The operator has a fake (shapes without a launch), so torch.compile traces through forward and backward."""
     q, k, v = _leaves((1, 1, 24, 16), torch.float32, seed=8)
