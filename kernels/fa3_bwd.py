@@ -12,7 +12,9 @@ kernel takes FA-3's backward design (Shah et al. 2024, `hopper/mainloop_bwd_sm90
 - two consumer warpgroups own 64 keys each. Per query block each recomputes its Sᵀ = K Qᵀ and dPᵀ = V dOᵀ (two async
   wgmmas issued together), Pᵀ = exp2(Sᵀ·scale·log2 e − LSE·log2 e), dSᵀ = Pᵀ ∘ (dPᵀ − Δ)·scale, and adds dV += Pᵀ dO
   and dK += dSᵀ Q with Pᵀ and dSᵀ fed to the tensor cores from registers. dK and dV stay in registers (64 × head_dim
-  fp32 each) for the whole walk and are written once, by TMA;
+  fp32 each) for the whole walk and are written once, by TMA. At head_dim 64 a consumer also holds its K and V
+  rows in registers, the A operand of Sᵀ and dPᵀ, loaded once (1.04–1.11× reading them from shared memory each
+  query block; at 128 they would spill);
 - dQ is added from here, not by a pass of its own (5 products a tile, as counted). Each consumer writes its dSᵀ to
   shared memory (double-buffered) and multiplies it by K: as shipped (`dq_split` "cols", FA-3's way) the two meet
   at a hardware named barrier and each takes all of dS (64 query rows × 128 keys) times its half of K's columns;
@@ -121,20 +123,22 @@ class Fa3BwdConfig:
 
 
 # Measured on the H200 (2026-12-05, B2 H16 bf16, 4K–16K; BENCHMARKS.md §1d): with dQ added by the TMA reduce,
-# head_dim 128 0.97–1.07× cuDNN's backward; head_dim 64 0.89–0.93× not causal, 0.95–1.04× causal. dQ by columns won
-# at both (at 64 1.00–1.04× dQ by keys in one run, at 128 keys lost 0.70–0.76× with the atomics). Registers a
-# consumer thread at 128: dK 64 + dV 64 + Sᵀ 32 + dPᵀ 32 + its dQ half 32. Shared memory: 192 KB at 128, 128 KB at 64.
+# head_dim 128 0.97–1.07× cuDNN's backward. dQ by columns won at both head_dims (at 64 1.00–1.04× dQ by keys in one
+# run, at 128 keys lost 0.70–0.76× with the atomics). At 64, K and V held in registers as the A operand of Sᵀ and dPᵀ
+# measured 1.04–1.11× the same kernel with them read from shared memory (H100, 2026-12-05, 8K/16K causal and not:
+# 1.04–1.10× cuDNN's backward in the same run). Registers a consumer thread at 128: dK 64 + dV 64 + Sᵀ 32 + dPᵀ 32 +
+# its dQ half 32 (K and V in registers there spill 344–368 bytes). Shared memory: 192 KB at 128, 128 KB at 64.
 SHIPPED: dict[int, Fa3BwdConfig] = {
-    64: Fa3BwdConfig(2, "cols"),
+    64: Fa3BwdConfig(2, "cols", kv_regs=True),
     128: Fa3BwdConfig(2, "cols"),
 }
 
-# Beside the shipped configurations, timed on the H200 in one run (perf/h200/backward_speed.py --only fa3), by
-# head_dim: at 64, dQ by keys (shipped until 2026-12-05: 0.96–1.00× dQ by columns), and K and V in registers (not yet
-# timed: BENCHMARKS.md §1d; at 128 they spill 344–368 bytes); a third ring slot measured 0.98–1.01× at 64 and
-# spilled at 128 (BENCHMARKS.md, Tried and lost)
+# Beside the shipped configurations, timed in one run (perf/h200/backward_speed.py --only fa3), by head_dim: at 64,
+# K and V read from shared memory (shipped until 2026-12-05: 0.90–0.96× K and V in registers) and dQ by keys (0.93–
+# 0.98× dQ by columns, both read from shared memory); a third ring slot measured 0.98–1.01× at 64 and spilled at 128
+# (BENCHMARKS.md, Tried and lost)
 CANDIDATES: dict[int, dict[str, Fa3BwdConfig]] = {
-    64: {"dQ by keys": Fa3BwdConfig(2, "keys"), "K, V in registers": Fa3BwdConfig(2, "cols", kv_regs=True)},
+    64: {"K, V from shared memory": Fa3BwdConfig(2, "cols"), "dQ by keys": Fa3BwdConfig(2, "keys")},
     128: {},
 }
 

@@ -172,11 +172,15 @@ def test_e4m3_ships_p_in_place_where_it_was_measured():
             assert config_for_fp8(head_dim, causal).p_in_place == (head_dim in P_IN_PLACE_HEAD_DIMS)
 
 
-def test_e4m3_casts_p_late_where_it_was_timed_and_keeps_no_stack():
-    from kernels.fa3 import SUPPORTED_HEAD_DIMS
-    from kernels.fp8 import P_LATE_CAST, P_LATE_CAST_SPILLS, config_for_fp8, fp8_candidates
-    late = {(d, c) for d in SUPPORTED_HEAD_DIMS for c in (False, True) if config_for_fp8(d, c).p_late_cast}
-    assert late == P_LATE_CAST and not late & P_LATE_CAST_SPILLS and (128, False) in late
-    # every other (head_dim, causal) has its late cast among the speed candidates
-    timed_late = {(d, c) for d, c, g in fp8_candidates().values() if g.p_late_cast and (d, c) not in late}
-    assert timed_late == {(d, c) for d in SUPPORTED_HEAD_DIMS for c in (False, True)} - late
+def test_e4m3_casts_p_late_everywhere_and_reads_q_from_shared_memory_where_registers_would_spill():
+    from kernels.fa3 import SUPPORTED_HEAD_DIMS, config_for_v3
+    from kernels.fp8 import EXP_FMA, P_LATE_CAST_SPILLS, config_for_fp8
+    for d in SUPPORTED_HEAD_DIMS:
+        for c in (False, True):
+            config = config_for_fp8(d, c)
+            assert config.p_late_cast and config.p_in_place, (d, c)
+            assert config.exp_fma == EXP_FMA.get((d, c), 0), (d, c)
+            if (d, c) in P_LATE_CAST_SPILLS:
+                assert config_for_v3(d, c).q_in_regs and not config.q_in_regs, (d, c)
+    assert (128, True) in P_LATE_CAST_SPILLS and config_for_fp8(128, False).q_in_regs
+    assert EXP_FMA and all(k in (4, 8, 16) for k in EXP_FMA.values())

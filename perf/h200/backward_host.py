@@ -3,7 +3,8 @@
 it ships), through the custom operator `torch.ops.flash_live.attention` (what torch.compile traces), and SDPA's
 cuDNN backward; then the GPU alone: the backward's own kernels, summed by torch.profiler. B2 H16 bf16, d64 and
 d128, 1K, 2K and 4K tokens, causal and not; per call = 300 back-to-back calls, one synchronize, median of 3
-interleaved rounds. Autograd's two paths are first held to the same gradients, bit for bit.
+interleaved rounds. Autograd's two paths are first held to the same gradients (to 1e-2 relative: the FA-3 style
+backward adds dQ by a TMA reduce, whose order varies from call to call, so not bit for bit).
 
     PYTHONUNBUFFERED=1 python -m perf.h200.backward_host
 """
@@ -17,6 +18,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from kernels import fa3_bwd
 from kernels.attention import flash_attention
+from kernels.reference import relative_error
 from perf.h200.host_call import per_call_us
 
 
@@ -57,7 +59,7 @@ def main() -> int:
                     ref_out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
                 grads = torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
                 op_grads = torch.autograd.grad(op_out, (q, k, v), do, retain_graph=True)
-                same = all(torch.equal(a, b) for a, b in zip(grads, op_grads))
+                same = all(relative_error(a, b) < 1e-2 for a, b in zip(grads, op_grads))
                 runs = {
                     "launch": lambda: fa3_bwd.launch_backward(q, k, v, o, lse, do, causal, scale),
                     "autograd": lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True),
