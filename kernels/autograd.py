@@ -25,12 +25,21 @@ def with_backward() -> tuple[str, ...]:
     return tuple(s.key for s in specs.with_facet("backward") if s.library)
 
 
+def _call(q, k, v, causal, sm_scale, kernel):
+    """(O, LSE) by the kernel's spec's call: the forward both paths below run."""
+    return specs.spec(kernel).load("call")(q, k, v, causal=causal, sm_scale=sm_scale, return_lse=True)
+
+
+def _call_backward(do, q, k, v, o, lse, causal, sm_scale, kernel):
+    """(dQ, dK, dV) by the kernel's spec's backward: the backward both paths below run."""
+    return specs.spec(kernel).load("backward")(q, k, v, o, lse, do, causal, sm_scale)
+
+
 @torch.library.custom_op("flash_live::attention", mutates_args=())
 def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
                kernel: str) -> tuple[torch.Tensor, torch.Tensor]:
     with torch.no_grad():
-        o, lse = specs.spec(kernel).load("call")(q, k, v, causal=causal, sm_scale=sm_scale, return_lse=True)
-    return o, lse
+        return _call(q, k, v, causal, sm_scale, kernel)
 
 
 @_attention.register_fake
@@ -42,7 +51,7 @@ def _attention_fake(q, k, v, causal, sm_scale, kernel):
 def _attention_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
                    lse: torch.Tensor, causal: bool, sm_scale: float,
                    kernel: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return specs.spec(kernel).load("backward")(q, k, v, o, lse, do, causal, sm_scale)
+    return _call_backward(do, q, k, v, o, lse, causal, sm_scale, kernel)
 
 
 @_attention_bwd.register_fake
@@ -57,12 +66,17 @@ def _setup_context(ctx, inputs, output):
     ctx.causal, ctx.sm_scale, ctx.kernel = causal, sm_scale, kernel
 
 
+def _gradients(ctx, do, run_backward):
+    """The inputs' gradients from the saved tensors by `run_backward` (the operator, or _call_backward eagerly)."""
+    q, k, v, o, lse = ctx.saved_tensors
+    dq, dk, dv = run_backward(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, ctx.kernel)
+    return dq, dk, dv, None, None, None
+
+
 def _backward(ctx, do, _dlse):
     # the LSE is an output for return_lse=True callers; a gradient through it is not supported (refused by
     # `attention` below, so _dlse is None or zeros here)
-    q, k, v, o, lse = ctx.saved_tensors
-    dq, dk, dv = _attention_bwd(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, ctx.kernel)
-    return dq, dk, dv, None, None, None
+    return _gradients(ctx, do, _attention_bwd)
 
 
 _attention.register_autograd(_backward, setup_context=_setup_context)
@@ -75,16 +89,14 @@ class _Eager(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, causal, sm_scale, kernel):
-        o, lse = specs.spec(kernel).load("call")(q, k, v, causal=causal, sm_scale=sm_scale, return_lse=True)
+        o, lse = _call(q, k, v, causal, sm_scale, kernel)
         _setup_context(ctx, (q, k, v, causal, sm_scale, kernel), (o, lse))
         ctx.mark_non_differentiable(lse)
         return o, lse
 
     @staticmethod
     def backward(ctx, do, _dlse):
-        q, k, v, o, lse = ctx.saved_tensors
-        dq, dk, dv = specs.spec(ctx.kernel).load("backward")(q, k, v, o, lse, do, ctx.causal, ctx.sm_scale)
-        return dq, dk, dv, None, None, None
+        return _gradients(ctx, do, _call_backward)
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float, kernel: str,

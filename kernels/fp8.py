@@ -199,11 +199,10 @@ def _fp8_overrides() -> dict:
 
 
 P_IN_PLACE_HEAD_DIMS = (64, 128, 256)  # where e4m3 hands P to P·V in place (measured 1.03-1.10× the kernel without)
-# where e4m3 keeps P in fp32 across rounds and casts it at its wgmma (Fa3Config.p_late_cast): everywhere, as timed
-# against the cast where P is made (non-causal on the H200, 2026-12-04: 1.10-1.21×; causal on an H100, 2026-12-05:
+# e4m3 keeps P in fp32 across rounds and casts it at its wgmma (Fa3Config.p_late_cast) wherever P goes in place, as
+# timed against the cast where P is made (non-causal on the H200, 2026-12-04: 1.10-1.21×; causal on an H100, 2026-12-05:
 # 1.21× at head_dim 128, 1.27-1.30× at 64, 1.14× at 256). At P_LATE_CAST_SPILLS the sm_90 build keeps 24 bytes of
 # stack with Q in registers (head_dim 128 causal; triton 3.6.0 and 3.7.1), so there Q is read from shared memory.
-P_LATE_CAST = frozenset((d, c) for d in P_IN_PLACE_HEAD_DIMS for c in (False, True))
 P_LATE_CAST_SPILLS = frozenset({(128, True)})
 # 1 of every k of P's exponentials on the FMA units (Fa3Config.exp_fma), where it was timed faster (H100, 2026-12-05,
 # kernel alone ÷ the late cast without it, 8K and 16K): head_dim 64 1.036×, 1.038×; 64 causal 1.017×, 1.027×.
@@ -214,18 +213,16 @@ def config_for_fp8(head_dim: int, causal: bool):
     """The kernel configuration 8-bit inputs run: an override (_fp8_overrides) or else the shipped 16-bit one of
     this (head_dim, causal) (a new head_dim's 16-bit row serves e4m3 too); at P_IN_PLACE_HEAD_DIMS with P handed to
     P·V where the scores left it (Fa3Config.p_in_place: no shuffles; V's keys permuted on the host to match), and
-    at P_LATE_CAST with P cast to e4m3 at its wgmma, not where it is made (Fa3Config.p_late_cast), and at EXP_FMA
-    with some exponentials on the FMA units. Measured on the H200 (BENCHMARKS.md, FP8; kernel alone, non-causal): P
+    there also with P cast to e4m3 at its wgmma, not where it is made (Fa3Config.p_late_cast), and at EXP_FMA with
+    some exponentials on the FMA units. Measured on the H200 (BENCHMARKS.md, FP8; kernel alone, non-causal): P
     in place against P shuffled 1.035× (8K) and 1.052× (16K) at head_dim 128, 1.100× and 1.089× at 64, 1.043× at 256
     (8K); then the late cast against the cast where P is made 1.160× and 1.118× at 128, 1.202× and 1.211× at 64,
     1.105× at 256 (causal, on an H100: 1.21×, 1.27–1.30×, 1.14×)."""
     import dataclasses
     from kernels.fa3 import config_for_v3
     config = _fp8_overrides().get((head_dim, causal)) or config_for_v3(head_dim, causal)
-    if head_dim in P_IN_PLACE_HEAD_DIMS:
-        config = dataclasses.replace(config, p_in_place=True)
-    late = (head_dim, causal) in P_LATE_CAST
-    return dataclasses.replace(config, p_late_cast=late, exp_fma=EXP_FMA.get((head_dim, causal), 0),
+    late = head_dim in P_IN_PLACE_HEAD_DIMS
+    return dataclasses.replace(config, p_in_place=late, p_late_cast=late, exp_fma=EXP_FMA.get((head_dim, causal), 0),
                                q_in_regs=config.q_in_regs and not (late and (head_dim, causal) in P_LATE_CAST_SPILLS))
 
 
@@ -277,7 +274,8 @@ def fp8_candidates() -> dict:
     without the in-warpgroup overlap) and 64 (616), and three consumers of 64 rows at 160 registers at head_dim 128
     (288): P's conversion to the 8-bit operand layout needs the registers the bigger S or the third consumer would
     take; and three K/V slots at 128 with the late cast (8 bytes). Tried and left out on the H200: four K/V slots
-    with P in place at head_dim 128 (0.99-1.03×); on an H100 (2026-12-05, kernel alone ÷ shipped): 1 in 16 exponentials on the FMA units at 128 (0.997×, 1.004×), 1 in 4 at 64
-    (0.937×, 0.961×), 1 in 8 at 256 (0.976×), and 1 in 8 at 128 (timed twice: 1.016×, 1.007×, then 0.995×, 0.988×;
-    causal 1.006×, 0.983×). Predictions and outcomes in BENCHMARKS.md."""
+    with P in place at head_dim 128 (0.99-1.03×); on an H100 (2026-12-05, kernel alone ÷ shipped): 1 in 16
+    exponentials on the FMA units at 128 (0.997×, 1.004×), 1 in 4 at 64 (0.937×, 0.961×), 1 in 8 at 256 (0.976×), and
+    1 in 8 at 128 (timed twice: 1.016×, 1.007×, then 0.995×, 0.988×; causal 1.006×, 0.983×). Predictions and
+    outcomes in BENCHMARKS.md."""
     return {}  # none untimed at present: the last ones were timed on an H100 on 2026-12-05 (BENCHMARKS.md §1c)
