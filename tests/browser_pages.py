@@ -248,9 +248,20 @@ def paper_colour(page) -> str:
     return page.locator(".js-plotly-plot svg.main-svg").first.evaluate("svg => getComputedStyle(svg).backgroundColor")
 
 
+def sole_text(locator) -> str:
+    """The text of the one element `locator` finds. A rerun may show the old chart beside the new a moment (two
+    matches, where reading one fails Playwright's strict mode): wait until exactly one is left, then read it."""
+    for _ in range(20):
+        expect(locator).to_have_count(1)
+        texts = locator.all_text_contents()  # reads whatever matches now, never in strict mode
+        if len(texts) == 1:
+            return texts[0]
+    raise AssertionError(f"{locator} kept matching more than one element")
+
+
 def caption_step_count(page) -> int:
     caption = page.get_by_text(re.compile(r"^\d+ steps of \d+×\d+ tiles"))
-    return int(re.match(r"\d+", caption.inner_text())[0])
+    return int(re.match(r"\d+", sole_text(caption))[0])
 
 
 def animation_caption(page):
@@ -260,7 +271,7 @@ def animation_caption(page):
 
 def animation_step(page) -> tuple[int, int]:
     """(step, steps) from the animation's caption."""
-    step, steps = re.search(r"step (\d+)/(\d+)", animation_caption(page).text_content()).groups()
+    step, steps = re.search(r"step (\d+)/(\d+)", sole_text(animation_caption(page))).groups()
     return int(step), int(steps)
 
 
@@ -366,7 +377,7 @@ def step_in_link(page) -> int:
 def shown_step(page) -> int:
     """The 0-based step on screen, from the animation's own caption ('step 7/64 · …')."""
     caption = page.locator(".js-plotly-plot .scatterlayer text").filter(has_text=re.compile(r"step \d+/\d+ ·"))
-    return int(re.search(r"step (\d+)/", caption.text_content())[1]) - 1
+    return int(re.search(r"step (\d+)/", sole_text(caption))[1]) - 1
 
 
 def play_then_pause(page, speed: str) -> int:
