@@ -122,10 +122,17 @@ class Fa3Config:
     #                            and packs the bytes again at the wgmma (PRMT); fp32 crosses whole. Same bits.
     exp_fma: int = 0  # 1 of P's exponentials in every exp_fma (4, 8, 16) by a cubic on the FMA units (FA-4's trick,
     #                   kernels/ptx.py exp2); 0: all on the special-function unit
+    p_offset: int = 0  # 8-bit inputs: P made 2^p_offset larger before its e4m3 cast (FA-3's max offset, 8), so the
+    #                    probabilities a dominant score (an attention sink) leaves small stay in e4m3's normal range
+    #                    instead of flushing to zero; the conditional rescale's threshold drops to 8 − p_offset, so P
+    #                    stays ≤ 2^8 (e4m3 holds 448). O = acc / l and the LSE (less p_offset) are unchanged
 
     def __post_init__(self):  # checked once, where the configuration is made (a launch is a short call's hot path)
         if self.exp_fma not in (0, *EXP_FMA_EVERY):
             raise ValueError(f"Fa3Config.exp_fma is 0 or one of {EXP_FMA_EVERY}; got {self.exp_fma!r}")
+        if isinstance(self.p_offset, bool) or not isinstance(self.p_offset, int) or not 0 <= self.p_offset <= 8:
+            raise ValueError(f"Fa3Config.p_offset is an int from 0 to 8 (P ≤ 2^8 under e4m3's 448); got "
+                             f"{self.p_offset!r}")
         if self.p_late_cast and not self.p_in_place:
             raise ValueError("Fa3Config.p_late_cast casts P where P·V is issued, in P in place's layout: it needs "
                              "p_in_place")
@@ -138,7 +145,8 @@ class Fa3Config:
                 f"{' named' if self.named_turns else ''}{' paired' if self.kv_paired else ''}"
                 f"{' lazy' if self.lazy_rescale else ''}{' lpt' if self.lpt else ''}"
                 f"{' p-in-place' if self.p_in_place else ''}{' late-cast' if self.p_late_cast else ''}"
-                f"{f' exp-fma 1/{self.exp_fma}' if self.exp_fma else ''}")
+                f"{f' exp-fma 1/{self.exp_fma}' if self.exp_fma else ''}"
+                f"{f' p×2^{self.p_offset}' if self.p_offset else ''}")
 
     def mangle(self) -> str:
         """The configuration as an identifier: Triton names the compiled functions after their constexpr arguments."""
@@ -147,7 +155,8 @@ class Fa3Config:
                                                 ("p_in_place", "p"), ("p_late_cast", "c"))
                         if getattr(self, name))
         return (f"Fa3Config_{self.num_consumers}x{self.block_m}x{self.block_n}_kv{self.kv_stages}_r{self.consumer_regs}"
-                f"_{self.producer_regs}_{flags or 'plain'}{f'_e{self.exp_fma}' if self.exp_fma else ''}")
+                f"_{self.producer_regs}_{flags or 'plain'}{f'_e{self.exp_fma}' if self.exp_fma else ''}"
+                f"{f'_s{self.p_offset}' if self.p_offset else ''}")
 
     __repr__ = mangle  # Triton 3.6 mangles a constexpr argument by its repr
 
@@ -325,20 +334,28 @@ def _mask(s, j, offs_m, offs_n, seq_len, BLOCK_N: gl.constexpr, CAUSAL: gl.const
 
 # FA-4's conditional rescale: a row's max moves only when the new max exceeds it by more than 8 (log2 units), so a
 # P value is at most 2^8 = 256 (bf16 and the fp32 sums hold that) and O is rescaled only in the rare tiles that move it
-# (kernels/ptx.py: rescale skips a warp whose rows all kept theirs).
+# (kernels/ptx.py: rescale skips a warp whose rows all kept theirs). With P_OFFSET (Fa3Config.p_offset) P is made
+# 2^P_OFFSET larger and the threshold is 8 − P_OFFSET: P ≤ 2^8 either way.
 _LAZY_THRESHOLD = _constexpr(8.0)
 
 
 @_jit
-def _softmax(s, m_i, l_i, qk_scale, LAZY: gl.constexpr = False, EXP_FMA: gl.constexpr = 0):
+def _softmax(s, m_i, l_i, qk_scale, LAZY: gl.constexpr = False, EXP_FMA: gl.constexpr = 0, P_OFFSET: gl.constexpr = 0):
     # -- update m_i and l_i (online softmax, log2 units: one FMA per score, s·scale − m) --
     m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
-    if LAZY:  # keep the old max unless the new one is more than 2^8 larger (FA-4's conditional rescale)
-        m_new = gl.where(m_new > m_i + _LAZY_THRESHOLD, m_new, m_i)
-    if EXP_FMA:  # 1 in EXP_FMA on the FMA units (a call only here: the others' PTX, and so their SASS, is unchanged)
-        p = exp2(s * qk_scale - m_new[:, None], EXP_FMA)
+    if LAZY:  # keep the old max unless the new one is more than 2^(8 − P_OFFSET) larger (FA-4's conditional rescale)
+        if P_OFFSET:
+            m_new = gl.where(m_new > m_i + (_LAZY_THRESHOLD - P_OFFSET), m_new, m_i)
+        else:
+            m_new = gl.where(m_new > m_i + _LAZY_THRESHOLD, m_new, m_i)
+    if P_OFFSET:  # P = 2^(s·scale − (m − P_OFFSET)): the shift is one subtraction a row, not one a score
+        m_p = m_new - P_OFFSET
     else:
-        p = gl.exp2(s * qk_scale - m_new[:, None])
+        m_p = m_new
+    if EXP_FMA:  # 1 in EXP_FMA on the FMA units (a call only here: the others' PTX, and so their SASS, is unchanged)
+        p = exp2(s * qk_scale - m_p[:, None], EXP_FMA)
+    else:
+        p = gl.exp2(s * qk_scale - m_p[:, None])
     alpha = gl.exp2(m_i - m_new)
     l_i = l_i * alpha + gl.sum(p, 1)
     return p, m_new, l_i, alpha
@@ -400,7 +417,7 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
     mbarrier.arrive(k_empty.index(0), count=1)  # K_0 read: the producer may refill its slot
     if mask_from == 0:
         s = _mask(s, 0, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
-    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, LAZY, CFG.exp_fma)
+    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, LAZY, CFG.exp_fma, FP8 * CFG.p_offset)
     p_op = _p_operand(p, in_dtype, p_layout, FP8 and CFG.p_in_place, FP8 and CFG.p_late_cast)  # e4m3 P: ≤ 2^8 (lazy)
 
     for j in range(1, n_kv):
@@ -430,7 +447,10 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
 
     # -- write O and the row log-sum-exp (natural log) once --
     _enter("epilogue", PROFILE)
-    lse = (m_i + gl.log2(l_i)) * _LN2
+    if FP8 and CFG.p_offset:  # l holds P's 2^p_offset
+        lse = (m_i + gl.log2(l_i) - CFG.p_offset) * _LN2
+    else:
+        lse = (m_i + gl.log2(l_i)) * _LN2
     gl.store(LSE + off_bh.to(gl.int64) * seq_len + offs_m, lse, mask=offs_m < seq_len)
     if FP8:  # V's descale applied once, to O
         o = acc * gl.convert_layout(v_descale / l_i, o_row_layout)[:, None]
@@ -521,7 +541,7 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
     _enter("softmax", PROFILE)
     if j >= mask_from:
         s = _mask(s, j, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
-    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, LAZY, CFG.exp_fma)
+    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, LAZY, CFG.exp_fma, FP8 * CFG.p_offset)
     _exit("softmax", PROFILE)
     _enter("pv", PROFILE)  # wait for P·V (in flight since the qk phase), hand P_j over
     if OVERLAP:

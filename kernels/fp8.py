@@ -14,12 +14,16 @@ around the kernel body: quantization with its scales, the Hadamard rotation, a C
   inputs here.
 - `emulate_fp8_attention(q, k, v, ...)`: the same numbers on the CPU (float64 math on e4m3-rounded Q, K, V and P),
   so the error of each scaling and of the rotation can be checked without a GPU; `attention_error(out, ref)`: max
-  and RMS error against the float64 reference; `plant_outliers(x)`: FA-3's test input (0.1 % of entries ×10–100).
+  and RMS error against the float64 reference; `plant_outliers(x)`: FA-3's test input (0.1 % of entries ×10–100);
+  `plant_sink(q, k, v)`: an attention sink (a few keys every query scores far above the rest, as trained LLMs have).
 
 In the kernel, P (≤ 1, or ≤ 2^8 under the lazy rescale) is rounded to e4m3 per tile: 2^8 = 256 is below e4m3's
 448, so the lazy rescale's threshold stays 8. e4m3's relative precision (2^-4) does not depend on magnitude for
 normal numbers, so a P of 256 is no less precise than one of 1; only P below 2^-9 (×max) flushes to zero, which
-the lazy threshold, by keeping P's scale up to 2^8 larger, only makes rarer.
+the lazy threshold, by keeping P's scale up to 2^8 larger, only makes rarer. Under an attention sink most of a row's
+probabilities are that small: with P ≤ 1 they flush to zero while l, summed in fp32 before the cast, still counts
+them, so O loses their share (P-collapse). `Fa3Config.p_offset` (FA-3's max offset: P made 2^8 larger before the cast,
+the lazy threshold lowered to match) keeps them; `emulate_fp8_attention(p_offset=)` shows the difference on the CPU.
 """
 from __future__ import annotations
 
@@ -144,6 +148,34 @@ def plant_outliers(x: torch.Tensor, fraction: float = 1e-3, low: float = 10.0, h
     return flat.view(x.shape)
 
 
+def plant_sink(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gap: float = 4.0, sinks: int = 4,
+               v_mean: float = 1.0, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Copies of q, k, v (batch, heads, seq_len, head_dim) with an attention sink, as trained LLMs have: every query
+    shares a component along one direction u (8 × a unit vector), the first `sinks` keys are c·u, with c chosen so
+    that their score stands about `gap` (natural-log units) above the largest of the other keys' (the median over a
+    head's first 1,024 queries: each row's own gap differs by ~±12 %), and V gets a per-channel mean (`v_mean` × a
+    random normal vector; the probability e4m3 loses then shows in O, where against zero-mean random values it would
+    average away). seq_len must exceed `sinks`."""
+    if not (isinstance(sinks, int) and not isinstance(sinks, bool) and 1 <= sinks < q.shape[2]):
+        raise ValueError(f"sinks must be an int from 1 to seq_len − 1 = {q.shape[2] - 1}; got {sinks!r}")
+    if not math.isfinite(gap) or not math.isfinite(v_mean):
+        raise ValueError(f"gap and v_mean must be finite; got {gap!r}, {v_mean!r}")
+    d = q.shape[-1]
+    gen = torch.Generator().manual_seed(int(seed))
+    u = torch.randn(d, generator=gen, dtype=torch.float64)
+    u = u / u.norm()
+    mean = v_mean * torch.randn(d, generator=gen, dtype=torch.float64)
+    lift = 8.0
+    q = (q.double() + lift * u.to(q.device)).to(q.dtype)
+    rows = q[:, :, :1024].double()
+    others = rows @ k[:, :, sinks:].double().transpose(-1, -2) / math.sqrt(d)
+    c = (others.amax(-1).median().item() + gap) * math.sqrt(d) / lift
+    k = k.clone()
+    k[:, :, :sinks] = (c * u).to(device=k.device, dtype=k.dtype)
+    v = (v.double() + mean.to(v.device)).to(v.dtype)
+    return q, k, v
+
+
 # -- error metrics and the CPU emulation ------------------------------------------------------------------------------
 
 def attention_error(out: torch.Tensor, ref: torch.Tensor) -> dict[str, float]:
@@ -158,11 +190,15 @@ def attention_error(out: torch.Tensor, ref: torch.Tensor) -> dict[str, float]:
 
 def emulate_fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                           sm_scale: float | None = None, granularity: str = "head", rotate: bool = False,
-                          seed: int = 0, block: int = DEFAULT_BLOCK, quantize_p: bool = True) -> torch.Tensor:
+                          seed: int = 0, block: int = DEFAULT_BLOCK, quantize_p: bool = True,
+                          p_offset: int = 0) -> torch.Tensor:
     """O of FP8 attention as the kernel computes it, in float64 on the CPU: (rotate Q and K,) quantize Q, K, V to
-    e4m3 with `granularity`, S = (Q·Kᵀ)·descales in float64, P = exp(S − row max) rounded to e4m3 (≤ 1, as the
-    kernel's P whenever a row's max is its final one), l summed from the unrounded P, O = P·V·descale_v / l.
-    q, k, v: real (batch, heads, seq_len, head_dim) of any float dtype, not yet quantized."""
+    e4m3 with `granularity`, S = (Q·Kᵀ)·descales in float64, P = 2^p_offset · exp(S − row max) rounded to e4m3 (≤
+    2^p_offset, as the kernel's P whenever a row's max is its final one; Fa3Config.p_offset), l summed from the
+    unrounded P, O = P·V·descale_v / l. q, k, v: real (batch, heads, seq_len, head_dim) of any float dtype, not yet
+    quantized."""
+    if isinstance(p_offset, bool) or not isinstance(p_offset, int) or not 0 <= p_offset <= 8:
+        raise ValueError(f"p_offset is an int from 0 to 8; got {p_offset!r}")
     scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else float(sm_scale)
     q, k, v = (t.detach().cpu() for t in (q, k, v))
     if rotate:
@@ -173,7 +209,7 @@ def emulate_fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cau
     if causal:
         n = s.shape[-1]
         s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
-    p = torch.exp(s - s.amax(-1, keepdim=True))
+    p = torch.exp(s - s.amax(-1, keepdim=True)) * float(2 ** p_offset)
     l = p.sum(-1, keepdim=True)
     if quantize_p:
         p = p.to(E4M3).double()
@@ -277,5 +313,14 @@ def fp8_candidates() -> dict:
     with P in place at head_dim 128 (0.99-1.03×); on an H100 (2026-12-05, kernel alone ÷ shipped): 1 in 16
     exponentials on the FMA units at 128 (0.997×, 1.004×), 1 in 4 at 64 (0.937×, 0.961×), 1 in 8 at 256 (0.976×), and
     1 in 8 at 128 (timed twice: 1.016×, 1.007×, then 0.995×, 0.988×; causal 1.006×, 0.983×). Predictions and
-    outcomes in BENCHMARKS.md."""
-    return {}  # none untimed at present: the last ones were timed on an H100 on 2026-12-05 (BENCHMARKS.md §1c)
+    outcomes in BENCHMARKS.md.
+
+    At present: P made 2^8 (or 2^4) larger before its e4m3 cast (Fa3Config.p_offset), for its error under an
+    attention sink (plant_sink; the CPU emulation, 4K tokens, gap 2–8: 1.4–7.2× lower error, none lost on random
+    inputs), timed to see what the lower rescale threshold costs."""
+    import dataclasses
+    out = {}
+    for head_dim, causal, offset in ((128, False, 8), (128, True, 8), (64, False, 8), (256, False, 8), (128, False, 4)):
+        config = dataclasses.replace(config_for_fp8(head_dim, causal), p_offset=offset)
+        out[f"P ×2^{offset} before its cast, D{head_dim}{' causal' if causal else ''}"] = (head_dim, causal, config)
+    return out

@@ -4,14 +4,16 @@
 
 1. The CPU-emulated error table first (kernels.fp8.emulate_fp8_attention, float64 math on e4m3-rounded inputs and
    P): max and RMS error against float64 of bf16 inputs, fp8 per-tensor, per-head and per-block scales, each with
-   and without the Hadamard rotation, on random and planted-outlier inputs (0.1 % of entries ×10–100, FA-3's test).
+   and without the Hadamard rotation, on random and planted-outlier inputs (0.1 % of entries ×10–100, FA-3's test)
+   and under an attention sink (kernels.fp8.plant_sink), where P ×2^8 before its cast (Fa3Config.p_offset) is shown too.
    It needs no GPU kernel, so it is printed even when the kernel fails.
 2. Correctness of the kernel: e4m3 Q, K, V (per-head scales) against float64 attention on the dequantized inputs
    (only P's rounding and O's bf16 differ: relative error < 5 %) and on the unquantized inputs (< 10 %), ragged N
    (1, 17, 255, 1000, 4097), causal and not, head_dim 64, 128 and 256, outputs poisoned with NaN beforehand; per-tensor
    scales too. A failure is printed and nothing is timed.
 3. The kernel's error table (the same metrics, measured): bf16 ours (FA-3), fp8 per-tensor, fp8 per-head, fp8 +
-   rotation (per-tensor and per-head), random and planted outliers, at B1 H4 N4096 D128.
+   rotation (per-tensor and per-head), random, planted outliers and an attention sink, at B1 H4 N4096 D128; then
+   each candidate's error beside the shipped kernel's on the three kinds of input, at its (head_dim, causal).
 4. Timing, interleaved rounds (triton.testing.do_bench medians, order rotated per round): our FA-3 kernel in bf16
    against the same kernel in e4m3 (its call includes transposing V: kernels/fa3.py says why), B2 H16 8K and 16K,
    D128 and D64, causal and not, and B2 H8 8K D256 causal and not; TFLOPS = 4·B·H·N²·D (÷2 causal) ÷ t;
@@ -42,7 +44,7 @@ import torch
 from kernels.runtime import backend, backend_reason  # first: picks the backend before any kernel is decorated
 from kernels.fp8 import (attention_error, config_for_fp8, dequantize_fp8, emulate_fp8_attention,
                          fp8_attention, fp8_candidates, fp8_unavailable_reason, hadamard_rotate, plant_outliers,
-                         quantize_fp8)
+                         plant_sink, quantize_fp8)
 from kernels.reference import reference_attention, relative_error
 
 RAGGED = (1, 17, 255, 1000, 4097)
@@ -60,7 +62,8 @@ class Run:
     def __init__(self):
         self.start = time.perf_counter()
         self.beat = time.monotonic()
-        self.record: dict = {"emulated": [], "checks": [], "measured_error": [], "timings": {}, "failures": []}
+        self.record: dict = {"emulated": [], "checks": [], "measured_error": [], "candidate_error": [], "timings": {},
+                             "failures": []}
 
     def say(self, *parts) -> None:
         self.beat = time.monotonic()
@@ -79,10 +82,17 @@ class Run:
                 os._exit(3)
 
 
-def _inputs(shape, seed: int, outliers: bool, device: str) -> tuple[torch.Tensor, ...]:
+INPUTS = ("random", "planted outliers", "attention sink")  # the sink: kernels.fp8.plant_sink, gap 4
+
+
+def _inputs(shape, seed: int, kind: str, device: str) -> tuple[torch.Tensor, ...]:
     gen = torch.Generator(device=device).manual_seed(seed)
     qkv = [torch.randn(shape, generator=gen, device=device) for _ in range(3)]
-    return tuple(plant_outliers(t, seed=seed + i) for i, t in enumerate(qkv)) if outliers else tuple(qkv)
+    if kind == "planted outliers":
+        return tuple(plant_outliers(t, seed=seed + i) for i, t in enumerate(qkv))
+    if kind == "attention sink":
+        return plant_sink(*qkv, gap=4.0, seed=seed)
+    return tuple(qkv)
 
 
 def _row(run: Run, table: str, what: str, inputs: str, err: dict) -> None:
@@ -93,10 +103,9 @@ def _row(run: Run, table: str, what: str, inputs: str, err: dict) -> None:
 # -- 1. the CPU-emulated errors ---------------------------------------------------------------------------------------
 
 def section_emulated(run: Run) -> None:
-    run.say("== error against float64, CPU emulation (B1 H2 N512 D128, not causal)")
-    for outliers in (False, True):
-        name = "planted outliers" if outliers else "random"
-        q, k, v = _inputs((1, 2, 512, 128), 5, outliers, "cpu")
+    run.say("== error against float64, CPU emulation (B1 H2 N512 D128, not causal; the sink at N4096)")
+    for name in INPUTS:
+        q, k, v = _inputs((1, 2, 4096 if name == "attention sink" else 512, 128), 5, name, "cpu")
         ref = reference_attention(q.double(), k.double(), v.double())[0]
         _row(run, "emulated", "bf16 inputs (exact math)", name,
              attention_error(reference_attention(q.bfloat16(), k.bfloat16(), v.bfloat16())[0], ref))
@@ -104,6 +113,8 @@ def section_emulated(run: Run) -> None:
             for rotate in (False, True):
                 out = emulate_fp8_attention(q, k, v, granularity=g, rotate=rotate)
                 _row(run, "emulated", f"fp8 per-{g}{' + rotation' if rotate else ''}", name, attention_error(out, ref))
+        out = emulate_fp8_attention(q, k, v, granularity="head", p_offset=8)
+        _row(run, "emulated", "fp8 per-head, P×2^8 before cast", name, attention_error(out, ref))
 
 
 # -- compile first, in parallel (Triton's disk cache), outside the checks and timings -----------------------------
@@ -144,7 +155,7 @@ def _poison(*nbytes: int) -> None:
 
 def check_one(run: Run, n: int, head_dim: int, causal: bool, granularity: str, config=None, name: str = "") -> bool:
     what = f"{name or 'fp8'} per-{granularity} D={head_dim} {'causal' if causal else 'full'} N={n}"
-    x = _inputs((2, 3, n, head_dim), n * 3 + head_dim + causal, False, "cuda")
+    x = _inputs((2, 3, n, head_dim), n * 3 + head_dim + causal, "random", "cuda")
     (q, dq), (k, dk), (v, dv) = (quantize_fp8(t, granularity) for t in x)
     _poison(q.numel() * 2, 2 * 3 * n * 4)
     try:
@@ -197,9 +208,8 @@ def section_check_candidates(run: Run) -> dict:
 def section_measured_error(run: Run) -> None:
     from kernels.fa3 import flash_attention_v3
     run.say("== error against float64, measured on the GPU (B1 H4 N4096 D128, not causal)")
-    for outliers in (False, True):
-        name = "planted outliers" if outliers else "random"
-        x = _inputs((1, 4, 4096, 128), 11, outliers, "cuda")
+    for name in INPUTS:
+        x = _inputs((1, 4, 4096, 128), 11, name, "cuda")
         ref = reference_attention(*x)[0]
         _row(run, "measured_error", "bf16 ours (FA-3)", name,
              attention_error(flash_attention_v3(*(t.bfloat16() for t in x)), ref))
@@ -209,6 +219,21 @@ def section_measured_error(run: Run) -> None:
                 (q8, dq), (k8, dk), (v8, dv) = (quantize_fp8(t, g) for t in (q, k, x[2]))
                 out = fp8_attention(q8, k8, v8, descale_q=dq, descale_k=dk, descale_v=dv)
                 _row(run, "measured_error", f"fp8 per-{g}{' + rotation' if rotate else ''}", name,
+                     attention_error(out, ref))
+
+
+def section_candidate_error(run: Run, candidates: dict) -> None:
+    """Each candidate's error beside the shipped e4m3 kernel's, per-head scales, at its (head_dim, causal), on every
+    kind of input: the ones that change P's rounding (Fa3Config.p_offset) are there for their error, not speed."""
+    run.say("== the candidates' error against float64 beside the shipped kernel's (B1 H4 N4096, per-head scales)")
+    for name, (head_dim, causal, config) in candidates.items():
+        for kind in INPUTS:
+            x = _inputs((1, 4, 4096, head_dim), 13, kind, "cuda")
+            ref = reference_attention(*x, causal)[0]
+            (q8, dq), (k8, dk), (v8, dv) = (quantize_fp8(t, "head") for t in x)
+            for what, cfg in (("shipped", None), (name, config)):
+                out = fp8_attention(q8, k8, v8, causal, descale_q=dq, descale_k=dk, descale_v=dv, config=cfg)
+                _row(run, "candidate_error", f"D{head_dim}{' causal' if causal else ''} {what}"[:32], kind,
                      attention_error(out, ref))
 
 
@@ -234,7 +259,7 @@ def section_timing(run: Run, rounds: int, candidates: dict) -> list[tuple]:
             f"{', '.join(candidates) or 'none'}")
     data = {}
     for label, b, h, n, d, c, _ in SHAPES:
-        x = _inputs((b, h, n, d), n + d, False, "cuda")
+        x = _inputs((b, h, n, d), n + d, "random", "cuda")
         (q8, dq), (k8, dk), (v8, dv) = (quantize_fp8(t, "head") for t in x)
         bf = tuple(t.bfloat16() for t in x)
         del x
@@ -304,6 +329,7 @@ def main(argv=None) -> int:
         status = 1
     else:
         for name, section in (("measured errors", lambda: section_measured_error(run)),
+                              ("candidates' errors", lambda: section_candidate_error(run, candidates)),
                               ("timing", lambda: table.extend(section_timing(run, args.rounds, candidates)))):
             try:
                 section()
