@@ -314,15 +314,16 @@ def test_fp8_kernel_with_p_made_larger_keeps_a_sinks_small_probabilities(head_di
     import dataclasses
     from kernels.fp8 import config_for_fp8, fp8_attention
     q, k, v = plant_sink(*(randn(1, 2, 2000, head_dim, seed=s).cuda() for s in (70, 71, 72)), gap=4.0)
-    ref, ref_lse = reference_attention(q.double(), k.double(), v.double(), causal)
+    ref = reference_attention(q.double(), k.double(), v.double(), causal)[0]
     (q8, dq), (k8, dk), (v8, dv) = (quantize_fp8(t, "head") for t in (q, k, v))
+    ref_lse = reference_attention(*(dequantize_fp8(t, d) for t, d in ((q8, dq), (k8, dk), (v8, dv))), causal)[1]
     config = config_for_fp8(head_dim, causal)
     err = {}
     for offset in (0, 8):
         out, lse = fp8_attention(q8, k8, v8, causal, return_lse=True, descale_q=dq, descale_k=dk, descale_v=dv,
                                  config=dataclasses.replace(config, p_offset=offset))
         err[offset] = attention_error(out, ref)["rel_rms"]
-        assert relative_error(lse, ref_lse) < 1e-2, offset
+        assert relative_error(lse, ref_lse) < 1e-3, offset  # the LSE of the inputs the kernel was given
     emulated = attention_error(emulate_fp8_attention(q, k, v, causal, p_offset=8), ref.cpu())["rel_rms"]
     assert err[0] > (1.6 if causal else 2.5) * err[8] and err[8] < 1.5 * emulated, (err, emulated)
 
