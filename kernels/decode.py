@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from numbers import Real
 
 from kernels.runtime import DEVICE, INTERPRET, CachedLaunch, kernel_launch_lock, quick_descriptor, sm_count, stream_key, tma_device  # first: it sets TRITON_INTERPRET
@@ -47,7 +47,6 @@ from kernels.inputs import DTYPES_BY_NAME, SUPPORTED_DTYPES, SUPPORTED_HEAD_DIMS
 LN2 = costmodel.LN2
 LN2_KERNEL: tl.constexpr = tl.constexpr(costmodel.LN2)
 LOG2_E_KERNEL: tl.constexpr = tl.constexpr(costmodel.LOG2_E)
-MERGE_SPLITS: tl.constexpr = tl.constexpr(32)  # splits the merge reads in one load
 MAX_GRID_YZ = 65535  # CUDA's limit on the grid's 2nd and 3rd axes (splits, row blocks)
 
 
@@ -164,7 +163,7 @@ def _decode_split(Q, K, V, O, LSE, O_PART, COUNTERS, SEQLENS, BLOCK_TABLE, TRACE
                   HEAD_DIM: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
                   BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr, CAUSAL: tl.constexpr, HAS_SEQLENS: tl.constexpr,
                   USE_TMA: tl.constexpr, DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, TRACE: tl.constexpr,
-                  MERGE: tl.constexpr):
+                  MERGE: tl.constexpr, MERGE_SPLITS: tl.constexpr):
     # K, V: 4-D tensor descriptors when USE_TMA, else pointers. Their strides come as (outer, inner, head):
     # (batch, key, head) for a contiguous cache, (page, slot, head) for a paged one; head_dim is unit-stride.
     # O, LSE (at LSE + lse_offset): the final (B, H, q_len, D) / (B, H, q_len), contiguous. MERGE (num_splits > 1):
@@ -257,7 +256,7 @@ def _decode_split(Q, K, V, O, LSE, O_PART, COUNTERS, SEQLENS, BLOCK_TABLE, TRACE
         if done == num_splits - 1:
             tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")  # zero for the next launch
             _merge_splits(O_PART, part_lse_offset, O, LSE + lse_offset, b, hkv, row_block, heads_kv, q_len,
-                          num_splits, GROUP, BLOCK_M, HEAD_DIM)
+                          num_splits, GROUP, BLOCK_M, HEAD_DIM, MERGE_SPLITS)
     else:
         tl.store(LSE + lse_offset + out_row, lse, mask=row_ok)
         tl.store(O + out_row[:, None] * HEAD_DIM + offs_d[None, :], o.to(O.dtype.element_ty), mask=row_ok[:, None])
@@ -265,7 +264,7 @@ def _decode_split(Q, K, V, O, LSE, O_PART, COUNTERS, SEQLENS, BLOCK_TABLE, TRACE
 
 @triton.jit
 def _merge_splits(O_PART, part_lse_offset, O, LSE, b, hkv, row_block, heads_kv, q_len, num_splits,
-                  GROUP: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr):
+                  GROUP: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, MERGE_SPLITS: tl.constexpr):
     # fold the splits' (O_s, LSE_s) into one softmax state, row by row over this program's real rows (a decode step
     # has GROUP of them), MERGE_SPLITS splits per load: (m, l, acc) ⊕ (LSE_s, O_s), each split weighted by
     # l_s · 2^(m_s − m), the online softmax's algebra one level up. One wide load per row keeps the merge short: it
@@ -319,6 +318,12 @@ class DecodeConfig:
     max_block_m: int = 64     # most packed query rows per program; more (long chunks, big groups) get row blocks
     programs_per_sm: int = 2  # num_splits=None: the GPU's slots for the split heuristic are SMs × this (residency)
     tma: bool = True          # TMA tensor descriptors where the layout allows (16-bit, Hopper, aligned)
+    merge_splits: int = 32    # splits the merge reads in one load (a power of two; more splits take more loads)
+
+    def __post_init__(self):
+        m = self.merge_splits
+        if isinstance(m, bool) or not isinstance(m, int) or m < 2 or m & (m - 1):
+            raise ValueError(f"DecodeConfig.merge_splits is a power of two from 2; got {m!r}")
 
 
 # Tuned on the H200 (perf/h200/decode_speed.py sweeps tiles and split counts; BENCHMARKS.md §1b has the runs). A
@@ -372,8 +377,7 @@ def gpu_decode_config(head_dim: int, dtype_bytes: int, page_size: int = 0, cache
         return HOST_BOUND_DECODE_CONFIGS[key]
     config = TUNED_DECODE_CONFIGS.get(key, _default_decode_config(head_dim, dtype_bytes))
     if config.tma and 32 <= page_size < config.block_n and page_size & (page_size - 1) == 0:
-        config = DecodeConfig(page_size, config.num_warps, config.num_stages, config.max_block_m,
-                              config.programs_per_sm, config.tma)
+        config = replace(config, block_n=page_size)
     return config
 
 
@@ -677,7 +681,7 @@ def _launch(plan: _Plan, q, k_cache, v_cache, cache_seqlens, block_table, sm_sca
                   dict(HEAD_DIM=p.head_dim, GROUP=p.heads_q // p.heads_kv, BLOCK_M=p.block_m,
                        BLOCK_N=cfg.block_n, PAGE_SIZE=p.page_size, CAUSAL=p.causal, HAS_SEQLENS=p.has_seqlens,
                        USE_TMA=use_tma, DOT_FP32=dot_fp32, PRECISION=precision, TRACE=trace is not None, MERGE=merge,
-                       num_warps=cfg.num_warps, num_stages=cfg.num_stages))
+                       MERGE_SPLITS=cfg.merge_splits, num_warps=cfg.num_warps, num_stages=cfg.num_stages))
         if trace is None:
             if len(_STATIC_ARGS) > 4096:
                 _STATIC_ARGS.clear()
@@ -753,11 +757,22 @@ def decode_attention_traced(q, k_cache, v_cache, cache_seqlens=None, block_table
 
 # -- what the ahead-of-time compile check needs -----------------------------------------------------
 
+# Configurations perf/h200/decode_merge.py times beside the shipped one at batch 1 (BENCHMARKS.md §1b), compiled
+# with the shipped ones (shipped_launches). At B1 H32/8 the split rule picks 33 splits: the merge, on the critical
+# path after every split is done, then reads 32 and 1 in two dependent loads per row; 64 a load reads them in one.
+CANDIDATES: dict[str, DecodeConfig] = {
+    "the merge reads 64 splits a load": replace(TUNED_DECODE_CONFIGS[(128, 2)], merge_splits=64),
+}
+
+
 def shipped_launches():
     """Every shipped configuration as (label, targets, launch) for an ahead-of-time compile (bench/compile_check.py):
     each tuned or default class, contiguous (large, and host-bound where tuned) and paged (page 64), TMA and pointer
-    paths, one split and several (the same kernel, num_splits not being specialized; several add the merge)."""
-    launches = []
+    paths, one split and several (the same kernel, num_splits not being specialized; several add the merge); then
+    each of CANDIDATES at head_dim 128, bf16, contiguous through TMA, 33 splits."""
+    launches = [(f"candidate: {name}", ("sm_90",),
+                 functools.partial(_example_launch, 128, torch.bfloat16, 0, 33, True, config))
+                for name, config in CANDIDATES.items()]
     classes = sorted({(d, b) for d in SUPPORTED_HEAD_DIMS for b in (2, 4)} | set(TUNED_DECODE_CONFIGS))
     for head_dim, dtype_bytes in classes:
         dtype = torch.bfloat16 if dtype_bytes == 2 else torch.float32

@@ -92,6 +92,19 @@ def test_any_split_count(splits, poisoned_allocations):
     check(inputs, out, lse, True)
 
 
+@pytest.mark.parametrize("merge_splits, splits", [(2, 9), (4, 3), (16, 9)])
+def test_the_merge_reads_any_number_of_splits_a_load(merge_splits, splits, poisoned_allocations):
+    """DecodeConfig.merge_splits: the last split merges the partials merge_splits at a time: fewer than the splits
+    (several loads, the last part-filled) or more (one load, part masked) give the same answer."""
+    inputs = make_cache(2, 4, 1, 1, 32, [150, 71], torch.float32, seed=merge_splits)
+    out, lse = decode_attention(*inputs, num_splits=splits, return_lse=True,
+                                config=DecodeConfig(16, 4, 1, merge_splits=merge_splits))
+    check(inputs, out, lse, True)
+    for bad in (1, 3, 0, True, 2.0):
+        with pytest.raises(ValueError, match="merge_splits"):
+            DecodeConfig(16, 4, 1, merge_splits=bad)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("page", [0, 64])
 def test_pointer_path_of_16_bit_caches(dtype, page, poisoned_allocations):
