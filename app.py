@@ -547,12 +547,14 @@ FP8_CHART_PX, FP8_CHART_HEIGHT_PX = 620, 230  # the popover's chart, in design p
 
 
 def fp8_view(stage: Stage) -> None:
-    """FA-3's third idea: the presenter turns the planted outliers up and the rotation on and off; each FP8
-    variant's error against float64 against the speed it gained over bf16, measured (live, recorded, or on the CPU
-    the emulation's errors only)."""
+    """FA-3's third idea: the presenter picks the planted outliers (the FA-3 paper's, or harsher) and turns the
+    rotation on and off; each FP8 variant's error against float64 against the speed it gained over bf16, measured
+    (live, recorded, or on the CPU the emulation's errors only)."""
+    recording = stage.quoted_recording
+    default = story.fp8.default_level(None if stage.live or recording is None else recording.fp8)
     with st.container(horizontal=True, vertical_alignment="bottom"):
-        level = st.segmented_control("Planted outliers (0.1 % of entries ×)", list(story.fp8.OUTLIER_LEVELS),
-                                     default=story.fp8.FA3_LEVEL, key="fp8_outliers", required=True)
+        level = st.segmented_control("Planted outliers (on 0.1 % of entries)", list(story.fp8.OUTLIER_LEVELS),
+                                     default=default, key="fp8_outliers", required=True)
         rotation = st.toggle("Rotate Q and K (random-sign Hadamard)", key="fp8_rotation")
     source = page.fp8_source(stage, level)
     points = list(source.points)

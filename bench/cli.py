@@ -106,7 +106,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="time our FA-3 kernel in e4m3 (kernels/fp8.py: per-tensor and per-head scales, with and "
                         "without the Hadamard rotation) beside the same kernel in bf16 in one interleaved run, at B2 "
                         "H16, N = 8K and 16K, head_dim 128 and 64, not causal, with each one's error against float64 "
-                        "on random and planted-outlier inputs (bench/fp8.py)")
+                        "on random inputs, the FA-3 paper's outliers and harsher planted ones (bench/fp8.py)")
     p.add_argument("--tune", action="store_true", help="time FA-2 tile configs at seq_len 8K and print the best")
     p.add_argument("--decode", action="store_true",
                    help="time decode instead: one new token (q_len 1) of Llama 3 8B's attention (32 query heads, 8 "

@@ -56,9 +56,13 @@ class Record:
     outlier_err_max: float | None = None   # the same on inputs with planted outliers (0.1 % of entries ×10–100)
     outlier_err_rms: float | None = None
     outlier_err_rel_rms: float | None = None
+    paper_outlier_err_max: float | None = None  # the same on the FA-3 paper's outliers (N(0, 10²) added to 0.1 %)
+    paper_outlier_err_rms: float | None = None
+    paper_outlier_err_rel_rms: float | None = None
     bf16_time_ms: float | None = None      # our bf16 FA-3 kernel at the same shape, timed in the same rounds
-    bf16_err_rel_rms: float | None = None  # its relative RMS error, random inputs and planted outliers
+    bf16_err_rel_rms: float | None = None  # its relative RMS error, random inputs and both kinds of outliers
     bf16_outlier_err_rel_rms: float | None = None
+    bf16_paper_outlier_err_rel_rms: float | None = None
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -67,7 +71,8 @@ class Record:
 
 
 FP8_FIELDS = ("scaling", "rotation", "err_max", "err_rms", "err_rel_rms", "outlier_err_max", "outlier_err_rms",
-              "outlier_err_rel_rms", "bf16_time_ms", "bf16_err_rel_rms", "bf16_outlier_err_rel_rms")
+              "outlier_err_rel_rms", "paper_outlier_err_max", "paper_outlier_err_rms", "paper_outlier_err_rel_rms",
+              "bf16_time_ms", "bf16_err_rel_rms", "bf16_outlier_err_rel_rms", "bf16_paper_outlier_err_rel_rms")
 RECORD_FIELDS = tuple("pass" if f.name == "pass_" else f.name for f in fields(Record))
 OPTIONAL_RECORD_FIELDS = ("block_m", "block_n", "dram_read_bytes", "dram_write_bytes", "l2_bytes", "counters",
                           "kernels", "kv_len", "kv_heads", "pass", "page_size", "num_splits", "config",

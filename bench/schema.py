@@ -90,8 +90,10 @@ RECORD_SCHEMA: dict[str, _Field] = {
     "scaling": _text(choices=("tensor", "head"), nullable=True), "rotation": _Field(bool, nullable=True),
     "err_max": _float(MAX_ERROR, low=0), "err_rms": _float(MAX_ERROR, low=0), "err_rel_rms": _float(MAX_ERROR, low=0),
     "outlier_err_max": _float(MAX_ERROR, low=0), "outlier_err_rms": _float(MAX_ERROR, low=0),
-    "outlier_err_rel_rms": _float(MAX_ERROR, low=0), "bf16_time_ms": _TIME,
-    "bf16_err_rel_rms": _float(MAX_ERROR, low=0), "bf16_outlier_err_rel_rms": _float(MAX_ERROR, low=0),
+    "outlier_err_rel_rms": _float(MAX_ERROR, low=0), "paper_outlier_err_max": _float(MAX_ERROR, low=0),
+    "paper_outlier_err_rms": _float(MAX_ERROR, low=0), "paper_outlier_err_rel_rms": _float(MAX_ERROR, low=0),
+    "bf16_time_ms": _TIME, "bf16_err_rel_rms": _float(MAX_ERROR, low=0),
+    "bf16_outlier_err_rel_rms": _float(MAX_ERROR, low=0), "bf16_paper_outlier_err_rel_rms": _float(MAX_ERROR, low=0),
 }
 KERNEL_SCHEMA: dict[str, _Field] = {
     "name": _text(), "time_ms": _TIME, "dram_read_bytes": _BYTES, "dram_write_bytes": _BYTES, "l2_bytes": _BYTES,

@@ -14,7 +14,8 @@ around the kernel body: quantization with its scales, the Hadamard rotation, a C
   inputs here.
 - `emulate_fp8_attention(q, k, v, ...)`: the same numbers on the CPU (float64 math on e4m3-rounded Q, K, V and P),
   so the error of each scaling and of the rotation can be checked without a GPU; `attention_error(out, ref)`: max
-  and RMS error against the float64 reference; `plant_outliers(x)`: FA-3's test input (0.1 % of entries ×10–100);
+  and RMS error against the float64 reference; `add_outliers(x)`: the FA-3 paper's test input (N(0, 10²) added to
+  0.1 % of entries, its Table 3); `plant_outliers(x)`: harsher ones (0.1 % of entries ×10–100);
   `plant_sink(q, k, v)`: an attention sink (a few keys every query scores far above the rest, as trained LLMs have).
 
 In the kernel, P (≤ 1, or ≤ 2^8 under the lazy rescale) is rounded to e4m3 per tile: 2^8 = 256 is below e4m3's
@@ -135,8 +136,8 @@ def hadamard_rotate(q: torch.Tensor, k: torch.Tensor, seed: int = 0) -> tuple[to
 
 def plant_outliers(x: torch.Tensor, fraction: float = 1e-3, low: float = 10.0, high: float = 100.0,
                    seed: int = 0) -> torch.Tensor:
-    """A copy of x with `fraction` of its entries (at least one) multiplied by a factor uniform in [low, high] (the
-    FA-3 paper's test: 0.1 % of entries ×10–100), chosen with `seed`."""
+    """A copy of x with `fraction` of its entries (at least one) multiplied by a factor uniform in [low, high], chosen
+    with `seed`: outliers harsher than the FA-3 paper's (add_outliers), up to ×100 of a normal entry."""
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1]; got {fraction!r}")
     gen = torch.Generator().manual_seed(int(seed))
@@ -145,6 +146,23 @@ def plant_outliers(x: torch.Tensor, fraction: float = 1e-3, low: float = 10.0, h
     where = torch.randperm(flat.numel(), generator=gen)[:count]
     factor = low + (high - low) * torch.rand(count, generator=gen, dtype=torch.float64)
     flat[where.to(flat.device)] = (flat[where.to(flat.device)].double() * factor.to(flat.device)).to(flat.dtype)
+    return flat.view(x.shape)
+
+
+def add_outliers(x: torch.Tensor, fraction: float = 1e-3, std: float = 10.0, seed: int = 0) -> torch.Tensor:
+    """A copy of x with an independent N(0, std²) added to `fraction` of its entries (at least one), chosen with
+    `seed`: the FA-3 paper's numerical-error test (its Table 3: entries N(0, 1) + N(0, 100)·Bernoulli(0.001)) when x
+    is N(0, 1)."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1]; got {fraction!r}")
+    if not (math.isfinite(std) and std > 0):
+        raise ValueError(f"std must be positive and finite; got {std!r}")
+    gen = torch.Generator().manual_seed(int(seed))
+    flat = x.detach().reshape(-1).clone()
+    count = max(1, round(fraction * flat.numel()))
+    where = torch.randperm(flat.numel(), generator=gen)[:count].to(flat.device)
+    extra = std * torch.randn(count, generator=gen, dtype=torch.float64)
+    flat[where] = (flat[where].double() + extra.to(flat.device)).to(flat.dtype)
     return flat.view(x.shape)
 
 

@@ -18,6 +18,8 @@ def test_fp8_records_carry_scaling_rotation_errors_and_the_bf16_time():
     assert r["time_ms"] == pytest.approx(1.1) and r["bf16_time_ms"] == pytest.approx(1.65)
     assert r["outlier_err_rel_rms"] == pytest.approx(0.1122) and records[0]["outlier_err_rel_rms"] == 0.1475
     assert r["bf16_err_rel_rms"] == 0.0037 and r["bf16_outlier_err_rel_rms"] == 0.0115
+    assert r["paper_outlier_err_rel_rms"] == 0.042 and records[0]["paper_outlier_err_rel_rms"] == 0.098
+    assert r["bf16_paper_outlier_err_rel_rms"] == 0.0031 and r["paper_outlier_err_rms"] == 0.019
     assert r["tflops"] == pytest.approx(4 * 2 * 16 * 8192 ** 2 * 128 / 1.1e-3 / 1e12)
     from kernels.fp8 import config_for_fp8
     assert (r["block_m"], r["block_n"]) == (config_for_fp8(128, False).tile_m, config_for_fp8(128, False).block_n)
@@ -48,6 +50,18 @@ def test_an_older_file_reads_without_fp8_fields():
         del old["records"][0][key]
     loaded = parse(old)
     assert loaded.records[0]["scaling"] is None and loaded.records[0]["bf16_time_ms"] is None and not loaded.notes
+
+
+def test_fp8_records_from_before_the_papers_outliers_read_without_them():
+    """results/h200.json's FP8 records predate the paper's outliers (paper_outlier_err_*): they read, without them."""
+    records = fp8_run()
+    for r in records:
+        for key in ("paper_outlier_err_max", "paper_outlier_err_rms", "paper_outlier_err_rel_rms",
+                    "bf16_paper_outlier_err_rel_rms"):
+            del r[key]
+    loaded = parse(doc([bf16_fa3(), *records]))
+    assert not loaded.notes and loaded.records[1]["outlier_err_rel_rms"] == 0.1475
+    assert loaded.records[1]["paper_outlier_err_rel_rms"] is None
 
 
 @pytest.mark.parametrize("field, value, why", [("scaling", None, "says its scaling"), ("scaling", "block", "says its"),
@@ -108,7 +122,7 @@ def test_the_table_prints_each_variant_against_bf16():
     lines = []
     bench_fp8.print_fp8(fp8_run(), lines.append)
     assert len(lines) == 5 and "fp8 per-head + rotation" in lines[4]
-    assert f"{1.65 / 1.1:7.3f}" in lines[1] and "0.1122" in lines[2]
+    assert f"{1.65 / 1.1:7.3f}" in lines[1] and "0.1122" in lines[2] and "0.0420" in lines[2]
 
 
 def test_the_speed_candidates_are_distinct_configurations_of_supported_head_dims():

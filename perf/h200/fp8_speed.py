@@ -4,15 +4,15 @@
 
 1. The CPU-emulated error table first (kernels.fp8.emulate_fp8_attention, float64 math on e4m3-rounded inputs and
    P): max and RMS error against float64 of bf16 inputs, fp8 per-tensor, per-head and per-block scales, each with
-   and without the Hadamard rotation, on random and planted-outlier inputs (0.1 % of entries ×10–100, FA-3's test)
-   and under an attention sink (kernels.fp8.plant_sink), where P ×2^8 before its cast (Fa3Config.p_offset) is shown too.
+   and without the Hadamard rotation, on random inputs, the FA-3 paper's outliers (N(0, 10²) added to 0.1 % of
+   entries), harsher planted ones (0.1 % ×10–100) and under an attention sink (kernels.fp8.plant_sink), where P ×2^8 before its cast (Fa3Config.p_offset) is shown too.
    It needs no GPU kernel, so it is printed even when the kernel fails.
 2. Correctness of the kernel: e4m3 Q, K, V (per-head scales) against float64 attention on the dequantized inputs
    (only P's rounding and O's bf16 differ: relative error < 5 %) and on the unquantized inputs (< 10 %), ragged N
    (1, 17, 255, 1000, 4097), causal and not, head_dim 64, 128 and 256, outputs poisoned with NaN beforehand; per-tensor
    scales too. A failure is printed and nothing is timed.
 3. The kernel's error table (the same metrics, measured): bf16 ours (FA-3), fp8 per-tensor, fp8 per-head, fp8 +
-   rotation (per-tensor and per-head), random, planted outliers and an attention sink, at B1 H4 N4096 D128; then
+   rotation (per-tensor and per-head), on the same four kinds of input, at B1 H4 N4096 D128; then
    each candidate's error beside the shipped kernel's on the three kinds of input, at its (head_dim, causal).
 4. Timing, interleaved rounds (triton.testing.do_bench medians, order rotated per round): our FA-3 kernel in bf16
    against the same kernel in e4m3 (its call includes transposing V: kernels/fa3.py says why), B2 H16 8K and 16K,
@@ -42,7 +42,7 @@ from pathlib import Path
 import torch
 
 from kernels.runtime import backend, backend_reason  # first: picks the backend before any kernel is decorated
-from kernels.fp8 import (attention_error, config_for_fp8, dequantize_fp8, emulate_fp8_attention,
+from kernels.fp8 import (add_outliers, attention_error, config_for_fp8, dequantize_fp8, emulate_fp8_attention,
                          fp8_attention, fp8_candidates, fp8_unavailable_reason, hadamard_rotate, plant_outliers,
                          plant_sink, quantize_fp8)
 from kernels.reference import reference_attention, relative_error
@@ -82,7 +82,9 @@ class Run:
                 os._exit(3)
 
 
-INPUTS = ("random", "planted outliers", "attention sink")  # the sink: kernels.fp8.plant_sink, gap 4
+# the paper's: N(0, 10²) added to 0.1 % of entries (kernels.fp8.add_outliers); planted: 0.1 % ×10–100; the sink:
+# kernels.fp8.plant_sink, gap 4
+INPUTS = ("random", "the paper's outliers", "planted outliers", "attention sink")
 
 
 def _inputs(shape, seed: int, kind: str, device: str) -> tuple[torch.Tensor, ...]:
@@ -90,6 +92,8 @@ def _inputs(shape, seed: int, kind: str, device: str) -> tuple[torch.Tensor, ...
     qkv = [torch.randn(shape, generator=gen, device=device) for _ in range(3)]
     if kind == "planted outliers":
         return tuple(plant_outliers(t, seed=seed + i) for i, t in enumerate(qkv))
+    if kind == "the paper's outliers":
+        return tuple(add_outliers(t, seed=seed + i) for i, t in enumerate(qkv))
     if kind == "attention sink":
         return plant_sink(*qkv, gap=4.0, seed=seed)
     return tuple(qkv)
