@@ -1,7 +1,7 @@
 """FA-3's third idea, FP8: the numbers and sentences of the ablation scene's FP8 view. The presenter picks the planted
 outliers (none, the FA-3 paper's, or harsher ones) and whether Q and K are rotated; the view shows each variant's
-error against float64 beside the speed it gained over bf16 — measured: live on a Hopper GPU, else the recording's FP8 records (bench --fp8), else
-on the CPU the emulation of e4m3 (errors only: the CPU times nothing).
+error against float64 beside the speed it gained over bf16 — measured: live on a Hopper GPU, else the recording's
+FP8 records (bench --fp8), else on the CPU the emulation of e4m3 (errors only: the CPU times nothing).
 
 A point: {"name", "scaling" ("tensor" | "head" | None for bf16), "rotation" (bool), "rel_rms" (O against float64:
 RMS ÷ the reference's RMS), "speedup" (bf16 time ÷ this time, from one interleaved run; None: not timed)}.

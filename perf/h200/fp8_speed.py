@@ -5,7 +5,8 @@
 1. The CPU-emulated error table first (kernels.fp8.emulate_fp8_attention, float64 math on e4m3-rounded inputs and
    P): max and RMS error against float64 of bf16 inputs, fp8 per-tensor, per-head and per-block scales, each with
    and without the Hadamard rotation, on random inputs, the FA-3 paper's outliers (N(0, 10²) added to 0.1 % of
-   entries), harsher planted ones (0.1 % ×10–100) and under an attention sink (kernels.fp8.plant_sink), where P ×2^8 before its cast (Fa3Config.p_offset) is shown too.
+   entries), harsher planted ones (0.1 % ×10–100) and under an attention sink (kernels.fp8.plant_sink), where P
+   ×2^8 before its cast (Fa3Config.p_offset) is shown too.
    It needs no GPU kernel, so it is printed even when the kernel fails.
 2. Correctness of the kernel: e4m3 Q, K, V (per-head scales) against float64 attention on the dequantized inputs
    (only P's rounding and O's bf16 differ: relative error < 5 %) and on the unquantized inputs (< 10 %), ragged N
