@@ -327,7 +327,9 @@ def fp8_candidates() -> dict:
     out, as they spill in the sm_90 build (triton 3.7.1): 256-key tiles at head_dim 128 (592 bytes of stack, with or
     without the in-warpgroup overlap) and 64 (616), and three consumers of 64 rows at 160 registers at head_dim 128
     (288): P's conversion to the 8-bit operand layout needs the registers the bigger S or the third consumer would
-    take; and three K/V slots at 128 with the late cast (8 bytes). Tried and left out on the H200: four K/V slots
+    take; three K/V slots at 128 with the late cast (8 bytes); and 128-key tiles at 256 (FA-3's FP8 tile there; shared
+    memory 229,672 bytes, it fits), 192–320 bytes of stack with or without the overlap, the late cast, the paired ring
+    (2026-12-05): O alone is 128 of a consumer's 240 registers. Tried and left out on the H200: four K/V slots
     with P in place at head_dim 128 (0.99-1.03×); on an H100 (2026-12-05, kernel alone ÷ shipped): 1 in 16
     exponentials on the FMA units at 128 (0.997×, 1.004×), 1 in 4 at 64 (0.937×, 0.961×), 1 in 8 at 256 (0.976×), and
     1 in 8 at 128 (timed twice: 1.016×, 1.007×, then 0.995×, 0.988×; causal 1.006×, 0.983×). Predictions and
