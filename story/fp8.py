@@ -111,6 +111,6 @@ def no_points_sentence(level: str, problem: str = "", has_records: bool = False)
         return (f"The recording has FP8 errors at {', '.join(RECORDED_LEVELS)} only; {level} is measured live on a "
                 f"Hopper GPU or emulated on the CPU.")
     if has_records:
-        return f"This recording predates FP8 errors at {level}: `python -m bench --fp8` records them."
+        return "The recording predates these errors (`python -m bench --fp8` adds them)."
     why = f" ({problem})" if problem else ""
     return f"No FP8 records{why}: `python -m bench --fp8` on a Hopper GPU."

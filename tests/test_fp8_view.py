@@ -75,7 +75,7 @@ def test_the_view_opens_at_fa3s_test_unless_the_recording_predates_its_errors():
     older = [{k: v for k, v in r.items() if "paper" not in k} for r in fp8_run()]
     assert story.fp8.default_level(older) == HARSH
     assert HARSH in story.fp8.RECORDED_LEVELS and story.fp8.recorded_points(older, HARSH)
-    assert "predates FP8 errors at" in story.fp8.no_points_sentence(FA3, has_records=True)
+    assert "predates these errors" in story.fp8.no_points_sentence(FA3, has_records=True)
 
 
 def test_the_view_on_the_cpu_shows_the_emulation_labelled_and_never_a_speed():

@@ -16,8 +16,9 @@ SYMBOL = {False: "circle", True: "diamond"}
 
 
 def _tick(name: str) -> str:
-    """A variant's tick without the chart's "FP8 " (the title says it), the rotation on a line of its own."""
-    return plotly_text(name.removeprefix("FP8 ")).replace(" + ", "<br>+ ")
+    """A variant's tick, short (five share a popover's width): "tensor", "tensor<br>+ rot.", …, "bf16" (the sentence
+    above the chart and the hover name each in full)."""
+    return plotly_text(name.removeprefix("FP8 per-")).replace(" + rotation", "<br>+ rot.")
 
 
 def fp8_figure(points: list[dict], rotation: bool, theme: str = "light", height: int = 500, width: int | None = None,
@@ -45,7 +46,7 @@ def fp8_figure(points: list[dict], rotation: bool, theme: str = "light", height:
     if points:  # room above the highest marker for its number, below the lowest for its marker
         logs = [math.log10(p["rel_rms"]) for p in points]
         fig.update_yaxes(range=[min(logs) - 0.3, max(logs) + 0.45])
-    fig.update_yaxes(type="log", dtick=1, title_text="rel. RMS error")
+    fig.update_yaxes(type="log", dtick=1, title_text="rel. error")  # (the sentence: relative RMS error)
     fig.update_xaxes(tickangle=0)
     fig.update_xaxes(title_text=f"speed ÷ bf16, measured ({label})" if timed
                      else f"{label}: errors only, no speed")
