@@ -108,7 +108,7 @@ def no_points_sentence(level: str, problem: str = "", has_records: bool = False)
     """Why the recording shows nothing at this level: not a level it records, records older than the level's errors
     (has_records: the recording holds FP8 records), or no FP8 records at all."""
     if level not in RECORDED_LEVELS:
-        return (f"The recording has FP8 errors at {', '.join(RECORDED_LEVELS)} only; {level} is measured live on a "
+        return (f"`bench --fp8` records errors at {', '.join(RECORDED_LEVELS)}; {level} is measured live on a "
                 f"Hopper GPU or emulated on the CPU.")
     if has_records:
         return "The recording predates these errors (`python -m bench --fp8` adds them)."

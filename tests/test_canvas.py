@@ -202,12 +202,14 @@ def test_the_fp8_view_fits_the_window_with_its_chart(tabs, server, size):
     assert box["x"] >= 0 and box["x"] + box["width"] <= window["width"] + 1, (size, box, window)
     plot = body.locator(".js-plotly-plot").bounding_box()
     assert plot["y"] + plot["height"] <= box["y"] + box["height"] + 1, f"{size}: the chart runs past the popover"
-    # the FA-3 paper's outliers: on the CPU, with this recording, the emulation (errors only: the variants on x) and a
-    # note that the recording predates them — the longest text the view shows
-    body.get_by_text("FA-3's test").first.click()
-    expect(body.get_by_text("predates these errors")).to_be_visible()
-    settle(page)
-    box, plot = body.bounding_box(), body.locator(".js-plotly-plot").bounding_box()
-    assert plot["y"] + plot["height"] <= box["y"] + box["height"] + 1, f"{size}: the emulated chart runs past"
-    page.screenshot(path=str(SHOTS / f"ablation-fp8-view-emulated-{size}.png"))
+    # levels the shipped recording does not hold (×100–1000 never; the paper's outliers until it is re-recorded): on
+    # the CPU the emulation (errors only: the variants on x) with a note why, the longest texts the view shows
+    for level, sentence, name in (("×100–1000", "On planted outliers ×100–1000", "x100-1000"),
+                                  ("FA-3's test", "On the FA-3 paper's", "paper")):
+        body.get_by_text(level).first.click()
+        expect(body.get_by_text(sentence)).to_be_visible()
+        settle(page)
+        box, plot = body.bounding_box(), body.locator(".js-plotly-plot").bounding_box()
+        assert plot["y"] + plot["height"] <= box["y"] + box["height"] + 1, f"{size}, {level}: the chart runs past"
+        page.screenshot(path=str(SHOTS / f"ablation-fp8-view-{name}-{size}.png"))
     assert not page.errors, page.errors
