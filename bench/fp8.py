@@ -59,24 +59,27 @@ def _random(shape: Shape, seed: int, batch: int | None = None, heads: int | None
     return tuple(torch.randn(size, generator=gen, device="cuda") for _ in range(3))
 
 
-ERROR_KINDS = ("err_", "outlier_err_", "paper_outlier_err_")  # random, ×factors, the paper's N(0, 10²) added
+ERROR_PREFIXES = ("err_", "outlier_err_", "paper_outlier_err_")  # the records' error fields: random inputs, the
+# harsher planted outliers, the FA-3 paper's (error_kinds)
 
 
-def measure_errors(shape: Shape, seed: int = 0, factors: tuple[float, float] = (10.0, 100.0),
-                   batch: int = ERROR_BATCH, heads: int = ERROR_HEADS, kinds: tuple[str, ...] = ERROR_KINDS) -> dict:
-    """name (variant_name or BF16) → {"err_max", "err_rms", "err_rel_rms", "outlier_err_…", "paper_outlier_err_…"}:
-    O against float64 attention on the unquantized inputs, at batch × heads of the shape; the outliers 0.1 % of
-    entries × `factors`, the paper's N(0, 10²) added to 0.1 % of entries."""
+def error_kinds() -> dict:
+    """Each error prefix → its inputs' outliers (kernels.fp8.with_outliers's spec)."""
+    from kernels.fp8 import PAPER_OUTLIERS, PLANTED_OUTLIERS
+    return dict(zip(ERROR_PREFIXES, (None, PLANTED_OUTLIERS, PAPER_OUTLIERS)))
+
+
+def measure_errors(shape: Shape, seed: int = 0, batch: int = ERROR_BATCH, heads: int = ERROR_HEADS,
+                   kinds: dict | None = None) -> dict:
+    """name (variant_name or BF16) → {prefix + "max", … "rms", … "rel_rms"} for each prefix of `kinds` (prefix →
+    outlier spec; default error_kinds()): O against float64 attention on the unquantized inputs with that prefix's
+    outliers, at batch × heads of the shape."""
     from kernels.fa3 import flash_attention_v3
-    from kernels.fp8 import add_outliers, attention_error, plant_outliers
+    from kernels.fp8 import attention_error, with_outliers
     from kernels.reference import reference_attention
     errors: dict[str, dict] = {}
-    for prefix in kinds:
-        x = _random(shape, seed + 1, batch, heads)
-        if prefix == "outlier_err_":
-            x = tuple(plant_outliers(t, low=factors[0], high=factors[1], seed=seed + i) for i, t in enumerate(x))
-        elif prefix == "paper_outlier_err_":
-            x = tuple(add_outliers(t, seed=seed + i) for i, t in enumerate(x))
+    for prefix, spec in (kinds or error_kinds()).items():
+        x = with_outliers(_random(shape, seed + 1, batch, heads), spec, seed)
         ref = reference_attention(*x, shape.causal)[0]
         outs = {BF16: flash_attention_v3(*(t.bfloat16() for t in x), causal=shape.causal)}
         for scaling, rotation in VARIANTS:
@@ -107,7 +110,7 @@ def fp8_records(shape: Shape, times_ms: dict[str, list[float]], errors: dict[str
         else:
             record = make_record(setting, "ok", device, "cuda", times_ms[name])
         err = {prefix + key: errors.get(name, {}).get(prefix + key)
-               for prefix in ERROR_KINDS for key in ("max", "rms", "rel_rms")}
+               for prefix in ERROR_PREFIXES for key in ("max", "rms", "rel_rms")}
         record = dataclasses.replace(
             record, block_m=config.tile_m, block_n=config.block_n, scaling=scaling, rotation=rotation,
             bf16_time_ms=statistics.median(bf16) if bf16 else None, bf16_err_rel_rms=bf16_err.get("err_rel_rms"),

@@ -344,10 +344,7 @@ def _softmax(s, m_i, l_i, qk_scale, LAZY: gl.constexpr = False, EXP_FMA: gl.cons
     # -- update m_i and l_i (online softmax, log2 units: one FMA per score, s·scale − m) --
     m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
     if LAZY:  # keep the old max unless the new one is more than 2^(8 − P_OFFSET) larger (FA-4's conditional rescale)
-        if P_OFFSET:
-            m_new = gl.where(m_new > m_i + (_LAZY_THRESHOLD - P_OFFSET), m_new, m_i)
-        else:
-            m_new = gl.where(m_new > m_i + _LAZY_THRESHOLD, m_new, m_i)
+        m_new = gl.where(m_new > m_i + (_LAZY_THRESHOLD - P_OFFSET), m_new, m_i)
     if P_OFFSET:  # P = 2^(s·scale − (m − P_OFFSET)): the shift is one subtraction a row, not one a score
         m_p = m_new - P_OFFSET
     else:

@@ -134,18 +134,27 @@ def hadamard_rotate(q: torch.Tensor, k: torch.Tensor, seed: int = 0) -> tuple[to
 
 # -- inputs with FA-3's planted outliers ------------------------------------------------------------------------------
 
-def plant_outliers(x: torch.Tensor, fraction: float = 1e-3, low: float = 10.0, high: float = 100.0,
-                   seed: int = 0) -> torch.Tensor:
-    """A copy of x with `fraction` of its entries (at least one) multiplied by a factor uniform in [low, high], chosen
-    with `seed`: outliers harsher than the FA-3 paper's (add_outliers), up to ×100 of a normal entry."""
+PAPER_OUTLIERS = ("+", 10.0)  # the FA-3 paper's Table 3: N(0, 10²) added to 0.1 % of entries (add_outliers)
+PLANTED_OUTLIERS = ("×", 10.0, 100.0)  # harsher: 0.1 % of entries ×10–100 (plant_outliers)
+
+
+def _chosen_entries(x: torch.Tensor, fraction: float, seed: int):
+    """(a flat copy of x, the indices of `fraction` of its entries (at least one), the generator that chose them)."""
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1]; got {fraction!r}")
     gen = torch.Generator().manual_seed(int(seed))
     flat = x.detach().reshape(-1).clone()
     count = max(1, round(fraction * flat.numel()))
-    where = torch.randperm(flat.numel(), generator=gen)[:count]
-    factor = low + (high - low) * torch.rand(count, generator=gen, dtype=torch.float64)
-    flat[where.to(flat.device)] = (flat[where.to(flat.device)].double() * factor.to(flat.device)).to(flat.dtype)
+    return flat, torch.randperm(flat.numel(), generator=gen)[:count].to(flat.device), gen
+
+
+def plant_outliers(x: torch.Tensor, fraction: float = 1e-3, low: float = 10.0, high: float = 100.0,
+                   seed: int = 0) -> torch.Tensor:
+    """A copy of x with `fraction` of its entries (at least one) multiplied by a factor uniform in [low, high], chosen
+    with `seed`: outliers harsher than the FA-3 paper's (add_outliers), up to ×100 of a normal entry."""
+    flat, where, gen = _chosen_entries(x, fraction, seed)
+    factor = low + (high - low) * torch.rand(len(where), generator=gen, dtype=torch.float64)
+    flat[where] = (flat[where].double() * factor.to(flat.device)).to(flat.dtype)
     return flat.view(x.shape)
 
 
@@ -153,17 +162,24 @@ def add_outliers(x: torch.Tensor, fraction: float = 1e-3, std: float = 10.0, see
     """A copy of x with an independent N(0, std²) added to `fraction` of its entries (at least one), chosen with
     `seed`: the FA-3 paper's numerical-error test (its Table 3: entries N(0, 1) + N(0, 100)·Bernoulli(0.001)) when x
     is N(0, 1)."""
-    if not 0 < fraction <= 1:
-        raise ValueError(f"fraction must be in (0, 1]; got {fraction!r}")
     if not (math.isfinite(std) and std > 0):
         raise ValueError(f"std must be positive and finite; got {std!r}")
-    gen = torch.Generator().manual_seed(int(seed))
-    flat = x.detach().reshape(-1).clone()
-    count = max(1, round(fraction * flat.numel()))
-    where = torch.randperm(flat.numel(), generator=gen)[:count].to(flat.device)
-    extra = std * torch.randn(count, generator=gen, dtype=torch.float64)
+    flat, where, gen = _chosen_entries(x, fraction, seed)
+    extra = std * torch.randn(len(where), generator=gen, dtype=torch.float64)
     flat[where] = (flat[where].double() + extra.to(flat.device)).to(flat.dtype)
     return flat.view(x.shape)
+
+
+def with_outliers(xs, spec, seed: int = 0) -> tuple:
+    """The tensors xs (Q, K, V) with outliers by `spec` — None: as they are; ("×", low, high): plant_outliers;
+    ("+", std): add_outliers — each chosen with seed + its index."""
+    if spec is None:
+        return tuple(xs)
+    if spec[0] == "×":
+        return tuple(plant_outliers(t, low=spec[1], high=spec[2], seed=seed + i) for i, t in enumerate(xs))
+    if spec[0] == "+":
+        return tuple(add_outliers(t, std=spec[1], seed=seed + i) for i, t in enumerate(xs))
+    raise ValueError(f"an outlier spec is None, ('×', low, high) or ('+', std); got {spec!r}")
 
 
 def plant_sink(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gap: float = 4.0, sinks: int = 4,

@@ -360,11 +360,9 @@ def measure_fp8_errors_live(level: str) -> tuple[dict, ...]:
     """Each variant's and bf16's relative RMS error against float64 now, at B1 H2 N4K D128, the outliers at
     `level` (story.fp8.OUTLIER_LEVELS): quantized, run on this GPU, compared (bench.fp8.measure_errors)."""
     from bench import fp8
-    spec = story.fp8.OUTLIER_LEVELS[level]
     key = story.fp8.level_key(level)
     errors = fp8.measure_errors(Shape(4096, 1, 2, 128, costmodel.FP8_DTYPE, False),
-                                factors=spec[1:] if spec and spec[0] == "×" else (10.0, 100.0),
-                                kinds=(key.removesuffix("rel_rms"),))
+                                kinds={key.removesuffix("rel_rms"): story.fp8.OUTLIER_LEVELS[level]})
     points = [{"name": story.fp8.variant_name(s, r), "scaling": s, "rotation": r,
                "rel_rms": errors[fp8.variant_name(s, r)][key], "speedup": None} for s, r in story.fp8.VARIANTS]
     return (*points, {"name": story.fp8.BF16, "scaling": None, "rotation": False, "rel_rms": errors[fp8.BF16][key],
@@ -376,15 +374,11 @@ def emulate_fp8_errors(level: str, seed: int = 5) -> tuple[dict, ...]:
     """The same points from the CPU emulation of e4m3 (kernels.fp8.emulate_fp8_attention) at B1 H2 N512 D128:
     errors only, no speed."""
     import torch
-    from kernels.fp8 import add_outliers, attention_error, emulate_fp8_attention, plant_outliers
+    from kernels.fp8 import attention_error, emulate_fp8_attention, with_outliers
     from kernels.reference import reference_attention
     gen = torch.Generator().manual_seed(seed)
-    x = [torch.randn(1, 2, 512, 128, generator=gen) for _ in range(3)]
-    spec = story.fp8.OUTLIER_LEVELS[level]
-    if spec and spec[0] == "×":
-        x = [plant_outliers(t, low=spec[1], high=spec[2], seed=seed + i) for i, t in enumerate(x)]
-    elif spec:
-        x = [add_outliers(t, std=spec[1], seed=seed + i) for i, t in enumerate(x)]
+    x = with_outliers([torch.randn(1, 2, 512, 128, generator=gen) for _ in range(3)], story.fp8.OUTLIER_LEVELS[level],
+                      seed)
     ref = reference_attention(*(t.double() for t in x))[0]
     points = [{"name": story.fp8.variant_name(s, r), "scaling": s, "rotation": r, "speedup": None,
                "rel_rms": attention_error(emulate_fp8_attention(*x, granularity=s, rotate=r), ref)["rel_rms"]}

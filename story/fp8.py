@@ -10,7 +10,9 @@ from __future__ import annotations
 
 # outlier level → how 0.1 % of the entries are planted (None: random inputs): ("+", std) adds N(0, std²) to them (the
 # FA-3 paper's numerical-error test, its Table 3; kernels.fp8.add_outliers), ("×", low, high) multiplies them by a
-# factor in [low, high] (kernels.fp8.plant_outliers: up to ×100 of a normal entry, harsher than the paper's)
+# factor in [low, high] (kernels.fp8.plant_outliers: up to ×100 of a normal entry, harsher than the paper's). The
+# two the recording holds are kernels.fp8's PAPER_OUTLIERS and PLANTED_OUTLIERS (story imports no torch; a test holds
+# them equal).
 FA3_LEVEL = "+N(0, 10²): FA-3's test"
 OUTLIER_LEVELS: dict[str, tuple | None] = {
     "none": None,

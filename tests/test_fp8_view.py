@@ -70,6 +70,14 @@ def _ablation_after_upload(recording: bytes):
     return app, page_text(app), plotly_specs(app)[-1]
 
 
+def test_the_views_recorded_levels_are_the_inputs_bench_fp8_records():
+    from bench import fp8 as bench_fp8
+    kinds = bench_fp8.error_kinds()
+    assert [story.fp8.OUTLIER_LEVELS[level] for level in story.fp8.RECORDED_LEVELS] == [
+        kinds["err_"], kinds["paper_outlier_err_"], kinds["outlier_err_"]]
+    assert all(story.fp8.level_key(level).removesuffix("rel_rms") in kinds for level in story.fp8.OUTLIER_LEVELS)
+
+
 def test_the_view_opens_at_fa3s_test_unless_the_recording_predates_its_errors():
     assert story.fp8.default_level(None) == FA3 and story.fp8.default_level(fp8_run()) == FA3
     older = [{k: v for k, v in r.items() if "paper" not in k} for r in fp8_run()]

@@ -43,9 +43,9 @@ from pathlib import Path
 import torch
 
 from kernels.runtime import backend, backend_reason  # first: picks the backend before any kernel is decorated
-from kernels.fp8 import (add_outliers, attention_error, config_for_fp8, dequantize_fp8, emulate_fp8_attention,
-                         fp8_attention, fp8_candidates, fp8_unavailable_reason, hadamard_rotate, plant_outliers,
-                         plant_sink, quantize_fp8)
+from kernels.fp8 import (PAPER_OUTLIERS, PLANTED_OUTLIERS, attention_error, config_for_fp8, dequantize_fp8,
+                         emulate_fp8_attention, fp8_attention, fp8_candidates, fp8_unavailable_reason,
+                         hadamard_rotate, plant_sink, quantize_fp8, with_outliers)
 from kernels.reference import reference_attention, relative_error
 
 RAGGED = (1, 17, 255, 1000, 4097)
@@ -91,13 +91,10 @@ INPUTS = ("random", "the paper's outliers", "planted outliers", "attention sink"
 def _inputs(shape, seed: int, kind: str, device: str) -> tuple[torch.Tensor, ...]:
     gen = torch.Generator(device=device).manual_seed(seed)
     qkv = [torch.randn(shape, generator=gen, device=device) for _ in range(3)]
-    if kind == "planted outliers":
-        return tuple(plant_outliers(t, seed=seed + i) for i, t in enumerate(qkv))
-    if kind == "the paper's outliers":
-        return tuple(add_outliers(t, seed=seed + i) for i, t in enumerate(qkv))
     if kind == "attention sink":
         return plant_sink(*qkv, gap=4.0, seed=seed)
-    return tuple(qkv)
+    spec = {"planted outliers": PLANTED_OUTLIERS, "the paper's outliers": PAPER_OUTLIERS}.get(kind)
+    return with_outliers(qkv, spec, seed)
 
 
 def _row(run: Run, table: str, what: str, inputs: str, err: dict) -> None:
