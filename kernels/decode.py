@@ -399,7 +399,7 @@ def launch_shape(batch: int, heads_kv: int, group: int, q_len: int, max_len: int
     block_m = packed_rows(group, q_len, config)
     row_blocks = triton.cdiv(group * q_len, block_m)
     splits = num_splits or choose_num_splits(batch * heads_kv * row_blocks, triton.cdiv(max_len, config.block_n),
-                                             sm_count, config.programs_per_sm)
+                                             sm_count, config.programs_per_sm, config.merge_splits)
     return block_m, row_blocks, splits
 
 
@@ -417,11 +417,19 @@ def tiles_for(shape: costmodel.Shape) -> tuple[int, int]:
     return packed_rows(shape.group, shape.seq_len, config), config.block_n
 
 
-def choose_num_splits(programs: int, key_blocks: int, sm_count: int, programs_per_sm: int) -> int:
+def choose_num_splits(programs: int, key_blocks: int, sm_count: int, programs_per_sm: int,
+                      merge_splits: int = 32) -> int:
     """Splits per (batch, K/V head, row block) when the caller leaves num_splits open: costmodel.decode_num_splits
     on SMs × programs_per_sm slots (none when the grid already fills the GPU; else the fewest splits whose waves are
-    nearly as full as the best; never more than the cache's key blocks, nor 128)."""
-    return costmodel.decode_num_splits(programs, key_blocks, sm_count * programs_per_sm)
+    nearly as full as the best; never more than the cache's key blocks, nor 128), rounded down to a multiple of the
+    merge's load width (merge_splits) where that leaves at most 1 in 32 of them out: the merge, on the critical path
+    after the last split, then takes one dependent load fewer a row (B1 H32/8: 33 → 32, measured on an H100,
+    2026-12-05: 1.019× at 128K, 1.016× at 256K, 0.999× at 1M; perf/h200/decode_merge.py)."""
+    splits = costmodel.decode_num_splits(programs, key_blocks, sm_count * programs_per_sm)
+    extra = splits % merge_splits
+    if splits > merge_splits and extra <= splits // 32:
+        splits -= extra
+    return splits
 
 
 # -- the launch plan (everything computable from shapes, cached) ----------------------------------
@@ -758,8 +766,9 @@ def decode_attention_traced(q, k_cache, v_cache, cache_seqlens=None, block_table
 # -- what the ahead-of-time compile check needs -----------------------------------------------------
 
 # Configurations perf/h200/decode_merge.py times beside the shipped one at batch 1 (BENCHMARKS.md §1b), compiled
-# with the shipped ones (shipped_launches). At B1 H32/8 the split rule picks 33 splits: the merge, on the critical
-# path after every split is done, then reads 32 and 1 in two dependent loads per row; 64 a load reads them in one.
+# with the shipped ones (shipped_launches). At B1 H32/8 the wave rule picks 33 splits (choose_num_splits now takes
+# 32): the merge, on the critical path after every split is done, then reads 32 and 1 in two dependent loads per row;
+# 64 a load reads them in one.
 CANDIDATES: dict[str, DecodeConfig] = {
     "the merge reads 64 splits a load": replace(TUNED_DECODE_CONFIGS[(128, 2)], merge_splits=64),
 }

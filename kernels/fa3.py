@@ -45,7 +45,9 @@ and write of V in HBM (at B2 H16 16K d128 in e4m3: 2 × 64 MiB, ~30 µs at 4.3 T
 at FA-3's rates) and keeps the kernel's producer a plain TMA copy, with no transposing warps and no extra
 shared-memory buffer. Q's and K's descales fold into the softmax scale; V's multiplies O once at the end; O is bf16,
 staged for its TMA store in a buffer of its own (an 8-bit Q slot is too small for it). The fp8 wgmma accumulates in
-fp32 with Triton's Hopper default (no extra promotion every few K steps, as FA-3).
+fp32 with Triton's Hopper default (no extra promotion every few K steps, as FA-3): it keeps ~13 bits below the
+largest term of each sum, which under an attention sink costs the small probabilities' share of O (perf/local/
+fp8_accumulation.py models it); `pv_promote` sums each tile's P·V into a fresh accumulator and adds it to O in fp32.
 
 Gluon kernels compile for a real GPU only: Triton's CPU interpreter does not run them, and only Hopper has wgmma
 (sm_90; Blackwell's sm_100 has other tensor-core instructions). `v3_unavailable_reason()` says why it cannot run.
@@ -126,6 +128,9 @@ class Fa3Config:
     #                    probabilities a dominant score (an attention sink) leaves small stay in e4m3's normal range
     #                    instead of flushing to zero; the conditional rescale's threshold drops to 8 − p_offset, so P
     #                    stays ≤ 2^8 (e4m3 holds 448). O = acc / l and the LSE (less p_offset) are unchanged
+    pv_promote: bool = False  # 8-bit inputs: each tile's P·V into a fresh accumulator, added to O in fp32 after its
+    #                           wait (the 8-bit wgmma sums into its accumulator keeping ~13 bits below the largest
+    #                           term: once O is large, a later tile's small P·V loses its low bits; FA-3 leaves it so)
 
     def __post_init__(self):  # checked once, where the configuration is made (a launch is a short call's hot path)
         if self.exp_fma not in (0, *EXP_FMA_EVERY):
@@ -133,6 +138,9 @@ class Fa3Config:
         if isinstance(self.p_offset, bool) or not isinstance(self.p_offset, int) or not 0 <= self.p_offset <= 8:
             raise ValueError(f"Fa3Config.p_offset is an int from 0 to 8 (P ≤ 2^8 under e4m3's 448); got "
                              f"{self.p_offset!r}")
+        if self.pv_promote and not self.p_in_place:
+            raise ValueError("Fa3Config.pv_promote is for 8-bit inputs, whose configurations hand P over in place: it "
+                             "needs p_in_place")
         if self.p_late_cast and not self.p_in_place:
             raise ValueError("Fa3Config.p_late_cast casts P where P·V is issued, in P in place's layout: it needs "
                              "p_in_place")
@@ -146,7 +154,7 @@ class Fa3Config:
                 f"{' lazy' if self.lazy_rescale else ''}{' lpt' if self.lpt else ''}"
                 f"{' p-in-place' if self.p_in_place else ''}{' late-cast' if self.p_late_cast else ''}"
                 f"{f' exp-fma 1/{self.exp_fma}' if self.exp_fma else ''}"
-                f"{f' p×2^{self.p_offset}' if self.p_offset else ''}")
+                f"{f' p×2^{self.p_offset}' if self.p_offset else ''}{' pv-promote' if self.pv_promote else ''}")
 
     def mangle(self) -> str:
         """The configuration as an identifier: Triton names the compiled functions after their constexpr arguments."""
@@ -156,7 +164,7 @@ class Fa3Config:
                         if getattr(self, name))
         return (f"Fa3Config_{self.num_consumers}x{self.block_m}x{self.block_n}_kv{self.kv_stages}_r{self.consumer_regs}"
                 f"_{self.producer_regs}_{flags or 'plain'}{f'_e{self.exp_fma}' if self.exp_fma else ''}"
-                f"{f'_s{self.p_offset}' if self.p_offset else ''}")
+                f"{f'_s{self.p_offset}' if self.p_offset else ''}{'_pp' if self.pv_promote else ''}")
 
     __repr__ = mangle  # Triton 3.6 mangles a constexpr argument by its repr
 
@@ -310,6 +318,25 @@ def _v_operand(v_tile, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr):
 
 
 @_jit
+def _issue_pv(p_a, v_op, acc, PROMOTE: gl.constexpr):
+    # O += P·V, async; PROMOTE: P·V alone, into a fresh accumulator (_done_pv adds it to O in fp32)
+    if PROMOTE:
+        o_tok = warpgroup_mma(p_a, v_op, gl.zeros_like(acc), use_acc=False, is_async=True)
+    else:
+        o_tok = warpgroup_mma(p_a, v_op, acc, is_async=True)
+    return o_tok
+
+
+@_jit
+def _done_pv(o_tok, p_a, acc, PROMOTE: gl.constexpr):
+    # wait for _issue_pv's wgmma; O with this tile's P·V in it
+    out, p_a = _wait_pv(o_tok, p_a)
+    if PROMOTE:
+        out = acc + out
+    return out, p_a
+
+
+@_jit
 def _wait_pv(o_tok, p_op):
     # wait for every wgmma in flight: O += P·V done, and P's registers free again. Triton's wait can hold 16-bit
     # registers live until then, not 8-bit ones: with e4m3 P, ptxas alone keeps P's registers from reuse meanwhile
@@ -388,6 +415,7 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
     NUM_CONSUMERS: gl.constexpr = CFG.num_consumers
     Q_IN_REGS: gl.constexpr = CFG.q_in_regs
     NEXT: gl.constexpr = (CONSUMER + 1) % NUM_CONSUMERS
+    PROMOTE: gl.constexpr = FP8 and CFG.pv_promote
     row0 = m0 + CONSUMER * BLOCK_M
     offs_m = row0 + gl.arange(0, BLOCK_M, row_layout)
     offs_n = gl.arange(0, BLOCK_N, col_layout)
@@ -433,10 +461,10 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
     _turn_wait(turn, n_kv & 1, CONSUMER, CFG)
     acc = rescale(acc, alpha, o_row_layout, LAZY)
     p_a = p_op.to(in_dtype)  # the operand (a cast only where P came late: p_late_cast; else P is in_dtype already)
-    o_tok = warpgroup_mma(p_a, _v_operand(v_smem.index(last), BLOCK_N, HEAD_DIM), acc, is_async=True)
+    o_tok = _issue_pv(p_a, _v_operand(v_smem.index(last), BLOCK_N, HEAD_DIM), acc, PROMOTE)
     if not (NAMED_TURNS and NEXT == 0):  # named barriers count arrivals: the first turn's was given up front
         _turn_pass(turn, NEXT, CFG)
-    acc, p_a = _wait_pv(o_tok, p_a)
+    acc, p_a = _done_pv(o_tok, p_a, acc, PROMOTE)
     if KV_PAIRED:
         mbarrier.arrive(k_empty.index(last), count=1)
     else:
@@ -499,6 +527,7 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
     OP_DTYPE: gl.constexpr = v_smem.dtype  # the wgmma operands' (P's too): 16-bit, or e4m3
     FP8: gl.constexpr = OP_DTYPE.is_fp8()
     LATE: gl.constexpr = FP8 and CFG.p_late_cast
+    PROMOTE: gl.constexpr = FP8 and CFG.pv_promote
     slot, phase = _ring(j, KV_STAGES)
     prev, prev_phase = _ring(j - 1, KV_STAGES)
     # -- load the K tile (TMA landed?) and the previous V tile --
@@ -518,7 +547,7 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
     # -- rescale the accumulator (while S_j runs), then add P·V: O += P_{j-1}·V_{j-1}, async --
     acc = rescale(acc, alpha, o_row_layout, LAZY)
     p_a = p_op.to(OP_DTYPE)  # P_{j-1} as the operand (a cast only where it came late: p_late_cast)
-    o_tok = warpgroup_mma(p_a, _v_operand(v_smem.index(v_slot), BLOCK_N, HEAD_DIM), acc, is_async=True)
+    o_tok = _issue_pv(p_a, _v_operand(v_smem.index(v_slot), BLOCK_N, HEAD_DIM), acc, PROMOTE)
     _turn_pass(turn, NEXT, CFG)  # the other consumer issues while we run the softmax
     if OVERLAP:
         # -- softmax overlap: wait for S_j only; P_{j-1}·V_{j-1} keeps the tensor cores busy meanwhile --
@@ -528,7 +557,7 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
     else:  # ping-pong only: both products done before the softmax (fewer live registers)
         if FP8:
             s = warpgroup_mma_wait(1, deps=(s_tok,))
-            acc, p_a = _wait_pv(o_tok, p_a)
+            acc, p_a = _done_pv(o_tok, p_a, acc, PROMOTE)
         else:
             s, acc, p_a = warpgroup_mma_wait(0, deps=(s_tok, o_tok, p_a))
         mbarrier.arrive(k_empty.index(slot), count=1)  # (paired ring: K_j and V_{j-1} freed at once)
@@ -546,7 +575,7 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
         # above the softmax (within one block it does, and the overlap is lost: seen in the SASS).
         if seq_len < 0:
             tma.store_wait(0)
-        acc, p_a = _wait_pv(o_tok, p_a)
+        acc, p_a = _done_pv(o_tok, p_a, acc, PROMOTE)
         if KV_PAIRED:
             mbarrier.arrive(k_empty.index(slot), count=1)  # K_j and V_{j-1} both read
         else:

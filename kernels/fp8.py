@@ -351,12 +351,21 @@ def fp8_candidates() -> dict:
     1 in 8 at 128 (timed twice: 1.016×, 1.007×, then 0.995×, 0.988×; causal 1.006×, 0.983×). Predictions and
     outcomes in BENCHMARKS.md.
 
-    At present: P made 2^8 (or 2^4) larger before its e4m3 cast (Fa3Config.p_offset), for its error under an
-    attention sink (plant_sink; the CPU emulation, 4K tokens, gap 2–8: 1.4–7.2× lower error, none lost on random
-    inputs), timed to see what the lower rescale threshold costs."""
+    At present, for the error under an attention sink (plant_sink): P made 2^4 larger before its e4m3 cast
+    (Fa3Config.p_offset; ×2^8 timed 0.90–0.99× the shipped kernel on an H100, 2026-12-05, ×2^4 0.993× and 1.006× at
+    head_dim 128, with the same error: the rescale threshold 8 − 4 still skips most tiles) at every (head_dim, causal);
+    and with each tile's P·V promoted to fp32 (Fa3Config.pv_promote: on the GPU ×2^8 alone lowered the sink's error
+    1.35–1.44×, where the emulation's exact sums say 4×; the 8-bit wgmma's truncated sums are the rest, as
+    perf/local/fp8_accumulation.py models). Promoted, head_dim 128 casts P early (the late cast keeps P in fp32
+    across rounds: 264 and 360 bytes of stack beside a second accumulator); at 256 it spills either way (384–440
+    bytes: O alone is 128 registers) and is left out."""
     import dataclasses
     out = {}
-    for head_dim, causal, offset in ((128, False, 8), (128, True, 8), (64, False, 8), (256, False, 8), (128, False, 4)):
-        config = dataclasses.replace(config_for_fp8(head_dim, causal), p_offset=offset)
-        out[f"P ×2^{offset} before its cast, D{head_dim}{' causal' if causal else ''}"] = (head_dim, causal, config)
+    for head_dim, causal in ((128, False), (128, True), (64, False), (64, True), (256, False), (256, True)):
+        config = dataclasses.replace(config_for_fp8(head_dim, causal), p_offset=4)
+        out[f"P ×2^4, D{head_dim}{' causal' if causal else ''}"] = (head_dim, causal, config)
+    promoted = {(128, False): dict(p_late_cast=False), (128, True): dict(p_late_cast=False), (64, False): {}}
+    for (head_dim, causal), kw in promoted.items():
+        config = dataclasses.replace(config_for_fp8(head_dim, causal), p_offset=4, pv_promote=True, **kw)
+        out[f"P ×2^4, P·V promoted, D{head_dim}{' causal' if causal else ''}"] = (head_dim, causal, config)
     return out

@@ -171,7 +171,10 @@ def test_split_choice_and_configs():
     """The split heuristic on the H200's 132 SMs, 2 programs each (264 slots): the fewest splits whose waves are
     within 85 % of the fullest choice's, and where that is one wave, as many as fill it; none when the grid fills
     80 % of the slots; never more than the key blocks or 128."""
-    assert choose_num_splits(8, 2048, 132, 2) == 33         # (1, 32, 8, 128K): 264 of 264 slots (29 were within 85 %)
+    assert choose_num_splits(8, 2048, 132, 2, 64) == 33     # (1, 32, 8, 128K): 264 of 264 slots (29 were within 85 %)
+    assert choose_num_splits(8, 2048, 132, 2) == 32         # 33 rounded down to one merge load of 32 (1 of 33 left out)
+    assert choose_num_splits(8, 2048, 132, 2, 8) == 32      # 33 = 4 loads of 8 and 1: one fewer
+    assert choose_num_splits(7, 2048, 132, 2, 16) == 37     # 264 // 7 = 37: 5 over 32 is more than 1 in 32
     assert choose_num_splits(24, 2048, 132, 2) == 11        # 264 of 264 (10 were within 85 %: 240)
     assert choose_num_splits(64, 512, 132, 2) == 4          # (8, 32, 8, 32K): 256 of 264, where 5 would take 2 waves
     assert choose_num_splits(512, 64, 132, 2) == 1          # (64, 32, 8, 4K): the batch fills the GPU by itself
@@ -201,7 +204,7 @@ def test_the_gpu_settings_by_layout_and_cache_size():
     assert decode.gpu_decode_config(64, 2, 64).block_n == 64  # untuned: a page per tile, as before
     llama_128k, llama_4k = costmodel.Shape(1, 1, 32, 128, kv_len=131072, kv_heads=8, pass_="decode"), \
         costmodel.Shape(1, 1, 32, 128, kv_len=4096, kv_heads=8, pass_="decode")
-    assert decode.gpu_splits_for(llama_128k, 132) == choose_num_splits(8, 2048, 132, 2) == 33
+    assert decode.gpu_splits_for(llama_128k, 132) == choose_num_splits(8, 2048, 132, 2) == 32
     assert decode.gpu_splits_for(llama_4k, 132) == choose_num_splits(8, 64, 132, 2)
 
 

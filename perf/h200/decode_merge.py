@@ -1,6 +1,7 @@
 """The decode kernel's merge at batch 1, where it sets the last few per cent (issue 39: B1 H32/8 128K at 0.96×
-cuDNN): each of kernels.decode.CANDIDATES, and the shipped configuration at 32 splits (the merge's load width)
-instead of the rule's 33, beside the shipped call and SDPA's default (cuDNN), interleaved rounds, on one GPU.
+cuDNN): the shipped call (the wave rule's splits rounded down to the merge's load width: 32 at B1 H32/8), the shipped
+configuration at the wave rule's own count (33 there: two merge loads), each of kernels.decode.CANDIDATES at that
+count, and SDPA's default (cuDNN), interleaved rounds, on one GPU.
 
     PYTHONUNBUFFERED=1 python3 -m perf.h200.decode_merge [--rounds 5] [--json PATH]
     SMOKE=1 python3 -m perf.h200.decode_merge       (no GPU: toy sizes in the interpreter; checks the script only)
@@ -9,9 +10,8 @@ instead of the rule's 33, beside the shipped call and SDPA's default (cuDNN), in
    1e-3) at ragged lengths, q_len 1 and 4, GQA 4 and 8, contiguous and paged, 33 splits and 70 (more than one load of
    64) and the rule's own count. A WRONG answer: nothing is timed (exit 2).
 2. The copy roof (decode_speed's copy_bandwidth) and, per shape (B1 H32/8 at 128K, 256K, 1M; B1 H32/32 128K), in
-   each round in a rotated order: the shipped call (the rule's splits), the shipped config at 32 splits (where the
-   rule picks more), each
-   candidate at the rule's splits, SDPA's default. do_bench medians (L2 flushed), the median over rounds.
+   each round in a rotated order: the shipped call, the shipped config at the wave rule's splits (where the call
+   rounds them), each candidate at the wave rule's splits, SDPA's default. do_bench medians (L2 flushed), the median over rounds.
 Prints per shape µs and % of the copy roof, cuDNN ÷ each (goal ≥ 1.0) and each ÷ shipped.
 """
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pathlib import Path
 
 from perf.h200 import decode_speed as ds  # first: it picks the backend (the interpreter without a GPU)
 import torch
+import triton
 
 from kernels import decode
 from kernels.decode import decode_attention
@@ -43,15 +44,25 @@ if ds.SMOKE:
     CHECKS = [(2, 4, 2, 1, [70, 1], 0, torch.bfloat16, True, 3), (2, 4, 1, 4, [90, 20], 16, torch.float16, True, 5)]
 
 
+def wave_rule_splits(inputs, shipped) -> int:
+    """The split count of the wave rule alone (before choose_num_splits rounds it to the merge's load width)."""
+    from kernels.runtime import sm_count
+    return decode.choose_num_splits(shipped.batch * shipped.heads_kv * shipped.row_blocks,
+                                    triton.cdiv(shipped.max_len, shipped.config.block_n),
+                                    sm_count(inputs[0].device), shipped.config.programs_per_sm, merge_splits=1 << 20)
+
+
 def variants(inputs) -> dict:
-    """name → a call: the shipped call, the shipped config at 32 splits, each candidate at the rule's splits."""
+    """name → a call: the shipped call, the shipped config at the wave rule's own splits where the call rounds them
+    to the merge's load width, each candidate at the wave rule's splits, SDPA's default."""
     q, k, v, seqlens = inputs
     shipped = ds.plan_of(inputs, None)
     calls = {"shipped": lambda: decode_attention(q, k, v, seqlens)}
-    if shipped.splits > 32:  # the rule's 33 at B1 H32/8: 32 fit one load of the shipped merge
-        calls["shipped, 32 splits"] = lambda: decode_attention(q, k, v, seqlens, num_splits=32)
+    wave = wave_rule_splits(inputs, shipped)
+    if wave != shipped.splits:  # the wave rule's 33 at B1 H32/8, where the call takes one merge load's 32
+        calls[f"the wave rule's {wave} splits"] = lambda: decode_attention(q, k, v, seqlens, num_splits=wave)
     for name, config in decode.CANDIDATES.items():
-        calls[name] = (lambda c=config: decode_attention(q, k, v, seqlens, config=c, num_splits=shipped.splits))
+        calls[name] = (lambda c=config: decode_attention(q, k, v, seqlens, config=c, num_splits=wave))
     calls["SDPA default (cuDNN)"] = ds.sdpa(q, k, v, None)
     return calls
 
