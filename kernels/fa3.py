@@ -995,8 +995,10 @@ def shipped_launches():
     rows += [(f"ladder: {name}: ", 128, False, config) for name, config in LADDER.items()
              if config not in SHIPPED.values()]
     launches = []
-    from kernels.fp8 import config_for_fp8, fp8_candidates
+    from kernels.fp8 import PV_PROMOTE_FITS, config_for_fp8, fp8_candidates
     fp8_rows = [("", d, c, config_for_fp8(d, c)) for d, c in sorted(SHIPPED)]
+    fp8_rows += [("fp8 precise_pv: ", d, c, config_for_fp8(d, c, True)) for d, c in sorted(PV_PROMOTE_FITS)
+                 if config_for_fp8(d, c, True) != config_for_fp8(d, c)]
     fp8_rows += [(f"fp8 candidate: {name}: ", d, c, config) for name, (d, c, config) in fp8_candidates().items()]
     for where, head_dim, causal, config in fp8_rows:  # 8-bit inputs (kernels/fp8.py): e4m3 Q, K, Vᵀ, per-head descales
         q, k, v = (t.to(torch.float8_e4m3fn) for t in example_qkv(head_dim, torch.float32, seq_len=1000))

@@ -222,10 +222,18 @@ def attention_error(out: torch.Tensor, ref: torch.Tensor) -> dict[str, float]:
     return {"max": diff.abs().max().item(), "rms": rms, "rel_rms": rms / ref.double().pow(2).mean().sqrt().item()}
 
 
+# P made 2^P_OFFSET larger before its e4m3 cast at every (head_dim, causal) (Fa3Config.p_offset): under an attention
+# sink P ≤ 1 flushes most of a row's probabilities to zero. Timed on the H200 (2026-12-05, kernel alone ÷ P ≤ 1, one
+# run): 0.993× and 0.990× at head_dim 128 (8K, 16K), causal 1.004×, 1.000×; 64 0.988×, 0.992×, causal 0.992×,
+# 0.991×; 256 0.993×, causal 1.065×. (2^8, FA-3's: 0.90–0.99× on an H100, for the same error: the rescale threshold
+# 8 − 8 = 0 rescales O in most tiles.)
+P_OFFSET = 4
+
+
 def emulate_fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                           sm_scale: float | None = None, granularity: str = "head", rotate: bool = False,
                           seed: int = 0, block: int = DEFAULT_BLOCK, quantize_p: bool = True,
-                          p_offset: int = 0) -> torch.Tensor:
+                          p_offset: int = P_OFFSET) -> torch.Tensor:
     """O of FP8 attention as the kernel computes it, in float64 on the CPU: (rotate Q and K,) quantize Q, K, V to
     e4m3 with `granularity`, S = (Q·Kᵀ)·descales in float64, P = 2^p_offset · exp(S − row max) rounded to e4m3 (≤
     2^p_offset, as the kernel's P whenever a row's max is its final one; Fa3Config.p_offset), l summed from the
@@ -279,7 +287,18 @@ P_LATE_CAST_SPILLS = frozenset({(128, True)})
 EXP_FMA = {(64, False): 8, (64, True): 8}
 
 
-def config_for_fp8(head_dim: int, causal: bool):
+# Each tile's P·V summed into a fresh accumulator and added to O in fp32 (Fa3Config.pv_promote): the 8-bit wgmma keeps
+# ~13 bits below the largest term of its sum, so under a sink, once O holds the sink's share, later tiles lose their
+# small contributions. PV_PROMOTE_FITS: where it compiles without stack, and what it changes besides (at 128 P is cast
+# where it is made: the late cast's fp32 P beside a second accumulator spills, 264–360 bytes; at 256 O alone is 128
+# registers and it spills either way). PV_PROMOTED: where it ships, as it cost ≤ 3 % there (H200, 2026-12-05: 0.985×,
+# 0.987× at head_dim 64; at 128 it costs 0.84× and 0.79× causal, so there it is fp8_attention(precise_pv=True)).
+PV_PROMOTE_FITS = {(64, False): {}, (64, True): {}, (128, False): {"p_late_cast": False},
+                   (128, True): {"p_late_cast": False}}
+PV_PROMOTED = frozenset({(64, False)})
+
+
+def config_for_fp8(head_dim: int, causal: bool, precise_pv: bool | None = None):
     """The kernel configuration 8-bit inputs run: an override (_fp8_overrides) or else the shipped 16-bit one of
     this (head_dim, causal) (a new head_dim's 16-bit row serves e4m3 too); at P_IN_PLACE_HEAD_DIMS with P handed to
     P·V where the scores left it (Fa3Config.p_in_place: no shuffles; V's keys permuted on the host to match), and
@@ -287,13 +306,25 @@ def config_for_fp8(head_dim: int, causal: bool):
     some exponentials on the FMA units. Measured on the H200 (BENCHMARKS.md, FP8; kernel alone, non-causal): P
     in place against P shuffled 1.035× (8K) and 1.052× (16K) at head_dim 128, 1.100× and 1.089× at 64, 1.043× at 256
     (8K); then the late cast against the cast where P is made 1.160× and 1.118× at 128, 1.202× and 1.211× at 64,
-    1.105× at 256 (causal, on an H100: 1.21×, 1.27–1.30×, 1.14×)."""
+    1.105× at 256 (causal, on an H100: 1.21×, 1.27–1.30×, 1.14×). P is made 2^P_OFFSET larger before its cast
+    everywhere, and P·V promoted to fp32 per tile at PV_PROMOTED; precise_pv True or False asks for that promotion
+    or not (a ValueError where it does not fit: head_dim 256)."""
     import dataclasses
     from kernels.fa3 import config_for_v3
     config = _fp8_overrides().get((head_dim, causal)) or config_for_v3(head_dim, causal)
     late = head_dim in P_IN_PLACE_HEAD_DIMS
-    return dataclasses.replace(config, p_in_place=late, p_late_cast=late, exp_fma=EXP_FMA.get((head_dim, causal), 0),
-                               q_in_regs=config.q_in_regs and not (late and (head_dim, causal) in P_LATE_CAST_SPILLS))
+    config = dataclasses.replace(config, p_in_place=late, p_late_cast=late, exp_fma=EXP_FMA.get((head_dim, causal), 0),
+                                 q_in_regs=config.q_in_regs and not (late and (head_dim, causal) in P_LATE_CAST_SPILLS),
+                                 p_offset=P_OFFSET)
+    promote = (head_dim, causal) in PV_PROMOTED if precise_pv is None else precise_pv
+    if not isinstance(promote, bool):
+        raise TypeError(f"precise_pv is None, True or False; got {precise_pv!r}")
+    if not promote:
+        return config
+    if (head_dim, causal) not in PV_PROMOTE_FITS:
+        raise ValueError(f"precise_pv=True: P·V promoted to fp32 per tile does not fit the e4m3 kernel's registers at "
+                         f"head_dim {head_dim} (it runs at {sorted({d for d, _ in PV_PROMOTE_FITS})})")
+    return dataclasses.replace(config, pv_promote=True, **PV_PROMOTE_FITS[(head_dim, causal)])
 
 
 def _descale_rows(name: str, d, batch: int, heads: int, device) -> torch.Tensor:
@@ -320,9 +351,13 @@ def _descale_rows(name: str, d, batch: int, heads: int, device) -> torch.Tensor:
 
 def fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                   sm_scale: float | None = None, return_lse: bool = False, descale_q=None, descale_k=None,
-                  descale_v=None, config=None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                  descale_v=None, config=None,
+                  precise_pv: bool | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """O = softmax(sm_scale · (dq·Q)(dk·K)ᵀ [causal]) (dv·V) from e4m3 q, k, v (batch, heads, seq_len, head_dim) on a
-    Hopper GPU, in bf16; descales default to 1. With return_lse=True also the float32 row log-sum-exp."""
+    Hopper GPU, in bf16; descales default to 1. With return_lse=True also the float32 row log-sum-exp.
+    precise_pv: None (the shipped setting), True or False: each tile's P·V summed in a fresh accumulator and added to
+    O in fp32 (config_for_fp8). Under an attention sink it lowers the error ~5–7× (H200, 2026-12-05, 4K tokens: 0.080
+    → 0.0148 at head_dim 128) for 0.84× the speed at 128 (0.79× causal); at 64 it ships on (0.985×)."""
     from kernels.fa3 import SUPPORTED_HEAD_DIMS, launch_v3
     from kernels.inputs import check_attention_inputs
     q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale, fp8=True)
@@ -330,10 +365,13 @@ def fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
     descale = torch.stack([_descale_rows(name, d, batch, heads, q.device)
                            for name, d in (("descale_q", descale_q), ("descale_k", descale_k),
                                            ("descale_v", descale_v))])
+    if config is not None and precise_pv is not None:
+        raise ValueError("fp8_attention takes a config or precise_pv, not both (precise_pv picks the config)")
     why = fp8_unavailable_reason(q.device, head_dim)
     if why is not None:
         raise (ValueError if head_dim not in SUPPORTED_HEAD_DIMS else RuntimeError)(why)
-    o, lse = launch_v3(q, k, v, causal, sm_scale, config or config_for_fp8(head_dim, causal), descale=descale)
+    config = config or config_for_fp8(head_dim, causal, precise_pv)
+    o, lse = launch_v3(q, k, v, causal, sm_scale, config, descale=descale)
     return (o, lse) if return_lse else o
 
 
@@ -351,21 +389,7 @@ def fp8_candidates() -> dict:
     1 in 8 at 128 (timed twice: 1.016×, 1.007×, then 0.995×, 0.988×; causal 1.006×, 0.983×). Predictions and
     outcomes in BENCHMARKS.md.
 
-    At present, for the error under an attention sink (plant_sink): P made 2^4 larger before its e4m3 cast
-    (Fa3Config.p_offset; ×2^8 timed 0.90–0.99× the shipped kernel on an H100, 2026-12-05, ×2^4 0.993× and 1.006× at
-    head_dim 128, with the same error: the rescale threshold 8 − 4 still skips most tiles) at every (head_dim, causal);
-    and with each tile's P·V promoted to fp32 (Fa3Config.pv_promote: on the GPU ×2^8 alone lowered the sink's error
-    1.35–1.44×, where the emulation's exact sums say 4×; the 8-bit wgmma's truncated sums are the rest, as
-    perf/local/fp8_accumulation.py models). Promoted, head_dim 128 casts P early (the late cast keeps P in fp32
-    across rounds: 264 and 360 bytes of stack beside a second accumulator); at 256 it spills either way (384–440
-    bytes: O alone is 128 registers) and is left out."""
-    import dataclasses
+    At present none. Shipped from here (2026-12-05): P ×2^4 before its cast (P_OFFSET) and P·V promoted at head_dim
+    64 (PV_PROMOTED); timed and left out of the default: P·V promoted at 128 (0.84×, causal 0.79×: precise_pv=True)."""
     out = {}
-    for head_dim, causal in ((128, False), (128, True), (64, False), (64, True), (256, False), (256, True)):
-        config = dataclasses.replace(config_for_fp8(head_dim, causal), p_offset=4)
-        out[f"P ×2^4, D{head_dim}{' causal' if causal else ''}"] = (head_dim, causal, config)
-    promoted = {(128, False): dict(p_late_cast=False), (128, True): dict(p_late_cast=False), (64, False): {}}
-    for (head_dim, causal), kw in promoted.items():
-        config = dataclasses.replace(config_for_fp8(head_dim, causal), p_offset=4, pv_promote=True, **kw)
-        out[f"P ×2^4, P·V promoted, D{head_dim}{' causal' if causal else ''}"] = (head_dim, causal, config)
     return out

@@ -58,13 +58,15 @@ def test_every_kernel_and_target_is_covered(check):
     fa3_rows = [r for r in data["results"] if r["kernel"].endswith(":_fa3_fwd")]
     ladder_only = [c for c in flash_v3.LADDER.values() if c not in flash_v3.SHIPPED.values()]
     # fp16 and bf16, shipped, short sequences' and the ladder; and e4m3 per shipped (head_dim, causal) and per speed
-    # candidate
-    from kernels.fp8 import fp8_candidates
-    e4m3 = len(flash_v3.SHIPPED) + len(fp8_candidates())
+    # candidate, and per precise_pv=True configuration that is not the shipped one
+    from kernels.fp8 import PV_PROMOTE_FITS, PV_PROMOTED, fp8_candidates
+    precise = len(set(PV_PROMOTE_FITS) - PV_PROMOTED)
+    e4m3 = len(flash_v3.SHIPPED) + len(fp8_candidates()) + precise
     assert len(fa3_rows) == 2 * (len(flash_v3.SHIPPED) + len(flash_v3.SHORT) + len(ladder_only)) + e4m3
     assert sum("short sequences: " in r["label"] for r in fa3_rows) == 2 * len(flash_v3.SHORT)
     assert sum("float8_e4m3fn" in r["label"] for r in fa3_rows) == e4m3
     assert sum("fp8 candidate: " in r["label"] for r in fa3_rows) == len(fp8_candidates())
+    assert sum("fp8 precise_pv: " in r["label"] and "pv-promote" in r["label"] for r in fa3_rows) == precise
     for r in fa3_rows:  # the point of the Gluon kernel: wgmma (8-bit: QGMMA) in the SASS, and no spills
         assert r["hgmma"] and r["hgmma"] > 0 and r["stack"] == 0 and r["local"] == 0, r
     # the FA-3 style backward: every shipped config, fp16 and bf16, causal and not, sm_90 only; Pᵀ and dSᵀ go to the

@@ -236,6 +236,15 @@ def test_fa3_config_p_offset_is_checked_and_named():
     for bad in (-1, 9, 2.0, True):
         with pytest.raises(ValueError, match="p_offset"):
             Fa3Config(**base, p_offset=bad)
+    from kernels.fp8 import PV_PROMOTE_FITS, PV_PROMOTED, config_for_fp8
+    assert all(config_for_fp8(d, c).p_offset == 4 for d in (64, 128, 256) for c in (False, True))
+    assert {(d, c) for d in (64, 128, 256) for c in (False, True) if config_for_fp8(d, c).pv_promote} == PV_PROMOTED
+    for d, c in PV_PROMOTE_FITS:
+        assert config_for_fp8(d, c, precise_pv=True).pv_promote and not config_for_fp8(d, c, False).pv_promote
+    with pytest.raises(ValueError, match="head_dim 256"):
+        config_for_fp8(256, False, precise_pv=True)
+    with pytest.raises(TypeError, match="precise_pv"):
+        config_for_fp8(128, False, precise_pv="yes")
     promoted = Fa3Config(**base, p_in_place=True, pv_promote=True)
     assert "pv-promote" in promoted.label and promoted.mangle().endswith("_pp")
     assert promoted.mangle() != Fa3Config(**base, p_in_place=True).mangle()  # its own build
@@ -335,31 +344,30 @@ def test_fp8_speed_candidates_match_float64(seq_len, poisoned_allocations):
 
 @pytest.mark.gpu
 @needs_fp8
-@pytest.mark.parametrize("head_dim, causal", [(128, False), (128, True), (64, False)])
+@pytest.mark.parametrize("head_dim, causal", [(128, False), (128, True), (64, False), (64, True)])
 def test_fp8_kernel_under_a_sink_with_p_made_larger_and_p_v_promoted(head_dim, causal):
-    """Under an attention sink. P ×2^4 before its cast (Fa3Config.p_offset) keeps the small probabilities from
-    flushing to zero, but alone it lowers the kernel's error only ~1.4× (H100, 2026-12-05, ×2^8: 0.059 → 0.041 at
-    head_dim 128), where the CPU emulation's exact sums fall 4×: the 8-bit wgmma sums into its accumulator keeping
-    ~13 bits below the largest term, so once O holds the sink's share a later tile's small P·V loses its low bits.
-    Each tile's P·V into a fresh accumulator, added to O in fp32 (Fa3Config.pv_promote), should bring the kernel to
-    within 1.5× of the emulation. Each with its LSE right (2^4 taken out of l)."""
+    """Under an attention sink. P ×2^4 before its cast (kernels.fp8.P_OFFSET, shipped) keeps the small probabilities
+    from flushing to zero, but alone it lowers the kernel's error only ~1.4× (H200, 2026-12-05, 4K tokens: 0.110 →
+    0.080 at head_dim 128), where the CPU emulation's exact sums fall 4×: the 8-bit wgmma sums into its accumulator
+    keeping ~13 bits below the largest term, so once O holds the sink's share a later tile's small P·V loses its low
+    bits. precise_pv=True (each tile's P·V into a fresh accumulator, added to O in fp32) brings the kernel to the
+    emulation (measured 0.0148 at 128). Each with its LSE right (2^4 taken out of l)."""
     import dataclasses
-    from kernels.fp8 import config_for_fp8, fp8_attention, fp8_candidates
+    from kernels.fp8 import config_for_fp8, fp8_attention
     q, k, v = plant_sink(*(randn(1, 2, 2000, head_dim, seed=s) for s in (70, 71, 72)), gap=4.0)
     ref = reference_attention(q.double(), k.double(), v.double(), causal)[0]
     (q8, dq), (k8, dk), (v8, dv) = (quantize_fp8(t.cuda(), "head") for t in (q, k, v))
     ref_lse = reference_attention(*(dequantize_fp8(t, d) for t, d in ((q8, dq), (k8, dk), (v8, dv))), causal)[1]
-    shipped = config_for_fp8(head_dim, causal)
-    promoted = fp8_candidates()[f"P ×2^4, P·V promoted, D{head_dim}{' causal' if causal else ''}"][2]
+    plain = config_for_fp8(head_dim, causal, precise_pv=False)
     err = {}
-    for name, config in (("shipped", shipped), ("×2^4", dataclasses.replace(shipped, p_offset=4)),
-                         ("promoted", promoted)):
-        out, lse = fp8_attention(q8, k8, v8, causal, return_lse=True, descale_q=dq, descale_k=dk, descale_v=dv,
-                                 config=config)
+    for name, kw in (("P ≤ 1", dict(config=dataclasses.replace(plain, p_offset=0))), ("×2^4", dict(config=plain)),
+                     ("precise", dict(precise_pv=True))):
+        out, lse = fp8_attention(q8, k8, v8, causal, return_lse=True, descale_q=dq, descale_k=dk, descale_v=dv, **kw)
         err[name] = attention_error(out.cpu(), ref)["rel_rms"]
         assert relative_error(lse, ref_lse) < 1e-3, name  # the LSE of the inputs the kernel was given
     emulated = attention_error(emulate_fp8_attention(q, k, v, causal, p_offset=4), ref)["rel_rms"]
-    assert err["×2^4"] < err["shipped"] / 1.25 and err["promoted"] < 1.5 * emulated, (err, emulated)
+    assert err["×2^4"] < err["P ≤ 1"] / 1.25 and err["precise"] < 1.5 * emulated, (err, emulated)
+    assert err["precise"] < err["×2^4"] / 1.5, err
 
 
 @pytest.mark.gpu
