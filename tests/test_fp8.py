@@ -267,6 +267,13 @@ def test_fp8_off_hopper_says_why():
         assert "interpreter" in str(info.value)
 
 
+def test_fp8_attention_takes_a_config_or_precise_pv_not_both():
+    from kernels.fp8 import config_for_fp8, fp8_attention
+    (q, dq), (k, dk), (v, dv) = fp8_inputs()
+    with pytest.raises(ValueError, match="config or precise_pv"):
+        fp8_attention(q, k, v, descale_q=dq, config=config_for_fp8(64, False), precise_pv=True)
+
+
 def test_fp8_refused_by_other_kernels_and_descales_refused_without_fp8():
     (q, dq), (k, dk), (v, dv) = fp8_inputs()
     with pytest.raises(ValueError, match="only on the FA-3 style kernel"):
@@ -325,13 +332,13 @@ def test_fp8_kernel_matches_float64(seq_len, head_dim, causal, granularity, pois
 @pytest.mark.gpu
 @needs_fp8
 @pytest.mark.parametrize("seq_len", (1, 255, 1000, 4097))
-def test_fp8_speed_candidates_match_float64(seq_len, poisoned_allocations):
-    """Each e4m3 speed candidate (kernels.fp8.fp8_candidates: the causal late casts, some exponentials on the FMA
-    units) against float64 on the dequantized inputs, as the shipped kernel is checked above."""
-    from kernels.fp8 import fp8_attention, fp8_candidates
-    if not fp8_candidates():
-        pytest.skip("no e4m3 speed candidates at present (kernels.fp8.fp8_candidates)")
-    for name, (head_dim, causal, config) in fp8_candidates().items():
+def test_fp8_candidates_and_precise_configs_match_float64(seq_len, poisoned_allocations):
+    """Each e4m3 speed candidate (kernels.fp8.fp8_candidates) and each precise_pv=True configuration
+    (PV_PROMOTE_FITS) against float64 on the dequantized inputs, as the shipped kernel is checked above."""
+    from kernels.fp8 import PV_PROMOTE_FITS, config_for_fp8, fp8_attention, fp8_candidates
+    configs = {**fp8_candidates(), **{f"precise_pv D{d}{' causal' if c else ''}": (d, c, config_for_fp8(d, c, True))
+                                      for d, c in PV_PROMOTE_FITS}}
+    for name, (head_dim, causal, config) in configs.items():
         gen = torch.Generator(device="cuda").manual_seed(seq_len + head_dim)
         x = [torch.randn(2, 3, seq_len, head_dim, generator=gen, device="cuda") * (1 + h) for h in range(3)]
         (q, dq), (k, dk), (v, dv) = (quantize_fp8(t, "head") for t in x)
