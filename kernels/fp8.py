@@ -367,10 +367,11 @@ def fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
                                            ("descale_v", descale_v))])
     if config is not None and precise_pv is not None:
         raise ValueError("fp8_attention takes a config or precise_pv, not both (precise_pv picks the config)")
+    if config is None and head_dim in SUPPORTED_HEAD_DIMS:  # a bad precise_pv is said here, on any machine
+        config = config_for_fp8(head_dim, causal, precise_pv)
     why = fp8_unavailable_reason(q.device, head_dim)
     if why is not None:
         raise (ValueError if head_dim not in SUPPORTED_HEAD_DIMS else RuntimeError)(why)
-    config = config or config_for_fp8(head_dim, causal, precise_pv)
     o, lse = launch_v3(q, k, v, causal, sm_scale, config, descale=descale)
     return (o, lse) if return_lse else o
 

@@ -267,11 +267,16 @@ def test_fp8_off_hopper_says_why():
         assert "interpreter" in str(info.value)
 
 
-def test_fp8_attention_takes_a_config_or_precise_pv_not_both():
+def test_fp8_attention_checks_precise_pv():
     from kernels.fp8 import config_for_fp8, fp8_attention
     (q, dq), (k, dk), (v, dv) = fp8_inputs()
     with pytest.raises(ValueError, match="config or precise_pv"):
         fp8_attention(q, k, v, descale_q=dq, config=config_for_fp8(64, False), precise_pv=True)
+    with pytest.raises(TypeError, match="precise_pv"):
+        fp8_attention(q, k, v, precise_pv="yes")
+    (q, _), (k, _), (v, _) = fp8_inputs(head_dim=256)
+    with pytest.raises(ValueError, match="does not fit"):  # before any launch, with or without a GPU
+        fp8_attention(q, k, v, precise_pv=True)
 
 
 def test_fp8_refused_by_other_kernels_and_descales_refused_without_fp8():
