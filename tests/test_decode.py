@@ -170,7 +170,8 @@ def test_trace_merges_to_the_lse():
 def test_split_choice_and_configs():
     """The split heuristic on the H200's 132 SMs, 2 programs each (264 slots): the fewest splits whose waves are
     within 85 % of the fullest choice's, and where that is one wave, as many as fill it; none when the grid fills
-    80 % of the slots; never more than the key blocks or 128."""
+    80 % of the slots; never more than the key blocks or 128; rounded down to the merge's load width (32) where
+    that leaves at most 1 in 32 out."""
     assert choose_num_splits(8, 2048, 132, 2, 64) == 33     # (1, 32, 8, 128K): 264 of 264 slots (29 were within 85 %)
     assert choose_num_splits(8, 2048, 132, 2) == 32         # 33 rounded down to one merge load of 32 (1 of 33 left out)
     assert choose_num_splits(8, 2048, 132, 2, 8) == 32      # 33 = 4 loads of 8 and 1: one fewer
