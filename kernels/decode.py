@@ -24,7 +24,9 @@ A query row that sees no key (causal with a cache shorter than q_len, or a lengt
 checked) gets O = 0 and LSE = −inf. Lengths and block tables on the GPU are not read on the host (no sync, so a call
 can be captured in a CUDA graph): the kernel clamps a length outside [0, max_len] and never follows a page outside
 the cache, and the rows they serve come out NaN. The split count, when left open, comes from
-costmodel.decode_num_splits (flash-attn's wave rule, a single wave filled) on the GPU's SMs × 2 programs each. The trace mode (TRACE) records per key block the packed rows' running m and l
+costmodel.decode_num_splits (flash-attn's wave rule, a single wave filled) on the GPU's SMs × 2 programs each,
+rounded down to the merge's load width where that leaves at most 1 in 32 out (choose_num_splits). The trace mode
+(TRACE) records per key block the packed rows' running m and l
 and per split its final (m, l), so the page can animate the splits, then the merge, from the kernel's own numbers.
 """
 from __future__ import annotations
@@ -418,7 +420,7 @@ def tiles_for(shape: costmodel.Shape) -> tuple[int, int]:
 
 
 def choose_num_splits(programs: int, key_blocks: int, sm_count: int, programs_per_sm: int,
-                      merge_splits: int = 32) -> int:
+                      merge_splits: int = DecodeConfig.merge_splits) -> int:
     """Splits per (batch, K/V head, row block) when the caller leaves num_splits open: costmodel.decode_num_splits
     on SMs × programs_per_sm slots (none when the grid already fills the GPU; else the fewest splits whose waves are
     nearly as full as the best; never more than the cache's key blocks, nor 128), rounded down to a multiple of the

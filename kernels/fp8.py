@@ -233,12 +233,17 @@ P_OFFSET = 4
 def emulate_fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                           sm_scale: float | None = None, granularity: str = "head", rotate: bool = False,
                           seed: int = 0, block: int = DEFAULT_BLOCK, quantize_p: bool = True,
-                          p_offset: int = P_OFFSET) -> torch.Tensor:
+                          p_offset: int = P_OFFSET, pv_sum=None) -> torch.Tensor:
     """O of FP8 attention as the kernel computes it, in float64 on the CPU: (rotate Q and K,) quantize Q, K, V to
     e4m3 with `granularity`, S = (Q·Kᵀ)·descales in float64, P = 2^p_offset · exp(S − row max) rounded to e4m3 (≤
     2^p_offset, as the kernel's P whenever a row's max is its final one; Fa3Config.p_offset), l summed from the
     unrounded P, O = P·V·descale_v / l. q, k, v: real (batch, heads, seq_len, head_dim) of any float dtype, not yet
-    quantized."""
+    quantized. P·V is summed exactly unless pv_sum (P, V's e4m3 values → P·V, float64; V's descale applied after, as
+    the kernel does: per-tensor or per-head scales only) says otherwise: the 8-bit wgmma keeps ~13 bits below the
+    largest term of its sum (perf/local/fp8_accumulation.py's wgmma_sum models it; Fa3Config.pv_promote)."""
+    if pv_sum is not None and granularity not in ("tensor", "head"):
+        raise ValueError(f"pv_sum sums as the kernel does, which takes per-tensor or per-head scales; got "
+                         f"granularity {granularity!r}")
     if isinstance(p_offset, bool) or not isinstance(p_offset, int) or not 0 <= p_offset <= 8:
         raise ValueError(f"p_offset is an int from 0 to 8; got {p_offset!r}")
     scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else float(sm_scale)
@@ -255,7 +260,9 @@ def emulate_fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cau
     l = p.sum(-1, keepdim=True)
     if quantize_p:
         p = p.to(E4M3).double()
-    return (p @ vd) / l
+    if pv_sum is None:
+        return (p @ vd) / l
+    return dequantize_fp8(pv_sum(p, v8.double()), dv) / l
 
 
 # -- the kernel -------------------------------------------------------------------------------------------------------
@@ -392,5 +399,4 @@ def fp8_candidates() -> dict:
 
     At present none. Shipped from here (2026-12-05): P ×2^4 before its cast (P_OFFSET) and P·V promoted at head_dim
     64 (PV_PROMOTED); timed and left out of the default: P·V promoted at 128 (0.84×, causal 0.79×: precise_pv=True)."""
-    out = {}
-    return out
+    return {}

@@ -189,6 +189,23 @@ def test_emulation_without_p_rounding_is_attention_on_the_dequantized_inputs():
     assert 1e-3 < relative_error(emulate_fp8_attention(q, k, v, granularity="head"), ref) < 0.05
 
 
+def test_emulation_sums_p_v_as_told_on_e4m3_values_then_descales():
+    """pv_sum gets P and V's e4m3 values (V's descale after, as the kernel applies it): exact sums give the default's
+    O; the 8-bit wgmma's model (perf.local.fp8_accumulation.wgmma_sum) loses a sink's small terms, promoted per tile
+    it keeps them; per-block scales are refused (the kernel takes per-tensor or per-head)."""
+    from perf.local.fp8_accumulation import wgmma_sum
+    q, k, v = plant_sink(*(randn(1, 1, 1024, 64, seed=s) for s in (36, 37, 38)), gap=4.0)
+    ref = reference_attention(q.double(), k.double(), v.double())[0]
+    exact = emulate_fp8_attention(q, k, v)
+    assert relative_error(emulate_fp8_attention(q, k, v, pv_sum=torch.matmul), exact) < 1e-12
+    err = {name: attention_error(emulate_fp8_attention(q, k, v, pv_sum=fn), ref)["rel_rms"] for name, fn in (
+        ("exact", None), ("wgmma", lambda p, x: wgmma_sum(p, x, 13)),
+        ("promoted", lambda p, x: wgmma_sum(p, x, 13, promote=True)))}
+    assert err["wgmma"] > 1.2 * err["exact"] and err["promoted"] < 1.1 * err["exact"], err
+    with pytest.raises(ValueError, match="per-tensor or per-head"):
+        emulate_fp8_attention(q, k, v, granularity="block", pv_sum=torch.matmul)
+
+
 def sink_mass(q, k, sinks=4):
     s = q.double() @ k.double().transpose(-1, -2) / math.sqrt(q.shape[-1])
     return torch.softmax(s, -1)[..., :sinks].sum(-1)

@@ -27,6 +27,7 @@ from perf.h200 import decode_speed as ds  # first: it picks the backend (the int
 import torch
 import triton
 
+import costmodel
 from kernels import decode
 from kernels.decode import decode_attention
 
@@ -45,11 +46,12 @@ if ds.SMOKE:
 
 
 def wave_rule_splits(inputs, shipped) -> int:
-    """The split count of the wave rule alone (before choose_num_splits rounds it to the merge's load width)."""
+    """The split count of the wave rule alone (costmodel.decode_num_splits: before choose_num_splits rounds it to the
+    merge's load width)."""
     from kernels.runtime import sm_count
-    return decode.choose_num_splits(shipped.batch * shipped.heads_kv * shipped.row_blocks,
-                                    triton.cdiv(shipped.max_len, shipped.config.block_n),
-                                    sm_count(inputs[0].device), shipped.config.programs_per_sm, merge_splits=1 << 20)
+    return costmodel.decode_num_splits(shipped.batch * shipped.heads_kv * shipped.row_blocks,
+                                       triton.cdiv(shipped.max_len, shipped.config.block_n),
+                                       sm_count(inputs[0].device) * shipped.config.programs_per_sm)
 
 
 def variants(inputs) -> dict:

@@ -7,7 +7,7 @@ kernels.fp8.emulate_fp8_attention sums P·V exactly (float64). Hopper's 8-bit wg
 (DeepSeek-V3's report measured ~14 on the H800; FA-3 and Triton's Hopper default leave it so). Under an attention
 sink O holds the sink's large share from the first tile on, so the many small contributions of later tiles lose
 their low bits — and making P 2^4 larger (Fa3Config.p_offset) does not change that ratio. This script sums P·V the
-model's way (`wgmma_sum`), with and without promotion (each tile's P·V into a fresh accumulator, added in float64:
+model's way (`wgmma_sum`, given to kernels.fp8.emulate_fp8_attention as its pv_sum), with and without promotion (each tile's P·V into a fresh accumulator, added in float64:
 Fa3Config.pv_promote), on kernels.fp8.plant_sink's inputs, and prints the relative RMS error of O against float64.
 A model, not the hardware: what it predicts is checked on the GPU by
 tests/test_fp8.py::test_fp8_kernel_under_a_sink_with_p_made_larger_and_p_v_promoted.
@@ -15,11 +15,11 @@ tests/test_fp8.py::test_fp8_kernel_under_a_sink_with_p_made_larger_and_p_v_promo
 from __future__ import annotations
 
 import argparse
-import math
+import functools
 
 import torch
 
-from kernels.fp8 import E4M3, attention_error, dequantize_fp8, plant_sink, quantize_fp8
+from kernels.fp8 import attention_error, emulate_fp8_attention, plant_sink
 from kernels.reference import reference_attention
 
 K_STEP = 32   # wgmma's K for 8-bit operands
@@ -30,12 +30,10 @@ def _truncate(x: torch.Tensor, ulp: torch.Tensor) -> torch.Tensor:
     return torch.trunc(x / ulp) * ulp
 
 
-def wgmma_sum(p: torch.Tensor, v: torch.Tensor, bits: int | None, promote: bool = False) -> torch.Tensor:
+def wgmma_sum(p: torch.Tensor, v: torch.Tensor, bits: int, promote: bool = False) -> torch.Tensor:
     """P·V (float64 (..., M, N) @ (..., N, D)) summed as the model of the 8-bit wgmma: per k-step of 32 keys, the
-    accumulator and the 32 products truncated to `bits` bits below the largest of them, then added (None: exact).
-    promote: each tile of TILE keys into a fresh accumulator, added to O exactly."""
-    if bits is None:
-        return p @ v
+    accumulator and the 32 products truncated to `bits` bits below the largest of them, then added. promote: each
+    tile of TILE keys into a fresh accumulator, added to O exactly."""
     out = torch.zeros(*p.shape[:-1], v.shape[-1], dtype=torch.float64)
     acc = torch.zeros_like(out)
     for k0 in range(0, p.shape[-1], K_STEP):
@@ -49,25 +47,17 @@ def wgmma_sum(p: torch.Tensor, v: torch.Tensor, bits: int | None, promote: bool 
 
 
 def sink_errors(seq_len: int, head_dim: int, causal: bool, bits: int, gap: float = 4.0) -> dict[str, float]:
-    """Relative RMS error of O against float64 under a sink: e4m3 Q, K, V (per-head scales) and P, P·V summed
-    exactly, the model's way, and the model's way promoted per tile; P ≤ 1 (shipped) and P ×2^4."""
+    """Relative RMS error of O against float64 under a sink: kernels.fp8.emulate_fp8_attention (e4m3 Q, K, V with
+    per-head scales, and P) with P·V summed exactly, the model's way, and the model's way promoted per tile; P ≤ 1 and
+    P ×2^4 (the kernel's)."""
     gen = [torch.Generator().manual_seed(s) for s in (70, 71, 72)]
     q, k, v = plant_sink(*(torch.randn(1, 2, seq_len, head_dim, generator=g) for g in gen), gap=gap)
     ref = reference_attention(q.double(), k.double(), v.double(), causal)[0]
-    (q8, dq), (k8, dk), (v8, dv) = (quantize_fp8(t, "head") for t in (q, k, v))
-    qd, kd = dequantize_fp8(q8, dq), dequantize_fp8(k8, dk)
-    s = qd @ kd.transpose(-1, -2) / math.sqrt(head_dim)
-    if causal:
-        s = s.masked_fill(torch.ones(seq_len, seq_len, dtype=torch.bool).triu(1), float("-inf"))
-    out = {}
-    for offset in (0, 4):
-        p = torch.exp(s - s.amax(-1, keepdim=True)) * 2.0 ** offset
-        l, p8 = p.sum(-1, keepdim=True), p.to(E4M3).double()
-        for name, kw in (("exact", dict(bits=None)), ("wgmma", dict(bits=bits)),
-                         ("wgmma, promoted", dict(bits=bits, promote=True))):
-            o = wgmma_sum(p8, v8.double(), **kw) * dv.double().reshape(1, -1, 1, 1) / l
-            out[f"P ×2^{offset}, {name}"] = attention_error(o, ref)["rel_rms"]
-    return out
+    sums = {"exact": None, "wgmma": functools.partial(wgmma_sum, bits=bits),
+            "wgmma, promoted": functools.partial(wgmma_sum, bits=bits, promote=True)}
+    return {f"P ×2^{offset}, {name}": attention_error(
+                emulate_fp8_attention(q, k, v, causal, p_offset=offset, pv_sum=pv_sum), ref)["rel_rms"]
+            for offset in (0, 4) for name, pv_sum in sums.items()}
 
 
 def main(argv=None) -> int:
