@@ -131,6 +131,9 @@ class Fa3Config:
     pv_promote: bool = False  # 8-bit inputs: each tile's P·V into a fresh accumulator, added to O in fp32 after its
     #                           wait (the 8-bit wgmma sums into its accumulator keeping ~13 bits below the largest
     #                           term: once O is large, a later tile's small P·V loses its low bits; FA-3 leaves it so)
+    p_smem: bool = False  # 8-bit inputs: P crosses into the round that issues its P·V through a shared-memory buffer
+    #                       of the consumer's (cast to e4m3 and stored where it is made; the wgmma reads it there)
+    #                       instead of registers, so S may take the registers a carried P held: 256-key tiles
 
     def __post_init__(self):  # checked once, where the configuration is made (a launch is a short call's hot path)
         if self.exp_fma not in (0, *EXP_FMA_EVERY):
@@ -144,6 +147,9 @@ class Fa3Config:
         if self.p_late_cast and not self.p_in_place:
             raise ValueError("Fa3Config.p_late_cast casts P where P·V is issued, in P in place's layout: it needs "
                              "p_in_place")
+        if self.p_smem and self.p_late_cast:
+            raise ValueError("Fa3Config.p_smem hands P over in shared memory, p_late_cast in registers: one or the "
+                             "other")
 
     @property
     def label(self) -> str:
@@ -154,7 +160,8 @@ class Fa3Config:
                 f"{' lazy' if self.lazy_rescale else ''}{' lpt' if self.lpt else ''}"
                 f"{' p-in-place' if self.p_in_place else ''}{' late-cast' if self.p_late_cast else ''}"
                 f"{f' exp-fma 1/{self.exp_fma}' if self.exp_fma else ''}"
-                f"{f' p×2^{self.p_offset}' if self.p_offset else ''}{' pv-promote' if self.pv_promote else ''}")
+                f"{f' p×2^{self.p_offset}' if self.p_offset else ''}{' pv-promote' if self.pv_promote else ''}"
+                f"{' p-smem' if self.p_smem else ''}")
 
     def mangle(self) -> str:
         """The configuration as an identifier: Triton names the compiled functions after their constexpr arguments."""
@@ -164,7 +171,7 @@ class Fa3Config:
                         if getattr(self, name))
         return (f"Fa3Config_{self.num_consumers}x{self.block_m}x{self.block_n}_kv{self.kv_stages}_r{self.consumer_regs}"
                 f"_{self.producer_regs}_{flags or 'plain'}{f'_e{self.exp_fma}' if self.exp_fma else ''}"
-                f"{f'_s{self.p_offset}' if self.p_offset else ''}{'_pp' if self.pv_promote else ''}")
+                f"{f'_s{self.p_offset}' if self.p_offset else ''}{'_pp' if self.pv_promote else ''}{'_ps' if self.p_smem else ''}")
 
     __repr__ = mangle  # Triton 3.6 mangles a constexpr argument by its repr
 
@@ -391,7 +398,7 @@ def _softmax(s, m_i, l_i, qk_scale, LAZY: gl.constexpr = False, EXP_FMA: gl.cons
 def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.constexpr, PROFILE: gl.constexpr):
     # -- consumer: one warpgroup, BLOCK_M query rows; the scores and O live in wgmma accumulator registers --
     o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn, qk_scale, seq_len, off_b, \
-        off_h, off_bh, m0, n_kv, mask_from, o_smem, v_descale = work
+        off_h, off_bh, m0, n_kv, mask_from, o_smem, v_descale, p_smem = work
     BLOCK_M: gl.constexpr = CFG.block_m
     BLOCK_N: gl.constexpr = CFG.block_n
     KV_STAGES: gl.constexpr = CFG.kv_stages
@@ -416,6 +423,8 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
     Q_IN_REGS: gl.constexpr = CFG.q_in_regs
     NEXT: gl.constexpr = (CONSUMER + 1) % NUM_CONSUMERS
     PROMOTE: gl.constexpr = FP8 and CFG.pv_promote
+    P_SMEM: gl.constexpr = CFG.p_smem
+    p_buf = p_smem.index(CONSUMER)
     row0 = m0 + CONSUMER * BLOCK_M
     offs_m = row0 + gl.arange(0, BLOCK_M, row_layout)
     offs_n = gl.arange(0, BLOCK_N, col_layout)
@@ -443,13 +452,13 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
     if mask_from == 0:
         s = _mask(s, 0, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
     p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, LAZY, CFG.exp_fma, FP8 * CFG.p_offset)
-    p_op = _p_operand(p, in_dtype, p_layout, FP8 and CFG.p_in_place, FP8 and CFG.p_late_cast)  # e4m3 P: ≤ 2^8 (lazy)
+    p_op = _p_handover(p, m_i, p_buf, in_dtype, p_layout, CFG)  # e4m3 P: ≤ 2^8 (lazy)
 
     for j in range(1, n_kv):
         acc, m_i, l_i, alpha, p_op = _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_ready,
                                                      k_empty, v_ready, v_empty, turn, qk_scale, seq_len, offs_m,
-                                                     offs_n, mask_from, o_row_layout, p_layout, CONSUMER, NEXT, CFG,
-                                                     CAUSAL, PROFILE)
+                                                     offs_n, mask_from, o_row_layout, p_layout, p_buf, CONSUMER, NEXT,
+                                                     CFG, CAUSAL, PROFILE)
 
     # -- rescale the accumulator, then add P·V: the last tile's P·V --
     if KV_PAIRED:  # entry n_kv holds the last V alone
@@ -460,7 +469,7 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
         mbarrier.wait(v_ready.index(last), last_phase)
     _turn_wait(turn, n_kv & 1, CONSUMER, CFG)
     acc = rescale(acc, alpha, o_row_layout, LAZY)
-    p_a = p_op.to(in_dtype)  # the operand (a cast only where P came late: p_late_cast; else P is in_dtype already)
+    p_a = _p_a(p_op, p_buf, in_dtype, P_SMEM)  # the operand (a cast only where P came late: p_late_cast)
     o_tok = _issue_pv(p_a, _v_operand(v_smem.index(last), BLOCK_N, HEAD_DIM), acc, PROMOTE)
     if not (NAMED_TURNS and NEXT == 0):  # named barriers count arrivals: the first turn's was given up front
         _turn_pass(turn, NEXT, CFG)
@@ -491,6 +500,34 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
 
 
 @_jit
+def _p_handover(p, m_i, p_buf, dtype: gl.constexpr, p_layout: gl.constexpr, CFG: gl.constexpr):
+    # P_j on its way to the round that issues P_j·V_j: in registers (_p_operand), or with 8-bit inputs and
+    # CFG.p_smem cast and stored in the consumer's shared-memory tile (the P·V that read the tile before is done:
+    # the round waited for it), the loop's P value then a placeholder (the row max it carries anyway)
+    FP8: gl.constexpr = dtype.is_fp8()
+    if CFG.p_smem:
+        if FP8 and CFG.p_in_place:  # four keys a thread side by side: 4-byte stores (V's keys permuted to match)
+            p = _p_operand(p, dtype, p_layout, True, False)
+        p_buf.store(p.to(dtype))
+        fence_async_shared()  # (Triton puts the partition's barrier between the stores and the wgmma that reads them)
+        out = m_i
+    else:
+        out = _p_operand(p, dtype, p_layout, FP8 and CFG.p_in_place, FP8 and CFG.p_late_cast)
+    return out
+
+
+@_jit
+def _p_a(p_op, p_buf, dtype: gl.constexpr, P_SMEM: gl.constexpr):
+    # P·V's A operand: the tile in shared memory, or the carried registers (cast to the operand type: a cast only
+    # where P came late, p_late_cast)
+    if P_SMEM:
+        out = p_buf
+    else:
+        out = p_op.to(dtype)
+    return out
+
+
+@_jit
 def _p_operand(p, dtype: gl.constexpr, p_layout: gl.constexpr, IN_PLACE: gl.constexpr, LATE: gl.constexpr):
     # P (the scores' accumulator layout) as P·V's A operand from registers. 16-bit P converts with few shuffles.
     # 8-bit P: a thread holds columns 2t, 2t+1 (+8i) of the accumulator, but wgmma's 8-bit A operand wants 4t … 4t+3
@@ -515,7 +552,7 @@ def _p_operand(p, dtype: gl.constexpr, p_layout: gl.constexpr, IN_PLACE: gl.cons
 @_jit
 def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
                     turn, qk_scale, seq_len, offs_m, offs_n, mask_from, o_row_layout: gl.constexpr,
-                    p_layout: gl.constexpr, CONSUMER: gl.constexpr, NEXT: gl.constexpr, CFG: gl.constexpr,
+                    p_layout: gl.constexpr, p_buf, CONSUMER: gl.constexpr, NEXT: gl.constexpr, CFG: gl.constexpr,
                     CAUSAL: gl.constexpr, PROFILE: gl.constexpr):
     # one round of the K/V loop: S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1} issued together, then tile j's softmax
     BLOCK_N: gl.constexpr = CFG.block_n
@@ -526,7 +563,6 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
     HEAD_DIM: gl.constexpr = acc.type.shape[1]
     OP_DTYPE: gl.constexpr = v_smem.dtype  # the wgmma operands' (P's too): 16-bit, or e4m3
     FP8: gl.constexpr = OP_DTYPE.is_fp8()
-    LATE: gl.constexpr = FP8 and CFG.p_late_cast
     PROMOTE: gl.constexpr = FP8 and CFG.pv_promote
     slot, phase = _ring(j, KV_STAGES)
     prev, prev_phase = _ring(j - 1, KV_STAGES)
@@ -546,7 +582,7 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
     s_tok = warpgroup_mma(q, k_t, s_init, use_acc=False, is_async=True)
     # -- rescale the accumulator (while S_j runs), then add P·V: O += P_{j-1}·V_{j-1}, async --
     acc = rescale(acc, alpha, o_row_layout, LAZY)
-    p_a = p_op.to(OP_DTYPE)  # P_{j-1} as the operand (a cast only where it came late: p_late_cast)
+    p_a = _p_a(p_op, p_buf, OP_DTYPE, CFG.p_smem)  # P_{j-1} as the operand
     o_tok = _issue_pv(p_a, _v_operand(v_smem.index(v_slot), BLOCK_N, HEAD_DIM), acc, PROMOTE)
     _turn_pass(turn, NEXT, CFG)  # the other consumer issues while we run the softmax
     if OVERLAP:
@@ -580,7 +616,7 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
             mbarrier.arrive(k_empty.index(slot), count=1)  # K_j and V_{j-1} both read
         else:
             mbarrier.arrive(v_empty.index(prev), count=1)
-    p_op = _p_operand(p, OP_DTYPE, p_layout, FP8 and CFG.p_in_place, LATE)  # P_j into the registers P_{j-1}·V_{j-1} freed
+    p_op = _p_handover(p, m_i, p_buf, OP_DTYPE, p_layout, CFG)  # P_j where P_{j-1}·V_{j-1} freed it
     _exit("pv", PROFILE)
     return acc, m_i, l_i, alpha, p_op
 
@@ -639,6 +675,12 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, DESCALE, sm_scale, seq_len, he
         o_smem = gl.allocate_shared_memory(o_desc.dtype, [NUM_CONSUMERS] + o_desc.block_type.shape, o_desc.layout)
     else:
         o_smem = q_smem
+    if CFG.p_smem:  # each consumer's P tile, e4m3, as P·V's A operand (K-major: P's keys contiguous)
+        gl.static_assert(dtype.is_fp8(), "Fa3Config.p_smem is for 8-bit inputs")
+        p_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS, CFG.block_m, BLOCK_N],
+                                           gl.NVMMASharedLayout.get_default_for([CFG.block_m, BLOCK_N], dtype))
+    else:
+        p_smem = o_smem  # (unused)
     q_ready = gl.allocate_shared_memory(gl.int64, [NUM_CONSUMERS, 1], mbarrier.MBarrierLayout())
     turn = gl.allocate_shared_memory(gl.int64, [NUM_CONSUMERS, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [KV_STAGES, 1], mbarrier.MBarrierLayout())
@@ -658,7 +700,7 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, DESCALE, sm_scale, seq_len, he
     # what every consumer works on, and what the producer loads (the consumer's index and the constexprs are written
     # into each partition's arguments: a tuple built beforehand would turn them into run-time integers)
     work = (o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn, qk_scale, seq_len,
-            off_b, off_h, off_bh, m0, n_kv, mask_from, o_smem, v_descale)
+            off_b, off_h, off_bh, m0, n_kv, mask_from, o_smem, v_descale, p_smem)
     loads = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, off_b, off_h,
              m0, n_kv)
     # consumer 0 is the default partition (the kernel's num_warps=4 warps); the other consumers and the producer are
@@ -857,6 +899,8 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
     if batch * heads > 65535:  # the grid's second dimension
         raise ValueError(f"batch × heads must be at most 65535 for the FA-3 kernel's grid; got {batch * heads}")
     fp8 = q.dtype == torch.float8_e4m3fn
+    if config.p_smem and not fp8:
+        raise ValueError(f"Fa3Config.p_smem (P handed over in shared memory) is for 8-bit inputs; got {q.dtype}")
     if v_is_transposed and (not fp8 or v.shape[:3] != (batch, heads, head_dim) or v.shape[3] < seq_len):
         raise ValueError(f"v_is_transposed takes v_transposed(v) of 8-bit inputs, (B, H, D, ≥ N); got "
                          f"{tuple(v.shape)} {v.dtype}")

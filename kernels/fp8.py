@@ -397,6 +397,23 @@ def fp8_candidates() -> dict:
     1 in 8 at 128 (timed twice: 1.016×, 1.007×, then 0.995×, 0.988×; causal 1.006×, 0.983×). Predictions and
     outcomes in BENCHMARKS.md.
 
-    At present none. Shipped from here (2026-12-05): P ×2^4 before its cast (P_OFFSET) and P·V promoted at head_dim
-    64 (PV_PROMOTED); timed and left out of the default: P·V promoted at 128 (0.84×, causal 0.79×: precise_pv=True)."""
-    return {}
+    Shipped from here (2026-12-05): P ×2^4 before its cast (P_OFFSET) and P·V promoted at head_dim 64 (PV_PROMOTED);
+    timed and left out of the default: P·V promoted at 128 (0.84×, causal 0.79×: precise_pv=True).
+
+    Now: P handed to P·V through shared memory (Fa3Config.p_smem: cast and stored where it is made, read there by
+    the wgmma) frees the registers a carried P held, so 256-key tiles build without stack at head_dim 128 and 64
+    (FA-3's e4m3 tile at 128 is 128 × 224); the 128-key one shows what the hand-off alone costs."""
+    import dataclasses
+
+    def through_smem(head_dim: int, causal: bool, **changes) -> tuple:
+        config = dataclasses.replace(config_for_fp8(head_dim, causal), p_late_cast=False, p_smem=True, **changes)
+        return head_dim, causal, config
+    return {
+        "P via shared memory, 256-key tiles, D128": through_smem(128, False, block_n=256),
+        "P via shared memory, 256-key tiles, D128 causal": through_smem(128, True, block_n=256, kv_stages=2),
+        "P via shared memory, 256-key tiles, Q in registers, D128 causal": through_smem(128, True, block_n=256,
+                                                                                       kv_stages=2, q_in_regs=True),
+        "P via shared memory, 128-key tiles, D128": through_smem(128, False),
+        "P via shared memory, 256-key tiles, D64": through_smem(64, False, block_n=256),
+        "P via shared memory, 256-key tiles, D64 causal": through_smem(64, True, block_n=256),
+    }

@@ -269,6 +269,22 @@ def test_fa3_config_p_offset_is_checked_and_named():
         Fa3Config(**base, pv_promote=True)  # 8-bit configurations hand P over in place
 
 
+def test_fa3_config_p_smem_is_checked_and_named():
+    """P handed to P·V through shared memory (Fa3Config.p_smem): its own build and label, never with the late cast
+    (a register hand-over), refused on 16-bit inputs before any launch."""
+    import torch
+    from kernels.fa3 import Fa3Config, launch_v3
+    base = dict(block_m=64, block_n=256, num_consumers=2, kv_stages=2, consumer_regs=240, producer_regs=24)
+    config = Fa3Config(**base, p_in_place=True, p_smem=True)
+    assert "p-smem" in config.label and config.mangle().endswith("_ps")
+    assert "_ps" not in Fa3Config(**base, p_in_place=True).mangle()  # the shipped builds' names are unchanged
+    with pytest.raises(ValueError, match="one or the other"):
+        Fa3Config(**base, p_in_place=True, p_late_cast=True, p_smem=True)
+    q = torch.zeros(1, 1, 64, 128, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="p_smem .* is for 8-bit inputs"):
+        launch_v3(q, q, q, False, 0.1, config)
+
+
 # -- the library's errors where e4m3 cannot run -------------------------------------------------------------------------
 
 def fp8_inputs(seq_len=40, head_dim=64, device=DEVICE):
