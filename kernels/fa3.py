@@ -35,10 +35,12 @@ O. Nothing of size N×N is allocated: the extra memory is O plus the LSE. K/V ro
 
 FP8 (e4m3 Q, K, V; kernels/fp8.py holds the quantization, the scales and the library's entry): the same kernel, its
 dtype-dependent lines chosen by the operands' dtype. wgmma's 8-bit K dimension is 32 (16 for 16-bit) and P goes to
-the tensor cores from registers as e4m3, rounded per tile (P ≤ 2^8 under the lazy rescale: under e4m3's 448, so the
-threshold stays 8); P goes in the registers the scores left it in (`p_in_place`) and, non-causal, crosses into the
-round that issues its P·V in fp32 and is cast there (`p_late_cast`: an 8-bit loop value is carried one byte a
-register and packed again: 17 % of the D128 kernel's instructions). wgmma reads 8-bit operands from shared memory
+the tensor cores as e4m3, rounded per tile (P ≤ 2^8 under the lazy rescale: under e4m3's 448, so the threshold
+stays 8); P goes in the registers the scores left it in (`p_in_place`) and crosses into the round that issues its
+P·V either in fp32, cast there (`p_late_cast`: an 8-bit loop value is carried one byte a register and packed again:
+17 % of the D128 kernel's instructions), or at head_dim 64 and 128 through a shared-memory tile of the consumer's
+(`p_smem`: stored where it is made, read there by the wgmma), which frees the registers a carried P holds for
+256-key tiles (FA-3's e4m3 tile at 128 is 224 keys). wgmma reads 8-bit operands from shared memory
 K-major only: for P·V that is Vᵀ (D × N, N contiguous). We take Vᵀ from the host (`v_transposed`, as Triton's
 tutorial 06 does for fp8 on Hopper) rather than transpose V in shared memory (FA-3's way): it costs one extra read
 and write of V in HBM (at B2 H16 16K d128 in e4m3: 2 × 64 MiB, ~30 µs at 4.3 TB/s, under 1 % of the attention's time

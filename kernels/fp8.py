@@ -292,16 +292,24 @@ P_LATE_CAST_SPILLS = frozenset({(128, True)})
 # 1 of every k of P's exponentials on the FMA units (Fa3Config.exp_fma), where it was timed faster (H100, 2026-12-05,
 # kernel alone ÷ the late cast without it, 8K and 16K): head_dim 64 1.036×, 1.038×; 64 causal 1.017×, 1.027×.
 EXP_FMA = {(64, False): 8, (64, True): 8}
+# P handed to P·V through a shared-memory tile (Fa3Config.p_smem) instead of carried in registers, and the 256-key
+# tiles the registers it frees make room for (with 128 they spilled 592 bytes), where it was timed faster (an H100,
+# 2026-12-05 17:04, kernel alone ÷ the late cast's 128-key kernel, 8K and 16K): head_dim 128 1.066×, 1.069×; 128
+# causal (2 K/V slots: 3 would need 278,872 bytes of shared memory; Q in registers) 1.034×, 1.047×; 64 1.026×,
+# 1.044×; 64 causal 1.106×, 1.159×. At 256 the 128-key tile would need 246,072 bytes (a block may have 232,448).
+P_SMEM_TILES = {(128, False): {"block_n": 256}, (128, True): {"block_n": 256, "kv_stages": 2},
+                (64, False): {"block_n": 256}, (64, True): {"block_n": 256}}
 
 
 # Each tile's P·V summed into a fresh accumulator and added to O in fp32 (Fa3Config.pv_promote): the 8-bit wgmma keeps
 # ~13 bits below the largest term of its sum, so under a sink, once O holds the sink's share, later tiles lose their
-# small contributions. PV_PROMOTE_FITS: where it compiles without stack, and what it changes besides (at 128 P is cast
-# where it is made: the late cast's fp32 P beside a second accumulator spills, 264–360 bytes; at 256 O alone is 128
-# registers and it spills either way). PV_PROMOTED: where it ships, as it cost ≤ 3 % there (H200, 2026-12-05: 0.985×,
-# 0.987× at head_dim 64; at 128 it costs 0.84× and 0.79× causal, so there it is fp8_attention(precise_pv=True)).
-PV_PROMOTE_FITS = {(64, False): {}, (64, True): {}, (128, False): {"p_late_cast": False},
-                   (128, True): {"p_late_cast": False}}
+# small contributions. PV_PROMOTE_FITS: where it compiles without stack, and what it changes besides (at 128 the
+# second accumulator beside 256-key scores spills, 352–472 bytes: 128-key tiles, P still through shared memory; at
+# 256 O alone is 128 registers and it spills either way). PV_PROMOTED: where it ships, as it cost ≤ 3 % there (H200,
+# 2026-12-05: 0.985×, 0.987× at head_dim 64 with 128-key tiles and P in registers; at 128 it cost 0.84× and 0.79×
+# causal with P cast where it is made, so there it is fp8_attention(precise_pv=True)).
+PV_PROMOTE_FITS = {(64, False): {}, (64, True): {}, (128, False): {"block_n": 128},
+                   (128, True): {"block_n": 128, "kv_stages": 3}}
 PV_PROMOTED = frozenset({(64, False)})
 
 
@@ -309,7 +317,8 @@ def config_for_fp8(head_dim: int, causal: bool, precise_pv: bool | None = None):
     """The kernel configuration 8-bit inputs run: an override (_fp8_overrides) or else the shipped 16-bit one of
     this (head_dim, causal) (a new head_dim's 16-bit row serves e4m3 too); at P_IN_PLACE_HEAD_DIMS with P handed to
     P·V where the scores left it (Fa3Config.p_in_place: no shuffles; V's keys permuted on the host to match), and
-    there also with P cast to e4m3 at its wgmma, not where it is made (Fa3Config.p_late_cast), and at EXP_FMA with
+    there also with P cast to e4m3 at its wgmma, not where it is made (Fa3Config.p_late_cast) or, at P_SMEM_TILES,
+    handed over in shared memory with 256-key tiles (Fa3Config.p_smem), and at EXP_FMA with
     some exponentials on the FMA units. Measured on the H200 (BENCHMARKS.md, FP8; kernel alone, non-causal): P
     in place against P shuffled 1.035× (8K) and 1.052× (16K) at head_dim 128, 1.100× and 1.089× at 64, 1.043× at 256
     (8K); then the late cast against the cast where P is made 1.160× and 1.118× at 128, 1.202× and 1.211× at 64,
@@ -319,10 +328,13 @@ def config_for_fp8(head_dim: int, causal: bool, precise_pv: bool | None = None):
     import dataclasses
     from kernels.fa3 import config_for_v3
     config = _fp8_overrides().get((head_dim, causal)) or config_for_v3(head_dim, causal)
-    late = head_dim in P_IN_PLACE_HEAD_DIMS
-    config = dataclasses.replace(config, p_in_place=late, p_late_cast=late, exp_fma=EXP_FMA.get((head_dim, causal), 0),
+    in_place = head_dim in P_IN_PLACE_HEAD_DIMS
+    smem = P_SMEM_TILES.get((head_dim, causal))
+    late = in_place and smem is None
+    config = dataclasses.replace(config, p_in_place=in_place, p_late_cast=late, p_smem=smem is not None,
+                                 exp_fma=EXP_FMA.get((head_dim, causal), 0),
                                  q_in_regs=config.q_in_regs and not (late and (head_dim, causal) in P_LATE_CAST_SPILLS),
-                                 p_offset=P_OFFSET)
+                                 p_offset=P_OFFSET, **(smem or {}))
     promote = (head_dim, causal) in PV_PROMOTED if precise_pv is None else precise_pv
     if not isinstance(promote, bool):
         raise TypeError(f"precise_pv is None, True or False; got {precise_pv!r}")
@@ -400,20 +412,22 @@ def fp8_candidates() -> dict:
     Shipped from here (2026-12-05): P ×2^4 before its cast (P_OFFSET) and P·V promoted at head_dim 64 (PV_PROMOTED);
     timed and left out of the default: P·V promoted at 128 (0.84×, causal 0.79×: precise_pv=True).
 
-    Now: P handed to P·V through shared memory (Fa3Config.p_smem: cast and stored where it is made, read there by
-    the wgmma) frees the registers a carried P held, so 256-key tiles build without stack at head_dim 128 and 64
-    (FA-3's e4m3 tile at 128 is 128 × 224); the 128-key one shows what the hand-off alone costs."""
+    Shipped from here (2026-12-05, H100 17:04): P handed to P·V through shared memory (Fa3Config.p_smem) with
+    256-key tiles at head_dim 128 and 64, causal and not (P_SMEM_TILES; the 128-key tile through shared memory
+    measured 0.975×, 0.988× the late cast: the hand-off alone costs, the bigger tile pays).
+
+    Now: with the tiles shipped, P·V promoted where it fits (precise_pv=True at 128: 128-key tiles, P through shared
+    memory; at 64 causal, where it is not yet on), the exponentials 1 in 8 on the FMA units at 128 (256 keys make
+    the softmax's share of a round larger), and the in-warpgroup overlap off at 128 (the ping-pong alone)."""
     import dataclasses
 
-    def through_smem(head_dim: int, causal: bool, **changes) -> tuple:
-        config = dataclasses.replace(config_for_fp8(head_dim, causal), p_late_cast=False, p_smem=True, **changes)
-        return head_dim, causal, config
+    def changed(head_dim: int, causal: bool, precise_pv: bool | None = None, **changes) -> tuple:
+        return head_dim, causal, dataclasses.replace(config_for_fp8(head_dim, causal, precise_pv), **changes)
     return {
-        "P via shared memory, 256-key tiles, D128": through_smem(128, False, block_n=256),
-        "P via shared memory, 256-key tiles, D128 causal": through_smem(128, True, block_n=256, kv_stages=2),
-        "P via shared memory, 256-key tiles, Q in registers, D128 causal": through_smem(128, True, block_n=256,
-                                                                                       kv_stages=2, q_in_regs=True),
-        "P via shared memory, 128-key tiles, D128": through_smem(128, False),
-        "P via shared memory, 256-key tiles, D64": through_smem(64, False, block_n=256),
-        "P via shared memory, 256-key tiles, D64 causal": through_smem(64, True, block_n=256),
+        "P·V promoted (precise_pv), D128": changed(128, False, True),
+        "P·V promoted (precise_pv), D128 causal": changed(128, True, True),
+        "P·V promoted, D64 causal": changed(64, True, True),
+        "1 in 8 exponentials on the FMA units, D128": changed(128, False, exp_fma=8),
+        "1 in 8 exponentials on the FMA units, D128 causal": changed(128, True, exp_fma=8),
+        "no in-warpgroup overlap, D128": changed(128, False, overlap=False),
     }

@@ -428,19 +428,28 @@ def test_fp8_kernel_applies_each_heads_descales():
 @pytest.mark.gpu
 @needs_fp8
 @pytest.mark.parametrize("seq_len", (1, 255, 1000))
-def test_p_cast_late_gives_the_bits_of_the_cast_where_p_is_made(seq_len):
+def test_p_cast_late_or_through_shared_memory_gives_the_bits_of_the_cast_where_p_is_made(seq_len):
     """Fa3Config.p_late_cast (P crosses rounds in fp32 and is cast to e4m3 at its wgmma) rounds the same fp32 P the
-    same way as the cast in the round that makes it, only later: O and the LSE must be the same bits, at every
-    supported head_dim, causal and not (the shipped e4m3 configurations with the cast late and early)."""
+    same way as the cast in the round that makes it, only later, and Fa3Config.p_smem (cast where it is made, handed
+    to the wgmma in shared memory) hands over the same bytes: O and the LSE must be the same bits, at every supported
+    head_dim, causal and not, on the shipped e4m3 configurations with 128-key tiles (where 256-key tiles ship, the
+    sums run in another order)."""
     import dataclasses
     from kernels.fa3 import SUPPORTED_HEAD_DIMS
-    from kernels.fp8 import config_for_fp8, fp8_attention
+    from kernels.fp8 import P_LATE_CAST_SPILLS, config_for_fp8, fp8_attention
     for head_dim in SUPPORTED_HEAD_DIMS:
         for causal in (False, True):
+            shipped = config_for_fp8(head_dim, causal)
+            base = dataclasses.replace(shipped, p_smem=False, block_n=min(shipped.block_n, 128),
+                                       q_in_regs=shipped.q_in_regs and (head_dim, causal) not in P_LATE_CAST_SPILLS)
+            handovers = {"early": dataclasses.replace(base, p_late_cast=False),
+                         "late": dataclasses.replace(base, p_late_cast=True),
+                         "shared memory": dataclasses.replace(base, p_late_cast=False, p_smem=True)}
             gen = torch.Generator(device="cuda").manual_seed(seq_len + head_dim + causal)
             x = [torch.randn(2, 3, seq_len, head_dim, generator=gen, device="cuda") for _ in range(3)]
             (q, dq), (k, dk), (v, dv) = (quantize_fp8(t, "head") for t in x)
-            early, late = (fp8_attention(q, k, v, causal, return_lse=True, descale_q=dq, descale_k=dk, descale_v=dv,
-                                         config=dataclasses.replace(config_for_fp8(head_dim, causal), p_late_cast=c))
-                           for c in (False, True))
-            assert all(torch.equal(a, b) for a, b in zip(late, early)), f"D{head_dim} causal={causal} N={seq_len}"
+            outs = {name: fp8_attention(q, k, v, causal, return_lse=True, descale_q=dq, descale_k=dk, descale_v=dv,
+                                        config=config) for name, config in handovers.items()}
+            for name, out in outs.items():
+                assert all(torch.equal(a, b) for a, b in zip(out, outs["early"])), \
+                    f"{name}: D{head_dim} causal={causal} N={seq_len}"
