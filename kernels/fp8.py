@@ -312,7 +312,8 @@ NO_OVERLAP = frozenset({(128, False), (64, False), (256, False), (256, True)})
 # second accumulator beside 256-key scores spills, 352–472 bytes: 128-key tiles, P still through shared memory; at
 # 256 O alone is 128 registers and it spills either way). PV_PROMOTED: where it ships, as it cost ≤ 3 % there (H200,
 # 2026-12-05: 0.985×, 0.987× at head_dim 64 with 128-key tiles and P in registers; at 128 it cost 0.84× and 0.79×
-# causal with P cast where it is made, so there it is fp8_attention(precise_pv=True)).
+# causal with P cast where it is made, and with 128-key tiles through shared memory 0.89× and 0.90–0.95× causal
+# against the shipped 256-key kernel (H100, 17:12), so there it is fp8_attention(precise_pv=True)).
 PV_PROMOTE_FITS = {(64, False): {}, (64, True): {}, (128, False): {"block_n": 128, "overlap": True},
                    (128, True): {"block_n": 128, "kv_stages": 3}}
 PV_PROMOTED = frozenset({(64, False)})
@@ -383,7 +384,8 @@ def fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
     Hopper GPU, in bf16; descales default to 1. With return_lse=True also the float32 row log-sum-exp.
     precise_pv: None (the shipped setting), True or False: each tile's P·V summed in a fresh accumulator and added to
     O in fp32 (config_for_fp8). Under an attention sink it lowers the error ~5–7× (H200, 2026-12-05, 4K tokens: 0.080
-    → 0.0148 at head_dim 128) for 0.84× the speed at 128 (0.79× causal); at 64 it ships on (0.985×)."""
+    → 0.0148 at head_dim 128) for 0.89× the speed at 128 (0.90–0.95× causal; an H100, 2026-12-05 17:12, against the
+    shipped 256-key kernel); at 64 non-causal it ships on."""
     from kernels.fa3 import SUPPORTED_HEAD_DIMS, launch_v3
     from kernels.inputs import check_attention_inputs
     q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale, fp8=True)
