@@ -295,9 +295,10 @@ EXP_FMA = {(64, False): 8, (64, True): 8}
 # P handed to P·V through a shared-memory tile (Fa3Config.p_smem) instead of carried in registers, and the 256-key
 # tiles the registers it frees make room for (with 128 they spilled 592 bytes), where it was timed faster (an H100,
 # 2026-12-05 17:04, kernel alone ÷ the late cast's 128-key kernel, 8K and 16K): head_dim 128 1.066×, 1.069×; 128
-# causal (2 K/V slots: 3 would need 278,872 bytes of shared memory; Q in registers) 1.034×, 1.047×; 64 1.026×,
+# causal (2 K/V slots: 3 would need 278,872 bytes of shared memory) 1.021×, 1.034× with Q from shared memory (with Q
+# in registers 1.034×, 1.047×, but the second consumer's loop then spills two words a round: 8 bytes); 64 1.026×,
 # 1.044×; 64 causal 1.106×, 1.159×. At 256 the 128-key tile would need 246,072 bytes (a block may have 232,448).
-P_SMEM_TILES = {(128, False): {"block_n": 256}, (128, True): {"block_n": 256, "kv_stages": 2},
+P_SMEM_TILES = {(128, False): {"block_n": 256}, (128, True): {"block_n": 256, "kv_stages": 2, "q_in_regs": False},
                 (64, False): {"block_n": 256}, (64, True): {"block_n": 256}}
 # The in-warpgroup overlap off (the ping-pong alone hides the softmax) where it was timed faster than on (an H100,
 # 2026-12-05 17:18, kernel alone, 8K and 16K): head_dim 64 1.062×, 1.065×; 256 1.076× (8K), causal 1.026×; at 128
@@ -315,7 +316,7 @@ NO_OVERLAP = frozenset({(128, False), (64, False), (256, False), (256, True)})
 # causal with P cast where it is made, and with 128-key tiles through shared memory 0.89× and 0.90–0.95× causal
 # against the shipped 256-key kernel (H100, 17:12), so there it is fp8_attention(precise_pv=True)).
 PV_PROMOTE_FITS = {(64, False): {}, (64, True): {}, (128, False): {"block_n": 128, "overlap": True},
-                   (128, True): {"block_n": 128, "kv_stages": 3}}
+                   (128, True): {"block_n": 128, "kv_stages": 3, "q_in_regs": True}}
 PV_PROMOTED = frozenset({(64, False)})
 
 
@@ -340,7 +341,8 @@ def config_for_fp8(head_dim: int, causal: bool, precise_pv: bool | None = None):
     config = dataclasses.replace(config, p_in_place=in_place, p_late_cast=late, p_smem=smem is not None,
                                  exp_fma=EXP_FMA.get((head_dim, causal), 0),
                                  q_in_regs=config.q_in_regs and not (late and (head_dim, causal) in P_LATE_CAST_SPILLS),
-                                 p_offset=P_OFFSET, **(smem or {}))
+                                 p_offset=P_OFFSET)
+    config = dataclasses.replace(config, **(smem or {}))
     if (head_dim, causal) in NO_OVERLAP:
         config = dataclasses.replace(config, overlap=False)
     promote = (head_dim, causal) in PV_PROMOTED if precise_pv is None else precise_pv

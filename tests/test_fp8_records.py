@@ -203,5 +203,5 @@ def test_e4m3_hands_p_over_through_shared_memory_or_late_and_reads_q_from_shared
                 if (d, c) in PV_PROMOTE_FITS:
                     assert config_for_fp8(d, c, precise).pv_promote == precise
     assert (128, True) in P_LATE_CAST_SPILLS and config_for_fp8(128, False).q_in_regs
-    assert config_for_fp8(128, True).q_in_regs  # through shared memory, Q fits in registers causal too (8 bytes)
+    assert not config_for_fp8(128, True).q_in_regs  # with Q in registers its 256-key build spills 8 bytes a round
     assert EXP_FMA and all(k in (4, 8, 16) for k in EXP_FMA.values())
