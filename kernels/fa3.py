@@ -82,7 +82,7 @@ try:  # Proton's in-kernel scopes, used only by the PROFILE=True build (bench/ph
 except Exception:  # noqa: BLE001 - a Triton without Proton: the PROFILE build is unavailable, nothing else changes
     pl = None
 from kernels.inputs import DTYPE_NAMES, check_attention_inputs
-from kernels.ptx import EXP_FMA_EVERY, TURN_BARRIER_ID, exp2, named_barrier, rescale
+from kernels.ptx import EPILOGUE_BARRIER_ID, EXP_FMA_EVERY, TURN_BARRIER_ID, exp2, named_barrier, rescale
 
 SUPPORTED_HEAD_DIMS = (64, 128, 256)
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
@@ -136,6 +136,9 @@ class Fa3Config:
     p_smem: bool = False  # 8-bit inputs: P crosses into the round that issues its P·V through a shared-memory buffer
     #                       of the consumer's (cast to e4m3 and stored where it is made; the wgmma reads it there)
     #                       instead of registers, so S may take the registers a carried P held: 256-key tiles
+    o_in_ring: bool = False  # 8-bit inputs: O (bf16) staged for its TMA store in a K slot of the ring, once both
+    #                          consumers are done with the ring (a named barrier), not in a buffer of its own: the
+    #                          64 KB it frees at head_dim 256 make room for 128-key tiles
 
     def __post_init__(self):  # checked once, where the configuration is made (a launch is a short call's hot path)
         if self.exp_fma not in (0, *EXP_FMA_EVERY):
@@ -149,6 +152,9 @@ class Fa3Config:
         if self.p_late_cast and not self.p_in_place:
             raise ValueError("Fa3Config.p_late_cast casts P where P·V is issued, in P in place's layout: it needs "
                              "p_in_place")
+        if self.o_in_ring and (self.num_consumers != 2 or self.kv_stages < 2 or self.block_n < 2 * self.block_m):
+            raise ValueError("Fa3Config.o_in_ring stages each of two consumers' O (bf16) in a K slot of its own: it needs "
+                             "2 consumers, 2 K/V slots and 8-bit K tiles of at least 2 × block_m keys")
         if self.p_smem and self.p_late_cast:
             raise ValueError("Fa3Config.p_smem hands P over in shared memory, p_late_cast in registers: one or the "
                              "other")
@@ -163,7 +169,7 @@ class Fa3Config:
                 f"{' p-in-place' if self.p_in_place else ''}{' late-cast' if self.p_late_cast else ''}"
                 f"{f' exp-fma 1/{self.exp_fma}' if self.exp_fma else ''}"
                 f"{f' p×2^{self.p_offset}' if self.p_offset else ''}{' pv-promote' if self.pv_promote else ''}"
-                f"{' p-smem' if self.p_smem else ''}")
+                f"{' p-smem' if self.p_smem else ''}{' o-in-ring' if self.o_in_ring else ''}")
 
     def mangle(self) -> str:
         """The configuration as an identifier: Triton names the compiled functions after their constexpr arguments."""
@@ -173,7 +179,8 @@ class Fa3Config:
                         if getattr(self, name))
         return (f"Fa3Config_{self.num_consumers}x{self.block_m}x{self.block_n}_kv{self.kv_stages}_r{self.consumer_regs}"
                 f"_{self.producer_regs}_{flags or 'plain'}{f'_e{self.exp_fma}' if self.exp_fma else ''}"
-                f"{f'_s{self.p_offset}' if self.p_offset else ''}{'_pp' if self.pv_promote else ''}{'_ps' if self.p_smem else ''}")
+                f"{f'_s{self.p_offset}' if self.p_offset else ''}{'_pp' if self.pv_promote else ''}{'_ps' if self.p_smem else ''}"
+                f"{'_or' if self.o_in_ring else ''}")
 
     __repr__ = mangle  # Triton 3.6 mangles a constexpr argument by its repr
 
@@ -492,8 +499,13 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
         o = acc * gl.convert_layout(v_descale / l_i, o_row_layout)[:, None]
     else:
         o = acc / gl.convert_layout(l_i, o_row_layout)[:, None]
-    # Q is spent (its last wgmma is done): its slot stages O for the TMA store (8-bit Q: a bf16 buffer of its own)
-    o_smem = o_smem.index(CONSUMER)
+    # Q is spent (its last wgmma is done): its slot stages O for the TMA store (8-bit Q: a bf16 buffer of its own, or
+    # with o_in_ring the consumer's K slot of the ring, once both consumers are done with it)
+    if FP8 and CFG.o_in_ring:
+        named_barrier(False, EPILOGUE_BARRIER_ID)  # both consumers' last wgmmas done; every tile loaded was read
+        o_smem = o_smem.index(CONSUMER)._reinterpret(dtype, o_desc.block_type.shape, o_desc.layout)
+    else:
+        o_smem = o_smem.index(CONSUMER)
     o_smem.reshape([BLOCK_M, HEAD_DIM]).store(o.to(dtype))
     fence_async_shared()
     tma.async_copy_shared_to_global(o_desc, [off_b, off_h, row0, 0], o_smem)  # rows past seq_len are clipped
@@ -673,7 +685,9 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, DESCALE, sm_scale, seq_len, he
     q_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS] + q_desc.block_type.shape, q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [KV_STAGES] + k_desc.block_type.shape, k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [KV_STAGES] + v_desc.block_type.shape, v_desc.layout)
-    if dtype.is_fp8():  # O (bf16) does not fit an 8-bit Q slot: its own staging buffer
+    if dtype.is_fp8() and CFG.o_in_ring:  # O staged in the ring's K slots (_consumer's epilogue)
+        o_smem = k_smem
+    elif dtype.is_fp8():  # O (bf16) does not fit an 8-bit Q slot: its own staging buffer
         o_smem = gl.allocate_shared_memory(o_desc.dtype, [NUM_CONSUMERS] + o_desc.block_type.shape, o_desc.layout)
     else:
         o_smem = q_smem
@@ -901,8 +915,9 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
     if batch * heads > 65535:  # the grid's second dimension
         raise ValueError(f"batch × heads must be at most 65535 for the FA-3 kernel's grid; got {batch * heads}")
     fp8 = q.dtype == torch.float8_e4m3fn
-    if config.p_smem and not fp8:
-        raise ValueError(f"Fa3Config.p_smem (P handed over in shared memory) is for 8-bit inputs; got {q.dtype}")
+    if (config.p_smem or config.o_in_ring) and not fp8:
+        raise ValueError(f"Fa3Config.p_smem and o_in_ring (P, O through shared memory) are for 8-bit inputs; got "
+                         f"{q.dtype}")
     if v_is_transposed and (not fp8 or v.shape[:3] != (batch, heads, head_dim) or v.shape[3] < seq_len):
         raise ValueError(f"v_is_transposed takes v_transposed(v) of 8-bit inputs, (B, H, D, ≥ N); got "
                          f"{tuple(v.shape)} {v.dtype}")

@@ -21,6 +21,8 @@ def _constexpr(value):
 # PTX each). Ids from TURN_BARRIER_ID on, one per consumer; 0 is the CTA's __syncthreads and Triton's partition
 # barriers take the next few, so ours start well above them.
 TURN_BARRIER_ID = _constexpr(8)
+# Both consumers done with the K/V ring (Fa3Config.o_in_ring): past the turn barriers of up to three consumers
+EPILOGUE_BARRIER_ID = _constexpr(11)
 
 
 @_jit

@@ -280,8 +280,13 @@ def test_fa3_config_p_smem_is_checked_and_named():
     assert "_ps" not in Fa3Config(**base, p_in_place=True).mangle()  # the shipped builds' names are unchanged
     with pytest.raises(ValueError, match="one or the other"):
         Fa3Config(**base, p_in_place=True, p_late_cast=True, p_smem=True)
+    staged = Fa3Config(**{**base, "block_n": 128}, p_in_place=True, p_smem=True, o_in_ring=True)
+    assert "o-in-ring" in staged.label and staged.mangle().endswith("_ps_or")
+    for bad in (dict(num_consumers=3), dict(kv_stages=1), dict(block_n=64)):  # two consumers, a K slot each, 2×64 keys
+        with pytest.raises(ValueError, match="o_in_ring"):
+            Fa3Config(**{**base, **bad}, p_in_place=True, o_in_ring=True)
     q = torch.zeros(1, 1, 64, 128, dtype=torch.bfloat16)
-    with pytest.raises(ValueError, match="p_smem .* is for 8-bit inputs"):
+    with pytest.raises(ValueError, match="p_smem and o_in_ring .* are for 8-bit inputs"):
         launch_v3(q, q, q, False, 0.1, config)
 
 
