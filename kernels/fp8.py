@@ -437,14 +437,21 @@ def fp8_candidates() -> dict:
     Now (compiled, not yet timed): head_dim 256 with 128-key tiles (FA-3's e4m3 tile there), P through shared memory
     and O staged in the ring's K slots (Fa3Config.o_in_ring), which frees the 64 KB the 128-key tiles lacked: 180,520
     bytes of shared memory, no stack; the steady loop 664 instructions for 128 keys where the shipped 64-key one
-    takes 441 for 64."""
+    takes 441 for 64. And three consumers of 64 rows at 160 registers with 128-key tiles, which P through shared
+    memory now fits without stack at 128 (Q read from shared memory: in registers the build spills) and 64: more
+    warps to hide the softmax's latency, as the 16-bit kernel does at 64."""
     import dataclasses
 
     def changed(head_dim: int, causal: bool, **changes) -> tuple:
         return head_dim, causal, dataclasses.replace(config_for_fp8(head_dim, causal), **changes)
     tiles = dict(block_n=128, p_late_cast=False, p_smem=True, o_in_ring=True)
+    three = dict(num_consumers=3, consumer_regs=160, producer_regs=32, block_n=128, q_in_regs=False)
     return {
         "128-key tiles, P and O through shared memory, D256": changed(256, False, **tiles),
         "128-key tiles, P and O through shared memory, D256 causal": changed(256, True, **tiles),
         "128-key tiles, P and O through shared memory, overlap on, D256": changed(256, False, **tiles, overlap=True),
+        "three consumers, 128-key tiles, P through shared memory, D128": changed(128, False, **three, kv_stages=3),
+        "three consumers, 128-key tiles, P through shared memory, D128 causal": changed(128, True, **three,
+                                                                                        kv_stages=3),
+        "three consumers, 128-key tiles, P through shared memory, D64": changed(64, False, **three, kv_stages=4),
     }
