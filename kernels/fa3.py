@@ -153,8 +153,8 @@ class Fa3Config:
             raise ValueError("Fa3Config.p_late_cast casts P where P·V is issued, in P in place's layout: it needs "
                              "p_in_place")
         if self.o_in_ring and (self.num_consumers != 2 or self.kv_stages < 2 or self.block_n < 2 * self.block_m):
-            raise ValueError("Fa3Config.o_in_ring stages each of two consumers' O (bf16) in a K slot of its own: it needs "
-                             "2 consumers, 2 K/V slots and 8-bit K tiles of at least 2 × block_m keys")
+            raise ValueError("Fa3Config.o_in_ring stages each of two consumers' O (bf16) in a K slot of its own: it "
+                             "needs 2 consumers, 2 K/V slots and 8-bit K tiles of at least 2 × block_m keys")
         if self.p_smem and self.p_late_cast:
             raise ValueError("Fa3Config.p_smem hands P over in shared memory, p_late_cast in registers: one or the "
                              "other")
@@ -179,8 +179,8 @@ class Fa3Config:
                         if getattr(self, name))
         return (f"Fa3Config_{self.num_consumers}x{self.block_m}x{self.block_n}_kv{self.kv_stages}_r{self.consumer_regs}"
                 f"_{self.producer_regs}_{flags or 'plain'}{f'_e{self.exp_fma}' if self.exp_fma else ''}"
-                f"{f'_s{self.p_offset}' if self.p_offset else ''}{'_pp' if self.pv_promote else ''}{'_ps' if self.p_smem else ''}"
-                f"{'_or' if self.o_in_ring else ''}")
+                f"{f'_s{self.p_offset}' if self.p_offset else ''}{'_pp' if self.pv_promote else ''}"
+                f"{'_ps' if self.p_smem else ''}{'_or' if self.o_in_ring else ''}")
 
     __repr__ = mangle  # Triton 3.6 mangles a constexpr argument by its repr
 
