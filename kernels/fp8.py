@@ -439,7 +439,9 @@ def fp8_candidates() -> dict:
     bytes of shared memory, no stack; the steady loop 664 instructions for 128 keys where the shipped 64-key one
     takes 441 for 64. And three consumers of 64 rows at 160 registers with 128-key tiles, which P through shared
     memory now fits without stack at 128 (Q read from shared memory: in registers the build spills) and 64: more
-    warps to hide the softmax's latency, as the 16-bit kernel does at 64."""
+    warps to hide the softmax's latency, as the 16-bit kernel does at 64. And each row's max as a tree over a
+    thread's values (Fa3Config.tree_max): gl.max runs them as a chain of dependent FMNMX (63 a row at 256 keys)
+    before any exponential can start; the tree has the same count at depth 6."""
     import dataclasses
 
     def changed(head_dim: int, causal: bool, **changes) -> tuple:
@@ -454,4 +456,8 @@ def fp8_candidates() -> dict:
         "three consumers, 128-key tiles, P through shared memory, D128 causal": changed(128, True, **three,
                                                                                         kv_stages=3),
         "three consumers, 128-key tiles, P through shared memory, D64": changed(64, False, **three, kv_stages=4),
+        "row max as a tree, D128": changed(128, False, tree_max=True),
+        "row max as a tree, D128 causal": changed(128, True, tree_max=True),
+        "row max as a tree, D64": changed(64, False, tree_max=True),
+        "row max as a tree, D256": changed(256, False, tree_max=True),
     }
