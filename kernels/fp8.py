@@ -409,30 +409,19 @@ def fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
 def fp8_candidates() -> dict:
     """name → (head_dim, causal, Fa3Config): e4m3 configurations perf/h200/fp8_speed.py times beside the shipped one
     (config_for_fp8) at the shapes of their (head_dim, causal), each checked against float64 first. Tried and left
-    out, as they spill in the sm_90 build (triton 3.7.1): 256-key tiles at head_dim 128 (592 bytes of stack, with or
-    without the in-warpgroup overlap) and 64 (616), and three consumers of 64 rows at 160 registers at head_dim 128
-    (288): P's conversion to the 8-bit operand layout needs the registers the bigger S or the third consumer would
-    take; three K/V slots at 128 with the late cast (8 bytes); and 128-key tiles at 256 (FA-3's FP8 tile there; shared
-    memory 229,672 bytes, it fits), 192–320 bytes of stack with or without the overlap, the late cast, the paired ring
-    (2026-12-05): O alone is 128 of a consumer's 240 registers. Tried and left out on the H200: four K/V slots
+    out, as they spill in the sm_90 build (triton 3.7.1) with P carried in registers: 256-key tiles at head_dim 128
+    (592 bytes of stack) and 64 (616), three consumers of 64 rows at 160 registers at 128 (288), 128-key tiles at 256
+    (192–320 bytes) — P through shared memory (p_smem) is what lets them build now; three K/V slots at 128 with the
+    late cast (8 bytes). Tried and left out on the H200: four K/V slots
     with P in place at head_dim 128 (0.99-1.03×); on an H100 (2026-12-05, kernel alone ÷ shipped): 1 in 16
     exponentials on the FMA units at 128 (0.997×, 1.004×), 1 in 4 at 64 (0.937×, 0.961×), 1 in 8 at 256 (0.976×), and
     1 in 8 at 128 (timed twice: 1.016×, 1.007×, then 0.995×, 0.988×; causal 1.006×, 0.983×). Predictions and
     outcomes in BENCHMARKS.md.
 
-    Shipped from here (2026-12-05): P ×2^4 before its cast (P_OFFSET) and P·V promoted at head_dim 64 (PV_PROMOTED);
-    timed and left out of the default: P·V promoted at 128 (0.84×, causal 0.79×: precise_pv=True).
-
-    Shipped from here (2026-12-05, H100 17:04): P handed to P·V through shared memory (Fa3Config.p_smem) with
-    256-key tiles at head_dim 128 and 64, causal and not (P_SMEM_TILES; the 128-key tile through shared memory
-    measured 0.975×, 0.988× the late cast: the hand-off alone costs, the bigger tile pays).
-
-    Timed and left out (H100, 2026-12-05 17:12, kernel alone ÷ the shipped 256-key kernel, 8K and 16K): 1 in 8
-    exponentials on the FMA units at 128 (0.996×, 0.975×; causal 0.925×, 0.912×); P·V promoted at 64 causal (0.930×,
-    0.935×: under the 0.97× line PV_PROMOTED ships at); shipped from there: the overlap off at 128 (1.019×, 1.016×).
-
-    Shipped from there (2026-12-05 17:18, H100): the overlap off at 64 and 256, causal and not (NO_OVERLAP; at 128
-    causal and 64 causal it stays on).
+    Shipped from earlier candidates (each timed here first; BENCHMARKS.md §1c has the runs): P ×2^4 (P_OFFSET), P·V
+    promoted at head_dim 64 (PV_PROMOTED), 256-key tiles with P through shared memory (P_SMEM_TILES), the in-warpgroup
+    overlap off (NO_OVERLAP). Also left out (H100, 2026-12-05, ÷ the shipped 256-key kernel): 1 in 8 exponentials on
+    the FMA units at 128 (0.996×, 0.975×; causal 0.925×, 0.912×); P·V promoted at 64 causal (0.930×, 0.935×).
 
     Now (compiled, not yet timed): head_dim 256 with 128-key tiles (FA-3's e4m3 tile there), P through shared memory
     and O staged in the ring's K slots (Fa3Config.o_in_ring), which frees the 64 KB the 128-key tiles lacked: 180,520

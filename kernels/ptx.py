@@ -20,9 +20,10 @@ def _constexpr(value):
 # Hardware named barriers for the ping-pong hand-off (FA-3's own mechanism; Gluon has no API for them, so one line of
 # PTX each). Ids from TURN_BARRIER_ID on, one per consumer; 0 is the CTA's __syncthreads and Triton's partition
 # barriers take the next few, so ours start well above them.
-TURN_BARRIER_ID = _constexpr(8)
-# Both consumers done with the K/V ring (Fa3Config.o_in_ring): past the turn barriers of up to three consumers
-EPILOGUE_BARRIER_ID = _constexpr(11)
+_FIRST_ID, _MAX_CONSUMERS = 8, 3
+TURN_BARRIER_ID = _constexpr(_FIRST_ID)
+# Both consumers done with the K/V ring (Fa3Config.o_in_ring): the id after the turn barriers of up to three consumers
+EPILOGUE_BARRIER_ID = _constexpr(_FIRST_ID + _MAX_CONSUMERS)
 
 
 @_jit

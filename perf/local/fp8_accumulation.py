@@ -7,8 +7,9 @@ kernels.fp8.emulate_fp8_attention sums P·V exactly (float64). Hopper's 8-bit wg
 (DeepSeek-V3's report measured ~14 on the H800; FA-3 and Triton's Hopper default leave it so). Under an attention
 sink O holds the sink's large share from the first tile on, so the many small contributions of later tiles lose
 their low bits — and making P 2^4 larger (Fa3Config.p_offset) does not change that ratio. This script sums P·V the
-model's way (`wgmma_sum`, given to kernels.fp8.emulate_fp8_attention as its pv_sum), with and without promotion (each tile's P·V into a fresh accumulator, added in float64:
-Fa3Config.pv_promote), on kernels.fp8.plant_sink's inputs, and prints the relative RMS error of O against float64.
+model's way (`wgmma_sum`, given to kernels.fp8.emulate_fp8_attention as its pv_sum), with and without promotion
+(each tile's P·V into a fresh accumulator, added in float64: Fa3Config.pv_promote), on kernels.fp8.plant_sink's
+inputs, and prints the relative RMS error of O against float64.
 A model, not the hardware: what it predicts is checked on the GPU by
 tests/test_fp8.py::test_fp8_kernel_under_a_sink_with_p_made_larger_and_p_v_promoted.
 """
