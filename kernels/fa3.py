@@ -136,8 +136,6 @@ class Fa3Config:
     p_smem: bool = False  # 8-bit inputs: P crosses into the round that issues its P·V through a shared-memory buffer
     #                       of the consumer's (cast to e4m3 and stored where it is made; the wgmma reads it there)
     #                       instead of registers, so S may take the registers a carried P held: 256-key tiles
-    tree_max: bool = False  # each row's max as a tree over a thread's values (_row_max), not a chain of dependent
-    #                         FMNMX: the max is on the softmax's critical path, before any exponential
     o_in_ring: bool = False  # 8-bit inputs: O (bf16) staged for its TMA store in a K slot of the ring, once both
     #                          consumers are done with the ring (a named barrier), not in a buffer of its own: the
     #                          64 KB it frees at head_dim 256 make room for 128-key tiles
@@ -171,8 +169,7 @@ class Fa3Config:
                 f"{' p-in-place' if self.p_in_place else ''}{' late-cast' if self.p_late_cast else ''}"
                 f"{f' exp-fma 1/{self.exp_fma}' if self.exp_fma else ''}"
                 f"{f' p×2^{self.p_offset}' if self.p_offset else ''}{' pv-promote' if self.pv_promote else ''}"
-                f"{' p-smem' if self.p_smem else ''}{' o-in-ring' if self.o_in_ring else ''}"
-                f"{' tree-max' if self.tree_max else ''}")
+                f"{' p-smem' if self.p_smem else ''}{' o-in-ring' if self.o_in_ring else ''}")
 
     def mangle(self) -> str:
         """The configuration as an identifier: Triton names the compiled functions after their constexpr arguments."""
@@ -183,7 +180,7 @@ class Fa3Config:
         return (f"Fa3Config_{self.num_consumers}x{self.block_m}x{self.block_n}_kv{self.kv_stages}_r{self.consumer_regs}"
                 f"_{self.producer_regs}_{flags or 'plain'}{f'_e{self.exp_fma}' if self.exp_fma else ''}"
                 f"{f'_s{self.p_offset}' if self.p_offset else ''}{'_pp' if self.pv_promote else ''}"
-                f"{'_ps' if self.p_smem else ''}{'_or' if self.o_in_ring else ''}{'_tm' if self.tree_max else ''}")
+                f"{'_ps' if self.p_smem else ''}{'_or' if self.o_in_ring else ''}")
 
     __repr__ = mangle  # Triton 3.6 mangles a constexpr argument by its repr
 
@@ -386,29 +383,9 @@ _LAZY_THRESHOLD = _constexpr(8.0)
 
 
 @_jit
-def _row_max(s, TREE: gl.constexpr):
-    # each row's max. gl.max runs a thread's values one after another (a chain of dependent FMNMX: 63 for a row of
-    # 64 values a thread, ~250 cycles on the softmax's critical path); TREE halves the row while its top column bit
-    # is a thread's own (the accumulator layout: bits 0 and 3 up in-thread, 1 and 2 across the 4 lanes of a quad),
-    # so the same FMNMX count runs as a tree of depth log2 (then gl.max for the last 8 columns: 1 FMNMX, 2 shuffles)
-    if TREE:
-        M: gl.constexpr = s.shape[0]
-        row_layout: gl.constexpr = gl.SliceLayout(1, s.type.layout)
-        t = s
-        for _ in gl.static_range(0, 8):  # (a static loop of at most 5 halvings: 256 columns → 8)
-            if t.shape[1] > 8:
-                t = gl.max(t.reshape([M, 2, t.shape[1] // 2]), 1)
-        out = gl.convert_layout(gl.max(t, 1), row_layout)
-    else:
-        out = gl.max(s, 1)
-    return out
-
-
-@_jit
-def _softmax(s, m_i, l_i, qk_scale, LAZY: gl.constexpr = False, EXP_FMA: gl.constexpr = 0, P_OFFSET: gl.constexpr = 0,
-             TREE: gl.constexpr = False):
+def _softmax(s, m_i, l_i, qk_scale, LAZY: gl.constexpr = False, EXP_FMA: gl.constexpr = 0, P_OFFSET: gl.constexpr = 0):
     # -- update m_i and l_i (online softmax, log2 units: one FMA per score, s·scale − m) --
-    m_new = gl.maximum(m_i, _row_max(s, TREE) * qk_scale)
+    m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
     if LAZY:  # keep the old max unless the new one is more than 2^(8 − P_OFFSET) larger (FA-4's conditional rescale)
         m_new = gl.where(m_new > m_i + (_LAZY_THRESHOLD - P_OFFSET), m_new, m_i)
     if P_OFFSET:  # P = 2^(s·scale − (m − P_OFFSET)): the shift is one subtraction a row, not one a score
@@ -483,7 +460,7 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
     mbarrier.arrive(k_empty.index(0), count=1)  # K_0 read: the producer may refill its slot
     if mask_from == 0:
         s = _mask(s, 0, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
-    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, LAZY, CFG.exp_fma, FP8 * CFG.p_offset, CFG.tree_max)
+    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, LAZY, CFG.exp_fma, FP8 * CFG.p_offset)
     p_op = _p_handover(p, m_i, p_buf, in_dtype, p_layout, CFG)  # e4m3 P: ≤ 2^8 (lazy)
 
     for j in range(1, n_kv):
@@ -640,7 +617,7 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
     _enter("softmax", PROFILE)
     if j >= mask_from:
         s = _mask(s, j, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
-    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, LAZY, CFG.exp_fma, FP8 * CFG.p_offset, CFG.tree_max)
+    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, LAZY, CFG.exp_fma, FP8 * CFG.p_offset)
     _exit("softmax", PROFILE)
     _enter("pv", PROFILE)  # wait for P·V (in flight since the qk phase), hand P_j over
     if OVERLAP:

@@ -297,14 +297,24 @@ EXP_FMA = {(64, False): 8, (64, True): 8}
 # 2026-12-05 17:04, kernel alone ÷ the late cast's 128-key kernel, 8K and 16K): head_dim 128 1.066×, 1.069×; 128
 # causal (2 K/V slots: 3 would need 278,872 bytes of shared memory) 1.021×, 1.034× with Q from shared memory (with Q
 # in registers 1.034×, 1.047×, but the second consumer's loop then spills two words a round: 8 bytes); 64 1.026×,
-# 1.044×; 64 causal 1.106×, 1.159×. At 256 the 128-key tile would need 246,072 bytes (a block may have 232,448).
-P_SMEM_TILES = {(128, False): {"block_n": 256}, (128, True): {"block_n": 256, "kv_stages": 2, "q_in_regs": False},
-                (64, False): {"block_n": 256}, (64, True): {"block_n": 256}}
+# 1.044×; 64 causal 1.106×, 1.159×. At 256 the 128-key tile alone would need 246,072 bytes (a block may have 232,448):
+# there O is staged for its store in the ring's K slots (Fa3Config.o_in_ring; 180,520 bytes), timed on the H200
+# (2026-12-05 19:03, kernel alone ÷ the late cast's 64-key kernel, 8K): 1.090× with the overlap off, 1.131× on;
+# causal 1.043× (overlap off). At 128 non-causal, three consumers of 64 rows at 160 registers with 128-key tiles and
+# four K/V slots (P through shared memory is what lets them build without stack; Q read from shared memory), timed
+# ÷ the 256-key pair (kernel alone, 8K and 16K): H200 19:03 1.004×, 1.037× (three slots); H100 19:12 1.052×, 1.049×
+# (three slots 1.054×, 1.041×); causal 1.015×, 0.972× (H200), 1.012×, 1.006× (H100): the pair stays there.
+THREE_CONSUMERS = {"num_consumers": 3, "consumer_regs": 160, "producer_regs": 32, "block_n": 128, "q_in_regs": False}
+P_SMEM_TILES = {(128, False): {**THREE_CONSUMERS, "kv_stages": 4},
+                (128, True): {"block_n": 256, "kv_stages": 2, "q_in_regs": False},
+                (64, False): {"block_n": 256}, (64, True): {"block_n": 256},
+                (256, False): {"block_n": 128, "o_in_ring": True}, (256, True): {"block_n": 128, "o_in_ring": True}}
 # The in-warpgroup overlap off (the ping-pong alone hides the softmax) where it was timed faster than on (an H100,
 # 2026-12-05 17:18, kernel alone, 8K and 16K): head_dim 64 1.062×, 1.065×; 256 1.076× (8K), causal 1.026×; at 128
 # level (on ÷ off 0.999×, 1.005×; 1.019×, 1.016× off ÷ on in the run before), 128 causal 0.968×, 0.981×, 64 causal
-# 0.997×, 1.017×: on there.
-NO_OVERLAP = frozenset({(128, False), (64, False), (256, False), (256, True)})
+# 0.997×, 1.017×: on there. At 256 with 128-key tiles and O in the ring: on ÷ off 1.038× (H200, 19:03, 8K), causal
+# 1.039× (H100, 19:12): on.
+NO_OVERLAP = frozenset({(128, False), (64, False)})
 
 
 # Each tile's P·V summed into a fresh accumulator and added to O in fp32 (Fa3Config.pv_promote): the 8-bit wgmma keeps
@@ -315,7 +325,9 @@ NO_OVERLAP = frozenset({(128, False), (64, False), (256, False), (256, True)})
 # 2026-12-05: 0.985×, 0.987× at head_dim 64 with 128-key tiles and P in registers; at 128 it cost 0.84× and 0.79×
 # causal with P cast where it is made, and with 128-key tiles through shared memory 0.89× and 0.90–0.95× causal
 # against the shipped 256-key kernel (H100, 17:12), so there it is fp8_attention(precise_pv=True)).
-PV_PROMOTE_FITS = {(64, False): {}, (64, True): {}, (128, False): {"block_n": 128, "overlap": True},
+PV_PROMOTE_FITS = {(64, False): {}, (64, True): {},
+                   (128, False): {"num_consumers": 2, "consumer_regs": 240, "producer_regs": 24, "block_n": 128,
+                                  "kv_stages": 2, "q_in_regs": True, "overlap": True},
                    (128, True): {"block_n": 128, "kv_stages": 3, "q_in_regs": True}}
 PV_PROMOTED = frozenset({(64, False)})
 
@@ -420,33 +432,15 @@ def fp8_candidates() -> dict:
 
     Shipped from earlier candidates (each timed here first; BENCHMARKS.md §1c has the runs): P ×2^4 (P_OFFSET), P·V
     promoted at head_dim 64 (PV_PROMOTED), 256-key tiles with P through shared memory (P_SMEM_TILES), the in-warpgroup
-    overlap off (NO_OVERLAP). Also left out (H100, 2026-12-05, ÷ the shipped 256-key kernel): 1 in 8 exponentials on
-    the FMA units at 128 (0.996×, 0.975×; causal 0.925×, 0.912×); P·V promoted at 64 causal (0.930×, 0.935×).
+    overlap off (NO_OVERLAP), 128-key tiles with O staged in the ring at 256 (Fa3Config.o_in_ring) and three
+    consumers at 128 (THREE_CONSUMERS). Also left out (kernel alone ÷ the shipped kernel): 1 in 8 exponentials on the
+    FMA units at 128 (H100: 0.996×, 0.975×; causal 0.925×, 0.912×); P·V promoted at 64 causal (H100: 0.930×, 0.935×);
+    three consumers at 64 (H200: 0.974×, 0.992×); each row's max as a tree of FMNMX instead of gl.max's chain (H200:
+    0.93–0.99× at every head_dim; taken out of the kernel).
 
-    Now (compiled, not yet timed): head_dim 256 with 128-key tiles (FA-3's e4m3 tile there), P through shared memory
-    and O staged in the ring's K slots (Fa3Config.o_in_ring), which frees the 64 KB the 128-key tiles lacked: 180,520
-    bytes of shared memory, no stack; the steady loop 664 instructions for 128 keys where the shipped 64-key one
-    takes 441 for 64. And three consumers of 64 rows at 160 registers with 128-key tiles, which P through shared
-    memory now fits without stack at 128 (Q read from shared memory: in registers the build spills) and 64: more
-    warps to hide the softmax's latency, as the 16-bit kernel does at 64. And each row's max as a tree over a
-    thread's values (Fa3Config.tree_max): gl.max runs them as a chain of dependent FMNMX (63 a row at 256 keys)
-    before any exponential can start; the tree has the same count at depth 6."""
+    Now: none (the next idea goes here, with its prediction in BENCHMARKS.md before its run)."""
     import dataclasses
 
     def changed(head_dim: int, causal: bool, **changes) -> tuple:
         return head_dim, causal, dataclasses.replace(config_for_fp8(head_dim, causal), **changes)
-    tiles = dict(block_n=128, p_late_cast=False, p_smem=True, o_in_ring=True)
-    three = dict(num_consumers=3, consumer_regs=160, producer_regs=32, block_n=128, q_in_regs=False)
-    return {
-        "128-key tiles, P and O through shared memory, D256": changed(256, False, **tiles),
-        "128-key tiles, P and O through shared memory, D256 causal": changed(256, True, **tiles),
-        "128-key tiles, P and O through shared memory, overlap on, D256": changed(256, False, **tiles, overlap=True),
-        "three consumers, 128-key tiles, P through shared memory, D128": changed(128, False, **three, kv_stages=3),
-        "three consumers, 128-key tiles, P through shared memory, D128 causal": changed(128, True, **three,
-                                                                                        kv_stages=3),
-        "three consumers, 128-key tiles, P through shared memory, D64": changed(64, False, **three, kv_stages=4),
-        "row max as a tree, D128": changed(128, False, tree_max=True),
-        "row max as a tree, D128 causal": changed(128, True, tree_max=True),
-        "row max as a tree, D64": changed(64, False, tree_max=True),
-        "row max as a tree, D256": changed(256, False, tree_max=True),
-    }
+    return {}

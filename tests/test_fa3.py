@@ -114,33 +114,6 @@ def test_lpt_reorders_the_causal_programs_and_nothing_else(head_dim, poisoned_al
 
 
 @pytest.mark.gpu
-@needs_hopper
-@pytest.mark.parametrize("head_dim", SUPPORTED_HEAD_DIMS)
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_row_max_as_a_tree_gives_the_chains_bits(head_dim, causal, poisoned_allocations):
-    """Fa3Config.tree_max takes each row's max in another order; max is exact in any order, so O and the LSE must
-    be the shipped config's bits, 16-bit and e4m3, at a ragged length."""
-    from kernels.fp8 import config_for_fp8, fp8_attention, quantize_fp8
-    q, k, v = random_qkv((2, 3, 1000, head_dim), torch.bfloat16, seed=head_dim + causal)
-    config = SHIPPED[(head_dim, causal)]
-    chain, tree = (flash_attention_v3(q, k, v, causal=causal, return_lse=True,
-                                      config=dataclasses.replace(config, tree_max=t)) for t in (False, True))
-    assert all(torch.equal(a, b) for a, b in zip(chain, tree)), "16-bit"
-    (q8, dq), (k8, dk), (v8, dv) = (quantize_fp8(t.float(), "head") for t in (q, k, v))
-    config = config_for_fp8(head_dim, causal)
-    chain, tree = (fp8_attention(q8, k8, v8, causal, return_lse=True, descale_q=dq, descale_k=dk, descale_v=dv,
-                                 config=dataclasses.replace(config, tree_max=t)) for t in (False, True))
-    assert all(torch.equal(a, b) for a, b in zip(chain, tree)), "e4m3"
-
-
-def test_tree_max_is_named_apart():
-    from kernels.fa3 import Fa3Config
-    config = Fa3Config(64, 128, 2, 2, 240, 24, tree_max=True)
-    assert config.label.endswith(" tree-max") and config.mangle().endswith("_tm")
-    assert "_tm" not in Fa3Config(64, 128, 2, 2, 240, 24).mangle()  # the shipped kernels keep their names
-
-
-@pytest.mark.gpu
 @pytest.mark.parametrize("head_dim", SUPPORTED_HEAD_DIMS)
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_the_authors_fa4_peer_matches_float64_where_installed(head_dim, causal, poisoned_allocations):

@@ -187,21 +187,30 @@ def test_e4m3_ships_p_in_place_where_it_was_measured():
 
 
 def test_e4m3_hands_p_over_through_shared_memory_or_late_and_reads_q_from_shared_memory_where_registers_would_spill():
-    """Every e4m3 configuration hands P over in place: through shared memory with 256-key tiles at P_SMEM_TILES, else
-    cast late; Q leaves the registers only where the late cast would spill."""
+    """Every e4m3 configuration hands P over in place: through shared memory at P_SMEM_TILES (256-key tiles for a
+    pair at 64 and 128, three consumers of 128-key tiles at 128 non-causal, 128-key tiles with O in the ring at
+    256), else cast late; Q leaves the registers where the late cast would spill, and for three consumers."""
     from kernels.fa3 import SUPPORTED_HEAD_DIMS, config_for_v3
-    from kernels.fp8 import EXP_FMA, P_LATE_CAST_SPILLS, P_SMEM_TILES, PV_PROMOTE_FITS, config_for_fp8
+    from kernels.fp8 import (EXP_FMA, P_LATE_CAST_SPILLS, P_SMEM_TILES, PV_PROMOTE_FITS, THREE_CONSUMERS,
+                             config_for_fp8)
     for d in SUPPORTED_HEAD_DIMS:
         for c in (False, True):
             config = config_for_fp8(d, c)
             assert config.p_in_place and config.p_late_cast != config.p_smem, (d, c)
-            assert config.p_smem == ((d, c) in P_SMEM_TILES) and (not config.p_smem or config.block_n == 256), (d, c)
+            assert config.p_smem == ((d, c) in P_SMEM_TILES), (d, c)
+            if config.p_smem:
+                want = 128 if d == 256 or config.num_consumers == 3 else 256
+                assert config.block_n == want and config.o_in_ring == (d == 256), (d, c)
+                assert config.num_consumers == 2 or not config.q_in_regs, (d, c)
             assert config.exp_fma == EXP_FMA.get((d, c), 0), (d, c)
             if (d, c) in P_LATE_CAST_SPILLS and not config.p_smem:
                 assert config_for_v3(d, c).q_in_regs and not config.q_in_regs, (d, c)
             for precise in (True, False):
                 if (d, c) in PV_PROMOTE_FITS:
                     assert config_for_fp8(d, c, precise).pv_promote == precise
-    assert (128, True) in P_LATE_CAST_SPILLS and config_for_fp8(128, False).q_in_regs
+    three = config_for_fp8(128, False)
+    assert all(getattr(three, k) == v for k, v in THREE_CONSUMERS.items()) and three.kv_stages == 4
+    assert config_for_fp8(128, False, True).num_consumers == 2  # precise_pv: the pair with 128-key tiles
+    assert (128, True) in P_LATE_CAST_SPILLS and config_for_fp8(64, False).q_in_regs
     assert not config_for_fp8(128, True).q_in_regs  # with Q in registers its 256-key build spills 8 bytes a round
     assert EXP_FMA and all(k in (4, 8, 16) for k in EXP_FMA.values())

@@ -93,8 +93,7 @@ def fa4_candidates(head_dim: int, causal: bool) -> dict[str, Fa3Config]:
     instead of one head at a time); at head_dim 256 also the config without named barriers and pairing (the winner
     at 8K causal in the last run), with and without lpt. Head_dim 64: the softmax overlap on the shipped three
     consumers (FA-3's design at 64; it compiles without spills at 160 registers now), with lpt when causal, and
-    not causal also with head_dim 128's named-barrier turns and paired ring. Every class: each row's max as a tree
-    over a thread's values (Fa3Config.tree_max) instead of gl.max's chain of dependent FMNMX."""
+    not causal also with head_dim 128's named-barrier turns and paired ring."""
     shipped = SHIPPED[(head_dim, causal)]
     cands = []
     if causal:
@@ -106,7 +105,6 @@ def fa4_candidates(head_dim: int, causal: bool) -> dict[str, Fa3Config]:
             cands += [plain, replace(plain, lpt=True)]
     elif head_dim == 64:
         cands += [replace(shipped, overlap=True), replace(shipped, overlap=True, named_turns=True, kv_paired=True)]
-    cands.append(replace(shipped, tree_max=True))
     return {name(c): c for c in cands if c != shipped}
 
 
