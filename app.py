@@ -286,7 +286,7 @@ def scene_backward(stage: Stage) -> None:
         return
     forward = recording.records if recording else []
     bars = story.backward.tflops_bars(backward, forward, s.shape)
-    caption = f"{story.backward.tflops_sentence(bars, s.shape)} {markdown_text(source)}."
+    caption = f"{story.backward.tflops_sentence(bars, s.shape)} Source: {markdown_text(source)}."
     if not any(b.tflops for b in bars):  # nothing measured at this setting: the words, not an empty chart
         st.info(caption)
         return

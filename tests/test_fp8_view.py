@@ -53,7 +53,10 @@ def test_the_sentence_says_the_rotations_ratio_beside_the_papers_and_bf16():
 def test_the_figure_puts_speed_on_x_when_timed_and_the_variants_when_not():
     points = story.fp8.recorded_points(fp8_run(), FA3)
     fig = viz.fp8_figure(points, rotation=True, source_label="recorded on NVIDIA H200")
-    assert fig.layout.xaxis.title.text == "speed ÷ bf16, measured (recorded on NVIDIA H200)"
+    assert fig.layout.xaxis.title.text == "speed ÷ bf16, measured"  # the source: the caption above it
+    sides = {(t.name, t.textposition) for t in fig.data}
+    assert {side for name, side in sides if "per-tensor" in name} == {"middle left"}
+    assert {side for name, side in sides if "per-head" in name} == {"middle right"}, "overlapping markers: apart"
     assert fig.layout.yaxis.type == "log"
     assert [t.x[0] for t in fig.data] == [pytest.approx(1.5)] * 4 + [1.0]
     assert [t.marker.opacity for t in fig.data] == [0.3, 1.0, 0.3, 1.0, 1.0], "the chosen rotation drawn strong"
@@ -114,7 +117,7 @@ def test_the_presenter_turns_the_outliers_up_and_the_rotation_on_and_the_error_m
 def test_the_view_recorded_shows_the_fp8_records_with_their_speed():
     app, text, chart = _ablation_after_upload(_upload_with_fp8())
     assert "Source: recorded on Test GPU" in text and "1.50× bf16's speed" in text
-    assert chart["layout"]["xaxis"]["title"]["text"].startswith("speed ÷ bf16, measured (recorded on Test GPU")
+    assert chart["layout"]["xaxis"]["title"]["text"] == "speed ÷ bf16, measured"  # its source: the caption
     app.segmented_control(key="fp8_outliers").set_value("×100–1000").run()
     assert_no_exception(app)
     assert "CPU emulation of e4m3" in page_text(app) and "×100–1000 is measured live" in page_text(app)
