@@ -337,8 +337,8 @@ def config_for_fp8(head_dim: int, causal: bool, precise_pv: bool | None = None):
     this (head_dim, causal) (a new head_dim's 16-bit row serves e4m3 too); at P_IN_PLACE_HEAD_DIMS with P handed to
     P·V where the scores left it (Fa3Config.p_in_place: no shuffles; V's keys permuted on the host to match), and
     there also with P cast to e4m3 at its wgmma, not where it is made (Fa3Config.p_late_cast) or, at P_SMEM_TILES,
-    handed over in shared memory with 256-key tiles (Fa3Config.p_smem), and at EXP_FMA with
-    some exponentials on the FMA units. Measured on the H200 (BENCHMARKS.md, FP8; kernel alone, non-causal): P
+    handed over in shared memory with the tiles and consumers that makes room for (Fa3Config.p_smem), and at
+    EXP_FMA with some exponentials on the FMA units. Measured on the H200 (BENCHMARKS.md, FP8; kernel alone, non-causal): P
     in place against P shuffled 1.035× (8K) and 1.052× (16K) at head_dim 128, 1.100× and 1.089× at 64, 1.043× at 256
     (8K); then the late cast against the cast where P is made 1.160× and 1.118× at 128, 1.202× and 1.211× at 64,
     1.105× at 256 (causal, on an H100: 1.21×, 1.27–1.30×, 1.14×). P is made 2^P_OFFSET larger before its cast
@@ -439,8 +439,4 @@ def fp8_candidates() -> dict:
     0.93–0.99× at every head_dim; taken out of the kernel).
 
     Now: none (the next idea goes here, with its prediction in BENCHMARKS.md before its run)."""
-    import dataclasses
-
-    def changed(head_dim: int, causal: bool, **changes) -> tuple:
-        return head_dim, causal, dataclasses.replace(config_for_fp8(head_dim, causal), **changes)
-    return {}
+    return {}  # e.g. {"name": (128, False, dataclasses.replace(config_for_fp8(128, False), kv_stages=3))}
