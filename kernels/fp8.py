@@ -438,5 +438,11 @@ def fp8_candidates() -> dict:
     three consumers at 64 (H200: 0.974×, 0.992×); each row's max as a tree of FMNMX instead of gl.max's chain (H200:
     0.93–0.99× at every head_dim; taken out of the kernel).
 
-    Now: none (the next idea goes here, with its prediction in BENCHMARKS.md before its run)."""
-    return {}  # e.g. {"name": (128, False, dataclasses.replace(config_for_fp8(128, False), kv_stages=3))}
+    Now (compiled without stack under triton 3.6.0 and 3.7.1, not yet timed; predictions in BENCHMARKS.md §1c Phase
+    13): the shipped three consumers at 128 with the in-warpgroup overlap on (three warpgroups may hide P·V's wait
+    better than the pair did), and with three K/V slots instead of four (level with four on an H100; an H200 to
+    decide)."""
+    import dataclasses
+    three = config_for_fp8(128, False)
+    return {"three consumers with the overlap on, D128": (128, False, dataclasses.replace(three, overlap=True)),
+            "three consumers with three K/V slots, D128": (128, False, dataclasses.replace(three, kv_stages=3))}
