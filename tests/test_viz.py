@@ -687,6 +687,11 @@ def test_evolution_figure() -> None:
     wall = viz.evolution_figure([{"label": "standard", "tflops": None, "note": "out of memory"}])
     assert any(t.customdata is not None and list(t.customdata) == ["out of memory"] and list(t.text) ==
                ["out of<br>memory"] for t in wall.data)
+    # a label with a word longer than a tick's line is not cut inside the word: its spec's short name instead
+    authors = viz.evolution_figure([{"label": algorithm_label("fa4_authors"), "tflops": 677.0, "gpu": "H200",
+                                     "algorithm": "fa4_authors"}])
+    tick = list(authors.layout.xaxis.categoryarray)[-1]
+    assert tick == "FA-4 (the<br>authors')" and "FlashAttent<br>" not in tick
 
 
 def test_timeline_figure_draws_the_programs_and_says_the_statistics_it_is_given() -> None:

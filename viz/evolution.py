@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 
 from viz.marks import note
 from fmt import plotly_text
-from viz.theme import PALETTE, algorithm_color, style, surface
+from viz.theme import PALETTE, algorithm_color, look, style, surface
 
 GAP_NOTE_CHARS = 11  # a missing number's note wrapped like the labels: neighbouring notes keep a gap
 A100_PEAK_TFLOPS = 312  # A100 dense fp16/bf16 tensor-core peak (NVIDIA A100 datasheet)
@@ -91,14 +91,23 @@ PUBLISHED: list[dict] = [
 ]
 
 
+TICK_LINE_CHARS = 11  # a measured tick's line
+
+
 def _category(entry: dict) -> str:
     """An entry's x position: a published one's version, year, GPU and dtype; a measured one's label."""
     # short lines side by side: nine upright labels fit a 1920-px-wide chart at 24 px
     if "short" in entry:
         return f"{entry['short']} ({entry['year']})<br>{entry['gpu']}<br>{entry['dtype']}"
     # measured: the legend and the title say on which GPU; lines of at most 11 characters leave a gap
-    # between neighbouring labels ("PyTorch SDPA" twice side by side read as one line at 14)
-    return "<br>".join(plotly_text(line) for line in textwrap.wrap(entry["label"], 11))
+    # between neighbouring labels ("PyTorch SDPA" twice side by side read as one line at 14). A label with a word no
+    # such line holds ("FlashAttention-4,", which wrapping cut into "FlashAttent" / "ion-4,") gives its spec's
+    # short name instead (the sentence below the chart names it in full)
+    label = entry["label"]
+    if any(len(word) > TICK_LINE_CHARS for word in label.split()):
+        found = look(entry.get("algorithm", ""))
+        label = found.short if found else label
+    return "<br>".join(plotly_text(line) for line in textwrap.wrap(label, TICK_LINE_CHARS))
 
 
 def _add_published(fig: go.Figure) -> None:
