@@ -57,6 +57,8 @@ def test_the_figure_puts_speed_on_x_when_timed_and_the_variants_when_not():
     sides = {(t.name, t.textposition) for t in fig.data}
     assert {side for name, side in sides if "per-tensor" in name} == {"middle left"}
     assert {side for name, side in sides if "per-head" in name} == {"middle right"}, "overlapping markers: apart"
+    shown = [t.text[0] for t in fig.data if t.text[0]]
+    assert len(shown) == 3 and all(t.text[0] for t in fig.data if t.marker.opacity == 1.0), "the chosen rotation's"
     assert fig.layout.yaxis.type == "log"
     assert [t.x[0] for t in fig.data] == [pytest.approx(1.5)] * 4 + [1.0]
     assert [t.marker.opacity for t in fig.data] == [0.3, 1.0, 0.3, 1.0, 1.0], "the chosen rotation drawn strong"

@@ -45,13 +45,16 @@ def fp8_figure(points: list[dict], rotation: bool, theme: str = "light", height:
                         color=algorithm_color("fa2" if p["scaling"] is None else "fa3"),
                         opacity=1.0 if strong else 0.3,
                         line=dict(color=colors["foreground"] if strong else "rgba(0,0,0,0)", width=3)),
-            text=[f"{p['rel_rms']:.3f}"], textposition=_side(p) if timed else "top center", cliponaxis=False,
+            # timed, the variants sit nearly on one spot: only the chosen rotation's numbers (the sentence gives the
+            # other's), per-tensor's left of it and the others' right
+            text=[f"{p['rel_rms']:.3f}" if strong or not timed else ""],
+            textposition=_side(p) if timed else "top center", cliponaxis=False,
             hovertemplate=f"{plotly_text(p['name'])}: %{{y:.4f}}<extra></extra>"))
     label = plotly_text(source_label)
-    fig.update_layout(height=height, width=width, margin=dict(l=110, r=40, t=20, b=90), showlegend=False)
-    if points:  # room above the highest marker for its number, below the lowest for its marker
+    fig.update_layout(height=height, width=width, margin=dict(l=110, r=40, t=30, b=90), showlegend=False)
+    if points:  # room above the highest marker for its number (drawn above it when untimed), below the lowest
         logs = [math.log10(p["rel_rms"]) for p in points]
-        fig.update_yaxes(range=[min(logs) - 0.3, max(logs) + 0.45])
+        fig.update_yaxes(range=[min(logs) - 0.3, max(logs) + (0.45 if timed else 0.7)])
     fig.update_yaxes(type="log", dtick=1, title_text="rel. error")  # (the sentence: relative RMS error)
     fig.update_xaxes(tickangle=0)
     fig.update_xaxes(title_text="speed ÷ bf16, measured" if timed  # (the source: the caption above the chart)
