@@ -338,8 +338,8 @@ def config_for_fp8(head_dim: int, causal: bool, precise_pv: bool | None = None):
     P·V where the scores left it (Fa3Config.p_in_place: no shuffles; V's keys permuted on the host to match), and
     there also with P cast to e4m3 at its wgmma, not where it is made (Fa3Config.p_late_cast) or, at P_SMEM_TILES,
     handed over in shared memory with the tiles and consumers that makes room for (Fa3Config.p_smem), and at
-    EXP_FMA with some exponentials on the FMA units. Measured on the H200 (BENCHMARKS.md, FP8; kernel alone, non-causal): P
-    in place against P shuffled 1.035× (8K) and 1.052× (16K) at head_dim 128, 1.100× and 1.089× at 64, 1.043× at 256
+    EXP_FMA with some exponentials on the FMA units. Measured on the H200 (BENCHMARKS.md, FP8; kernel alone,
+    non-causal): P in place against P shuffled 1.035× (8K) and 1.052× (16K) at head_dim 128, 1.100× and 1.089× at 64, 1.043× at 256
     (8K); then the late cast against the cast where P is made 1.160× and 1.118× at 128, 1.202× and 1.211× at 64,
     1.105× at 256 (causal, on an H100: 1.21×, 1.27–1.30×, 1.14×). P is made 2^P_OFFSET larger before its cast
     everywhere, and P·V promoted to fp32 per tile at PV_PROMOTED; precise_pv True or False asks for that promotion
@@ -350,13 +350,11 @@ def config_for_fp8(head_dim: int, causal: bool, precise_pv: bool | None = None):
     in_place = head_dim in P_IN_PLACE_HEAD_DIMS
     smem = P_SMEM_TILES.get((head_dim, causal))
     late = in_place and smem is None
-    config = dataclasses.replace(config, p_in_place=in_place, p_late_cast=late, p_smem=smem is not None,
-                                 exp_fma=EXP_FMA.get((head_dim, causal), 0),
-                                 q_in_regs=config.q_in_regs and not (late and (head_dim, causal) in P_LATE_CAST_SPILLS),
-                                 p_offset=P_OFFSET)
-    config = dataclasses.replace(config, **(smem or {}))
-    if (head_dim, causal) in NO_OVERLAP:
-        config = dataclasses.replace(config, overlap=False)
+    changes = dict(p_in_place=in_place, p_late_cast=late, p_smem=smem is not None,
+                   exp_fma=EXP_FMA.get((head_dim, causal), 0),
+                   q_in_regs=config.q_in_regs and not (late and (head_dim, causal) in P_LATE_CAST_SPILLS),
+                   overlap=config.overlap and (head_dim, causal) not in NO_OVERLAP, p_offset=P_OFFSET)
+    config = dataclasses.replace(config, **{**changes, **(smem or {})})  # P_SMEM_TILES' values over the defaults
     promote = (head_dim, causal) in PV_PROMOTED if precise_pv is None else precise_pv
     if not isinstance(promote, bool):
         raise TypeError(f"precise_pv is None, True or False; got {precise_pv!r}")

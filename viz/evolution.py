@@ -17,7 +17,9 @@ from viz.marks import note
 from fmt import plotly_text
 from viz.theme import PALETTE, algorithm_color, look, style, surface
 
-GAP_NOTE_CHARS = 11  # a missing number's note wrapped like the labels: neighbouring notes keep a gap
+# a measured tick's line: at most 11 characters leave a gap between neighbouring labels ("PyTorch SDPA" twice side
+# by side read as one line at 14); a missing number's note is wrapped like them
+TICK_LINE_CHARS = 11
 A100_PEAK_TFLOPS = 312  # A100 dense fp16/bf16 tensor-core peak (NVIDIA A100 datasheet)
 
 PUBLISHED: list[dict] = [
@@ -91,16 +93,12 @@ PUBLISHED: list[dict] = [
 ]
 
 
-TICK_LINE_CHARS = 11  # a measured tick's line
-
-
 def _category(entry: dict) -> str:
     """An entry's x position: a published one's version, year, GPU and dtype; a measured one's label."""
     # short lines side by side: nine upright labels fit a 1920-px-wide chart at 24 px
     if "short" in entry:
         return f"{entry['short']} ({entry['year']})<br>{entry['gpu']}<br>{entry['dtype']}"
-    # measured: the legend and the title say on which GPU; lines of at most 11 characters leave a gap
-    # between neighbouring labels ("PyTorch SDPA" twice side by side read as one line at 14). A label with a word no
+    # measured: the legend and the title say on which GPU; short lines (TICK_LINE_CHARS). A label with a word no
     # such line holds ("FlashAttention-4,", which wrapping cut into "FlashAttent" / "ion-4,") gives its spec's
     # short name instead (the sentence below the chart names it in full)
     label = entry["label"]
@@ -162,7 +160,7 @@ def _add_measured(fig: go.Figure, known: list[dict], unknown: list[dict], measur
                 y=np.zeros(len(unknown)),
                 mode="markers+text",
                 marker=dict(symbol="line-ew-open", size=40, color=surface(theme)["muted"], line=dict(width=3)),
-                text=["<br>".join(plotly_text(line) for line in textwrap.wrap(note, GAP_NOTE_CHARS)) for note in notes],
+                text=["<br>".join(plotly_text(line) for line in textwrap.wrap(note, TICK_LINE_CHARS)) for note in notes],
                 textposition="top center",
                 textfont=dict(color=surface(theme)["muted"]),
                 customdata=[plotly_text(note) for note in notes],
