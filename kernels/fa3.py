@@ -139,6 +139,10 @@ class Fa3Config:
     o_in_ring: bool = False  # 8-bit inputs: O (bf16) staged for its TMA store in a K slot of the ring, once both
     #                          consumers are done with the ring (a named barrier), not in a buffer of its own: the
     #                          64 KB it frees at head_dim 256 make room for 128-key tiles
+    tail_split: bool = False  # not causal: the query tiles past the last whole wave of programs (one a program, as
+    #                           many at once as the GPU has SMs) are split along the keys into up to SMs ÷ tiles
+    #                           parts that run in that last wave side by side, each writing its O and LSE to a
+    #                           scratch buffer; a small kernel merges the parts by their LSE (tail_plan, launch_v3)
 
     def __post_init__(self):  # checked once, where the configuration is made (a launch is a short call's hot path)
         if self.exp_fma not in (0, *EXP_FMA_EVERY):
@@ -169,7 +173,8 @@ class Fa3Config:
                 f"{' p-in-place' if self.p_in_place else ''}{' late-cast' if self.p_late_cast else ''}"
                 f"{f' exp-fma 1/{self.exp_fma}' if self.exp_fma else ''}"
                 f"{f' p×2^{self.p_offset}' if self.p_offset else ''}{' pv-promote' if self.pv_promote else ''}"
-                f"{' p-smem' if self.p_smem else ''}{' o-in-ring' if self.o_in_ring else ''}")
+                f"{' p-smem' if self.p_smem else ''}{' o-in-ring' if self.o_in_ring else ''}"
+                f"{' tail-split' if self.tail_split else ''}")
 
     def mangle(self) -> str:
         """The configuration as an identifier: Triton names the compiled functions after their constexpr arguments."""
@@ -180,7 +185,7 @@ class Fa3Config:
         return (f"Fa3Config_{self.num_consumers}x{self.block_m}x{self.block_n}_kv{self.kv_stages}_r{self.consumer_regs}"
                 f"_{self.producer_regs}_{flags or 'plain'}{f'_e{self.exp_fma}' if self.exp_fma else ''}"
                 f"{f'_s{self.p_offset}' if self.p_offset else ''}{'_pp' if self.pv_promote else ''}"
-                f"{'_ps' if self.p_smem else ''}{'_or' if self.o_in_ring else ''}")
+                f"{'_ps' if self.p_smem else ''}{'_or' if self.o_in_ring else ''}{'_ts' if self.tail_split else ''}")
 
     __repr__ = mangle  # Triton 3.6 mangles a constexpr argument by its repr
 
@@ -251,7 +256,7 @@ def _turn_pass(turn, NEXT: gl.constexpr, CFG: gl.constexpr):
 @_jit
 def _producer(loads, CFG: gl.constexpr, PROFILE: gl.constexpr):
     q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, off_b, off_h, m0, \
-        n_kv = loads
+        n_kv, key0 = loads
     NUM_CONSUMERS: gl.constexpr = CFG.num_consumers
     KV_PAIRED: gl.constexpr = CFG.kv_paired
     BLOCK_M: gl.constexpr = CFG.block_m
@@ -261,39 +266,39 @@ def _producer(loads, CFG: gl.constexpr, PROFILE: gl.constexpr):
         tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m0 + c * BLOCK_M, 0], q_ready.index(c),
                                         q_smem.index(c))
     if KV_PAIRED:
-        _produce_paired(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, off_b, off_h, n_kv, CFG, PROFILE)
+        _produce_paired(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, off_b, off_h, n_kv, key0, CFG, PROFILE)
     else:
-        _produce_split(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, off_b, off_h, n_kv, CFG,
-                       PROFILE)
+        _produce_split(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, off_b, off_h, n_kv, key0,
+                       CFG, PROFILE)
 
 
 @_jit
-def _produce_paired(k_desc, v_desc, k_smem, v_smem, kv_ready, kv_empty, off_b, off_h, n_kv, CFG: gl.constexpr,
+def _produce_paired(k_desc, v_desc, k_smem, v_smem, kv_ready, kv_empty, off_b, off_h, n_kv, key0, CFG: gl.constexpr,
                     PROFILE: gl.constexpr):
     # -- producer, paired ring: entry j holds K_j and V_{j-1}, what a consumer's round j reads (entry 0: K_0 only,
-    # entry n_kv: the last V only), under one ready and one empty mbarrier --
+    # entry n_kv: the last V only), under one ready and one empty mbarrier; tile j starts at key key0 + j·BLOCK_N --
     BLOCK_N: gl.constexpr = CFG.block_n
     KV_STAGES: gl.constexpr = CFG.kv_stages
     _enter("load", PROFILE)
     mbarrier.wait(kv_empty.index(0), 1)  # a fresh mbarrier counts its phase before 0 as complete
     mbarrier.expect(kv_ready.index(0), k_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(k_desc, [off_b, off_h, 0, 0], kv_ready.index(0), k_smem.index(0))
+    tma.async_copy_global_to_shared(k_desc, [off_b, off_h, key0, 0], kv_ready.index(0), k_smem.index(0))
     for j in range(1, n_kv):
         slot, phase = _ring(j, KV_STAGES)
         mbarrier.wait(kv_empty.index(slot), phase ^ 1)
         mbarrier.expect(kv_ready.index(slot), k_desc.block_type.nbytes + v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [off_b, off_h, j * BLOCK_N, 0], kv_ready.index(slot),
+        tma.async_copy_global_to_shared(k_desc, [off_b, off_h, key0 + j * BLOCK_N, 0], kv_ready.index(slot),
                                         k_smem.index(slot))
-        _load_v(v_desc, off_b, off_h, (j - 1) * BLOCK_N, kv_ready.index(slot), v_smem.index(slot))
+        _load_v(v_desc, off_b, off_h, key0 + (j - 1) * BLOCK_N, kv_ready.index(slot), v_smem.index(slot))
     slot, phase = _ring(n_kv, KV_STAGES)
     mbarrier.wait(kv_empty.index(slot), phase ^ 1)
     mbarrier.expect(kv_ready.index(slot), v_desc.block_type.nbytes)
-    _load_v(v_desc, off_b, off_h, (n_kv - 1) * BLOCK_N, kv_ready.index(slot), v_smem.index(slot))
+    _load_v(v_desc, off_b, off_h, key0 + (n_kv - 1) * BLOCK_N, kv_ready.index(slot), v_smem.index(slot))
     _exit("load", PROFILE)
 
 
 @_jit
-def _produce_split(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, off_b, off_h, n_kv,
+def _produce_split(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, off_b, off_h, n_kv, key0,
                    CFG: gl.constexpr, PROFILE: gl.constexpr):
     # -- producer: stream the K and V tiles through the ring; a slot is refilled once every consumer freed it --
     BLOCK_N: gl.constexpr = CFG.block_n
@@ -305,12 +310,12 @@ def _produce_split(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_
         _enter("load", PROFILE)
         mbarrier.wait(k_empty.index(slot), refill)
         mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [off_b, off_h, j * BLOCK_N, 0], k_ready.index(slot),
+        tma.async_copy_global_to_shared(k_desc, [off_b, off_h, key0 + j * BLOCK_N, 0], k_ready.index(slot),
                                         k_smem.index(slot))
         # -- load the V tile --
         mbarrier.wait(v_empty.index(slot), refill)
         mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
-        _load_v(v_desc, off_b, off_h, j * BLOCK_N, v_ready.index(slot), v_smem.index(slot))
+        _load_v(v_desc, off_b, off_h, key0 + j * BLOCK_N, v_ready.index(slot), v_smem.index(slot))
         _exit("load", PROFILE)
 
 
@@ -407,7 +412,9 @@ def _softmax(s, m_i, l_i, qk_scale, LAZY: gl.constexpr = False, EXP_FMA: gl.cons
 def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.constexpr, PROFILE: gl.constexpr):
     # -- consumer: one warpgroup, BLOCK_M query rows; the scores and O live in wgmma accumulator registers --
     o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn, qk_scale, seq_len, off_b, \
-        off_h, off_bh, m0, n_kv, mask_from, o_smem, v_descale, p_smem = work
+        off_h, off_bh, m0, n_kv, mask_from, o_smem, v_descale, p_smem, part, o2_desc, lse_ptr, row_limit = work
+    # (CFG.tail_split: seq_len is the keys left from this program's first key on, and part ≥ 0 names this program's
+    # scratch slot in o2_desc and lse_ptr; _fa3_fwd)
     BLOCK_M: gl.constexpr = CFG.block_m
     BLOCK_N: gl.constexpr = CFG.block_n
     KV_STAGES: gl.constexpr = CFG.kv_stages
@@ -494,7 +501,10 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
         lse = (m_i + gl.log2(l_i) - CFG.p_offset) * _LN2
     else:
         lse = (m_i + gl.log2(l_i)) * _LN2
-    gl.store(LSE + off_bh.to(gl.int64) * seq_len + offs_m, lse, mask=offs_m < seq_len)
+    if CFG.tail_split:
+        gl.store(lse_ptr + offs_m, lse, mask=offs_m < row_limit)
+    else:
+        gl.store(LSE + off_bh.to(gl.int64) * seq_len + offs_m, lse, mask=offs_m < seq_len)
     if FP8:  # V's descale applied once, to O
         o = acc * gl.convert_layout(v_descale / l_i, o_row_layout)[:, None]
     else:
@@ -508,7 +518,13 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
         o_smem = o_smem.index(CONSUMER)
     o_smem.reshape([BLOCK_M, HEAD_DIM]).store(o.to(dtype))
     fence_async_shared()
-    tma.async_copy_shared_to_global(o_desc, [off_b, off_h, row0, 0], o_smem)  # rows past seq_len are clipped
+    if CFG.tail_split:
+        if part >= 0:  # a part of a split tile: its scratch slot (part, 0, rows, D)
+            tma.async_copy_shared_to_global(o2_desc, [part, 0, CONSUMER * BLOCK_M, 0], o_smem)
+        else:
+            tma.async_copy_shared_to_global(o_desc, [off_b, off_h, row0, 0], o_smem)
+    else:
+        tma.async_copy_shared_to_global(o_desc, [off_b, off_h, row0, 0], o_smem)  # rows past seq_len are clipped
     tma.store_wait(0)
     _exit("epilogue", PROFILE)
 
@@ -637,14 +653,18 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
 
 # -- the kernel: shared memory, mbarriers, and the warp-specialized partitions -------------------------------------
 
-@_jit(do_not_specialize=["seq_len", "heads", "heads_per_group"])
+@_jit(do_not_specialize=["seq_len", "heads", "heads_per_group", "main_tiles", "splits", "per_split"])
 def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, DESCALE, sm_scale, seq_len, heads, heads_per_group,
+             o2_desc, LSE2, main_tiles, splits, per_split,
              CFG: gl.constexpr, CAUSAL: gl.constexpr, PROFILE: gl.constexpr):
     # Q, K, V, O: 4-D TMA descriptors over (B, H, N, D); Q and O boxes are [1, 1, BLOCK_M, D], K and V [1, 1, BLOCK_N, D].
     # 8-bit (e4m3) Q, K, V: V's descriptor is over Vᵀ (B, H, D, N), boxes [1, 1, D, BLOCK_N]; DESCALE holds float32
     # descales (3, B·H): Q's, K's, V's per head (None for 16-bit inputs); O is bf16.
     # One program per (block of num_consumers·block_m query rows, batch·head); causal: heads_per_group heads (see
     # costmodel.lpt_heads_per_group) take their query blocks in turn, the longest first.
+    # CFG.tail_split (not causal): a 1-D grid; programs below main_tiles take query tile `pid` in (batch·head, tile)
+    # order with every key; the rest are parts: part p takes part p % splits (per_split key tiles) of tile
+    # main_tiles + p // splits, and writes its O to o2_desc's slot p and its LSE to LSE2's row p (tail_plan).
     NUM_CONSUMERS: gl.constexpr = CFG.num_consumers
     KV_STAGES: gl.constexpr = CFG.kv_stages
     BLOCK_N: gl.constexpr = CFG.block_n
@@ -659,6 +679,17 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, DESCALE, sm_scale, seq_len, he
         rank = pid - first_bh * n_tiles
         tile = n_tiles - 1 - rank // group
         off_bh = first_bh + rank % group
+    elif CFG.tail_split:
+        pid = gl.program_id(0)
+        if pid < main_tiles:
+            flat = pid
+            part = pid * 0 - 1
+        else:
+            part = pid - main_tiles
+            flat = main_tiles + part // splits
+        n_tiles = gl.cdiv(seq_len, TILE_M)
+        tile = flat % n_tiles
+        off_bh = flat // n_tiles
     else:
         tile = gl.program_id(0)
         off_bh = gl.program_id(1)
@@ -673,6 +704,26 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, DESCALE, sm_scale, seq_len, he
         hi = seq_len
         mask_from = seq_len // BLOCK_N
     n_kv = gl.cdiv(hi, BLOCK_N)
+    if CFG.tail_split:  # a part walks key tiles kv_lo … kv_lo + n_kv − 1; the consumers count keys from kv_lo·BLOCK_N
+        gl.static_assert(not CAUSAL, "Fa3Config.tail_split is for the non-causal kernel")
+        if part >= 0:
+            kv_lo = (part % splits) * per_split
+            n_kv = gl.minimum(n_kv - kv_lo, per_split)
+            lse_ptr = LSE2 + part * TILE_M - m0  # + a row's index: the part's LSE row
+            row_limit = m0 + TILE_M
+        else:
+            kv_lo = part * 0
+            lse_ptr = LSE + off_bh.to(gl.int64) * seq_len
+            row_limit = seq_len
+        key0 = kv_lo * BLOCK_N
+        mask_from = mask_from - kv_lo
+        key_len = seq_len - key0
+    else:
+        part = -1
+        key0 = 0
+        lse_ptr = LSE
+        row_limit = seq_len
+        key_len = seq_len
     qk_scale = sm_scale * _LOG2_E
     if q_desc.dtype.is_fp8():  # Q's and K's descales fold into the softmax scale; V's multiplies O at the end
         bh = gl.num_programs(1)
@@ -715,10 +766,10 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, DESCALE, sm_scale, seq_len, he
 
     # what every consumer works on, and what the producer loads (the consumer's index and the constexprs are written
     # into each partition's arguments: a tuple built beforehand would turn them into run-time integers)
-    work = (o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn, qk_scale, seq_len,
-            off_b, off_h, off_bh, m0, n_kv, mask_from, o_smem, v_descale, p_smem)
+    work = (o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn, qk_scale, key_len,
+            off_b, off_h, off_bh, m0, n_kv, mask_from, o_smem, v_descale, p_smem, part, o2_desc, lse_ptr, row_limit)
     loads = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, off_b, off_h,
-             m0, n_kv)
+             m0, n_kv, key0)
     # consumer 0 is the default partition (the kernel's num_warps=4 warps); the other consumers and the producer are
     # workers
     if NUM_CONSUMERS == 1:  # no ping-pong: the lone consumer and the producer
@@ -905,6 +956,48 @@ def v_transposed(v: torch.Tensor, p_in_place_block: int | None = None) -> torch.
     return out.view(v.dtype) if v.element_size() == 1 else out
 
 
+def tail_plan(tiles: int, key_tiles: int, sms: int) -> tuple[int, int, int]:
+    """(main_tiles, splits, per_split) for Fa3Config.tail_split: `tiles` query tiles of `key_tiles` key tiles each,
+    one a program, `sms` programs at a time. The whole waves' tiles run whole; the rest (fewer than sms) would leave
+    SMs idle for a whole program's time at the end, so each is split along its keys into `splits` parts of
+    `per_split` key tiles, as many as one wave holds (splits × rest ≤ sms). splits 1: nothing to split."""
+    rest = tiles % sms
+    splits = min(sms // rest, key_tiles) if rest else 1
+    if splits < 2:
+        return tiles, 1, key_tiles
+    per = -(-key_tiles // splits)
+    return tiles - rest, -(-key_tiles // per), per
+
+
+@triton.jit
+def _merge_tail_kernel(O, LSE, OP, LP, main_tiles, n_tiles, seq_len, splits, TILE_M: tl.constexpr,
+                       HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
+    # split tile i (main_tiles + i in (batch·head, tile) order), rows BLOCK·pid(1) …: its parts' O (normalized,
+    # bf16, OP (parts, TILE_M, D)) and LSE (LP (parts, TILE_M)) merged: LSE = log Σ e^lse_s, O = Σ e^(lse_s − LSE) O_s
+    i = tl.program_id(0)
+    flat = main_tiles + i
+    bh = flat // n_tiles
+    local = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    rows = (flat % n_tiles) * TILE_M + local
+    d = tl.arange(0, HEAD_DIM)
+    first = i * splits
+    m = tl.full([BLOCK], float("-inf"), tl.float32)
+    for s in range(splits):
+        m = tl.maximum(m, tl.load(LP + (first + s) * TILE_M + local))
+    den = tl.zeros([BLOCK], tl.float32)
+    acc = tl.zeros([BLOCK, HEAD_DIM], tl.float32)
+    for s in range(splits):
+        w = tl.exp(tl.load(LP + (first + s) * TILE_M + local) - m)
+        o = tl.load(OP + ((first + s) * TILE_M + local)[:, None].to(tl.int64) * HEAD_DIM + d[None, :])
+        den += w
+        acc += w[:, None] * o.to(tl.float32)
+    keep = rows < seq_len
+    out = bh.to(tl.int64) * seq_len + rows
+    tl.store(LSE + out, m + tl.log(den), mask=keep)
+    tl.store(O + out[:, None] * HEAD_DIM + d[None, :], (acc / den[:, None]).to(O.dtype.element_ty),
+             mask=keep[:, None])
+
+
 def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
               config: Fa3Config, profile: bool = False, descale: torch.Tensor | None = None,
               v_is_transposed: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -937,10 +1030,38 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
         v_desc = compat.make_descriptor(v, [1, 1, config.block_n, head_dim])
         descale = None
     grid, key, group, options = _launch_plan(q, config, causal, profile)
+    if not config.tail_split:
+        with kernel_launch_lock():
+            _FWD_LAUNCH(key, grid, None, (q_desc, k_desc, v_desc, o_desc, lse, descale, sm_scale, seq_len, heads, group,
+                                          o_desc, lse, 0, 1, 0), options)
+        return o, lse
+    if causal:
+        raise ValueError("Fa3Config.tail_split is for the non-causal kernel")
+    tiles, key_tiles = grid[0] * grid[1], triton.cdiv(seq_len, config.block_n)
+    main, splits, per = tail_plan(tiles, key_tiles, sm_count(q.device) if q.device.type == "cuda" else HOPPER_SMS)
+    parts = (tiles - main) * splits if splits > 1 else 0
+    # the parts' scratch: O (parts, 1, tile rows, D) in O's dtype and the LSE (parts, tile rows)
+    o_part = torch.empty((max(parts, 1), 1, config.tile_m, head_dim), dtype=o.dtype, device=q.device)
+    lse_part = torch.empty((max(parts, 1), config.tile_m), dtype=torch.float32, device=q.device)
+    o2_desc = compat.make_descriptor(o_part, [1, 1, config.block_m, head_dim])
     with kernel_launch_lock():
-        _FWD_LAUNCH(key, grid, None, (q_desc, k_desc, v_desc, o_desc, lse, descale, sm_scale, seq_len, heads, group),
-                    options)
+        _FWD_LAUNCH(key, (main + parts,), None, (q_desc, k_desc, v_desc, o_desc, lse, descale, sm_scale, seq_len, heads,
+                                                 group, o2_desc, lse_part, main, splits, per), options)
+        if parts:
+            merge_tail(o, lse, o_part, lse_part, main, splits)
     return o, lse
+
+
+def merge_tail(o: torch.Tensor, lse: torch.Tensor, o_part: torch.Tensor, lse_part: torch.Tensor, main_tiles: int,
+               splits: int) -> None:
+    """Into o (B, H, N, D, contiguous) and lse (B, H, N): each split tile's parts merged by their LSE. o_part
+    (parts, 1, tile rows, D) and lse_part (parts, tile rows) hold part p of tile main_tiles + p // splits, counting
+    tiles in (batch·head, query tile) order; the caller holds the launch lock."""
+    tile_m, head_dim = o_part.shape[2], o_part.shape[3]
+    block = 64 if tile_m % 64 == 0 else tile_m
+    _merge_tail_kernel[(o_part.shape[0] // splits, tile_m // block)](
+        o, lse, o_part, lse_part, main_tiles, triton.cdiv(o.shape[2], tile_m), o.shape[2], splits, TILE_M=tile_m,
+        HEAD_DIM=head_dim, BLOCK=block, num_warps=4)
 
 
 def _launch_plan(q: torch.Tensor, config: Fa3Config, causal: bool, profile: bool) -> tuple[tuple, tuple, int, dict]:
@@ -974,6 +1095,8 @@ def fast_launcher(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
         return None
     scale = float(sm_scale)
     config = _config_for(q, causal)
+    if config.tail_split:  # two launches and a scratch buffer: the checked path (launch_v3)
+        return None
     o0 = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     make_q, make_o = (compat.descriptor_template(t, [1, 1, config.block_m, head_dim]) for t in (q, o0))
     make_k, make_v = (compat.descriptor_template(t, [1, 1, config.block_n, head_dim]) for t in (k, v))
@@ -986,7 +1109,9 @@ def fast_launcher(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
     def run(q, k, v):
         o = torch.empty(shape, dtype=dtype, device=device)
         lse = torch.empty(lse_shape, dtype=torch.float32, device=device)
-        launch((make_q(q), make_k(k), make_v(v), make_o(o), lse, None, scale, seq_len, heads, group))
+        o_desc = make_o(o)
+        launch((make_q(q), make_k(k), make_v(v), o_desc, lse, None, scale, seq_len, heads, group, o_desc, lse, 0, 1,
+                0))
         return o, lse
     return run
 

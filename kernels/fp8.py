@@ -443,4 +443,5 @@ def fp8_candidates() -> dict:
     import dataclasses
     three = config_for_fp8(128, False)
     return {"three consumers with the overlap on, D128": (128, False, dataclasses.replace(three, overlap=True)),
-            "three consumers with three K/V slots, D128": (128, False, dataclasses.replace(three, kv_stages=3))}
+            "three consumers with three K/V slots, D128": (128, False, dataclasses.replace(three, kv_stages=3)),
+            "three consumers with the tail split, D128": (128, False, dataclasses.replace(three, tail_split=True))}

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from kernels import gluon_compat
-from kernels.fa3 import (LADDER, SHIPPED, SHORT, SUPPORTED_HEAD_DIMS, Fa3Config, config_for_v3,
-                         tiles_for, v3_unavailable_reason, flash_attention_v3)
+from kernels.fa3 import (LADDER, SHIPPED, SHORT, SUPPORTED_HEAD_DIMS, Fa3Config, config_for_v3, merge_tail,
+                         tail_plan, tiles_for, v3_unavailable_reason, flash_attention_v3)
 from costmodel import LPT_L2_BYTES, Shape, lpt_heads_per_group
 from kernels.reference import reference_attention, relative_error
 from kernels.runtime import DEVICE, INTERPRET, backend
@@ -47,6 +47,58 @@ def test_fa3_matches_float64_reference(seq_len, head_dim, dtype, causal, poisone
     assert torch.isfinite(out).all() and torch.isfinite(lse).all(), "unwritten (NaN-poisoned) output elements"
     assert relative_error(out, ref) < TOLERANCE[dtype]
     assert relative_error(lse, ref_lse) < 1e-4
+
+
+@pytest.mark.gpu
+@needs_hopper
+@pytest.mark.parametrize("seq_len", RAGGED)
+@pytest.mark.parametrize("head_dim", SUPPORTED_HEAD_DIMS)
+def test_tail_split_matches_float64_reference(seq_len, head_dim, poisoned_allocations):
+    """Fa3Config.tail_split (not causal): the tiles past the last whole wave split along the keys, merged by their
+    LSE. B2 H3 has fewer tiles than SMs, so every tile is split wherever it has more than one key tile."""
+    config = dataclasses.replace(SHIPPED[(head_dim, False)], tail_split=True)
+    tiles = -(-seq_len // config.tile_m) * 6
+    key_tiles = -(-seq_len // config.block_n)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert (tail_plan(tiles, key_tiles, sms)[1] > 1) == (key_tiles > 1)
+    q, k, v = random_qkv((2, 3, seq_len, head_dim), torch.bfloat16, seed=seq_len * 5 + head_dim)
+    out, lse = flash_attention_v3(q, k, v, return_lse=True, config=config)
+    ref, ref_lse = reference_attention(q, k, v, False)
+    assert torch.isfinite(out).all() and torch.isfinite(lse).all(), "unwritten (NaN-poisoned) output elements"
+    assert relative_error(out, ref) < TOLERANCE[torch.bfloat16]
+    assert relative_error(lse, ref_lse) < 1e-4
+
+
+@pytest.mark.gpu
+@needs_hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float8_e4m3fn], ids=["bf16", "e4m3"])
+def test_tail_split_at_8k_changes_only_the_split_tiles(dtype):
+    """B2 H16 8K head_dim 128, not causal: the last wave's tiles split (e4m3's three consumers: 1376 tiles, 56 past
+    ten waves of 132). Rows of the whole waves come out bit for bit as without the split; the split rows within
+    O's rounding of them, and their LSE within fp32's."""
+    from kernels.fa3 import launch_v3
+    from kernels.fp8 import config_for_fp8, quantize_fp8
+    fp8 = dtype == torch.float8_e4m3fn
+    base = config_for_fp8(128, False) if fp8 else SHIPPED[(128, False)]
+    split = dataclasses.replace(base, tail_split=True)
+    x = random_qkv((2, 16, 8192, 128), torch.float32, seed=8)
+    if fp8:
+        (q, dq), (k, dk), (v, dv) = (quantize_fp8(t, "head") for t in x)
+        descale = torch.stack([d.reshape(-1).float() for d in (dq, dk, dv)])
+    else:
+        (q, k, v), descale = (t.to(dtype) for t in x), None
+    o0, lse0 = launch_v3(q, k, v, False, 128 ** -0.5, base, descale=descale)
+    o1, lse1 = launch_v3(q, k, v, False, 128 ** -0.5, split, descale=descale)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    n_tiles = -(-8192 // base.tile_m)
+    main, splits, _ = tail_plan(n_tiles * 32, 8192 // base.block_n, sms)
+    flat_rows = (torch.arange(32 * 8192, device="cuda") // 8192) * n_tiles + torch.arange(8192, device="cuda").repeat(
+        32) // base.tile_m  # each row's tile in (batch·head, tile) order
+    tail = (flat_rows >= main).reshape(2, 16, 8192)
+    assert splits > 1 or not tail.any()
+    assert torch.equal(o0[~tail], o1[~tail]) and torch.equal(lse0[~tail], lse1[~tail])
+    torch.testing.assert_close(o1[tail].float(), o0[tail].float(), rtol=2 ** -7, atol=2e-3)
+    torch.testing.assert_close(lse1[tail], lse0[tail], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.gpu
@@ -146,6 +198,54 @@ def test_short_sequences_take_fewer_rows_where_they_measured_faster(causal, shor
     assert config_for_v3(64, False, 1024, 256, sms=132) is SHIPPED[(64, False)]
     assert config_for_v3(128, causal, 512, 32) is SHIPPED[(128, causal)]
     assert config_for_v3(64, causal) is SHIPPED[(64, causal)]  # no shape given: the shipped one
+
+
+def test_tail_plan_splits_the_tiles_past_the_last_whole_wave_over_one_wave():
+    assert tail_plan(1376, 64, 132) == (1320, 2, 32)  # e4m3 D128 8K B2 H16: 56 tiles left, two parts each
+    assert tail_plan(4096, 128, 132) == (4092, 32, 4)  # 4 left: 33 parts would fit, 32 of 4 key tiles cover 128
+    assert tail_plan(2752, 128, 132) == (2752, 1, 128)  # 112 left: no two parts of each fit one wave
+    assert tail_plan(264, 64, 132) == (264, 1, 64)  # whole waves
+    assert tail_plan(6, 1, 132) == (6, 1, 1)  # one key tile: nothing to split
+    for tiles in (1, 5, 36, 131, 133, 200, 1376, 4097):
+        for key_tiles in (1, 2, 3, 7, 64, 129):
+            main, splits, per = tail_plan(tiles, key_tiles, 132)
+            if splits == 1:
+                assert main == tiles
+                continue
+            assert main == tiles - tiles % 132 and (tiles - main) * splits <= 132
+            assert (splits - 1) * per < key_tiles <= splits * per  # every part has keys; together all of them
+
+
+def test_merge_tail_merges_parts_by_their_lse():
+    """merge_tail (the tail split's second kernel; the interpreter in CI): parts of the keys, each attended
+    separately (O normalized, its LSE), merged into the rows of their tiles, float64 reference; other rows untouched."""
+    gen = torch.Generator().manual_seed(3)
+    b, h, n, d, tile_m, splits = 1, 2, 300, 64, 128, 3
+    q, k, v = (torch.randn(b, h, n, d, generator=gen, dtype=torch.float64) for _ in range(3))
+    ref, ref_lse = reference_attention(q, k, v, False)
+    n_tiles = -(-n // tile_m)
+    main = 4  # of 6 tiles in (batch·head, tile) order: tiles 4 and 5 (head 1's last two) are split
+    o_part = torch.randn(2 * splits, 1, tile_m, d, generator=gen)  # rows past n stay random: read, not stored
+    lse_part = torch.randn(2 * splits, tile_m, generator=gen)
+    bounds = (0, 100, 200, n)
+    for i, flat in enumerate(range(main, 2 * n_tiles)):
+        bh, tile = divmod(flat, n_tiles)
+        rows = slice(tile * tile_m, min(n, (tile + 1) * tile_m))
+        for s in range(splits):
+            keys = slice(bounds[s], bounds[s + 1])
+            o_s, lse_s = reference_attention(q[:, bh:bh + 1, rows], k[:, bh:bh + 1, keys], v[:, bh:bh + 1, keys], False)
+            o_part[i * splits + s, 0, :rows.stop - rows.start] = o_s[0, 0].float()
+            lse_part[i * splits + s, :rows.stop - rows.start] = lse_s[0, 0].float()
+    o = torch.full((b, h, n, d), float("nan"))
+    lse = torch.full((b, h, n), float("nan"))
+    o, lse, o_part, lse_part = (t.to(DEVICE) for t in (o, lse, o_part, lse_part))
+    merge_tail(o, lse, o_part, lse_part, main, splits)
+    o, lse = o.cpu(), lse.cpu()
+    merged = torch.zeros(b, h, n, dtype=torch.bool)
+    merged[0, 1, tile_m:] = True  # head 1's tiles 1 and 2
+    assert torch.isnan(o[~merged]).all() and torch.isnan(lse[~merged]).all()
+    torch.testing.assert_close(o[merged].double(), ref[merged], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(lse[merged].double(), ref_lse[merged], rtol=1e-5, atol=1e-5)
 
 
 def test_configs_fit_the_hopper_sm():
