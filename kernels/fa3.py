@@ -726,7 +726,10 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, DESCALE, sm_scale, seq_len, he
         key_len = seq_len
     qk_scale = sm_scale * _LOG2_E
     if q_desc.dtype.is_fp8():  # Q's and K's descales fold into the softmax scale; V's multiplies O at the end
-        bh = gl.num_programs(1)
+        if CFG.tail_split:  # a 1-D grid: the host passes batch·heads as heads_per_group (unused when not causal)
+            bh = heads_per_group
+        else:
+            bh = gl.num_programs(1)
         qk_scale = qk_scale * gl.load(DESCALE + off_bh) * gl.load(DESCALE + bh + off_bh)
         v_descale = gl.load(DESCALE + 2 * bh + off_bh)
     else:
@@ -794,14 +797,18 @@ SHIPPED: dict[tuple[int, bool], Fa3Config] = {
     # Not causal, the in-warpgroup overlap off (on, it measured 0.96-0.99×); causal, the overlap on with the longest
     # query blocks first across an L2-sized group of heads (lpt): 1.052-1.074× at 8K, 1.003-1.018× at 16K,
     # 0.995-1.016× at 32K in two runs (BENCHMARKS.md §3c)
-    (64, False): Fa3Config(64, 128, 3, 4, 160, 32, overlap=False, lazy_rescale=True),
+    # Not causal at 64 and 128, the tail split (Fa3Config.tail_split: the tiles past the last whole wave split along
+    # their keys), timed against the same config without it (an H100, 2026-12-05 22:18, perf/h200/tail_split.py):
+    # head_dim 64 8K 1.032× (56 tiles left of 1,376), 16K 1.005× (nothing split); 128 16K 1.048× (4 left: 32 parts),
+    # 32K 1.036×, 8K 1.002× (nothing split)
+    (64, False): Fa3Config(64, 128, 3, 4, 160, 32, overlap=False, lazy_rescale=True, tail_split=True),
     (64, True): Fa3Config(64, 128, 3, 4, 160, 32, lazy_rescale=True, lpt=True),
     # head_dim 128: the ping-pong pair; Q·Kᵀ's A operand from registers (32 of the 240; no spills); the hand-off
     # through named barriers, one K/V ring entry per round and the conditional rescale; causal with a third ring
     # slot (224 KB of shared memory) and the longest query blocks first across an L2-sized group of heads (lpt:
     # 1.022-1.028× at 8K, 0.990 at 16K, 1.009 at 32K; BENCHMARKS.md §3c)
     (128, False): Fa3Config(64, 128, 2, 2, 240, 24, q_in_regs=True, named_turns=True, kv_paired=True,
-                            lazy_rescale=True),
+                            lazy_rescale=True, tail_split=True),
     (128, True): Fa3Config(64, 128, 2, 3, 240, 24, q_in_regs=True, named_turns=True, kv_paired=True,
                            lazy_rescale=True, lpt=True),
     # head_dim 256: the ping-pong pair with 64-key tiles (FA-3 takes 80; a Gluon arange wants a power of two) in two
@@ -960,13 +967,22 @@ def tail_plan(tiles: int, key_tiles: int, sms: int) -> tuple[int, int, int]:
     """(main_tiles, splits, per_split) for Fa3Config.tail_split: `tiles` query tiles of `key_tiles` key tiles each,
     one a program, `sms` programs at a time. The whole waves' tiles run whole; the rest (fewer than sms) would leave
     SMs idle for a whole program's time at the end, so each is split along its keys into `splits` parts of
-    `per_split` key tiles, as many as one wave holds (splits × rest ≤ sms). splits 1: nothing to split."""
+    `per_split` key tiles, as many as one wave holds (splits × rest ≤ sms). splits 1: nothing to split. Fewer tiles
+    than SMs (short or few-head calls: host-bound, and not measured) are not split."""
     rest = tiles % sms
-    splits = min(sms // rest, key_tiles) if rest else 1
+    splits = min(sms // rest, key_tiles) if rest and tiles >= sms else 1
     if splits < 2:
         return tiles, 1, key_tiles
     per = -(-key_tiles // splits)
     return tiles - rest, -(-key_tiles // per), per
+
+
+def _tail_launch(config: Fa3Config, grid: tuple, seq_len: int, sms: int) -> tuple[tuple, int, int, int, int]:
+    """(the 1-D grid, main_tiles, splits, per_split, parts) of a tail_split launch whose 2-D grid would be `grid`."""
+    tiles = grid[0] * grid[1]
+    main, splits, per = tail_plan(tiles, triton.cdiv(seq_len, config.block_n), sms)
+    parts = (tiles - main) * splits if splits > 1 else 0
+    return (main + parts,), main, splits, per, parts
 
 
 @triton.jit
@@ -1037,15 +1053,15 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
         return o, lse
     if causal:
         raise ValueError("Fa3Config.tail_split is for the non-causal kernel")
-    tiles, key_tiles = grid[0] * grid[1], triton.cdiv(seq_len, config.block_n)
-    main, splits, per = tail_plan(tiles, key_tiles, sm_count(q.device) if q.device.type == "cuda" else HOPPER_SMS)
-    parts = (tiles - main) * splits if splits > 1 else 0
+    grid, main, splits, per, parts = _tail_launch(config, grid, seq_len,
+                                                  sm_count(q.device) if q.device.type == "cuda" else HOPPER_SMS)
+    group = batch * heads  # the 1-D grid's kernel reads batch·heads here (heads_per_group: causal only)
     # the parts' scratch: O (parts, 1, tile rows, D) in O's dtype and the LSE (parts, tile rows)
     o_part = torch.empty((max(parts, 1), 1, config.tile_m, head_dim), dtype=o.dtype, device=q.device)
     lse_part = torch.empty((max(parts, 1), config.tile_m), dtype=torch.float32, device=q.device)
     o2_desc = compat.make_descriptor(o_part, [1, 1, config.block_m, head_dim])
     with kernel_launch_lock():
-        _FWD_LAUNCH(key, (main + parts,), None, (q_desc, k_desc, v_desc, o_desc, lse, descale, sm_scale, seq_len, heads,
+        _FWD_LAUNCH(key, grid, None, (q_desc, k_desc, v_desc, o_desc, lse, descale, sm_scale, seq_len, heads,
                                                  group, o2_desc, lse_part, main, splits, per), options)
         if parts:
             merge_tail(o, lse, o_part, lse_part, main, splits)
@@ -1095,14 +1111,19 @@ def fast_launcher(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
         return None
     scale = float(sm_scale)
     config = _config_for(q, causal)
-    if config.tail_split:  # two launches and a scratch buffer: the checked path (launch_v3)
-        return None
     o0 = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     make_q, make_o = (compat.descriptor_template(t, [1, 1, config.block_m, head_dim]) for t in (q, o0))
     make_k, make_v = (compat.descriptor_template(t, [1, 1, config.block_n, head_dim]) for t in (k, v))
     install_encoding_cache()
     grid, key, group, options = _launch_plan(q, config, causal, False)
     shape, lse_shape, dtype, device = tuple(q.shape), (batch, heads, seq_len), q.dtype, q.device
+    main, splits, per, parts = 0, 1, 0, 0
+    if config.tail_split:  # the 1-D grid, and where something is split its scratch and the merge (launch_v3)
+        grid, main, splits, per, parts = _tail_launch(config, grid, seq_len, sm_count(q.device))
+        group = batch * heads
+    part_shape, part_lse_shape = (max(parts, 1), 1, config.tile_m, head_dim), (max(parts, 1), config.tile_m)
+    make_part = compat.descriptor_template(torch.empty(part_shape, dtype=dtype, device=device),
+                                           [1, 1, config.block_m, head_dim]) if parts else None
 
     launch = _FWD_LAUNCH.repeat(key, grid, options)
 
@@ -1110,8 +1131,15 @@ def fast_launcher(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
         o = torch.empty(shape, dtype=dtype, device=device)
         lse = torch.empty(lse_shape, dtype=torch.float32, device=device)
         o_desc = make_o(o)
-        launch((make_q(q), make_k(k), make_v(v), o_desc, lse, None, scale, seq_len, heads, group, o_desc, lse, 0, 1,
-                0))
+        if not parts:
+            launch((make_q(q), make_k(k), make_v(v), o_desc, lse, None, scale, seq_len, heads, group, o_desc, lse,
+                    main, splits, per))
+            return o, lse
+        o_part = torch.empty(part_shape, dtype=dtype, device=device)
+        lse_part = torch.empty(part_lse_shape, dtype=torch.float32, device=device)
+        launch((make_q(q), make_k(k), make_v(v), o_desc, lse, None, scale, seq_len, heads, group, make_part(o_part),
+                lse_part, main, splits, per))
+        merge_tail(o, lse, o_part, lse_part, main, splits)
         return o, lse
     return run
 

@@ -56,11 +56,11 @@ def test_fa3_matches_float64_reference(seq_len, head_dim, dtype, causal, poisone
 def test_tail_split_matches_float64_reference(seq_len, head_dim, poisoned_allocations):
     """Fa3Config.tail_split (not causal): the tiles past the last whole wave split along the keys, merged by their
     LSE. B2 H3 has fewer tiles than SMs, so every tile is split wherever it has more than one key tile."""
-    config = dataclasses.replace(SHIPPED[(head_dim, False)], tail_split=True)
+    config = dataclasses.replace(SHIPPED[(head_dim, False)], tail_split=True)  # (shipped so at 64 and 128)
     tiles = -(-seq_len // config.tile_m) * 6
     key_tiles = -(-seq_len // config.block_n)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    assert (tail_plan(tiles, key_tiles, sms)[1] > 1) == (key_tiles > 1)
+    assert (tail_plan(tiles, key_tiles, sms)[1] > 1) == (key_tiles > 1 and tiles % sms > 0)
     q, k, v = random_qkv((2, 3, seq_len, head_dim), torch.bfloat16, seed=seq_len * 5 + head_dim)
     out, lse = flash_attention_v3(q, k, v, return_lse=True, config=config)
     ref, ref_lse = reference_attention(q, k, v, False)
@@ -79,8 +79,9 @@ def test_tail_split_at_8k_changes_only_the_split_tiles(dtype):
     from kernels.fa3 import launch_v3
     from kernels.fp8 import config_for_fp8, quantize_fp8
     fp8 = dtype == torch.float8_e4m3fn
-    base = config_for_fp8(128, False) if fp8 else SHIPPED[(128, False)]
-    split = dataclasses.replace(base, tail_split=True)
+    split = config_for_fp8(128, False) if fp8 else SHIPPED[(128, False)]
+    assert split.tail_split, "shipped at head_dim 128, not causal (16-bit and e4m3)"
+    base = dataclasses.replace(split, tail_split=False)
     x = random_qkv((2, 16, 8192, 128), torch.float32, seed=8)
     if fp8:
         (q, dq), (k, dk), (v, dv) = (quantize_fp8(t, "head") for t in x)

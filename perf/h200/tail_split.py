@@ -2,7 +2,7 @@
 GPU), at the non-causal shapes where `tail_plan` splits something: bf16 at head_dim 64 (8K) and 128 (16K, 32K), and
 e4m3 at head_dim 128 (8K, three consumers: kernels.fp8), plus one shape each where nothing is split (level expected).
 
-    PYTHONUNBUFFERED=1 python -m perf.h200.tail_split [--rounds 5] [--json PATH]
+    PYTHONUNBUFFERED=1 python -m perf.h200.tail_split [--rounds 5] [--json PATH] [--dtype bf16|e4m3]
 
 1. Checks: each shape's split output against the unsplit one on the same inputs: rows of the whole waves bit for
    bit, the split rows within bf16's rounding (the merge of bf16 parts), the LSE within fp32's.
@@ -66,12 +66,15 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--dtype", choices=("bf16", "e4m3"), default=None, help="only this dtype's shapes")
     args = parser.parse_args(argv)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}", flush=True)
     rows, failed = [], 0
     for dtype, b, h, n, d in SHAPES:
+        if args.dtype and dtype != args.dtype:
+            continue
         launch, base = _setup(dtype, b, h, n, d)
-        split = dataclasses.replace(base, tail_split=True)
+        split, base = dataclasses.replace(base, tail_split=True), dataclasses.replace(base, tail_split=False)
         row = {"dtype": dtype, "shape": [b, h, n, d], "config": base.label, **check(launch, base, split, b, h, n)}
         if not row["ok"]:
             failed += 1
