@@ -66,6 +66,7 @@ the end.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -867,14 +868,19 @@ def _waves_by_rows(config: Fa3Config, seq_len: int, batch_heads: int, sms: int) 
 def config_for_v3(head_dim: int, causal: bool, seq_len: int | None = None, batch_heads: int | None = None,
                   sms: int = HOPPER_SMS) -> Fa3Config:
     """The config the kernel runs: SHIPPED's for the head_dim and mask, or, given the shape's length and batch ×
-    heads on `sms` SMs, SHORT's where the wave model says it finishes first."""
+    heads on `sms` SMs, SHORT's where the wave model says it finishes first; and given the shape, the tail split
+    only where tail_plan splits something (elsewhere the same config without it: the 2-D grid, and the library's
+    fast path)."""
     shipped = SHIPPED[(head_dim, causal)]
     short = SHORT.get((head_dim, causal))
-    if short is None or seq_len is None or batch_heads is None:
+    if seq_len is None or batch_heads is None:
         return shipped
-    if _waves_by_rows(short, seq_len, batch_heads, sms) < SHORT_ROW_RATE[causal] * _waves_by_rows(
+    if short is not None and _waves_by_rows(short, seq_len, batch_heads, sms) < SHORT_ROW_RATE[causal] * _waves_by_rows(
             shipped, seq_len, batch_heads, sms):
         return short
+    if shipped.tail_split and tail_plan(triton.cdiv(seq_len, shipped.tile_m) * batch_heads,
+                                        triton.cdiv(seq_len, shipped.block_n), sms)[1] == 1:
+        return dataclasses.replace(shipped, tail_split=False)
     return shipped
 
 
@@ -1111,19 +1117,14 @@ def fast_launcher(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
         return None
     scale = float(sm_scale)
     config = _config_for(q, causal)
+    if config.tail_split:  # (only where something is split: config_for_v3) the checked path, launch_v3
+        return None
     o0 = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     make_q, make_o = (compat.descriptor_template(t, [1, 1, config.block_m, head_dim]) for t in (q, o0))
     make_k, make_v = (compat.descriptor_template(t, [1, 1, config.block_n, head_dim]) for t in (k, v))
     install_encoding_cache()
     grid, key, group, options = _launch_plan(q, config, causal, False)
     shape, lse_shape, dtype, device = tuple(q.shape), (batch, heads, seq_len), q.dtype, q.device
-    main, splits, per, parts = 0, 1, 0, 0
-    if config.tail_split:  # the 1-D grid, and where something is split its scratch and the merge (launch_v3)
-        grid, main, splits, per, parts = _tail_launch(config, grid, seq_len, sm_count(q.device))
-        group = batch * heads
-    part_shape, part_lse_shape = (max(parts, 1), 1, config.tile_m, head_dim), (max(parts, 1), config.tile_m)
-    make_part = compat.descriptor_template(torch.empty(part_shape, dtype=dtype, device=device),
-                                           [1, 1, config.block_m, head_dim]) if parts else None
 
     launch = _FWD_LAUNCH.repeat(key, grid, options)
 
@@ -1131,15 +1132,8 @@ def fast_launcher(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
         o = torch.empty(shape, dtype=dtype, device=device)
         lse = torch.empty(lse_shape, dtype=torch.float32, device=device)
         o_desc = make_o(o)
-        if not parts:
-            launch((make_q(q), make_k(k), make_v(v), o_desc, lse, None, scale, seq_len, heads, group, o_desc, lse,
-                    main, splits, per))
-            return o, lse
-        o_part = torch.empty(part_shape, dtype=dtype, device=device)
-        lse_part = torch.empty(part_lse_shape, dtype=torch.float32, device=device)
-        launch((make_q(q), make_k(k), make_v(v), o_desc, lse, None, scale, seq_len, heads, group, make_part(o_part),
-                lse_part, main, splits, per))
-        merge_tail(o, lse, o_part, lse_part, main, splits)
+        launch((make_q(q), make_k(k), make_v(v), o_desc, lse, None, scale, seq_len, heads, group, o_desc, lse, 0, 1,
+                0))
         return o, lse
     return run
 
@@ -1191,7 +1185,7 @@ def unavailable_for(shape, device: torch.device | None = None) -> str | None:
 def proton_launcher(head_dim: int, causal: bool, dtype: torch.dtype):
     """(launch(q, k, v, causal, scale, profile), its config as plain data, the warps Proton samples, its language) for
     bench/phases.py: one warp per consumer warpgroup, and every warp of the last warpgroup (the producer's is there)."""
-    config = config_for_v3(head_dim, causal)
+    config = dataclasses.replace(config_for_v3(head_dim, causal), tail_split=False)  # (one program's inside)
 
     def launch(q, k, v, causal, scale, profile=False):
         return launch_v3(q, k, v, causal, scale, config, profile=profile)
@@ -1205,6 +1199,8 @@ def shipped_launches():
     ahead-of-time compile check (Hopper only: wgmma)."""
     from kernels.inputs import example_qkv
     rows = [("", d, c, config) for (d, c), config in sorted(SHIPPED.items())]
+    rows += [("where nothing is split: ", d, c, dataclasses.replace(config, tail_split=False))
+             for (d, c), config in sorted(SHIPPED.items()) if config.tail_split]
     rows += [("short sequences: ", d, c, config) for (d, c), config in sorted(SHORT.items())]
     rows += [(f"ladder: {name}: ", 128, False, config) for name, config in LADDER.items()
              if config not in SHIPPED.values()]
