@@ -24,6 +24,11 @@ engine (TMA) run on their own, so FA-3 (Shah et al. 2024) splits the work betwee
 - the causal schedule: a program's work grows with its query block's index, so the last blocks are launched first
   and the light ones fill the tail: one head at a time, or (`lpt`, FA-3's scheduler) longest first across a group of
   heads whose K and V fit together in L2 (`costmodel.lpt_heads_per_group`).
+- the tail split (`tail_split`, not causal; ours, in the spirit of stream-K): one program a query tile, as many at
+  once as the GPU has SMs, leaves most SMs idle in the last wave when the tiles do not fill it; the tiles past the
+  last whole wave are split along their keys into parts that fill that wave, each writing O and its LSE to scratch,
+  and a small `tl` kernel merges them (the online softmax's ⊕, as split-KV decode does: `tail_plan`, `merge_tail`).
+  One launch holds the whole tiles and the parts, so parts start as SMs free up.
 - at head_dim 128 each consumer keeps its Q block in registers (loaded from shared memory once), so every tile's
   QKᵀ wgmma reads only K from shared memory: less data moved per score (+1–2 % measured on the H200, which runs
   every kernel at its 700 W power cap).
