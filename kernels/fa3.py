@@ -1035,6 +1035,9 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
     if batch * heads > 65535:  # the grid's second dimension
         raise ValueError(f"batch × heads must be at most 65535 for the FA-3 kernel's grid; got {batch * heads}")
     fp8 = q.dtype == torch.float8_e4m3fn
+    if config.tail_split and causal:
+        raise ValueError("Fa3Config.tail_split is for the non-causal kernel (a causal launch orders its programs "
+                         "longest first instead: lpt)")
     if (config.p_smem or config.o_in_ring) and not fp8:
         raise ValueError(f"Fa3Config.p_smem and o_in_ring (P, O through shared memory) are for 8-bit inputs; got "
                          f"{q.dtype}")
@@ -1062,8 +1065,6 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
             _FWD_LAUNCH(key, grid, None, (q_desc, k_desc, v_desc, o_desc, lse, descale, sm_scale, seq_len, heads, group,
                                           o_desc, lse, 0, 1, 0), options)
         return o, lse
-    if causal:
-        raise ValueError("Fa3Config.tail_split is for the non-causal kernel")
     grid, main, splits, per, parts = _tail_launch(config, grid, seq_len,
                                                   sm_count(q.device) if q.device.type == "cuda" else HOPPER_SMS)
     group = batch * heads  # the 1-D grid's kernel reads batch·heads here (heads_per_group: causal only)

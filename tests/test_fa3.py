@@ -232,6 +232,13 @@ def test_the_tail_split_runs_only_where_it_splits_something():
         assert dataclasses.replace(config, tail_split=True) == SHIPPED[(head_dim, False)]
 
 
+def test_a_causal_launch_with_the_tail_split_is_refused_before_anything_runs():
+    from kernels.fa3 import launch_v3
+    q, k, v = (torch.randn(1, 2, 300, 64, dtype=torch.bfloat16) for _ in range(3))
+    with pytest.raises(ValueError, match="tail_split is for the non-causal kernel"):
+        launch_v3(q, k, v, True, 0.125, SHIPPED[(64, False)])
+
+
 def test_merge_tail_merges_parts_by_their_lse():
     """merge_tail (the tail split's second kernel; the interpreter in CI): parts of the keys, each attended
     separately (O normalized, its LSE), merged into the rows of their tiles, float64 reference; other rows untouched."""
