@@ -220,6 +220,20 @@ def test_tail_plan_splits_the_tiles_past_the_last_whole_wave_over_one_wave():
             assert (splits - 1) * per < key_tiles <= splits * per  # every part has keys; together all of them
 
 
+def test_the_spread_plan_experiment_lets_parts_take_more_than_one_short_wave():
+    """perf/h200/tail_split.py --spread (not shipped): where the shipped rule splits nothing (bf16 D128 8K: 68 tiles
+    left of 2,048) the cost model takes 5 parts a tile over 3 short waves; where no split pays it splits nothing."""
+    from perf.h200.tail_split import spread_plan
+    assert tail_plan(2048, 64, 132) == (2048, 1, 64)
+    assert spread_plan(2048, 64, 132) == (1980, 5, 13)  # ⌈340 ÷ 132⌉ = 3 waves × (13/64 + 0.03) ≈ 0.70 < 1
+    assert spread_plan(1376, 64, 132) == tail_plan(1376, 64, 132)  # one short wave is already best there
+    assert spread_plan(2752, 128, 132) == (2752, 1, 128)  # 112 left: nothing beats the unsplit tail
+    assert spread_plan(36, 8, 132) == (36, 1, 8)  # fewer tiles than SMs: not split
+    for tiles, key_tiles in ((1000, 7), (2048, 64), (4097, 129), (300, 2)):
+        main, splits, per = spread_plan(tiles, key_tiles, 132)
+        assert splits == 1 or (main == tiles - tiles % 132 and (splits - 1) * per < key_tiles <= splits * per)
+
+
 def test_the_tail_split_runs_only_where_it_splits_something():
     """config_for_v3 keeps the shipped tail split (16-bit, not causal, head_dim 64 and 128) only at shapes where
     tail_plan splits: elsewhere the same config without it (the 2-D grid, the library's fast path)."""

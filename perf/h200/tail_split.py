@@ -2,13 +2,17 @@
 GPU), at the non-causal shapes where `tail_plan` splits something: bf16 at head_dim 64 (8K) and 128 (16K, 32K), and
 e4m3 at head_dim 128 (8K, three consumers: kernels.fp8), plus one shape each where nothing is split (level expected).
 
-    PYTHONUNBUFFERED=1 python -m perf.h200.tail_split [--rounds 5] [--json PATH] [--dtype bf16|e4m3]
+    PYTHONUNBUFFERED=1 python -m perf.h200.tail_split [--rounds 5] [--json PATH] [--dtype bf16|e4m3] [--spread]
 
 1. Checks: each shape's split output against the unsplit one on the same inputs: rows of the whole waves bit for
    bit, the split rows within bf16's rounding (the merge of bf16 parts), the LSE within fp32's.
 2. Timing: the launch alone (launch_v3: kernel, and the merge where something is split; e4m3 with Vᵀ made once
    beforehand, as fp8_speed times the kernel), interleaved rounds (order alternated), do_bench medians with L2
    flushed, the median over rounds; TFLOPS = 4·B·H·N²·D / t. The table: both, and split ÷ unsplit.
+
+--spread: the next step's experiment (BENCHMARKS.md §1c, "Next"), not shipped: the parts may run over more than one
+short wave (`spread_plan`, standing in for kernels.fa3.tail_plan during the run), timed at SPREAD_SHAPES, where the
+shipped rule splits nothing or little.
 """
 from __future__ import annotations
 
@@ -24,6 +28,28 @@ import torch
 SHAPES = (("bf16", 2, 16, 8192, 64), ("bf16", 2, 16, 16384, 64), ("bf16", 2, 16, 16384, 128),
           ("bf16", 2, 16, 32768, 128), ("bf16", 2, 16, 8192, 128), ("e4m3", 2, 16, 8192, 128),
           ("e4m3", 2, 16, 16384, 128))
+SPREAD_SHAPES = (("bf16", 2, 16, 8192, 128), ("bf16", 1, 32, 8192, 128), ("bf16", 2, 8, 16384, 256),
+                 ("bf16", 2, 16, 4096, 64))
+PART_COST = 0.03  # a part's fixed cost in program-times (its Q load, pipeline fill, store, share of the merge)
+
+
+def spread_plan(tiles: int, key_tiles: int, sms: int, part_cost: float = PART_COST, most: int = 16):
+    """tail_plan's (main_tiles, splits, per_split), but the rest's parts may take more than one wave: the split count
+    k (≤ most) that minimizes the tail's time in program-times, ⌈rest·k' ÷ sms⌉ × (per ÷ key_tiles + part_cost), k'
+    the parts k tiles of `per` key tiles make; splits 1 where no k beats the unsplit tail (1 program-time)."""
+    rest = tiles % sms
+    best, best_k = 1.0, 1
+    if rest and tiles >= sms:
+        for k in range(2, min(key_tiles, most) + 1):
+            per = -(-key_tiles // k)
+            parts = -(-key_tiles // per)
+            cost = -(-(rest * parts) // sms) * (per / key_tiles + part_cost)
+            if cost < best - 1e-9:
+                best, best_k = cost, parts
+    if best_k == 1:
+        return tiles, 1, key_tiles
+    per = -(-key_tiles // best_k)
+    return tiles - rest, -(-key_tiles // per), per
 
 
 def _setup(dtype: str, b: int, h: int, n: int, d: int):
@@ -61,16 +87,28 @@ def check(launch, base, split, b, h, n) -> dict:
 
 
 def main(argv=None) -> int:
-    import triton
-    import triton.testing
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--dtype", choices=("bf16", "e4m3"), default=None, help="only this dtype's shapes")
+    parser.add_argument("--spread", action="store_true", help="time spread_plan at SPREAD_SHAPES instead")
     args = parser.parse_args(argv)
+    from kernels import fa3
+    shipped_plan = fa3.tail_plan
+    if args.spread:
+        fa3.tail_plan = spread_plan  # (launch_v3 and check() look it up at each call)
+    try:
+        return _run(args, SPREAD_SHAPES if args.spread else SHAPES)
+    finally:
+        fa3.tail_plan = shipped_plan
+
+
+def _run(args, shapes) -> int:
+    import triton
+    import triton.testing
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}", flush=True)
     rows, failed = [], 0
-    for dtype, b, h, n, d in SHAPES:
+    for dtype, b, h, n, d in shapes:
         if args.dtype and dtype != args.dtype:
             continue
         launch, base = _setup(dtype, b, h, n, d)
