@@ -988,14 +988,6 @@ def tail_plan(tiles: int, key_tiles: int, sms: int) -> tuple[int, int, int]:
     return tiles - rest, -(-key_tiles // per), per
 
 
-def _tail_launch(config: Fa3Config, grid: tuple, seq_len: int, sms: int) -> tuple[tuple, int, int, int, int]:
-    """(the 1-D grid, main_tiles, splits, per_split, parts) of a tail_split launch whose 2-D grid would be `grid`."""
-    tiles = grid[0] * grid[1]
-    main, splits, per = tail_plan(tiles, triton.cdiv(seq_len, config.block_n), sms)
-    parts = (tiles - main) * splits if splits > 1 else 0
-    return (main + parts,), main, splits, per, parts
-
-
 @triton.jit
 def _merge_tail_kernel(O, LSE, OP, LP, main_tiles, n_tiles, seq_len, splits, TILE_M: tl.constexpr,
                        HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
@@ -1060,21 +1052,21 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
         v_desc = compat.make_descriptor(v, [1, 1, config.block_n, head_dim])
         descale = None
     grid, key, group, options = _launch_plan(q, config, causal, profile)
-    if not config.tail_split:
-        with kernel_launch_lock():
-            _FWD_LAUNCH(key, grid, None, (q_desc, k_desc, v_desc, o_desc, lse, descale, sm_scale, seq_len, heads, group,
-                                          o_desc, lse, 0, 1, 0), options)
-        return o, lse
-    grid, main, splits, per, parts = _tail_launch(config, grid, seq_len,
-                                                  sm_count(q.device) if q.device.type == "cuda" else HOPPER_SMS)
-    group = batch * heads  # the 1-D grid's kernel reads batch·heads here (heads_per_group: causal only)
-    # the parts' scratch: O (parts, 1, tile rows, D) in O's dtype and the LSE (parts, tile rows)
-    o_part = torch.empty((max(parts, 1), 1, config.tile_m, head_dim), dtype=o.dtype, device=q.device)
-    lse_part = torch.empty((max(parts, 1), config.tile_m), dtype=torch.float32, device=q.device)
-    o2_desc = compat.make_descriptor(o_part, [1, 1, config.block_m, head_dim])
+    o_part, lse_part, o2_desc, main, splits, per, parts = o, lse, o_desc, 0, 1, 0, 0  # (no split: unused)
+    if config.tail_split:
+        tiles = grid[0] * grid[1]
+        main, splits, per = tail_plan(tiles, triton.cdiv(seq_len, config.block_n),
+                                      sm_count(q.device) if q.device.type == "cuda" else HOPPER_SMS)
+        parts = (tiles - main) * splits if splits > 1 else 0
+        grid = (main + parts,)
+        group = batch * heads  # the 1-D grid's kernel reads batch·heads here (heads_per_group: causal only)
+        # the parts' scratch: O (parts, 1, tile rows, D) in O's dtype and the LSE (parts, tile rows)
+        o_part = torch.empty((max(parts, 1), 1, config.tile_m, head_dim), dtype=o.dtype, device=q.device)
+        lse_part = torch.empty((max(parts, 1), config.tile_m), dtype=torch.float32, device=q.device)
+        o2_desc = compat.make_descriptor(o_part, [1, 1, config.block_m, head_dim])
     with kernel_launch_lock():
-        _FWD_LAUNCH(key, grid, None, (q_desc, k_desc, v_desc, o_desc, lse, descale, sm_scale, seq_len, heads,
-                                                 group, o2_desc, lse_part, main, splits, per), options)
+        _FWD_LAUNCH(key, grid, None, (q_desc, k_desc, v_desc, o_desc, lse, descale, sm_scale, seq_len, heads, group,
+                                      o2_desc, lse_part, main, splits, per), options)
         if parts:
             merge_tail(o, lse, o_part, lse_part, main, splits)
     return o, lse
@@ -1085,11 +1077,10 @@ def merge_tail(o: torch.Tensor, lse: torch.Tensor, o_part: torch.Tensor, lse_par
     """Into o (B, H, N, D, contiguous) and lse (B, H, N): each split tile's parts merged by their LSE. o_part
     (parts, 1, tile rows, D) and lse_part (parts, tile rows) hold part p of tile main_tiles + p // splits, counting
     tiles in (batch·head, query tile) order; the caller holds the launch lock."""
-    tile_m, head_dim = o_part.shape[2], o_part.shape[3]
-    block = 64 if tile_m % 64 == 0 else tile_m
-    _merge_tail_kernel[(o_part.shape[0] // splits, tile_m // block)](
+    tile_m, head_dim = o_part.shape[2], o_part.shape[3]  # (tile rows: consumers × a multiple of 64)
+    _merge_tail_kernel[(o_part.shape[0] // splits, tile_m // 64)](
         o, lse, o_part, lse_part, main_tiles, triton.cdiv(o.shape[2], tile_m), o.shape[2], splits, TILE_M=tile_m,
-        HEAD_DIM=head_dim, BLOCK=block, num_warps=4)
+        HEAD_DIM=head_dim, BLOCK=64, num_warps=4)
 
 
 def _launch_plan(q: torch.Tensor, config: Fa3Config, causal: bool, profile: bool) -> tuple[tuple, tuple, int, dict]:
