@@ -102,33 +102,37 @@ def test_tail_split_matches_float64_reference(seq_len, dtype, head_dim, poisoned
 
 @pytest.mark.gpu
 @needs_hopper
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float8_e4m3fn], ids=["bf16", "e4m3"])
-def test_tail_split_at_8k_changes_only_the_split_tiles(dtype):
-    """B2 H16 8K head_dim 128, not causal: the last wave's tiles split (e4m3's three consumers: 1376 tiles, 56 past
-    ten waves of 132). Rows of the whole waves come out bit for bit as without the split. The split rows: in bf16
-    within O's rounding of the unsplit ones; in e4m3 each part quantizes its P against its own running max, so they
-    are checked against float64 on the dequantized inputs instead, no worse than the unsplit rows; the LSE within
-    fp32's rounding of the unsplit."""
+@pytest.mark.parametrize("dtype, head_dim, splits_some", [(torch.bfloat16, 64, True), (torch.bfloat16, 128, False),
+                                                        (torch.float8_e4m3fn, 128, True)],
+                         ids=["bf16-64", "bf16-128", "e4m3-128"])
+def test_tail_split_at_8k_changes_only_the_split_tiles(dtype, head_dim, splits_some):
+    """B2 H16 8K, not causal, the tail split on: at bf16 D64 and e4m3 D128 (tiles of 192 rows: 1376 tiles, 56 past
+    ten waves of 132) the last wave's tiles split; at bf16 D128 (2048 tiles, 68 past: two parts would not fit a
+    wave) nothing is split and the 1-D grid must give the 2-D grid's output. Rows of the whole waves come out bit for
+    bit as without the split. The split rows: in bf16 within O's rounding of the unsplit ones; in e4m3 each part
+    quantizes its P against its own running max, so they are checked against float64 on the dequantized inputs
+    instead, no worse than the unsplit rows; the LSE within fp32's rounding of the unsplit."""
     from kernels.fa3 import launch_v3
     fp8 = dtype == torch.float8_e4m3fn
-    split = _tail_split_configs(dtype, 128)["e4m3 three consumers" if fp8 else "bf16"]
+    split = _tail_split_configs(dtype, head_dim)["e4m3 three consumers" if fp8 else "bf16"]
     if not fp8:
-        assert split == SHIPPED[(128, False)], "shipped at head_dim 128, not causal, in 16-bit"
+        assert split == SHIPPED[(head_dim, False)], "shipped at head_dim 64 and 128, not causal, in 16-bit"
     base = dataclasses.replace(split, tail_split=False)
-    q, k, v, descale, exact = _tail_inputs(dtype, 2, 16, 8192, 128, seed=8)
-    o0, lse0 = launch_v3(q, k, v, False, 128 ** -0.5, base, descale=descale)
-    o1, lse1 = launch_v3(q, k, v, False, 128 ** -0.5, split, descale=descale)
+    q, k, v, descale, exact = _tail_inputs(dtype, 2, 16, 8192, head_dim, seed=8)
+    o0, lse0 = launch_v3(q, k, v, False, head_dim ** -0.5, base, descale=descale)
+    o1, lse1 = launch_v3(q, k, v, False, head_dim ** -0.5, split, descale=descale)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     n_tiles = -(-8192 // base.tile_m)
     main, splits, _ = tail_plan(n_tiles * 32, 8192 // base.block_n, sms)
     flat_rows = (torch.arange(32 * 8192, device="cuda") // 8192) * n_tiles + torch.arange(8192, device="cuda").repeat(
         32) // base.tile_m  # each row's tile in (batch·head, tile) order
     tail = (flat_rows >= main).reshape(2, 16, 8192)
-    assert splits > 1 and tail.any()
+    assert (splits > 1) == splits_some and bool(tail.any()) == splits_some
     assert torch.equal(o0[~tail], o1[~tail]) and torch.equal(lse0[~tail], lse1[~tail])
     torch.testing.assert_close(lse1[tail], lse0[tail], rtol=1e-5, atol=1e-5)
     if not fp8:
-        torch.testing.assert_close(o1[tail].float(), o0[tail].float(), rtol=2 ** -7, atol=2e-3)
+        if splits_some:
+            torch.testing.assert_close(o1[tail].float(), o0[tail].float(), rtol=2 ** -7, atol=2e-3)
         return
     heads = sorted({int(i) for i in tail.reshape(32, 8192).any(1).nonzero()})  # (batch·head) with split rows
     for bh in heads:
