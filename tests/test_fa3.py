@@ -51,13 +51,12 @@ def test_fa3_matches_float64_reference(seq_len, head_dim, dtype, causal, poisone
 
 def _tail_split_configs(dtype, head_dim):
     """The tail-split configs a (dtype, head_dim) has: 16-bit's shipped config with it (shipped so at 64 and 128);
-    e4m3 at 128: the three consumers with it, and each fp8 candidate that carries it (kernels.fp8.fp8_candidates)."""
+    e4m3: each fp8 candidate that carries it (kernels.fp8.fp8_candidates: at 128, with the overlap and without)."""
     if dtype == torch.bfloat16:
         return {"bf16": dataclasses.replace(SHIPPED[(head_dim, False)], tail_split=True)}
-    from kernels.fp8 import config_for_fp8, fp8_candidates
-    return {"e4m3 three consumers": dataclasses.replace(config_for_fp8(head_dim, False), tail_split=True),
-            **{name: c for name, (d, causal, c) in fp8_candidates().items() if c.tail_split and d == head_dim
-               and not causal}}
+    from kernels.fp8 import fp8_candidates
+    return {name: c for name, (d, causal, c) in fp8_candidates().items() if c.tail_split and d == head_dim
+            and not causal}
 
 
 def _tail_inputs(dtype, batch, heads, seq_len, head_dim, seed):
@@ -114,9 +113,12 @@ def test_tail_split_at_8k_changes_only_the_split_tiles(dtype, head_dim, splits_s
     instead, no worse than the unsplit rows; the LSE within fp32's rounding of the unsplit."""
     from kernels.fa3 import launch_v3
     fp8 = dtype == torch.float8_e4m3fn
-    split = _tail_split_configs(dtype, head_dim)["e4m3 three consumers" if fp8 else "bf16"]
-    if not fp8:
-        assert split == SHIPPED[(head_dim, False)], "shipped at head_dim 64 and 128, not causal, in 16-bit"
+    if fp8:
+        from kernels.fp8 import config_for_fp8
+        split = dataclasses.replace(config_for_fp8(head_dim, False), tail_split=True)  # (a candidate in e4m3)
+    else:
+        split = SHIPPED[(head_dim, False)]
+        assert split.tail_split, "shipped at head_dim 64 and 128, not causal, in 16-bit"
     base = dataclasses.replace(split, tail_split=False)
     q, k, v, descale, exact = _tail_inputs(dtype, 2, 16, 8192, head_dim, seed=8)
     o0, lse0 = launch_v3(q, k, v, False, head_dim ** -0.5, base, descale=descale)
