@@ -883,10 +883,16 @@ def config_for_v3(head_dim: int, causal: bool, seq_len: int | None = None, batch
     if short is not None and _waves_by_rows(short, seq_len, batch_heads, sms) < SHORT_ROW_RATE[causal] * _waves_by_rows(
             shipped, seq_len, batch_heads, sms):
         return short
-    if shipped.tail_split and tail_plan(triton.cdiv(seq_len, shipped.tile_m) * batch_heads,
-                                        triton.cdiv(seq_len, shipped.block_n), sms)[1] == 1:
-        return dataclasses.replace(shipped, tail_split=False)
-    return shipped
+    return tail_split_where_it_splits(shipped, seq_len, batch_heads, sms)
+
+
+def tail_split_where_it_splits(config: Fa3Config, seq_len: int, batch_heads: int, sms: int = HOPPER_SMS) -> Fa3Config:
+    """`config`, without its tail split where tail_plan splits nothing at this shape (the 1-D grid would only cost:
+    the 2-D grid and the library's fast path run instead). 16-bit (config_for_v3) and e4m3 (config_for_fp8)."""
+    if config.tail_split and tail_plan(triton.cdiv(seq_len, config.tile_m) * batch_heads,
+                                       triton.cdiv(seq_len, config.block_n), sms)[1] == 1:
+        return dataclasses.replace(config, tail_split=False)
+    return config
 
 
 def _config_for(q: torch.Tensor, causal: bool) -> Fa3Config:
@@ -1204,6 +1210,8 @@ def shipped_launches():
     launches = []
     from kernels.fp8 import PV_PROMOTE_FITS, config_for_fp8, fp8_candidates
     fp8_rows = [("", d, c, config_for_fp8(d, c)) for d, c in sorted(SHIPPED)]
+    fp8_rows += [("fp8 where nothing is split: ", d, c, dataclasses.replace(config_for_fp8(d, c), tail_split=False))
+                 for d, c in sorted(SHIPPED) if config_for_fp8(d, c).tail_split]
     fp8_rows += [("fp8 precise_pv: ", d, c, config_for_fp8(d, c, True)) for d, c in sorted(PV_PROMOTE_FITS)
                  if config_for_fp8(d, c, True) != config_for_fp8(d, c)]
     fp8_rows += [(f"fp8 candidate: {name}: ", d, c, config) for name, (d, c, config) in fp8_candidates().items()]

@@ -315,6 +315,11 @@ P_SMEM_TILES = {(128, False): {**THREE_CONSUMERS, "kv_stages": 4},
 # 0.997×, 1.017×: on there. At 256 with 128-key tiles and O in the ring: on ÷ off 1.038× (H200, 19:03, 8K), causal
 # 1.039× (H100, 19:12): on.
 NO_OVERLAP = frozenset({(128, False), (64, False)})
+# The tail split (Fa3Config.tail_split, as 16-bit ships it) where tail_plan splits something: at head_dim 128 not
+# causal, timed against the same config without it (an H100, 2026-12-06 03:51, kernel alone, 3 rounds): 1.015× at
+# B2 H16 8K; at 16K the plan splits nothing (112 tiles past 20 whole waves), so the 2-D grid runs.
+# With the overlap on too: 0.991×, 0.963× (left out). Not with precise_pv (its other tiles: not built with it).
+TAIL_SPLIT = frozenset({(128, False)})
 
 
 # Each tile's P·V summed into a fresh accumulator and added to O in fp32 (Fa3Config.pv_promote): the 8-bit wgmma keeps
@@ -332,7 +337,8 @@ PV_PROMOTE_FITS = {(64, False): {}, (64, True): {},
 PV_PROMOTED = frozenset({(64, False)})
 
 
-def config_for_fp8(head_dim: int, causal: bool, precise_pv: bool | None = None):
+def config_for_fp8(head_dim: int, causal: bool, precise_pv: bool | None = None, seq_len: int | None = None,
+                   batch_heads: int | None = None, sms: int | None = None):
     """The kernel configuration 8-bit inputs run: an override (_fp8_overrides) or else the shipped 16-bit one of
     this (head_dim, causal) (a new head_dim's 16-bit row serves e4m3 too); at P_IN_PLACE_HEAD_DIMS with P handed to
     P·V where the scores left it (Fa3Config.p_in_place: no shuffles; V's keys permuted on the host to match), and
@@ -343,9 +349,10 @@ def config_for_fp8(head_dim: int, causal: bool, precise_pv: bool | None = None):
     (8K); then the late cast against the cast where P is made 1.160× and 1.118× at 128, 1.202× and 1.211× at 64,
     1.105× at 256 (causal, on an H100: 1.21×, 1.27–1.30×, 1.14×). P is made 2^P_OFFSET larger before its cast
     everywhere, and P·V promoted to fp32 per tile at PV_PROMOTED; precise_pv True or False asks for that promotion
-    or not (a ValueError where it does not fit: head_dim 256)."""
+    or not (a ValueError where it does not fit: head_dim 256). At TAIL_SPLIT the tail split, and given the shape
+    (seq_len, batch × heads, the GPU's SMs) only where tail_plan splits something (fa3.tail_split_where_it_splits)."""
     import dataclasses
-    from kernels.fa3 import config_for_v3
+    from kernels.fa3 import HOPPER_SMS, config_for_v3, tail_split_where_it_splits
     config = _fp8_overrides().get((head_dim, causal)) or config_for_v3(head_dim, causal)
     in_place = head_dim in P_IN_PLACE_HEAD_DIMS
     smem = P_SMEM_TILES.get((head_dim, causal))
@@ -354,17 +361,19 @@ def config_for_fp8(head_dim: int, causal: bool, precise_pv: bool | None = None):
                    exp_fma=EXP_FMA.get((head_dim, causal), 0),
                    q_in_regs=config.q_in_regs and not (late and (head_dim, causal) in P_LATE_CAST_SPILLS),
                    overlap=config.overlap and (head_dim, causal) not in NO_OVERLAP, p_offset=P_OFFSET,
-                   tail_split=False)  # (16-bit's tail split: not yet checked in e4m3 on a GPU, fp8_candidates)
+                   tail_split=(head_dim, causal) in TAIL_SPLIT)
     config = dataclasses.replace(config, **{**changes, **(smem or {})})  # P_SMEM_TILES' values over the defaults
     promote = (head_dim, causal) in PV_PROMOTED if precise_pv is None else precise_pv
     if not isinstance(promote, bool):
         raise TypeError(f"precise_pv is None, True or False; got {precise_pv!r}")
-    if not promote:
+    if promote:
+        if (head_dim, causal) not in PV_PROMOTE_FITS:
+            raise ValueError(f"precise_pv=True: P·V promoted to fp32 per tile does not fit the e4m3 kernel's registers "
+                             f"at head_dim {head_dim} (it runs at {sorted({d for d, _ in PV_PROMOTE_FITS})})")
+        config = dataclasses.replace(config, pv_promote=True, tail_split=False, **PV_PROMOTE_FITS[(head_dim, causal)])
+    if seq_len is None or batch_heads is None:
         return config
-    if (head_dim, causal) not in PV_PROMOTE_FITS:
-        raise ValueError(f"precise_pv=True: P·V promoted to fp32 per tile does not fit the e4m3 kernel's registers at "
-                         f"head_dim {head_dim} (it runs at {sorted({d for d, _ in PV_PROMOTE_FITS})})")
-    return dataclasses.replace(config, pv_promote=True, **PV_PROMOTE_FITS[(head_dim, causal)])
+    return tail_split_where_it_splits(config, seq_len, batch_heads, HOPPER_SMS if sms is None else sms)
 
 
 def _descale_rows(name: str, d, batch: int, heads: int, device) -> torch.Tensor:
@@ -401,6 +410,7 @@ def fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
     shipped 256-key kernel); at 64 non-causal it ships on."""
     from kernels.fa3 import SUPPORTED_HEAD_DIMS, launch_v3
     from kernels.inputs import check_attention_inputs
+    from kernels.runtime import sm_count
     q, k, v, sm_scale = check_attention_inputs(q, k, v, causal, sm_scale, fp8=True)
     batch, heads, _, head_dim = q.shape
     descale = torch.stack([_descale_rows(name, d, batch, heads, q.device)
@@ -408,8 +418,9 @@ def fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
                                            ("descale_v", descale_v))])
     if config is not None and precise_pv is not None:
         raise ValueError("fp8_attention takes a config or precise_pv, not both (precise_pv picks the config)")
-    if config is None and head_dim in SUPPORTED_HEAD_DIMS:  # a bad precise_pv is said here, on any machine
-        config = config_for_fp8(head_dim, causal, precise_pv)
+    if config is None and head_dim in SUPPORTED_HEAD_DIMS:  # a bad precise_pv is said here, on any machine; the tail
+        # split only where this shape's plan splits something (off CUDA one SM: nothing)
+        config = config_for_fp8(head_dim, causal, precise_pv, q.shape[2], batch * heads, sm_count(q.device))
     why = fp8_unavailable_reason(q.device, head_dim)
     if why is not None:
         raise (ValueError if head_dim not in SUPPORTED_HEAD_DIMS else RuntimeError)(why)
@@ -438,14 +449,8 @@ def fp8_candidates() -> dict:
     0.93–0.99× at every head_dim; taken out of the kernel).
 
     Timed and left out (H100, 2026-12-05 22:18, kernel alone ÷ shipped, 8K and 16K): three K/V slots at 128 (1.006×,
-    0.996×). Now (BENCHMARKS.md §1c Phase 13): the overlap on at 128 (timed 1.018×, 1.001×: ≥ 1.01× at 8K, to be
-    confirmed on an H200 beside the tail split before it ships) and the tail split at 128 (Fa3Config.tail_split, shipped
-    in 16-bit; its first e4m3 run read the descales wrong on the 1-D grid, fixed since and compiled without stack under
-    triton 3.6.0 and 3.7.1, not yet run: predicted 1.03–1.045× at 8K, level at 16K).
+    0.996×). Then (BENCHMARKS.md §1c Phase 13; an H100, 2026-12-06 03:51, 3 rounds): the tail split at 128 shipped
+    (TAIL_SPLIT: 1.015× at 8K, where it splits); the overlap on at 128 left out (1.003×, 1.004×; 1.018×, 1.001× the run
+    before), and with the tail split too (0.991×, 0.963×). No candidate is open now: fp8_speed times the shipped kernels.
     """
-    import dataclasses
-    three = config_for_fp8(128, False)
-    return {"three consumers with the overlap on, D128": (128, False, dataclasses.replace(three, overlap=True)),
-            "three consumers with the tail split, D128": (128, False, dataclasses.replace(three, tail_split=True)),
-            "three consumers with the overlap on and the tail split, D128":
-                (128, False, dataclasses.replace(three, overlap=True, tail_split=True))}
+    return {}

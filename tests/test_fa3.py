@@ -51,12 +51,14 @@ def test_fa3_matches_float64_reference(seq_len, head_dim, dtype, causal, poisone
 
 def _tail_split_configs(dtype, head_dim):
     """The tail-split configs a (dtype, head_dim) has: 16-bit's shipped config with it (shipped so at 64 and 128);
-    e4m3: each fp8 candidate that carries it (kernels.fp8.fp8_candidates: at 128, with the overlap and without)."""
+    e4m3: the shipped one (kernels.fp8.TAIL_SPLIT: at 128) and each fp8 candidate that carries it."""
     if dtype == torch.bfloat16:
         return {"bf16": dataclasses.replace(SHIPPED[(head_dim, False)], tail_split=True)}
-    from kernels.fp8 import fp8_candidates
-    return {name: c for name, (d, causal, c) in fp8_candidates().items() if c.tail_split and d == head_dim
-            and not causal}
+    from kernels.fp8 import config_for_fp8, fp8_candidates
+    shipped = config_for_fp8(head_dim, False)
+    assert shipped.tail_split, "e4m3 ships the tail split at head_dim 128, not causal"
+    return {"e4m3 shipped": shipped, **{name: c for name, (d, causal, c) in fp8_candidates().items()
+                                        if c.tail_split and d == head_dim and not causal}}
 
 
 def _tail_inputs(dtype, batch, heads, seq_len, head_dim, seed):
@@ -115,10 +117,10 @@ def test_tail_split_at_8k_changes_only_the_split_tiles(dtype, head_dim, splits_s
     fp8 = dtype == torch.float8_e4m3fn
     if fp8:
         from kernels.fp8 import config_for_fp8
-        split = dataclasses.replace(config_for_fp8(head_dim, False), tail_split=True)  # (a candidate in e4m3)
+        split = config_for_fp8(head_dim, False)
     else:
         split = SHIPPED[(head_dim, False)]
-        assert split.tail_split, "shipped at head_dim 64 and 128, not causal, in 16-bit"
+    assert split.tail_split, "shipped at head_dim 64 and 128, not causal, in 16-bit; in e4m3 at 128"
     base = dataclasses.replace(split, tail_split=False)
     q, k, v, descale, exact = _tail_inputs(dtype, 2, 16, 8192, head_dim, seed=8)
     o0, lse0 = launch_v3(q, k, v, False, head_dim ** -0.5, base, descale=descale)
@@ -288,6 +290,21 @@ def test_the_tail_split_runs_only_where_it_splits_something():
         config = config_for_v3(head_dim, False, seq_len, 32, sms=132)
         assert config.tail_split is splits, (head_dim, seq_len)
         assert dataclasses.replace(config, tail_split=True) == SHIPPED[(head_dim, False)]
+
+
+def test_e4m3_runs_the_tail_split_only_at_128_not_causal_where_it_splits_something():
+    """kernels.fp8.config_for_fp8: the tail split at TAIL_SPLIT (head_dim 128, not causal), and given the shape only
+    where tail_plan splits (B2 H16: 8K's 1376 tiles of 192 rows leave 56 past ten waves of 132, 16K's 2752 leave 112:
+    two parts would not fit); never with precise_pv (its 128-key pair is not built with it), causal or at 64 and 256."""
+    from kernels.fp8 import config_for_fp8
+    assert config_for_fp8(128, False).tail_split
+    assert config_for_fp8(128, False, None, 8192, 32, 132).tail_split
+    base = config_for_fp8(128, False, None, 16384, 32, 132)
+    assert not base.tail_split and dataclasses.replace(base, tail_split=True) == config_for_fp8(128, False)
+    assert not config_for_fp8(128, False, True).tail_split
+    assert not config_for_fp8(128, False, None, 8192, 32, 1).tail_split  # off CUDA (one SM): nothing to split
+    assert not any(config_for_fp8(d, c, None, 8192, 32, 132).tail_split
+                   for d, c in SHIPPED if c or d != 128)
 
 
 def test_a_causal_launch_with_the_tail_split_is_refused_before_anything_runs():

@@ -268,7 +268,8 @@ def section_timing(run: Run, rounds: int, candidates: dict) -> list[tuple]:
         data[label] = {"bf16 fa3": lambda bf=bf, c=c: flash_attention_v3(*bf, causal=c),
                        "fp8 fa3": lambda a=(q8, k8, v8), s=(dq, dk, dv), c=c: fp8_attention(
                            *a, c, descale_q=s[0], descale_k=s[1], descale_v=s[2])}
-        data[label]["fp8 kernel only"] = _kernel_only(q8, k8, v8, (dq, dk, dv), c, config_for_fp8(d, c))
+        data[label]["fp8 kernel only"] = _kernel_only(q8, k8, v8, (dq, dk, dv), c, config_for_fp8(
+            d, c, None, n, b * h, torch.cuda.get_device_properties(0).multi_processor_count))  # (the call's config)
         for name, (head_dim, causal, config) in candidates.items():
             if (head_dim, causal) == (d, c):
                 data[label][f"fp8 {name}"] = _kernel_only(q8, k8, v8, (dq, dk, dv), c, config)

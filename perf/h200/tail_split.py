@@ -5,7 +5,7 @@ e4m3 at head_dim 128 (8K, three consumers: kernels.fp8), plus one shape each whe
     PYTHONUNBUFFERED=1 python -m perf.h200.tail_split [--rounds 5] [--json PATH] [--dtype bf16|e4m3] [--spread]
 
 1. Checks: each shape's split output against the unsplit one on the same inputs: rows of the whole waves bit for
-   bit, the split rows within bf16's rounding (the merge of bf16 parts), the LSE within fp32's.
+   bit, the split rows within bf16's rounding (the merge of bf16 parts; e4m3: within its own), the LSE within fp32's.
 2. Timing: the launch alone (launch_v3: kernel, and the merge where something is split; e4m3 with Vᵀ made once
    beforehand, as fp8_speed times the kernel), interleaved rounds (order alternated), do_bench medians with L2
    flushed, the median over rounds; TFLOPS = 4·B·H·N²·D / t. The table: both, and split ÷ unsplit.
@@ -68,7 +68,10 @@ def _setup(dtype: str, b: int, h: int, n: int, d: int):
     return (lambda c: launch_v3(q, k, vt, False, d ** -0.5, c, descale=descale, v_is_transposed=True)), config
 
 
-def check(launch, base, split, b, h, n) -> dict:
+def check(launch, base, split, b, h, n, dtype: str = "bf16") -> dict:
+    """The split launch against the unsplit one on the same inputs: the rows of the whole waves bit for bit; the split
+    rows within bf16's rounding in 16-bit (a merge of bf16 parts), within e4m3's in 8-bit (each part quantizes its P
+    against its own running max: up to 0.0033 apart at 8K on the H200, 2026-12-06; the tests hold them to float64)."""
     from kernels.fa3 import tail_plan
     o0, l0 = launch(base)
     o1, l1 = launch(split)
@@ -81,7 +84,8 @@ def check(launch, base, split, b, h, n) -> dict:
     same = bool(torch.equal(o0[~tail], o1[~tail]) and torch.equal(l0[~tail], l1[~tail]))
     d_o = (o1[tail].float() - o0[tail].float()).abs().max().item() if tail.any() else 0.0
     d_l = (l1[tail] - l0[tail]).abs().max().item() if tail.any() else 0.0
-    ok = same and d_o <= 2e-3 + 2 ** -7 * o0.float().abs().max().item() and d_l <= 1e-4
+    rel, floor, lse_tol = (2 ** -7, 2e-3, 1e-4) if dtype == "bf16" else (2 ** -4, 1e-2, 1e-3)
+    ok = same and d_o <= floor + rel * o0.float().abs().max().item() and d_l <= lse_tol
     return {"plan": [main, splits, per], "whole_waves_bit_equal": same, "split_rows_max_abs_dO": d_o,
             "split_rows_max_abs_dLSE": d_l, "ok": ok}
 
@@ -113,7 +117,7 @@ def _run(args, shapes) -> int:
             continue
         launch, base = _setup(dtype, b, h, n, d)
         split, base = dataclasses.replace(base, tail_split=True), dataclasses.replace(base, tail_split=False)
-        row = {"dtype": dtype, "shape": [b, h, n, d], "config": base.label, **check(launch, base, split, b, h, n)}
+        row = {"dtype": dtype, "shape": [b, h, n, d], "config": base.label, **check(launch, base, split, b, h, n, dtype)}
         if not row["ok"]:
             failed += 1
             print(f"WRONG {row}", flush=True)
