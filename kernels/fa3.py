@@ -26,7 +26,8 @@ engine (TMA) run on their own, so FA-3 (Shah et al. 2024) splits the work betwee
   heads whose K and V fit together in L2 (`costmodel.lpt_heads_per_group`).
 - the tail split (`tail_split`, not causal; ours, in the spirit of stream-K): one program a query tile, as many at
   once as the GPU has SMs, leaves most SMs idle in the last wave when the tiles do not fill it; the tiles past the
-  last whole wave are split along their keys into parts that fill that wave, each writing O and its LSE to scratch,
+  last whole wave are split along their keys into parts that fill that wave (or a few short waves, where a cost model
+  says they finish first: `tail_plan`), each writing O and its LSE to scratch,
   and a small `tl` kernel merges them (the online softmax's ⊕, as split-KV decode does: `tail_plan`, `merge_tail`).
   One launch holds the whole tiles and the parts, so parts start as SMs free up.
 - at head_dim 128 each consumer keeps its Q block in registers (loaded from shared memory once), so every tile's
@@ -146,9 +147,9 @@ class Fa3Config:
     #                          consumers are done with the ring (a named barrier), not in a buffer of its own: the
     #                          64 KB it frees at head_dim 256 make room for 128-key tiles
     tail_split: bool = False  # not causal: the query tiles past the last whole wave of programs (one a program, as
-    #                           many at once as the GPU has SMs) are split along the keys into up to SMs ÷ tiles
-    #                           parts that run in that last wave side by side, each writing its O and LSE to a
-    #                           scratch buffer; a small kernel merges the parts by their LSE (tail_plan, launch_v3)
+    #                           many at once as the GPU has SMs) are split along the keys into parts that run in
+    #                           one or a few short waves side by side, each writing its O and LSE to a scratch
+    #                           buffer; a small kernel merges the parts by their LSE (tail_plan, launch_v3)
 
     def __post_init__(self):  # checked once, where the configuration is made (a launch is a short call's hot path)
         if self.exp_fma not in (0, *EXP_FMA_EVERY):
@@ -803,10 +804,11 @@ SHIPPED: dict[tuple[int, bool], Fa3Config] = {
     # Not causal, the in-warpgroup overlap off (on, it measured 0.96-0.99×); causal, the overlap on with the longest
     # query blocks first across an L2-sized group of heads (lpt): 1.052-1.074× at 8K, 1.003-1.018× at 16K,
     # 0.995-1.016× at 32K in two runs (BENCHMARKS.md §3c)
-    # Not causal at 64 and 128, the tail split (Fa3Config.tail_split: the tiles past the last whole wave split along
-    # their keys), timed against the same config without it (an H100, 2026-12-05 22:18, perf/h200/tail_split.py):
-    # head_dim 64 8K 1.032× (56 tiles left of 1,376), 16K 1.005× (nothing split); 128 16K 1.048× (4 left: 32 parts),
-    # 32K 1.036×, 8K 1.002× (nothing split)
+    # Not causal, the tail split (Fa3Config.tail_split: the tiles past the last whole wave split along their keys),
+    # timed against the same config without it (an H100, 2026-12-05 22:18, perf/h200/tail_split.py): head_dim 64 8K
+    # 1.032× (56 tiles left of 1,376), 16K 1.005× (nothing split); 128 16K 1.048× (4 left: 32 parts), 32K 1.036×;
+    # with tail_plan's parts over a few short waves (an H100, 2026-12-06 04:27): 128 8K 1.030× (68 left: 5 parts
+    # each over 3 short waves; the one-wave rule split nothing there), 256 16K B2 H8 1.034× (68 left: 7 parts)
     (64, False): Fa3Config(64, 128, 3, 4, 160, 32, overlap=False, lazy_rescale=True, tail_split=True),
     (64, True): Fa3Config(64, 128, 3, 4, 160, 32, lazy_rescale=True, lpt=True),
     # head_dim 128: the ping-pong pair; Q·Kᵀ's A operand from registers (32 of the 240; no spills); the hand-off
@@ -820,8 +822,9 @@ SHIPPED: dict[tuple[int, bool], Fa3Config] = {
     # head_dim 256: the ping-pong pair with 64-key tiles (FA-3 takes 80; a Gluon arange wants a power of two) in two
     # paired ring slots: Q 64 KB + K/V 128 KB = 192 KB of shared memory (128-key tiles would need 320 KB). O alone
     # is 128 of a consumer's 240 registers, so Q·Kᵀ reads Q from shared memory (in registers it would take 64 more).
-    # Not yet measured: perf/h200/fa3_speed.py --fa4 times it beside its candidates.
-    (256, False): Fa3Config(64, 64, 2, 2, 240, 24, named_turns=True, kv_paired=True, lazy_rescale=True),
+    # Measured (H200, 2026-12-04, BENCHMARKS.md §3b): 719.4 / 727.4 TFLOPS at B2 H8 8K / 16K, 1.028–1.053× FA-4.
+    (256, False): Fa3Config(64, 64, 2, 2, 240, 24, named_turns=True, kv_paired=True, lazy_rescale=True,
+                            tail_split=True),
     (256, True): Fa3Config(64, 64, 2, 2, 240, 24, named_turns=True, kv_paired=True, lazy_rescale=True, lpt=True),
 }
 
@@ -980,18 +983,37 @@ def v_transposed(v: torch.Tensor, p_in_place_block: int | None = None) -> torch.
     return out.view(v.dtype) if v.element_size() == 1 else out
 
 
+TAIL_PART_COST = 0.03  # a part's fixed cost in program-times: its Q load, pipeline fill, store, share of the merge
+TAIL_MAX_COST = 0.8  # split only where the model's tail takes at most this much of the unsplit tail's time: the part
+#                      cost is an estimate, and a smaller gain (under a fifth of one program's time) is noise
+
+
+@functools.lru_cache(maxsize=1024)
 def tail_plan(tiles: int, key_tiles: int, sms: int) -> tuple[int, int, int]:
     """(main_tiles, splits, per_split) for Fa3Config.tail_split: `tiles` query tiles of `key_tiles` key tiles each,
     one a program, `sms` programs at a time. The whole waves' tiles run whole; the rest (fewer than sms) would leave
     SMs idle for a whole program's time at the end, so each is split along its keys into `splits` parts of
-    `per_split` key tiles, as many as one wave holds (splits × rest ≤ sms). splits 1: nothing to split. Fewer tiles
-    than SMs (short or few-head calls: host-bound, and not measured) are not split."""
+    `per_split` key tiles: the count that finishes the tail first by a cost model in program-times, ⌈rest·k ÷ sms⌉
+    short waves × (per_split ÷ key_tiles + TAIL_PART_COST), against 1 for the unsplit tail (split only at
+    ≤ TAIL_MAX_COST). Often one short wave
+    (k × rest ≤ sms); where that cannot split (rest > sms ÷ 2: bf16 D128 8K, 68 left of 2,048) more short waves
+    can (5 parts over 3). splits 1: no k pays, or nothing to split. Fewer tiles than SMs (short or few-head calls:
+    host-bound, and not measured) are not split. Timed on an H100 (2026-12-06 04:27, perf/h200/tail_split.py):
+    this rule's 5 parts at bf16 D128 8K 1.030× (B2 H16) and 1.013× (B1 H32) the unsplit kernel, D256 B2 H8 16K 1.034×;
+    the one-wave rule alone split nothing at those."""
     rest = tiles % sms
-    splits = min(sms // rest, key_tiles) if rest and tiles >= sms else 1
-    if splits < 2:
+    if not rest or tiles < sms:
         return tiles, 1, key_tiles
-    per = -(-key_tiles // splits)
-    return tiles - rest, -(-key_tiles // per), per
+    best, best_per = TAIL_MAX_COST + 1e-9, key_tiles
+    for k in range(2, min(key_tiles, sms) + 1):
+        per = -(-key_tiles // k)
+        parts = -(-key_tiles // per)
+        cost = -(-(rest * parts) // sms) * (per / key_tiles + TAIL_PART_COST)
+        if cost < best - 1e-9:
+            best, best_per = cost, per
+    if best_per == key_tiles:
+        return tiles, 1, key_tiles
+    return tiles - rest, -(-key_tiles // best_per), best_per
 
 
 @triton.jit

@@ -13,7 +13,7 @@ import torch
 
 from kernels import gluon_compat
 from kernels.fa3 import (LADDER, SHIPPED, SHORT, SUPPORTED_HEAD_DIMS, Fa3Config, config_for_v3, merge_tail,
-                         tail_plan, tiles_for, v3_unavailable_reason, flash_attention_v3)
+                         TAIL_MAX_COST, TAIL_PART_COST, tail_plan, tiles_for, v3_unavailable_reason, flash_attention_v3)
 from costmodel import LPT_L2_BYTES, Shape, lpt_heads_per_group
 from kernels.reference import reference_attention, relative_error
 from kernels.runtime import DEVICE, INTERPRET, backend
@@ -103,16 +103,18 @@ def test_tail_split_matches_float64_reference(seq_len, dtype, head_dim, poisoned
 
 @pytest.mark.gpu
 @needs_hopper
-@pytest.mark.parametrize("dtype, head_dim, splits_some", [(torch.bfloat16, 64, True), (torch.bfloat16, 128, False),
-                                                        (torch.float8_e4m3fn, 128, True)],
-                         ids=["bf16-64", "bf16-128", "e4m3-128"])
-def test_tail_split_at_8k_changes_only_the_split_tiles(dtype, head_dim, splits_some):
-    """B2 H16 8K, not causal, the tail split on: at bf16 D64 and e4m3 D128 (tiles of 192 rows: 1376 tiles, 56 past
-    ten waves of 132) the last wave's tiles split; at bf16 D128 (2048 tiles, 68 past: two parts would not fit a
-    wave) nothing is split and the 1-D grid must give the 2-D grid's output. Rows of the whole waves come out bit for
-    bit as without the split. The split rows: in bf16 within O's rounding of the unsplit ones; in e4m3 each part
-    quantizes its P against its own running max, so they are checked against float64 on the dequantized inputs
-    instead, no worse than the unsplit rows; the LSE within fp32's rounding of the unsplit."""
+@pytest.mark.parametrize("dtype, head_dim, heads, seq_len, splits_some", [
+    (torch.bfloat16, 64, 16, 8192, True), (torch.bfloat16, 128, 16, 8192, True), (torch.bfloat16, 256, 8, 16384, True),
+    (torch.bfloat16, 64, 16, 16384, False), (torch.float8_e4m3fn, 128, 16, 8192, True)],
+    ids=["bf16-64-8k", "bf16-128-8k", "bf16-256-16k", "bf16-64-16k", "e4m3-128-8k"])
+def test_tail_split_at_long_n_changes_only_the_split_tiles(dtype, head_dim, heads, seq_len, splits_some):
+    """Batch 2, not causal, the tail split on: at bf16 D64 and e4m3 D128 8K (tiles of 192 rows: 1376 tiles, 56 past
+    ten waves of 132) each tile past the last whole wave splits in two, one short wave; at bf16 D128 8K (2048 tiles,
+    68 past) in 5 parts over three short waves, at D256 16K H8 in 7; at bf16 D64 16K (2752 tiles, 112 past) nothing
+    is split and the 1-D grid must give the 2-D grid's output. Rows of the whole waves come out bit for bit as
+    without the split. The split rows: in bf16 within O's rounding of the unsplit ones; in e4m3 each part quantizes
+    its P against its own running max, so they are checked against float64 on the dequantized inputs instead, no
+    worse than the unsplit rows; the LSE within fp32's rounding of the unsplit."""
     from kernels.fa3 import launch_v3
     fp8 = dtype == torch.float8_e4m3fn
     if fp8:
@@ -120,17 +122,18 @@ def test_tail_split_at_8k_changes_only_the_split_tiles(dtype, head_dim, splits_s
         split = config_for_fp8(head_dim, False)
     else:
         split = SHIPPED[(head_dim, False)]
-    assert split.tail_split, "shipped at head_dim 64 and 128, not causal, in 16-bit; in e4m3 at 128"
+    assert split.tail_split, "shipped not causal in 16-bit; in e4m3 at 128"
     base = dataclasses.replace(split, tail_split=False)
-    q, k, v, descale, exact = _tail_inputs(dtype, 2, 16, 8192, head_dim, seed=8)
+    n, bh_count = seq_len, 2 * heads
+    q, k, v, descale, exact = _tail_inputs(dtype, 2, heads, n, head_dim, seed=8)
     o0, lse0 = launch_v3(q, k, v, False, head_dim ** -0.5, base, descale=descale)
     o1, lse1 = launch_v3(q, k, v, False, head_dim ** -0.5, split, descale=descale)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    n_tiles = -(-8192 // base.tile_m)
-    main, splits, _ = tail_plan(n_tiles * 32, 8192 // base.block_n, sms)
-    flat_rows = (torch.arange(32 * 8192, device="cuda") // 8192) * n_tiles + torch.arange(8192, device="cuda").repeat(
-        32) // base.tile_m  # each row's tile in (batch·head, tile) order
-    tail = (flat_rows >= main).reshape(2, 16, 8192)
+    n_tiles = -(-n // base.tile_m)
+    main, splits, _ = tail_plan(n_tiles * bh_count, n // base.block_n, sms)
+    flat_rows = (torch.arange(bh_count * n, device="cuda") // n) * n_tiles + torch.arange(n, device="cuda").repeat(
+        bh_count) // base.tile_m  # each row's tile in (batch·head, tile) order
+    tail = (flat_rows >= main).reshape(2, heads, n)
     assert (splits > 1) == splits_some and bool(tail.any()) == splits_some
     assert torch.equal(o0[~tail], o1[~tail]) and torch.equal(lse0[~tail], lse1[~tail])
     torch.testing.assert_close(lse1[tail], lse0[tail], rtol=1e-5, atol=1e-5)
@@ -138,9 +141,9 @@ def test_tail_split_at_8k_changes_only_the_split_tiles(dtype, head_dim, splits_s
         if splits_some:
             torch.testing.assert_close(o1[tail].float(), o0[tail].float(), rtol=2 ** -7, atol=2e-3)
         return
-    heads = sorted({int(i) for i in tail.reshape(32, 8192).any(1).nonzero()})  # (batch·head) with split rows
-    for bh in heads:
-        b, h = divmod(bh, 16)
+    split_heads = sorted({int(i) for i in tail.reshape(bh_count, n).any(1).nonzero()})  # (batch·head) with split rows
+    for bh in split_heads:
+        b, h = divmod(bh, heads)
         rows = tail[b, h]
         ref = reference_attention(*(t[b:b + 1, h:h + 1, rows] if j == 0 else t[b:b + 1, h:h + 1]
                                     for j, t in enumerate(exact)), False)[0][0, 0]
@@ -249,45 +252,37 @@ def test_short_sequences_take_fewer_rows_where_they_measured_faster(causal, shor
     assert config_for_v3(64, causal) is SHIPPED[(64, causal)]  # no shape given: the shipped one
 
 
-def test_tail_plan_splits_the_tiles_past_the_last_whole_wave_over_one_wave():
-    assert tail_plan(1376, 64, 132) == (1320, 2, 32)  # e4m3 D128 8K B2 H16: 56 tiles left, two parts each
-    assert tail_plan(4096, 128, 132) == (4092, 32, 4)  # 4 left: 33 parts would fit, 32 of 4 key tiles cover 128
-    assert tail_plan(2752, 128, 132) == (2752, 1, 128)  # 112 left: no two parts of each fit one wave
+def test_tail_plan_splits_the_tiles_past_the_last_whole_wave_where_the_cost_model_says_it_pays():
+    assert tail_plan(1376, 64, 132) == (1320, 2, 32)  # e4m3 D128 8K B2 H16: 56 tiles left, two parts each, one wave
+    assert tail_plan(4096, 128, 132) == (4092, 32, 4)  # 4 left: 32 parts of 4 key tiles in one short wave
+    assert tail_plan(2048, 64, 132) == (1980, 5, 13)  # bf16 D128 8K: 68 left, 5 parts over ⌈340 ÷ 132⌉ = 3 waves
+    assert tail_plan(2048, 256, 132) == (1980, 7, 37)  # bf16 D256 16K B2 H8: 7 parts over 4 waves
+    assert tail_plan(2752, 128, 132) == (2752, 1, 128)  # 112 left: no split finishes first
+    assert tail_plan(1024, 32, 132) == (1024, 1, 32)  # 100 left: 5 parts would take 0.99 of a program: not worth it
     assert tail_plan(264, 64, 132) == (264, 1, 64)  # whole waves
     assert tail_plan(6, 1, 132) == (6, 1, 1)  # one key tile: nothing to split
     assert tail_plan(36, 8, 132) == (36, 1, 8)  # fewer tiles than SMs (short, host-bound calls): not split
-    for tiles in (1, 5, 36, 131, 133, 200, 1376, 4097):
-        for key_tiles in (1, 2, 3, 7, 64, 129):
+    for tiles in (1, 5, 36, 131, 133, 200, 1024, 1376, 2048, 4097):
+        for key_tiles in (1, 2, 3, 7, 64, 129, 256):
             main, splits, per = tail_plan(tiles, key_tiles, 132)
             if splits == 1:
-                assert main == tiles
+                assert main == tiles and per == key_tiles
                 continue
-            assert main == tiles - tiles % 132 and (tiles - main) * splits <= 132
+            rest = tiles - main
+            assert main == tiles - tiles % 132 and 0 < rest < 132 and tiles >= 132
             assert (splits - 1) * per < key_tiles <= splits * per  # every part has keys; together all of them
-
-
-def test_the_spread_plan_experiment_lets_parts_take_more_than_one_short_wave():
-    """perf/h200/tail_split.py --spread (not shipped): where the shipped rule splits nothing (bf16 D128 8K: 68 tiles
-    left of 2,048) the cost model takes 5 parts a tile over 3 short waves; where no split pays it splits nothing."""
-    from perf.h200.tail_split import spread_plan
-    assert tail_plan(2048, 64, 132) == (2048, 1, 64)
-    assert spread_plan(2048, 64, 132) == (1980, 5, 13)  # ⌈340 ÷ 132⌉ = 3 waves × (13/64 + 0.03) ≈ 0.70 < 1
-    assert spread_plan(1376, 64, 132) == tail_plan(1376, 64, 132)  # one short wave is already best there
-    assert spread_plan(2752, 128, 132) == (2752, 1, 128)  # 112 left: nothing beats the unsplit tail
-    assert spread_plan(36, 8, 132) == (36, 1, 8)  # fewer tiles than SMs: not split
-    for tiles, key_tiles in ((1000, 7), (2048, 64), (4097, 129), (300, 2)):
-        main, splits, per = spread_plan(tiles, key_tiles, 132)
-        assert splits == 1 or (main == tiles - tiles % 132 and (splits - 1) * per < key_tiles <= splits * per)
+            waves = -(-rest * splits // 132)  # the model's tail in program-times, at most TAIL_MAX_COST of one
+            assert waves * (per / key_tiles + TAIL_PART_COST) <= TAIL_MAX_COST + 1e-9, (tiles, key_tiles)
 
 
 def test_the_tail_split_runs_only_where_it_splits_something():
-    """config_for_v3 keeps the shipped tail split (16-bit, not causal, head_dim 64 and 128) only at shapes where
+    """config_for_v3 keeps the shipped tail split (16-bit, not causal, every head_dim) only at shapes where
     tail_plan splits: elsewhere the same config without it (the 2-D grid, the library's fast path)."""
-    assert SHIPPED[(64, False)].tail_split and SHIPPED[(128, False)].tail_split
-    assert not any(c.tail_split for (d, causal), c in SHIPPED.items() if causal or d == 256)
-    cases = {(64, 8192): True, (64, 16384): False, (128, 16384): True, (128, 32768): True, (128, 8192): False}
-    for (head_dim, seq_len), splits in cases.items():
-        config = config_for_v3(head_dim, False, seq_len, 32, sms=132)
+    assert all(c.tail_split is (not causal) for (d, causal), c in SHIPPED.items())
+    cases = {(64, 8192, 32): True, (64, 16384, 32): False, (128, 16384, 32): True, (128, 32768, 32): True,
+             (128, 8192, 32): True, (128, 4096, 32): False, (256, 16384, 16): True, (256, 8192, 16): False}
+    for (head_dim, seq_len, batch_heads), splits in cases.items():
+        config = config_for_v3(head_dim, False, seq_len, batch_heads, sms=132)
         assert config.tail_split is splits, (head_dim, seq_len)
         assert dataclasses.replace(config, tail_split=True) == SHIPPED[(head_dim, False)]
 

@@ -1,18 +1,15 @@
 """The tail split (kernels.fa3.Fa3Config.tail_split) against the same config without it, on the H200 (or any Hopper
-GPU), at the non-causal shapes where `tail_plan` splits something: bf16 at head_dim 64 (8K) and 128 (16K, 32K), and
-e4m3 at head_dim 128 (8K, three consumers: kernels.fp8), plus one shape each where nothing is split (level expected).
+GPU), at non-causal shapes where `tail_plan` splits something: bf16 at head_dim 64 (8K: one short wave), 128 (8K:
+parts over three short waves; 16K, 32K: one), 256 (B2 H8 16K: over four) and e4m3 at 128 (8K), plus shapes where
+nothing is split (level expected: the shipped rule runs the unsplit config there, config_for_v3 / config_for_fp8).
 
-    PYTHONUNBUFFERED=1 python -m perf.h200.tail_split [--rounds 5] [--json PATH] [--dtype bf16|e4m3] [--spread]
+    PYTHONUNBUFFERED=1 python -m perf.h200.tail_split [--rounds 5] [--json PATH] [--dtype bf16|e4m3]
 
 1. Checks: each shape's split output against the unsplit one on the same inputs: rows of the whole waves bit for
    bit, the split rows within bf16's rounding (the merge of bf16 parts; e4m3: within its own), the LSE within fp32's.
 2. Timing: the launch alone (launch_v3: kernel, and the merge where something is split; e4m3 with Vᵀ made once
    beforehand, as fp8_speed times the kernel), interleaved rounds (order alternated), do_bench medians with L2
    flushed, the median over rounds; TFLOPS = 4·B·H·N²·D / t. The table: both, and split ÷ unsplit.
-
---spread: the next step's experiment (BENCHMARKS.md §1c, "Next"), not shipped: the parts may run over more than one
-short wave (`spread_plan`, standing in for kernels.fa3.tail_plan during the run), timed at SPREAD_SHAPES, where the
-shipped rule splits nothing or little.
 """
 from __future__ import annotations
 
@@ -25,31 +22,10 @@ from pathlib import Path
 import torch
 
 # (dtype, batch, heads, seq_len, head_dim)
-SHAPES = (("bf16", 2, 16, 8192, 64), ("bf16", 2, 16, 16384, 64), ("bf16", 2, 16, 16384, 128),
-          ("bf16", 2, 16, 32768, 128), ("bf16", 2, 16, 8192, 128), ("e4m3", 2, 16, 8192, 128),
+SHAPES = (("bf16", 2, 16, 8192, 64), ("bf16", 2, 16, 16384, 64), ("bf16", 2, 16, 8192, 128),
+          ("bf16", 1, 32, 8192, 128), ("bf16", 2, 16, 16384, 128), ("bf16", 2, 16, 32768, 128),
+          ("bf16", 2, 8, 16384, 256), ("bf16", 2, 8, 8192, 256), ("e4m3", 2, 16, 8192, 128),
           ("e4m3", 2, 16, 16384, 128))
-SPREAD_SHAPES = (("bf16", 2, 16, 8192, 128), ("bf16", 1, 32, 8192, 128), ("bf16", 2, 8, 16384, 256),
-                 ("bf16", 2, 16, 4096, 64))
-PART_COST = 0.03  # a part's fixed cost in program-times (its Q load, pipeline fill, store, share of the merge)
-
-
-def spread_plan(tiles: int, key_tiles: int, sms: int, part_cost: float = PART_COST, most: int = 16):
-    """tail_plan's (main_tiles, splits, per_split), but the rest's parts may take more than one wave: the split count
-    k (≤ most) that minimizes the tail's time in program-times, ⌈rest·k' ÷ sms⌉ × (per ÷ key_tiles + part_cost), k'
-    the parts k tiles of `per` key tiles make; splits 1 where no k beats the unsplit tail (1 program-time)."""
-    rest = tiles % sms
-    best, best_k = 1.0, 1
-    if rest and tiles >= sms:
-        for k in range(2, min(key_tiles, most) + 1):
-            per = -(-key_tiles // k)
-            parts = -(-key_tiles // per)
-            cost = -(-(rest * parts) // sms) * (per / key_tiles + part_cost)
-            if cost < best - 1e-9:
-                best, best_k = cost, parts
-    if best_k == 1:
-        return tiles, 1, key_tiles
-    per = -(-key_tiles // best_k)
-    return tiles - rest, -(-key_tiles // per), per
 
 
 def _setup(dtype: str, b: int, h: int, n: int, d: int):
@@ -95,16 +71,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--dtype", choices=("bf16", "e4m3"), default=None, help="only this dtype's shapes")
-    parser.add_argument("--spread", action="store_true", help="time spread_plan at SPREAD_SHAPES instead")
-    args = parser.parse_args(argv)
-    from kernels import fa3
-    shipped_plan = fa3.tail_plan
-    if args.spread:
-        fa3.tail_plan = spread_plan  # (launch_v3 and check() look it up at each call)
-    try:
-        return _run(args, SPREAD_SHAPES if args.spread else SHAPES)
-    finally:
-        fa3.tail_plan = shipped_plan
+    return _run(parser.parse_args(argv), SHAPES)
 
 
 def _run(args, shapes) -> int:
