@@ -807,8 +807,8 @@ SHIPPED: dict[tuple[int, bool], Fa3Config] = {
     # Not causal, the tail split (Fa3Config.tail_split: the tiles past the last whole wave split along their keys),
     # timed against the same config without it (an H100, 2026-12-05 22:18, perf/h200/tail_split.py): head_dim 64 8K
     # 1.032× (56 tiles left of 1,376), 16K 1.005× (nothing split); 128 16K 1.048× (4 left: 32 parts), 32K 1.036×;
-    # with tail_plan's parts over a few short waves (an H100, 2026-12-06 04:27): 128 8K 1.030× (68 left: 5 parts
-    # each over 3 short waves; the one-wave rule split nothing there), 256 16K B2 H8 1.034× (68 left: 7 parts)
+    # with tail_plan's parts over a few short waves (H100s, 2026-12-06 04:27 and 04:44): 128 8K 1.030×, 1.003× (68
+    # left: 5 parts over 3 short waves; the one-wave rule split nothing there), 256 16K B2 H8 1.034×, 1.072× (7 parts)
     (64, False): Fa3Config(64, 128, 3, 4, 160, 32, overlap=False, lazy_rescale=True, tail_split=True),
     (64, True): Fa3Config(64, 128, 3, 4, 160, 32, lazy_rescale=True, lpt=True),
     # head_dim 128: the ping-pong pair; Q·Kᵀ's A operand from registers (32 of the 240; no spills); the hand-off
@@ -995,12 +995,11 @@ def tail_plan(tiles: int, key_tiles: int, sms: int) -> tuple[int, int, int]:
     SMs idle for a whole program's time at the end, so each is split along its keys into `splits` parts of
     `per_split` key tiles: the count that finishes the tail first by a cost model in program-times, ⌈rest·k ÷ sms⌉
     short waves × (per_split ÷ key_tiles + TAIL_PART_COST), against 1 for the unsplit tail (split only at
-    ≤ TAIL_MAX_COST). Often one short wave
-    (k × rest ≤ sms); where that cannot split (rest > sms ÷ 2: bf16 D128 8K, 68 left of 2,048) more short waves
-    can (5 parts over 3). splits 1: no k pays, or nothing to split. Fewer tiles than SMs (short or few-head calls:
-    host-bound, and not measured) are not split. Timed on an H100 (2026-12-06 04:27, perf/h200/tail_split.py):
-    this rule's 5 parts at bf16 D128 8K 1.030× (B2 H16) and 1.013× (B1 H32) the unsplit kernel, D256 B2 H8 16K 1.034×;
-    the one-wave rule alone split nothing at those."""
+    ≤ TAIL_MAX_COST). Often that is one short wave (k × rest ≤ sms); where one cannot hold two parts of each tile
+    (rest > sms ÷ 2: bf16 D128 8K, 68 left of 2,048) more short waves can (5 parts over 3). splits 1: no k pays, or
+    nothing to split. Fewer tiles than SMs (short or few-head calls: host-bound, and not measured) are not split.
+    Timed on H100s (2026-12-06, perf/h200/tail_split.py), split ÷ unsplit where only this rule splits: D256 B2 H8 16K
+    1.034×, 1.072×; bf16 D128 8K 1.030× and 1.013× (B1 H32) at 04:27, 1.003× and 0.993× at 04:44 (level to +3 %)."""
     rest = tiles % sms
     if not rest or tiles < sms:
         return tiles, 1, key_tiles
