@@ -1003,16 +1003,14 @@ def tail_plan(tiles: int, key_tiles: int, sms: int) -> tuple[int, int, int]:
     rest = tiles % sms
     if not rest or tiles < sms:
         return tiles, 1, key_tiles
-    best, best_per = TAIL_MAX_COST + 1e-9, key_tiles
+    best, plan = TAIL_MAX_COST + 1e-9, (tiles, 1, key_tiles)
     for k in range(2, min(key_tiles, sms) + 1):
         per = -(-key_tiles // k)
         parts = -(-key_tiles // per)
         cost = -(-(rest * parts) // sms) * (per / key_tiles + TAIL_PART_COST)
         if cost < best - 1e-9:
-            best, best_per = cost, per
-    if best_per == key_tiles:
-        return tiles, 1, key_tiles
-    return tiles - rest, -(-key_tiles // best_per), best_per
+            best, plan = cost, (tiles - rest, parts, per)
+    return plan
 
 
 @triton.jit

@@ -59,9 +59,8 @@ def test_every_kernel_and_target_is_covered(check):
     ladder_only = [c for c in flash_v3.LADDER.values() if c not in flash_v3.SHIPPED.values()]
     # fp16 and bf16, shipped, short sequences' and the ladder; and e4m3 per shipped (head_dim, causal) and per speed
     # candidate, and per precise_pv=True configuration that is not the shipped one
-    from kernels.fp8 import PV_PROMOTE_FITS, PV_PROMOTED, fp8_candidates
+    from kernels.fp8 import PV_PROMOTE_FITS, PV_PROMOTED, config_for_fp8, fp8_candidates
     precise = len(set(PV_PROMOTE_FITS) - PV_PROMOTED)
-    from kernels.fp8 import config_for_fp8
     tail8 = sum(config_for_fp8(d, c).tail_split for d, c in flash_v3.SHIPPED)  # e4m3 also built without it
     e4m3 = len(flash_v3.SHIPPED) + tail8 + len(fp8_candidates()) + precise
     tail = sum(c.tail_split for c in flash_v3.SHIPPED.values())  # also built without it: where nothing is split

@@ -50,10 +50,11 @@ def test_fa3_matches_float64_reference(seq_len, head_dim, dtype, causal, poisone
 
 
 def _tail_split_configs(dtype, head_dim):
-    """The tail-split configs a (dtype, head_dim) has: 16-bit's shipped config with it (shipped so at 64 and 128);
-    e4m3: the shipped one (kernels.fp8.TAIL_SPLIT: at 128) and each fp8 candidate that carries it."""
+    """The tail-split configs a (dtype, head_dim) has: 16-bit's shipped one (not causal, every head_dim); e4m3: the
+    shipped one (kernels.fp8.TAIL_SPLIT: at 128) and each fp8 candidate that carries it."""
     if dtype == torch.bfloat16:
-        return {"bf16": dataclasses.replace(SHIPPED[(head_dim, False)], tail_split=True)}
+        assert SHIPPED[(head_dim, False)].tail_split, "16-bit ships the tail split at every head_dim, not causal"
+        return {"bf16": SHIPPED[(head_dim, False)]}
     from kernels.fp8 import config_for_fp8, fp8_candidates
     shipped = config_for_fp8(head_dim, False)
     assert shipped.tail_split, "e4m3 ships the tail split at head_dim 128, not causal"

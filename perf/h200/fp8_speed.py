@@ -42,7 +42,7 @@ from pathlib import Path
 
 import torch
 
-from kernels.runtime import backend, backend_reason  # first: picks the backend before any kernel is decorated
+from kernels.runtime import backend, backend_reason, sm_count  # first: picks the backend before any kernel is decorated
 from kernels.fp8 import (PAPER_OUTLIERS, PLANTED_OUTLIERS, attention_error, config_for_fp8, dequantize_fp8,
                          emulate_fp8_attention, fp8_attention, fp8_candidates, fp8_unavailable_reason,
                          hadamard_rotate, plant_sink, quantize_fp8, with_outliers)
@@ -269,7 +269,7 @@ def section_timing(run: Run, rounds: int, candidates: dict) -> list[tuple]:
                        "fp8 fa3": lambda a=(q8, k8, v8), s=(dq, dk, dv), c=c: fp8_attention(
                            *a, c, descale_q=s[0], descale_k=s[1], descale_v=s[2])}
         data[label]["fp8 kernel only"] = _kernel_only(q8, k8, v8, (dq, dk, dv), c, config_for_fp8(
-            d, c, None, n, b * h, torch.cuda.get_device_properties(0).multi_processor_count))  # (the call's config)
+            d, c, None, n, b * h, sm_count(q8.device)))  # (the config the call runs at this shape)
         for name, (head_dim, causal, config) in candidates.items():
             if (head_dim, causal) == (d, c):
                 data[label][f"fp8 {name}"] = _kernel_only(q8, k8, v8, (dq, dk, dv), c, config)
