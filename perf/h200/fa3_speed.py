@@ -13,7 +13,8 @@ table gives ours ÷ FA-4 and ours ÷ cuDNN. Without flash-attn-4 the run goes on
 1. Correctness first: every FA-3 config (the shipped table, and with --variants the candidates below) on random
    inputs against kernels.reference (float64), ragged N (1, 17, 255, 1000, 4097), its causal mode, fp16 and bf16,
    outputs poisoned with NaN beforehand; plus a non-contiguous input per head_dim. A config that fails is not timed.
-2. Timing, side by side in one run: ours FA-3 (shipped config; at N=8K the variants too), ours FA-2
+2. Timing, side by side in one run: ours FA-3 (the config the library runs at the shape: config_for_v3; at N=8K
+   the variants too), ours FA-2
    (kernels.fa2.flash_attention), the authors' FA-4 where installed, SDPA default (cuDNN on the H200; at 8K also SDPA with CUDNN_ATTENTION forced,
    to show the default is cuDNN) and SDPA's FLASH_ATTENTION backend. triton.testing.do_bench (L2 flushed before each
    call) gives a median per round; rounds interleave every shape and provider (order rotated per round); the table
@@ -44,7 +45,9 @@ import torch
 from kernels.runtime import backend, backend_reason  # first: picks the backend before any kernel is decorated
 from costmodel import Shape, lpt_heads_per_group
 from kernels.fa2 import config_for, flash_attention
-from kernels.fa3 import SHIPPED, Fa3Config, flash_attention_v3, v3_unavailable_reason
+from kernels.fa3 import (SHIPPED, Fa3Config, config_for_v3, flash_attention_v3, tail_split_where_it_splits,
+                         v3_unavailable_reason)
+from kernels.runtime import sm_count
 from kernels.peers import fa4_authors, fa4_unavailable_for
 from kernels.reference import reference_attention, relative_error
 
@@ -329,7 +332,7 @@ def time_all(shapes, providers_for, rounds: int) -> dict:
                 inputs[label] = tuple(torch.randn(b, h, n, d, device="cuda", generator=gen, dtype=torch.bfloat16)
                                       for _ in range(3))
             q, k, v = inputs[label]
-            providers = list(providers_for(d, c, n).items())
+            providers = list(providers_for(d, c, n, b * h).items())
             shift = r % len(providers)
             for pname, fn in providers[shift:] + providers[:shift]:
                 beat(f"time {label} {pname} round {r}")
@@ -403,14 +406,16 @@ def main(argv=None) -> int:
     if args.check_only:
         return 0 if all(passed.values()) else 1
 
-    def providers_for(d, c, n):
+    def providers_for(d, c, n, bh):
         out = {}
         shipped_key = f"shipped {name(SHIPPED[(d, c)])}|{d}|{c}"
-        if passed.get(shipped_key):
-            cfg = SHIPPED[(d, c)]
+        if passed.get(shipped_key):  # the config the library runs at this shape (config_for_v3: the tail split
+            # only where it splits something, the short-sequence config where it finishes first)
+            cfg = config_for_v3(d, c, n, bh, sm_count(torch.device("cuda")))
             out["fa3"] = lambda q, k, v, causal, cfg=cfg: flash_attention_v3(q, k, v, causal=causal, config=cfg)
         for vname, vcfg in extra(d, c).items():
             if passed.get(f"{vname}|{d}|{c}"):
+                vcfg = tail_split_where_it_splits(vcfg, n, bh, sm_count(torch.device("cuda")))
                 out[vname] = lambda q, k, v, causal, cfg=vcfg: flash_attention_v3(q, k, v, causal=causal, config=cfg)
         if fa4_ok.get(d):
             out["fa4 (authors)"] = fa4_authors

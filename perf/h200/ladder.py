@@ -65,7 +65,7 @@ def main(argv=None) -> int:
     calls = {s.name: (lambda q, k, v, c, s=s: s.call(q, k, v, c)) for s in steps if passed[s.name]}
     calls[REFERENCE] = fs.sdpa(None)
     fs.say(f"== timing {SHAPE[0]} bf16, {args.rounds} interleaved rounds")
-    times = fs.time_all([SHAPE], lambda d, c, n: calls, args.rounds)[SHAPE[0]]
+    times = fs.time_all([SHAPE], lambda d, c, n, bh: calls, args.rounds)[SHAPE[0]]
     _, b, h, n, d, c = SHAPE
     tflops = {name: fs.tflops(b, h, n, d, c, statistics.median(ms)) for name, ms in times.items()}
 
