@@ -91,23 +91,18 @@ def variants(head_dim: int, causal: bool) -> dict[str, Fa3Config]:
 
 
 def fa4_candidates(head_dim: int, causal: bool) -> dict[str, Fa3Config]:
-    """--fa4's candidates beside the shipped config (BENCHMARKS.md §3c: each with its prediction). Causal, every
-    head_dim: the shipped config with `lpt` (query blocks longest first across a group of heads whose K, V fit in L2,
-    instead of one head at a time); at head_dim 256 also the config without named barriers and pairing (the winner
-    at 8K causal in the last run), with and without lpt. Head_dim 64: the softmax overlap on the shipped three
-    consumers (FA-3's design at 64; it compiles without spills at 160 registers now), with lpt when causal, and
-    not causal also with head_dim 128's named-barrier turns and paired ring."""
+    """--fa4's candidates beside the shipped config (BENCHMARKS.md §3b–3c: each with its prediction). Head_dim 64, the
+    widest gap to FA-4: 1 exponential in 8 by a cubic on the FMA units (`exp_fma`: 1.036-1.038× in e4m3 at 64 on an
+    H100; in bf16 the tensor cores run at half e4m3's rate, so the SFU's share of a tile is half as large), causal and
+    not; not causal also a ring of 3 K/V slots instead of 4. Compiled for sm_90 with triton 3.7.1: no stack (Q in
+    registers at 64 keeps 104-120 bytes: not a candidate). Tried before and lost again on 2026-12-06: the softmax
+    overlap at 64 not causal (0.966-0.985×), without named barriers and pairing at 256 causal (0.969× at 16K)."""
     shipped = SHIPPED[(head_dim, causal)]
     cands = []
-    if causal:
-        cands.append(replace(shipped, lpt=True))
-        if head_dim == 64:
-            cands.append(replace(shipped, overlap=True, lpt=True))
-        if head_dim == 256:
-            plain = replace(shipped, named_turns=False, kv_paired=False)
-            cands += [plain, replace(plain, lpt=True)]
-    elif head_dim == 64:
-        cands += [replace(shipped, overlap=True), replace(shipped, overlap=True, named_turns=True, kv_paired=True)]
+    if head_dim == 64:
+        cands.append(replace(shipped, exp_fma=8))
+        if not causal:
+            cands.append(replace(shipped, kv_stages=3))
     return {name(c): c for c in cands if c != shipped}
 
 
@@ -487,7 +482,7 @@ def fa4_table(table) -> None:
             f"{', '.join(verdicts)}")
     if RESULTS.get("fa4_unavailable"):
         say(f"FA-4 (the authors'): not timed: {RESULTS['fa4_unavailable']}")
-    say("-- candidates: causal lpt (every head_dim), head_dim 256 causal, head_dim 64 overlap (TFLOPS, ÷ shipped)")
+    say("-- candidates (fa4_candidates: head_dim 64, 1 exponential in 8 on the FMA units; 3 K/V slots) (TFLOPS, ÷ shipped)")
     for label, tf in table:
         for p, value in tf.items():
             if p.startswith("fa3 ") and "fa3" in tf:
