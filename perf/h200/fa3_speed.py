@@ -91,19 +91,12 @@ def variants(head_dim: int, causal: bool) -> dict[str, Fa3Config]:
 
 
 def fa4_candidates(head_dim: int, causal: bool) -> dict[str, Fa3Config]:
-    """--fa4's candidates beside the shipped config (BENCHMARKS.md §3b–3c: each with its prediction). Head_dim 64, the
-    widest gap to FA-4: 1 exponential in 8 by a cubic on the FMA units (`exp_fma`: 1.036-1.038× in e4m3 at 64 on an
-    H100; in bf16 the tensor cores run at half e4m3's rate, so the SFU's share of a tile is half as large), causal and
-    not; not causal also a ring of 3 K/V slots instead of 4. Compiled for sm_90 with triton 3.7.1: no stack (Q in
-    registers at 64 keeps 104-120 bytes: not a candidate). Tried before and lost again on 2026-12-06: the softmax
-    overlap at 64 not causal (0.966-0.985×), without named barriers and pairing at 256 causal (0.969× at 16K)."""
-    shipped = SHIPPED[(head_dim, causal)]
-    cands = []
-    if head_dim == 64:
-        cands.append(replace(shipped, exp_fma=8))
-        if not causal:
-            cands.append(replace(shipped, kv_stages=3))
-    return {name(c): c for c in cands if c != shipped}
+    """--fa4's candidates beside the shipped config (BENCHMARKS.md §3b–3c: each with its prediction and outcome). None
+    now. Timed and left out (an H100, 2026-12-06, ÷ shipped at 8K / 16K / 32K): at head_dim 64 1 exponential in 8 on the
+    FMA units (0.937–0.960×, causal 0.927–0.954×), a ring of 3 K/V slots (0.986–1.011×), the softmax overlap not causal
+    (0.966–0.985×, as on the H200 before); at 256 causal the ring without named barriers or pairing (1.026× at 8K,
+    0.969× at 16K). Q in registers at 64 keeps 104–120 bytes of stack in the sm_90 build (triton 3.7.1)."""
+    return {}
 
 
 def name(c: Fa3Config) -> str:
@@ -482,7 +475,7 @@ def fa4_table(table) -> None:
             f"{', '.join(verdicts)}")
     if RESULTS.get("fa4_unavailable"):
         say(f"FA-4 (the authors'): not timed: {RESULTS['fa4_unavailable']}")
-    say("-- candidates (fa4_candidates: head_dim 64, 1 exponential in 8 on the FMA units; 3 K/V slots) (TFLOPS, ÷ shipped)")
+    say("-- candidates (fa4_candidates), TFLOPS and ÷ shipped")
     for label, tf in table:
         for p, value in tf.items():
             if p.startswith("fa3 ") and "fa3" in tf:
