@@ -394,16 +394,18 @@ def main(argv=None) -> int:
     if args.check_only:
         return 0 if all(passed.values()) else 1
 
+    sms = sm_count(torch.device("cuda"))
+
     def providers_for(d, c, n, bh):
         out = {}
         shipped_key = f"shipped {name(SHIPPED[(d, c)])}|{d}|{c}"
         if passed.get(shipped_key):  # the config the library runs at this shape (config_for_v3: the tail split
             # only where it splits something, the short-sequence config where it finishes first)
-            cfg = config_for_v3(d, c, n, bh, sm_count(torch.device("cuda")))
+            cfg = config_for_v3(d, c, n, bh, sms)
             out["fa3"] = lambda q, k, v, causal, cfg=cfg: flash_attention_v3(q, k, v, causal=causal, config=cfg)
         for vname, vcfg in extra(d, c).items():
             if passed.get(f"{vname}|{d}|{c}"):
-                vcfg = tail_split_where_it_splits(vcfg, n, bh, sm_count(torch.device("cuda")))
+                vcfg = tail_split_where_it_splits(vcfg, n, bh, sms)
                 out[vname] = lambda q, k, v, causal, cfg=vcfg: flash_attention_v3(q, k, v, causal=causal, config=cfg)
         if fa4_ok.get(d):
             out["fa4 (authors)"] = fa4_authors

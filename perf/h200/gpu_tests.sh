@@ -6,10 +6,10 @@
 #
 # A machine without streamlit and plotly (the scenes' live tests need them) takes their wheels from .whl/ when that
 # folder exists (ignored by git: `python3 -m pip download --no-deps --only-binary=:all: -d .whl streamlit==1.67.0
-# plotly==6.5.2 ...` with the machine's Python version and platform, and what they need that it lacks; the set carried
-# on 2026-12-06, which worked there: altair, blinker, cachetools, gitpython, gitdb, smmap, jsonschema, jsonschema-specifications, referencing,
-# rpds-py, narwhals, tenacity, toml, tornado, watchdog, and streamlit 1.67's server: starlette, uvicorn, h11,
-# websockets, python-multipart, itsdangerous; pydeck only for maps, not needed).
+# plotly==6.5.2 ...` with the machine's Python version and platform, and what they need that it lacks). The set
+# carried on 2026-12-06, which worked there: altair, blinker, cachetools, gitpython, gitdb, smmap, jsonschema,
+# jsonschema-specifications, referencing, rpds-py, narwhals, tenacity, toml, tornado, watchdog, and streamlit 1.67's
+# server: starlette, uvicorn, h11, websockets, python-multipart, itsdangerous (pydeck: only for maps, not needed).
 set -uo pipefail
 OUT=${OUT:-perf/h200/logs}
 LIMIT=${GPU_TESTS_SECONDS:-560}
