@@ -470,12 +470,12 @@ def scene_evolution(stage: Stage) -> None:
     history = stage.records_for(story.prefill_algorithms(), page.settings.SEQ_LENS) if not stage.live else None
     measured = [{**point, "label": viz.algorithm_label(point["algorithm"])}
                 for point in story.evolution_points(records, s.seq_len, history)]
-    caption, gap = story.authors_sentence(measured, stage.gpu_name), None
-    if stage.recording and stage.facts and not said:  # a setting the recording lacks has no gap to split
+    recorded = bool(stage.recording and stage.facts and not said)  # a setting the recording lacks has no gap to split
+    caption, gap = story.ratio_sentences(measured, viz.PUBLISHED, stage.gpu_name, same_gpu=recorded), None
+    if recorded:
         gap = story.fa1_gap(stage.recording.records, s.shape, stage.facts.get("sm_count"),
                            stage.facts.get("copy_gbps"))
-        caption = " ".join(filter(None, (caption, story.same_gpu_sentence(measured, viz.PUBLISHED, stage.gpu_name),
-                                         story.runs_sentence(stage.recording.meta))))
+        caption = " ".join(filter(None, (caption, story.runs_sentence(stage.recording.meta))))
     below = (page.text_rows_px(caption),) if caption else ()
     chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.measured_text,
                                height=body.chart_px(below=(*below, page.ROW_PX["expander"]))))

@@ -68,9 +68,10 @@ def _installed_apart(algorithm: str) -> bool:
     return algorithm in specs.SPECS and specs.spec(algorithm).requirements is not None
 
 
-def authors_sentence(points: list[dict], gpu: str = "this GPU") -> str:
+def authors_sentence(points: list[dict], gpu: str = "this GPU", caveat: bool = True) -> str:
     """Our FA-3 style kernel against the FlashAttention authors' own Hopper kernel (FA-4's sm90 forward), both
-    measured on one GPU at the setting (evolution_points); "" where either has no number here."""
+    measured on one GPU at the setting (evolution_points); "" where either has no number here. With the launch
+    caveat (launch_caveat) where either call is launch_bound, unless caveat is False (ratio_sentences says it once)."""
     measured = {point["algorithm"]: point for point in points if point.get("tflops")}
     ours, theirs = measured.get("fa3"), measured.get("fa4_authors")
     if not (ours and theirs):
@@ -78,30 +79,57 @@ def authors_sentence(points: list[dict], gpu: str = "this GPU") -> str:
     sentence = (f"FlashAttention-4, the authors' Hopper kernel, measured on {gpu} at this setting: "
                 f"{theirs['tflops']:,.0f} TFLOPS; our FA-3 style kernel {ours['tflops']:,.0f}, "
                 f"{ours['tflops'] / theirs['tflops']:.2f}× theirs.")
-    if ours.get("launch_bound") or theirs.get("launch_bound"):
-        sentence += (f" But a call under {fmt_ms(LAUNCH_BOUND_MS)} (here {fmt_ms(ours['time_ms'])} and "
-                     f"{fmt_ms(theirs['time_ms'])}) can be as much its launch on the host as its kernel, so this may "
-                     f"compare two launch paths more than two kernels; the longer settings compare the kernels.")
-    return sentence + " Their published figures are from other GPUs."
+    return sentence + (launch_caveat([ours, theirs]) if caveat else "") + " Their published figures are from other GPUs."
 
 
-def same_gpu_sentence(points: list[dict], published: list[dict], gpu: str = "this GPU") -> str:
+def same_gpu_sentence(points: list[dict], published: list[dict], gpu: str = "this GPU", caveat: bool = True) -> str:
     """FA-3 against FA-2 on one GPU, beside what the papers' points seem to say: the measured ratio of our FA-3
     style kernel to SDPA's FA-2 backend at the setting (evolution_points), and the papers' FA-3 ÷ FA-2, which mixes
-    two GPUs. "" where either kernel has no number here."""
-    rate = {point["algorithm"]: point["tflops"] for point in points if point.get("tflops")}
-    if not (rate.get("fa3") and rate.get("sdpa_flash")):
+    two GPUs. "" where either kernel has no number here. With the launch caveat where either call is launch_bound,
+    unless caveat is False."""
+    measured = {point["algorithm"]: point for point in points if point.get("tflops")}
+    if not (measured.get("fa3") and measured.get("sdpa_flash")):
         return ""
+    rate = {algorithm: point["tflops"] for algorithm, point in measured.items()}
     paper = {entry["short"]: entry for entry in published}
     sentence = (f"On {gpu} at this setting our FA-3 style kernel runs {rate['fa3']:,.0f} TFLOPS and SDPA's FA-2 "
                 f"backend {rate['sdpa_flash']:,.0f}: {fmt_ratio(rate['fa3'] / rate['sdpa_flash'])}, one GPU, one "
                 f"setting.")
+    if caveat:
+        sentence += launch_caveat([measured["fa3"], measured["sdpa_flash"]])
     fa2, fa3 = paper.get("FA2"), paper.get("FA3")
     if fa2 and fa3:
         sentence += (f" The papers' points ({fa2['tflops']:,} on an {fa2['gpu']}, {fa3['tflops']:,} on an "
                      f"{fa3['gpu']}) differ by {fmt_ratio(fa3['tflops'] / fa2['tflops'])}, but that is two GPUs "
                      f"as well as two algorithms.")
     return sentence
+
+
+_CALL_NAMES = {"fa3": "ours", "fa4_authors": "FA-4", "sdpa_flash": "SDPA's FA-2"}
+
+
+def launch_caveat(points: list[dict]) -> str:
+    """" But a call under 0.2 ms (here ours 0.145 ms, FA-4 0.070 ms) can be as much its launch…" where any of the
+    compared points (evolution_points) is launch_bound, naming every compared call's time; else ""."""
+    if not any(point.get("launch_bound") for point in points):
+        return ""
+    times = ", ".join(f"{_CALL_NAMES.get(point['algorithm'], point['algorithm'])} {fmt_ms(point['time_ms'])}"
+                      for point in points)
+    ratios = "these ratios" if len(points) > 2 else "this"
+    return (f" But a call under {fmt_ms(LAUNCH_BOUND_MS)} (here {times}) can be as much its launch on the host as its "
+            f"kernel, so {ratios} may compare launch paths more than kernels; the longer settings compare the "
+            f"kernels.")
+
+
+def ratio_sentences(points: list[dict], published: list[dict], gpu: str = "this GPU", same_gpu: bool = True) -> str:
+    """The evolution scene's caption of ratios: authors_sentence, then (same_gpu) same_gpu_sentence, with one launch
+    caveat at the end for the calls they compare; "" where neither has its two numbers."""
+    measured = {point["algorithm"]: point for point in points if point.get("tflops")}
+    authors = authors_sentence(points, gpu, caveat=False)
+    fa2 = same_gpu_sentence(points, published, gpu, caveat=False) if same_gpu else ""
+    compared = [algorithm for algorithm, said in (("fa3", authors or fa2), ("fa4_authors", authors),
+                                                   ("sdpa_flash", fa2)) if said]
+    return " ".join(filter(None, (authors, fa2))) + launch_caveat([measured[a] for a in compared])
 
 
 # -- FA-1 order: loop order or idle SMs ------------------------------------------------------------------

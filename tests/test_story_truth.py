@@ -490,6 +490,32 @@ def test_the_authors_sentence_says_when_both_calls_are_mostly_their_launch():
     assert f"our FA-3 style kernel {ours_8k['tflops']:,.0f}," in long_ and ours_8k["tflops"] > 450  # bf16, not e4m3
 
 
+def test_the_same_gpu_sentence_says_when_a_call_is_mostly_its_launch():
+    """FA-3 ÷ SDPA's FA-2 at 1K (head_dim 128, as recorded): a call under LAUNCH_BOUND_MS is said with the launch
+    caveat, with both times; at 16K, where both calls are over it, the sentence has no caveat."""
+    def points(n):
+        here = [r for r in SHOWN if r["seq_len"] == n and r["head_dim"] == 128 and not r["causal"] and r["batch"] == 2
+                and r["pass"] == "prefill"]
+        return {p["algorithm"]: p for p in story.evolution_points(here, n)}
+    short, long_ = points(1024), points(16384)
+    assert short["sdpa_flash"]["launch_bound"] or short["fa3"]["launch_bound"], "the recording's 1K calls are short"
+    assert not (long_["sdpa_flash"]["launch_bound"] or long_["fa3"]["launch_bound"])
+    text = story.same_gpu_sentence(list(short.values()), viz.PUBLISHED, "NVIDIA H200")
+    assert "as much its launch on the host as its kernel" in text
+    assert f"(here ours {fmt_ms(short['fa3']['time_ms'])}, SDPA's FA-2 {fmt_ms(short['sdpa_flash']['time_ms'])})" in text
+    assert "launch" not in story.same_gpu_sentence(list(long_.values()), viz.PUBLISHED, "NVIDIA H200")
+    # the scene's caption compares FA-4 too (where recorded) and says the caveat once, naming every call it compares
+    caption = story.ratio_sentences(list(short.values()), viz.PUBLISHED, "NVIDIA H200")
+    assert caption.count("as much its launch on the host") == 1 and caption.startswith(
+        story.authors_sentence(list(short.values()), "NVIDIA H200", caveat=False))
+    for algorithm in ("fa3", "sdpa_flash", *(["fa4_authors"] if "fa4_authors" in short else [])):
+        assert fmt_ms(short[algorithm]["time_ms"]) in caption.split("as much its launch")[0]
+    assert "launch" not in story.ratio_sentences(list(long_.values()), viz.PUBLISHED, "NVIDIA H200")
+    assert story.ratio_sentences(list(short.values()), viz.PUBLISHED, same_gpu=False) == \
+        story.authors_sentence(list(short.values()), caveat=False) + story.launch_caveat(
+            [short[a] for a in ("fa3", "fa4_authors") if a in short and "fa4_authors" in short])
+
+
 def _evolution_categories(app) -> str:
     spec = json.loads(app.get("plotly_chart")[0].proto.spec)
     return " ".join(spec["layout"]["xaxis"]["categoryarray"])
