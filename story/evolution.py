@@ -110,11 +110,12 @@ _CALL_NAMES = {"fa3": "ours", "fa4_authors": "FA-4", "sdpa_flash": "SDPA's FA-2"
 
 def launch_caveat(points: list[dict]) -> str:
     """" But a call under 0.2 ms (here ours 0.145 ms, FA-4 0.070 ms) can be as much its launch…" where any of the
-    compared points (evolution_points) is launch_bound, naming every compared call's time; else ""."""
-    if not any(point.get("launch_bound") for point in points):
+    compared points (evolution_points) is launch_bound, naming those calls' times; else ""."""
+    short = [point for point in points if point.get("launch_bound")]
+    if not short:
         return ""
     times = ", ".join(f"{_CALL_NAMES.get(point['algorithm'], point['algorithm'])} {fmt_ms(point['time_ms'])}"
-                      for point in points)
+                      for point in short)
     ratios = "these ratios" if len(points) > 2 else "this"
     return (f" But a call under {fmt_ms(LAUNCH_BOUND_MS)} (here {times}) can be as much its launch on the host as its "
             f"kernel, so {ratios} may compare launch paths more than kernels; the longer settings compare the "

@@ -502,14 +502,17 @@ def test_the_same_gpu_sentence_says_when_a_call_is_mostly_its_launch():
     assert not (long_["sdpa_flash"]["launch_bound"] or long_["fa3"]["launch_bound"])
     text = story.same_gpu_sentence(list(short.values()), viz.PUBLISHED, "NVIDIA H200")
     assert "as much its launch on the host as its kernel" in text
-    assert f"(here ours {fmt_ms(short['fa3']['time_ms'])}, SDPA's FA-2 {fmt_ms(short['sdpa_flash']['time_ms'])})" in text
+    said = [f"{name} {fmt_ms(short[a]['time_ms'])}" for a, name in (("fa3", "ours"), ("sdpa_flash", "SDPA's FA-2"))
+            if short[a]["launch_bound"]]
+    assert f"(here {', '.join(said)})" in text  # the calls under LAUNCH_BOUND_MS, each with its time
     assert "launch" not in story.same_gpu_sentence(list(long_.values()), viz.PUBLISHED, "NVIDIA H200")
     # the scene's caption compares FA-4 too (where recorded) and says the caveat once, naming every call it compares
     caption = story.ratio_sentences(list(short.values()), viz.PUBLISHED, "NVIDIA H200")
     assert caption.count("as much its launch on the host") == 1 and caption.startswith(
         story.authors_sentence(list(short.values()), "NVIDIA H200", caveat=False))
     for algorithm in ("fa3", "sdpa_flash", *(["fa4_authors"] if "fa4_authors" in short else [])):
-        assert fmt_ms(short[algorithm]["time_ms"]) in caption.split("as much its launch")[0]
+        named = fmt_ms(short[algorithm]["time_ms"]) in caption.split("as much its launch")[0].split("call under")[1]
+        assert named == short[algorithm]["launch_bound"], algorithm  # the short calls' times, and only theirs
     assert "launch" not in story.ratio_sentences(list(long_.values()), viz.PUBLISHED, "NVIDIA H200")
     assert story.ratio_sentences(list(short.values()), viz.PUBLISHED, same_gpu=False) == \
         story.authors_sentence(list(short.values()), caveat=False) + story.launch_caveat(
