@@ -491,10 +491,10 @@ def test_the_authors_sentence_says_when_both_calls_are_mostly_their_launch():
 
 
 def test_the_same_gpu_sentence_says_when_a_call_is_mostly_its_launch():
-    """FA-3 ÷ SDPA's FA-2 at 1K (head_dim 128, as recorded): a call under LAUNCH_BOUND_MS is said with the launch
-    caveat, with both times; at 16K, where both calls are over it, the sentence has no caveat."""
+    """FA-3 ÷ SDPA's FA-2 at 1K (head_dim 64, as recorded): a call under LAUNCH_BOUND_MS is said with the launch
+    caveat and its time; at 16K, where both calls are over it, the sentence has no caveat."""
     def points(n):
-        here = [r for r in SHOWN if r["seq_len"] == n and r["head_dim"] == 128 and not r["causal"] and r["batch"] == 2
+        here = [r for r in SHOWN if r["seq_len"] == n and r["head_dim"] == 64 and not r["causal"] and r["batch"] == 2
                 and r["pass"] == "prefill"]
         return {p["algorithm"]: p for p in story.evolution_points(here, n)}
     short, long_ = points(1024), points(16384)
