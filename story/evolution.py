@@ -109,8 +109,8 @@ _CALL_NAMES = {"fa3": "ours", "fa4_authors": "FA-4", "sdpa_flash": "SDPA's FA-2"
 
 
 def launch_caveat(points: list[dict]) -> str:
-    """" But a call under 0.2 ms (here ours 0.145 ms, FA-4 0.070 ms) can be as much its launch…" where any of the
-    compared points (evolution_points) is launch_bound, naming those calls' times; else ""."""
+    """The words ' But a call under 0.2 ms (here ours 0.145 ms, FA-4 0.070 ms) can be as much its launch…' where
+    any of the compared points (evolution_points) is launch_bound, naming those calls' times; else ""."""
     short = [point for point in points if point.get("launch_bound")]
     if not short:
         return ""
