@@ -19,6 +19,7 @@ OUT=${OUT:-perf/h200/logs}
 LIMIT=${GPU_TESTS_SECONDS:-560}
 PART=${GPU_TESTS_PART:-both}
 case "$PART" in first|rest|both) ;; *) echo "GPU_TESTS_PART is first, rest or both; got '$PART'"; exit 2 ;; esac
+[ "$PART" = first ] && [ $# -eq 0 ] && { echo "GPU_TESTS_PART=first runs the FILES named: name some"; exit 2; }
 export PYTHONUNBUFFERED=1
 if [ -d .whl ] && ls .whl/*.whl > /dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
