@@ -165,7 +165,7 @@ def _decode_split(Q, K, V, O, LSE, O_PART, COUNTERS, SEQLENS, BLOCK_TABLE, TRACE
                   HEAD_DIM: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
                   BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr, CAUSAL: tl.constexpr, HAS_SEQLENS: tl.constexpr,
                   USE_TMA: tl.constexpr, DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, TRACE: tl.constexpr,
-                  MERGE: tl.constexpr, MERGE_SPLITS: tl.constexpr):
+                  MERGE: tl.constexpr, MERGE_SPLITS: tl.constexpr, MERGE_ROWS: tl.constexpr):
     # K, V: 4-D tensor descriptors when USE_TMA, else pointers. Their strides come as (outer, inner, head):
     # (batch, key, head) for a contiguous cache, (page, slot, head) for a paged one; head_dim is unit-stride.
     # O, LSE (at LSE + lse_offset): the final (B, H, q_len, D) / (B, H, q_len), contiguous. MERGE (num_splits > 1):
@@ -258,7 +258,7 @@ def _decode_split(Q, K, V, O, LSE, O_PART, COUNTERS, SEQLENS, BLOCK_TABLE, TRACE
         if done == num_splits - 1:
             tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")  # zero for the next launch
             _merge_splits(O_PART, part_lse_offset, O, LSE + lse_offset, b, hkv, row_block, heads_kv, q_len,
-                          num_splits, GROUP, BLOCK_M, HEAD_DIM, MERGE_SPLITS)
+                          num_splits, GROUP, BLOCK_M, HEAD_DIM, MERGE_SPLITS, MERGE_ROWS)
     else:
         tl.store(LSE + lse_offset + out_row, lse, mask=row_ok)
         tl.store(O + out_row[:, None] * HEAD_DIM + offs_d[None, :], o.to(O.dtype.element_ty), mask=row_ok[:, None])
@@ -266,44 +266,49 @@ def _decode_split(Q, K, V, O, LSE, O_PART, COUNTERS, SEQLENS, BLOCK_TABLE, TRACE
 
 @triton.jit
 def _merge_splits(O_PART, part_lse_offset, O, LSE, b, hkv, row_block, heads_kv, q_len, num_splits,
-                  GROUP: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, MERGE_SPLITS: tl.constexpr):
-    # fold the splits' (O_s, LSE_s) into one softmax state, row by row over this program's real rows (a decode step
-    # has GROUP of them), MERGE_SPLITS splits per load: (m, l, acc) ⊕ (LSE_s, O_s), each split weighted by
-    # l_s · 2^(m_s − m), the online softmax's algebra one level up. One wide load per row keeps the merge short: it
-    # runs after every other split of the row block is done (merging split after split measured 3 % slower at B1
-    # 32/8 heads 128K, a 3-D tile of 4 splits × rows × head_dim 46 % slower; H200, 2026-12-04)
+                  GROUP: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, MERGE_SPLITS: tl.constexpr,
+                  MERGE_ROWS: tl.constexpr):
+    # fold the splits' (O_s, LSE_s) into one softmax state for each of this program's real rows (a decode step has
+    # GROUP of them), MERGE_ROWS rows × MERGE_SPLITS splits per load: (m, l, acc) ⊕ (LSE_s, O_s), each split
+    # weighted by l_s · 2^(m_s − m), the online softmax's algebra one level up. Wide loads keep the merge short: it
+    # runs after every other split of the row block is done, each load an L2 round trip the next waits on (merging
+    # split after split measured 3 % slower at B1 32/8 heads 128K, a 3-D tile of 4 splits × rows × head_dim 46 %
+    # slower, H200, 2026-12-04; a K/V head's 4 query rows in one load instead of one after another 1.027× at that
+    # shape, 1.014× at 256K, an H100, 2026-12-06)
     offs_s = tl.arange(0, MERGE_SPLITS)
     offs_d = tl.arange(0, HEAD_DIM)
+    offs_r = tl.arange(0, MERGE_ROWS)
     first = row_block * BLOCK_M
     rows = tl.minimum(BLOCK_M, GROUP * q_len - first)
-    for r in range(0, rows):
-        packed = first + r
+    for r0 in range(0, rows, MERGE_ROWS):
+        row_ok = r0 + offs_r < rows
+        packed = first + r0 + offs_r
         g = packed // q_len
         i = packed % q_len
-        out_row = ((b * heads_kv + hkv) * GROUP + g).to(tl.int64) * q_len + i
-        m = tl.max(tl.full([MERGE_SPLITS], float("-inf"), dtype=tl.float32), 0)
-        l = tl.sum(tl.zeros([MERGE_SPLITS], dtype=tl.float32), 0)
-        acc = tl.zeros([HEAD_DIM], dtype=tl.float32)
-        nans = 0
+        out_row = ((b * heads_kv + hkv) * GROUP + g).to(tl.int64) * q_len + i  # [MERGE_ROWS] rows of (B, H, q_len)
+        m = tl.full([MERGE_ROWS], float("-inf"), dtype=tl.float32)
+        l = tl.zeros([MERGE_ROWS], dtype=tl.float32)
+        acc = tl.zeros([MERGE_ROWS, HEAD_DIM], dtype=tl.float32)
+        nans = tl.zeros([MERGE_ROWS], dtype=tl.int32)
         for s0 in range(0, num_splits, MERGE_SPLITS):
             split = s0 + offs_s
-            ok = split < num_splits
-            lse_s = tl.load(O_PART + part_lse_offset + out_row * num_splits + split, mask=ok, other=float("-inf"),
-                            cache_modifier=".cg")
-            o_s = tl.load(O_PART + (out_row * num_splits + split)[:, None] * HEAD_DIM + offs_d[None, :],
-                          mask=ok[:, None], other=0.0, cache_modifier=".cg")
-            nans += tl.sum((lse_s != lse_s).to(tl.int32), 0)
+            ok = row_ok[:, None] & (split < num_splits)[None, :]
+            part = out_row[:, None] * num_splits + split[None, :]  # [rows, splits]
+            lse_s = tl.load(O_PART + part_lse_offset + part, mask=ok, other=float("-inf"), cache_modifier=".cg")
+            o_s = tl.load(O_PART + part[:, :, None] * HEAD_DIM + offs_d[None, None, :], mask=ok[:, :, None],
+                          other=0.0, cache_modifier=".cg")
+            nans += tl.sum((lse_s != lse_s).to(tl.int32), 1)
             lse_s = tl.where(lse_s != lse_s, float("-inf"), lse_s) * LOG2_E_KERNEL
-            m_new = tl.maximum(m, tl.max(lse_s, 0))
+            m_new = tl.maximum(m, tl.max(lse_s, 1))
             m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
             alpha = tl.math.exp2(m - m_ref)
-            w = tl.math.exp2(lse_s - m_ref)
-            l = l * alpha + tl.sum(w, 0)
-            acc = acc * alpha + tl.sum(w[:, None] * o_s, 0)
+            w = tl.math.exp2(lse_s - m_ref[:, None])
+            l = l * alpha + tl.sum(w, 1)
+            acc = acc * alpha[:, None] + tl.sum(w[:, :, None] * o_s, 1)
             m = m_new
-        tl.store(LSE + out_row, tl.where(nans > 0, float("nan"), (m + tl.math.log2(l)) * LN2_KERNEL))
-        o = tl.where(nans > 0, float("nan"), acc / tl.where(l == 0.0, 1.0, l))
-        tl.store(O + out_row * HEAD_DIM + offs_d, o.to(O.dtype.element_ty))
+        tl.store(LSE + out_row, tl.where(nans > 0, float("nan"), (m + tl.math.log2(l)) * LN2_KERNEL), mask=row_ok)
+        o = tl.where(nans[:, None] > 0, float("nan"), acc / tl.where(l == 0.0, 1.0, l)[:, None])
+        tl.store(O + out_row[:, None] * HEAD_DIM + offs_d[None, :], o.to(O.dtype.element_ty), mask=row_ok[:, None])
 
 
 _SPLIT_LAUNCH = CachedLaunch(_decode_split)  # a decode step is host-bound: launch without the JIT's dispatch
@@ -321,11 +326,16 @@ class DecodeConfig:
     programs_per_sm: int = 2  # num_splits=None: the GPU's slots for the split heuristic are SMs × this (residency)
     tma: bool = True          # TMA tensor descriptors where the layout allows (16-bit, Hopper, aligned)
     merge_splits: int = 32    # splits the merge reads in one load (a power of two; more splits take more loads)
+    merge_rows: int = 4       # rows the merge reads in that load (a power of two; a row block's rows take ⌈÷⌉ loads;
+    #                           rows × splits × head_dim ÷ threads is the load's registers a thread: 128 at 4·32·128)
 
     def __post_init__(self):
         m = self.merge_splits
         if isinstance(m, bool) or not isinstance(m, int) or m < 2 or m & (m - 1):
             raise ValueError(f"DecodeConfig.merge_splits is a power of two from 2; got {m!r}")
+        r = self.merge_rows
+        if isinstance(r, bool) or not isinstance(r, int) or r < 1 or r & (r - 1):
+            raise ValueError(f"DecodeConfig.merge_rows is a power of two from 1; got {r!r}")
 
 
 # Tuned on the H200 (perf/h200/decode_speed.py sweeps tiles and split counts; BENCHMARKS.md §1b has the runs). A
@@ -334,7 +344,7 @@ class DecodeConfig:
 TUNED_DECODE_CONFIGS: dict[tuple[int, int], DecodeConfig] = {
     (64, 2): DecodeConfig(128, 4, 3),
     (128, 2): DecodeConfig(64, 4, 3),
-    (256, 2): DecodeConfig(32, 4, 3),
+    (256, 2): DecodeConfig(32, 4, 3, merge_rows=2),
 }
 # A paged cache (num_pages, page_size, heads_kv, head_dim) puts one key's heads side by side, so a head's tile is
 # rows of head_dim elements a page's row apart. Gathered by pointer loads in tiles of 128 keys (two pages of 64),
@@ -691,7 +701,7 @@ def _launch(plan: _Plan, q, k_cache, v_cache, cache_seqlens, block_table, sm_sca
                   dict(HEAD_DIM=p.head_dim, GROUP=p.heads_q // p.heads_kv, BLOCK_M=p.block_m,
                        BLOCK_N=cfg.block_n, PAGE_SIZE=p.page_size, CAUSAL=p.causal, HAS_SEQLENS=p.has_seqlens,
                        USE_TMA=use_tma, DOT_FP32=dot_fp32, PRECISION=precision, TRACE=trace is not None, MERGE=merge,
-                       MERGE_SPLITS=cfg.merge_splits, num_warps=cfg.num_warps, num_stages=cfg.num_stages))
+                       MERGE_SPLITS=cfg.merge_splits, MERGE_ROWS=cfg.merge_rows, num_warps=cfg.num_warps, num_stages=cfg.num_stages))
         if trace is None:
             if len(_STATIC_ARGS) > 4096:
                 _STATIC_ARGS.clear()

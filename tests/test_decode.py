@@ -105,6 +105,20 @@ def test_the_merge_reads_any_number_of_splits_a_load(merge_splits, splits, poiso
             DecodeConfig(16, 4, 1, merge_splits=bad)
 
 
+@pytest.mark.parametrize("merge_rows", [1, 2, 4, 8])
+def test_the_merge_reads_any_number_of_rows_a_load(merge_rows, poisoned_allocations):
+    """DecodeConfig.merge_rows: the merge reads merge_rows query rows of a K/V head together; a row block of 12 real
+    rows (group 4 × q_len 3: fewer than a load's rows, or several loads, the last part-filled) and sequences of
+    different lengths, one of them shorter than a split, give the float64 answer."""
+    inputs = make_cache(2, 8, 2, 3, 32, [150, 20], torch.float32, seed=merge_rows)
+    out, lse = decode_attention(*inputs, num_splits=5, return_lse=True,
+                                config=DecodeConfig(16, 4, 1, merge_rows=merge_rows))
+    check(inputs, out, lse, True)
+    for bad in (0, 3, True, 2.0):
+        with pytest.raises(ValueError, match="merge_rows"):
+            DecodeConfig(16, 4, 1, merge_rows=bad)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("page", [0, 64])
 def test_pointer_path_of_16_bit_caches(dtype, page, poisoned_allocations):

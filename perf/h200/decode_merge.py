@@ -1,7 +1,8 @@
 """The decode kernel's merge at batch 1, where it sets the last few per cent (issue 39: B1 H32/8 128K at 0.96×
 cuDNN): the shipped call (the wave rule's splits rounded down to the merge's load width: 32 at B1 H32/8), the shipped
-configuration at the wave rule's own count (33 there: two merge loads), each of kernels.decode.CANDIDATES at that
-count, and SDPA's default (cuDNN), interleaved rounds, on one GPU.
+configuration at the wave rule's own count (33 there: two merge loads), each of kernels.decode.CANDIDATES at the count
+the call chooses with it (choose_num_splits on its merge width), and SDPA's default (cuDNN), interleaved rounds, on
+one GPU.
 
     PYTHONUNBUFFERED=1 python3 -m perf.h200.decode_merge [--rounds 5] [--json PATH]
     SMOKE=1 python3 -m perf.h200.decode_merge       (no GPU: toy sizes in the interpreter; checks the script only)
@@ -11,7 +12,7 @@ count, and SDPA's default (cuDNN), interleaved rounds, on one GPU.
    64) and the rule's own count. A WRONG answer: nothing is timed (exit 2).
 2. The copy roof (decode_speed's copy_bandwidth) and, per shape (B1 H32/8 at 128K, 256K, 1M; B1 H32/32 128K), in
    each round in a rotated order: the shipped call, the shipped config at the wave rule's splits (where the call
-   rounds them), each candidate at the wave rule's splits, SDPA's default. do_bench medians (L2 flushed), the median over rounds.
+   rounds them), each candidate at its own call's splits, SDPA's default. do_bench medians (L2 flushed), the median over rounds.
 Prints per shape µs and % of the copy roof, cuDNN ÷ each (goal ≥ 1.0) and each ÷ shipped.
 """
 from __future__ import annotations
@@ -56,7 +57,7 @@ def wave_rule_splits(inputs, shipped) -> int:
 
 def variants(inputs) -> dict:
     """name → a call: the shipped call, the shipped config at the wave rule's own splits where the call rounds them
-    to the merge's load width, each candidate at the wave rule's splits, SDPA's default."""
+    to the merge's load width, each candidate at the splits the call chooses with it, SDPA's default."""
     q, k, v, seqlens = inputs
     shipped = ds.plan_of(inputs, None)
     calls = {"shipped": lambda: decode_attention(q, k, v, seqlens)}
@@ -64,7 +65,7 @@ def variants(inputs) -> dict:
     if wave != shipped.splits:  # the wave rule's 33 at B1 H32/8, where the call takes one merge load's 32
         calls[f"the wave rule's {wave} splits"] = lambda: decode_attention(q, k, v, seqlens, num_splits=wave)
     for name, config in decode.CANDIDATES.items():
-        calls[name] = (lambda c=config: decode_attention(q, k, v, seqlens, config=c, num_splits=wave))
+        calls[name] = (lambda c=config: decode_attention(q, k, v, seqlens, config=c))
     calls["SDPA default (cuDNN)"] = ds.sdpa(q, k, v, None)
     return calls
 
