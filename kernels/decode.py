@@ -778,12 +778,10 @@ def decode_attention_traced(q, k_cache, v_cache, cache_seqlens=None, block_table
 # -- what the ahead-of-time compile check needs -----------------------------------------------------
 
 # Configurations perf/h200/decode_merge.py times beside the shipped one at batch 1 (BENCHMARKS.md §1b), compiled
-# with the shipped ones (shipped_launches). At B1 H32/8 the wave rule picks 33 splits (choose_num_splits now takes
-# 32): the merge, on the critical path after every split is done, then reads 32 and 1 in two dependent loads per row;
-# 64 a load reads them in one.
-CANDIDATES: dict[str, DecodeConfig] = {
-    "the merge reads 64 splits a load": replace(TUNED_DECODE_CONFIGS[(128, 2)], merge_splits=64),
-}
+# with the shipped ones (shipped_launches). None is open now. Timed and left out (an H100, 2026-12-06, ÷ the shipped
+# 4 rows × 32 splits a load at B1 H32/8 128K): 64 splits × 2 rows a load, which lets the call take the wave rule's 33
+# splits (two loads), 0.989×; 32 × 2, 0.989×; the shipped config at 33 splits, 0.996×. (64 × 4 spills: 176 bytes.)
+CANDIDATES: dict[str, DecodeConfig] = {}
 
 
 def shipped_launches():
