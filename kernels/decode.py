@@ -271,10 +271,10 @@ def _merge_splits(O_PART, part_lse_offset, O, LSE, b, hkv, row_block, heads_kv, 
     # fold the splits' (O_s, LSE_s) into one softmax state for each of this program's real rows (a decode step has
     # GROUP of them), MERGE_ROWS rows × MERGE_SPLITS splits per load: (m, l, acc) ⊕ (LSE_s, O_s), each split
     # weighted by l_s · 2^(m_s − m), the online softmax's algebra one level up. Wide loads keep the merge short: it
-    # runs after every other split of the row block is done, each load an L2 round trip the next waits on (merging
-    # split after split measured 3 % slower at B1 32/8 heads 128K, a 3-D tile of 4 splits × rows × head_dim 46 %
-    # slower, H200, 2026-12-04; a K/V head's 4 query rows in one load instead of one after another 1.027× at that
-    # shape, 1.014× at 256K, an H100, 2026-12-06)
+    # runs after every other split of the row block is done, each load an L2 round trip the next waits on (at B1
+    # 32/8 heads 128K, with one row a load: merging split after split measured 3 % slower, splits 4 at a time 46 %
+    # slower, H200, 2026-12-04; a K/V head's 4 query rows in one load instead of one after another 1.027×, 1.014× at
+    # 256K, an H100, 2026-12-06)
     offs_s = tl.arange(0, MERGE_SPLITS)
     offs_d = tl.arange(0, HEAD_DIM)
     offs_r = tl.arange(0, MERGE_ROWS)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -93,12 +92,8 @@ def section_time(run: ds.Run, rounds: int, copy_gbps: float | None) -> list[dict
         b, hq, hkv, n = shape
         inputs = ds.make_inputs(b, hq, hkv, n)
         calls = variants(inputs)
-        times: dict[str, list[float]] = {name: [] for name in calls}
-        names = list(calls)
-        for r in range(rounds):
-            for name in names[r % len(names):] + names[:r % len(names)]:
-                times[name].append(ds.bench_us(calls[name], REP_MS))
-        us = {name: statistics.median(t) for name, t in times.items()}
+        times: dict[str, list[float]] = {}
+        us = ds.time_rounds(calls, rounds, REP_MS, times)
         nbytes = ds.cache_bytes(b, hkv, n)
         row = {"shape": shape, "splits": ds.splits_of(inputs, None), "us": us, "rounds": times}
         rows.append(row)

@@ -473,12 +473,14 @@ def prefill_at_q1(q, k, v):
 GOAL_NAMES = ["ours", "ours best", "SDPA default", "SDPA FA2", "prefill q1"]
 
 
-def time_rounds(calls: dict, rounds: int, rep_ms: float) -> dict:
+def time_rounds(calls: dict, rounds: int, rep_ms: float, times: dict | None = None) -> dict:
     """name → median µs over `rounds` interleaved rounds, each round in a rotated order: right after a heavy run the
     first calls timed run slow for a few hundred ms (an H100, 2026-12-06: the first of a shape's variants after the
-    sweep 1.08–1.15× the same call a second later), and the rotation keeps that off any one of them."""
+    sweep 1.08–1.15× the same call a second later), and the rotation keeps that off any one of them. `times`, where
+    given, receives every round's µs by name."""
     names = list(calls)
-    times: dict = {name: [] for name in names}
+    times = {} if times is None else times
+    times.update({name: [] for name in names})
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
             times[name].append(bench_us(calls[name], rep_ms))
