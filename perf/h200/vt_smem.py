@@ -143,8 +143,8 @@ def sass_counts() -> int:
 
 
 def check_and_time() -> int:
-    import triton.testing
     from kernels.fa3 import v_transposed
+    from perf.h200.decode_speed import time_rounds  # interleaved rounds, the order rotated, medians
     print(f"torch {torch.__version__}, triton {triton.__version__}, {torch.cuda.get_device_name()}")
     wrong = 0
     for batch, heads, n, d in SHAPES:
@@ -162,15 +162,9 @@ def check_and_time() -> int:
         return 2
     for batch, heads, n, d in SHAPES[:2]:
         v = torch.randn(batch, heads, n, d, device="cuda").to(torch.float8_e4m3fn)
-        times = {name: [] for name in ("v_transposed", "vt_smem")}
-        for r in range(3):  # interleaved rounds, the order rotated
-            names = list(times)[r % 2:] + list(times)[:r % 2]
-            for name in names:
-                fn = (lambda: v_transposed(v, BLOCK_N)) if name == "v_transposed" else (lambda: vt_smem(v))
-                times[name].append(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3)
+        us = time_rounds({"v_transposed": lambda: v_transposed(v, BLOCK_N), "vt_smem": lambda: vt_smem(v)}, 3, 100)
         nbytes = 2 * v.numel()
-        line = ", ".join(f"{name} {sorted(t)[1]:.1f} µs ({nbytes / sorted(t)[1] / 1e3:.0f} GB/s read + write)"
-                         for name, t in times.items())
+        line = ", ".join(f"{name} {t:.1f} µs ({nbytes / t / 1e3:.0f} GB/s read + write)" for name, t in us.items())
         print(f"time B{batch} H{heads} N{n} D{d}: {line}")
     return 0
 
