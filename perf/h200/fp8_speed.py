@@ -47,6 +47,7 @@ from kernels.fp8 import (PAPER_OUTLIERS, PLANTED_OUTLIERS, attention_error, conf
                          emulate_fp8_attention, fp8_attention, fp8_candidates, fp8_unavailable_reason,
                          hadamard_rotate, plant_sink, quantize_fp8, with_outliers)
 from kernels.reference import reference_attention, relative_error
+from kernels.fa3 import tail_split_where_it_splits
 
 RAGGED = (1, 17, 255, 1000, 4097)
 DEQUANT_TOL, FLOAT64_TOL, LSE_TOL = 0.05, 0.10, 1e-3
@@ -246,11 +247,14 @@ def tflops(b, h, n, d, causal, ms) -> float:
 
 
 def _kernel_only(q8, k8, v8, descales, causal: bool, config):
-    """The e4m3 launch alone: Vᵀ and the (3, B·H) descale rows made here, once, outside the timed call."""
+    """The e4m3 launch alone: Vᵀ (unless the kernel transposes V itself: Fa3Config.v_smem_transpose) and the
+    (3, B·H) descale rows made here, once, outside the timed call."""
     from kernels.fa3 import launch_v3, v_transposed
     b, h, _, d = q8.shape
-    vt = v_transposed(v8, config.block_n if config.p_in_place else None)
     descale = torch.stack([t.expand(b, h).reshape(b * h) for t in descales]).float().contiguous()
+    if config.v_smem_transpose:
+        return lambda: launch_v3(q8, k8, v8, causal, d ** -0.5, config, descale=descale)
+    vt = v_transposed(v8, config.block_n if config.p_in_place else None)
     return lambda: launch_v3(q8, k8, vt, causal, d ** -0.5, config, descale=descale, v_is_transposed=True)
 
 
@@ -272,7 +276,8 @@ def section_timing(run: Run, rounds: int, candidates: dict) -> list[tuple]:
             d, c, None, n, b * h, sm_count(q8.device)))  # (the config the call runs at this shape)
         for name, (head_dim, causal, config) in candidates.items():
             if (head_dim, causal) == (d, c):
-                data[label][f"fp8 {name}"] = _kernel_only(q8, k8, v8, (dq, dk, dv), c, config)
+                data[label][f"fp8 {name}"] = _kernel_only(q8, k8, v8, (dq, dk, dv), c, tail_split_where_it_splits(
+                    config, n, b * h, sm_count(q8.device)))  # (the tail split only where it splits, as the call)
     times: dict = {}
     for r in range(rounds):
         for label, *_ in SHAPES:

@@ -39,10 +39,12 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 from kernels import gluon_compat as compat  # noqa: E402
+from kernels.fa3 import _transpose_v_tile  # noqa: E402
 from kernels.gluon_compat import gl, gluon  # noqa: E402
 
 SHAPES = [(2, 16, 8192, 128), (2, 16, 16384, 128), (2, 16, 1000, 128), (1, 3, 17, 128), (2, 8, 8192, 256)]
 BLOCK_N = 128  # the e4m3 kernel's key tile at head_dim 128 and 256 (P in place)
+CHUNKS = (1, 4, 8)  # the tile transposed in one run, or 4 or 8 (8: the kernel's producer) (kernels/fa3.py _transpose_v_tile: the producer's registers)
 
 
 def _jit(fn):
@@ -50,30 +52,8 @@ def _jit(fn):
 
 
 @_jit
-def _transpose_tile(raw, vt, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, IN_PLACE: gl.constexpr):
-    # raw: the V tile (BLOCK_N keys, HEAD_DIM bytes) in shared memory; vt: the Vᵀ tile (HEAD_DIM, BLOCK_N bytes).
-    # Both 128-byte swizzled (rows of ≥ 128 bytes), so their 16-bit views keep the same swizzle.
-    pairs: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-    raw16 = raw._reinterpret(gl.int16, [BLOCK_N, HEAD_DIM // 2], pairs)  # [key, p]: bytes (V[key][2p], V[key][2p+1])
-    if IN_PLACE:  # position q reads key c(q) = q0 + 8·q1 + 2·q2 + 4·q3 + 16·(q >> 4) (kernels/fa3.py p_in_place_order)
-        raw16 = raw16.reshape([BLOCK_N // 16, 2, 2, 2, 2, HEAD_DIM // 2]).permute((0, 2, 3, 1, 4, 5)) \
-            .reshape([BLOCK_N, HEAD_DIM // 2])
-    # wgmma's A-operand layout with 4 consecutive keys a thread: the load is ldmatrix.trans, and a thread's two
-    # registers hold positions q..q+3 (q a multiple of 4) of one byte pair p
-    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16])
-    a_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=4)
-    r = raw16.permute((1, 0)).load(a_op)  # [p, q]
-    # bytes 0, 2, 4, 6 of the two registers: row 2p at positions q..q+3; bytes 1, 3, 5, 7: row 2p + 1
-    t = gl.inline_asm_elementwise("prmt.b32 $0, $2, $3, 0x6420;\n\tprmt.b32 $1, $2, $3, 0x7531;", "=r,=r,r,r", [r],
-                                  dtype=gl.int16, is_pure=True, pack=4)
-    # t[p, 4a + 2b + c] is Vᵀ's row 2p + b, byte pair 2a + c: a view of the Vᵀ tile in that order takes it (stmatrix)
-    vt16 = vt._reinterpret(gl.int16, [HEAD_DIM, BLOCK_N // 2], pairs)
-    vt16.reshape([HEAD_DIM // 2, 2, BLOCK_N // 4, 2]).permute((0, 2, 1, 3)).reshape([HEAD_DIM // 2, BLOCK_N]).store(t)
-
-
-@_jit
 def _vt_tiles(V, OUT, seq_len, padded, heads, s_b, s_h, s_n, o_bh, o_d,
-              BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, IN_PLACE: gl.constexpr):
+              BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, IN_PLACE: gl.constexpr, CHUNKS: gl.constexpr):
     # one tile of BLOCK_N keys of one (batch, head): V's rows (int8 views of e4m3; keys past seq_len read as zeros)
     # into shared memory, transposed there, written as columns of OUT (B·H, HEAD_DIM, padded)
     tile = gl.program_id(0)
@@ -89,7 +69,7 @@ def _vt_tiles(V, OUT, seq_len, padded, heads, s_b, s_h, s_n, o_bh, o_d,
     vt = gl.allocate_shared_memory(gl.int8, [HEAD_DIM, BLOCK_N],
                                    gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8, rank=2))
     compat.partition_barrier()
-    _transpose_tile(raw, vt, BLOCK_N, HEAD_DIM, IN_PLACE)
+    _transpose_v_tile(raw, vt, BLOCK_N, HEAD_DIM, IN_PLACE, CHUNKS)
     compat.partition_barrier()
     rows = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(1, io))
     cols = tile * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, io))
@@ -98,7 +78,7 @@ def _vt_tiles(V, OUT, seq_len, padded, heads, s_b, s_h, s_n, o_bh, o_d,
              mask=cols[None, :] < padded)
 
 
-def vt_smem(v: torch.Tensor, in_place: bool = True, block_n: int = BLOCK_N) -> torch.Tensor:
+def vt_smem(v: torch.Tensor, in_place: bool = True, block_n: int = BLOCK_N, chunks: int = 2) -> torch.Tensor:
     """Vᵀ of an 8-bit v (B, H, N, D), D 128 or 256 with unit stride: (B, H, D, N padded to whole tiles), each tile's
     keys in P in place's order when in_place (as kernels/fa3.py v_transposed(v, block_n) returns it)."""
     batch, heads, seq_len, head_dim = v.shape
@@ -110,17 +90,18 @@ def vt_smem(v: torch.Tensor, in_place: bool = True, block_n: int = BLOCK_N) -> t
     out = torch.empty((batch, heads, head_dim, padded), dtype=torch.int8, device=v.device)
     _vt_tiles[(padded // block_n, batch * heads)](raw, out, seq_len, padded, heads, *raw.stride()[:3],
                                                   out.stride(1), out.stride(2), BLOCK_N=block_n, HEAD_DIM=head_dim,
-                                                  IN_PLACE=in_place, num_warps=4)
+                                                  IN_PLACE=in_place, CHUNKS=chunks, num_warps=4)
     return out.view(v.dtype)
 
 
-def sass_counts() -> int:
+def sass_counts(chunks: int) -> int:
     """Compile one launch for sm_90 (no GPU) and count the transposer's instructions, from its first LDSM to its
-    last store into the Vᵀ tile (STSM), and the whole kernel's shared-memory accesses."""
+    last store into the Vᵀ tile (STSM), and the whole kernel's shared-memory accesses and registers."""
     from bench import triton_private
+    from bench.compile_check import _cubin_facts
     v = torch.zeros((1, 1, 256, 128), dtype=torch.float8_e4m3fn)
     with triton_private.captured_launches() as launches:
-        vt_smem(v)
+        vt_smem(v, chunks=chunks)
     fn, args, kwargs = launches[0]
     kernel = triton_private.compile_launch(fn, args, kwargs, 90)
     tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
@@ -136,8 +117,9 @@ def sass_counts() -> int:
         print(dict(Counter(op for op in ops if op.startswith(("LDS", "STS", "PRMT")))))
         return 1
     section = Counter(op.split(".")[0] for op in ops[first:last + 1])
-    print(f"triton {triton.__version__}, sm_90, head_dim 128, {BLOCK_N}-key tile, P in place's order: the transposer "
-          f"takes {last + 1 - first} instructions a thread a tile: {dict(section.most_common())}")
+    print(f"triton {triton.__version__}, sm_90, head_dim 128, {BLOCK_N}-key tile in {chunks} run(s), P in place's "
+          f"order: the transposer takes {last + 1 - first} instructions a thread a tile: {dict(section.most_common())}; "
+          f"the kernel {_cubin_facts(kernel.asm['cubin'], sass=False)}")
     print("whole kernel's shared-memory ops:", dict(Counter(op for op in ops if op.startswith(("LDS", "STS")))))
     return 0 if not any(op.startswith(("LDS.U8", "STS.U8", "LDS.S8", "STS.S8")) for op in ops[first:last + 1]) else 1
 
@@ -151,18 +133,20 @@ def check_and_time() -> int:
         gen = torch.Generator(device="cuda").manual_seed(n + d)
         v = (torch.randn(batch, heads, n, d, device="cuda", generator=gen) * 4).to(torch.float8_e4m3fn)
         for in_place in (True, False):
-            ours = vt_smem(v, in_place).view(torch.uint8)
             ref = v_transposed(v, BLOCK_N if in_place else None).view(torch.uint8)
-            same = torch.equal(ours[..., :n], ref[..., :n]) and not ours[..., n:].any()
-            wrong += not same
-            print(f"check B{batch} H{heads} N{n} D{d} {'P in place order' if in_place else 'key order'}: "
-                  f"{'same bytes' if same else 'DIFFERENT'}")
+            for chunks in CHUNKS:
+                ours = vt_smem(v, in_place, chunks=chunks).view(torch.uint8)
+                same = torch.equal(ours[..., :n], ref[..., :n]) and not ours[..., n:].any()
+                wrong += not same
+                print(f"check B{batch} H{heads} N{n} D{d} {'P in place order' if in_place else 'key order'} in "
+                      f"{chunks} run(s): {'same bytes' if same else 'DIFFERENT'}")
     if wrong:
         print(f"{wrong} checks differ: nothing is timed")
         return 2
     for batch, heads, n, d in SHAPES[:2]:
         v = torch.randn(batch, heads, n, d, device="cuda").to(torch.float8_e4m3fn)
-        us = time_rounds({"v_transposed": lambda: v_transposed(v, BLOCK_N), "vt_smem": lambda: vt_smem(v)}, 3, 100)
+        us = time_rounds({"v_transposed": lambda: v_transposed(v, BLOCK_N), "vt_smem": lambda: vt_smem(v, chunks=1),
+                          "vt_smem 8 runs": lambda: vt_smem(v, chunks=8)}, 3, 100)
         nbytes = 2 * v.numel()
         line = ", ".join(f"{name} {t:.1f} µs ({nbytes / t / 1e3:.0f} GB/s read + write)" for name, t in us.items())
         print(f"time B{batch} H{heads} N{n} D{d}: {line}")
@@ -174,7 +158,7 @@ def main() -> int:
         print(f"Gluon does not import here: {compat.GLUON_IMPORT_ERROR}")
         return 1
     if "--sass" in sys.argv:
-        return sass_counts()
+        return max(sass_counts(chunks) for chunks in CHUNKS)
     if backend() != "cuda":
         print(f"python -m perf.h200.vt_smem needs a CUDA GPU (or --sass): {backend_reason()}")
         return 1
