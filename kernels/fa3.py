@@ -150,10 +150,6 @@ class Fa3Config:
     #                           many at once as the GPU has SMs) are split along the keys into parts that run in
     #                           one or a few short waves side by side, each writing its O and LSE to a scratch
     #                           buffer; a small kernel merges the parts by their LSE (tail_plan, launch_v3)
-    v_smem_transpose: bool = False  # 8-bit inputs: V's tiles are loaded as they lie in HBM and transposed in shared
-    #                                 memory by the producer, then a warpgroup (FA-3's way: ldmatrix.trans, byte
-    #                                 permutes, stmatrix; _transpose_v_tile), instead of Vᵀ made before the launch
-    #                                 by a pass over V in HBM (v_transposed)
 
     def __post_init__(self):  # checked once, where the configuration is made (a launch is a short call's hot path)
         if self.exp_fma not in (0, *EXP_FMA_EVERY):
@@ -173,9 +169,6 @@ class Fa3Config:
         if self.p_smem and self.p_late_cast:
             raise ValueError("Fa3Config.p_smem hands P over in shared memory, p_late_cast in registers: one or the "
                              "other")
-        if self.v_smem_transpose and (not self.kv_paired or self.block_n < 128 or self.block_n % 16):
-            raise ValueError("Fa3Config.v_smem_transpose transposes V in the producer of the paired K/V ring, in tiles "
-                             "of a multiple of 16 keys, at least 128 (a Vᵀ row then fills the 128-byte swizzle)")
 
     @property
     def label(self) -> str:
@@ -188,7 +181,7 @@ class Fa3Config:
                 f"{f' exp-fma 1/{self.exp_fma}' if self.exp_fma else ''}"
                 f"{f' p×2^{self.p_offset}' if self.p_offset else ''}{' pv-promote' if self.pv_promote else ''}"
                 f"{' p-smem' if self.p_smem else ''}{' o-in-ring' if self.o_in_ring else ''}"
-                f"{' tail-split' if self.tail_split else ''}{' vt-smem' if self.v_smem_transpose else ''}")
+                f"{' tail-split' if self.tail_split else ''}")
 
     def mangle(self) -> str:
         """The configuration as an identifier: Triton names the compiled functions after their constexpr arguments."""
@@ -199,8 +192,7 @@ class Fa3Config:
         return (f"Fa3Config_{self.num_consumers}x{self.block_m}x{self.block_n}_kv{self.kv_stages}_r{self.consumer_regs}"
                 f"_{self.producer_regs}_{flags or 'plain'}{f'_e{self.exp_fma}' if self.exp_fma else ''}"
                 f"{f'_s{self.p_offset}' if self.p_offset else ''}{'_pp' if self.pv_promote else ''}"
-                f"{'_ps' if self.p_smem else ''}{'_or' if self.o_in_ring else ''}{'_ts' if self.tail_split else ''}"
-                f"{'_vt' if self.v_smem_transpose else ''}")
+                f"{'_ps' if self.p_smem else ''}{'_or' if self.o_in_ring else ''}{'_ts' if self.tail_split else ''}")
 
     __repr__ = mangle  # Triton 3.6 mangles a constexpr argument by its repr
 
@@ -211,13 +203,8 @@ class Fa3Config:
 
     @property
     def num_warps(self) -> int:
-        """Warps per program as launched: the consumers' warpgroups plus the producer's (1 warp, padded to 4; a
-        warpgroup that transposes V with v_smem_transpose)."""
+        """Warps per program as launched: the consumers' warpgroups plus the producer's (1 warp, padded to 4)."""
         return 4 * (self.num_consumers + 1)
-
-    @property
-    def producer_warps(self) -> int:
-        return 4 if self.v_smem_transpose else 1
 
     @property
     def maxnreg(self) -> int:
@@ -276,7 +263,7 @@ def _turn_pass(turn, NEXT: gl.constexpr, CFG: gl.constexpr):
 @_jit
 def _producer(loads, CFG: gl.constexpr, PROFILE: gl.constexpr):
     q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, off_b, off_h, m0, \
-        n_kv, key0, v_raw, raw_ready = loads
+        n_kv, key0 = loads
     NUM_CONSUMERS: gl.constexpr = CFG.num_consumers
     KV_PAIRED: gl.constexpr = CFG.kv_paired
     BLOCK_M: gl.constexpr = CFG.block_m
@@ -285,10 +272,7 @@ def _producer(loads, CFG: gl.constexpr, PROFILE: gl.constexpr):
         mbarrier.expect(q_ready.index(c), q_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m0 + c * BLOCK_M, 0], q_ready.index(c),
                                         q_smem.index(c))
-    if CFG.v_smem_transpose:
-        _produce_paired_vt(k_desc, v_desc, k_smem, v_smem, v_raw, raw_ready, k_ready, k_empty, off_b, off_h, n_kv, key0,
-                           CFG, PROFILE)
-    elif KV_PAIRED:
+    if KV_PAIRED:
         _produce_paired(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, off_b, off_h, n_kv, key0, CFG, PROFILE)
     else:
         _produce_split(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty, off_b, off_h, n_kv, key0,
@@ -340,82 +324,6 @@ def _produce_split(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_
         mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
         _load_v(v_desc, off_b, off_h, key0 + j * BLOCK_N, v_ready.index(slot), v_smem.index(slot))
         _exit("load", PROFILE)
-
-
-@_jit
-def _produce_paired_vt(k_desc, v_desc, k_smem, v_smem, v_raw, raw_ready, kv_ready, kv_empty, off_b, off_h, n_kv, key0,
-                       CFG: gl.constexpr, PROFILE: gl.constexpr):
-    # -- producer, paired ring, 8-bit V transposed here (CFG.v_smem_transpose): entry j holds K_j and Vᵀ_{j-1} as
-    # in _produce_paired; V's tiles come by TMA as they lie in HBM into two raw slots, V_j one round ahead, and this
-    # warpgroup writes each into its entry transposed. An entry's ready mbarrier counts two arrivals: K's copy (with
-    # its bytes) and the transposer's (entry 0 holds no V, entry n_kv no K: a plain arrival stands in) --
-    BLOCK_N: gl.constexpr = CFG.block_n
-    KV_STAGES: gl.constexpr = CFG.kv_stages
-    HEAD_DIM: gl.constexpr = v_desc.block_type.shape[3]
-    _enter("load", PROFILE)
-    mbarrier.expect(raw_ready.index(0), v_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(v_desc, [off_b, off_h, key0, 0], raw_ready.index(0), v_raw.index(0))
-    mbarrier.wait(kv_empty.index(0), 1)  # a fresh mbarrier counts its phase before 0 as complete
-    mbarrier.expect(kv_ready.index(0), k_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(k_desc, [off_b, off_h, key0, 0], kv_ready.index(0), k_smem.index(0))
-    mbarrier.arrive(kv_ready.index(0))  # (no V in entry 0)
-    for j in range(1, n_kv + 1):
-        slot, phase = _ring(j, KV_STAGES)
-        if j < n_kv:  # V_j's raw tile, into the slot V_{j-2} left (transposed last round)
-            mbarrier.expect(raw_ready.index(j % 2), v_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(v_desc, [off_b, off_h, key0 + j * BLOCK_N, 0], raw_ready.index(j % 2),
-                                            v_raw.index(j % 2))
-        mbarrier.wait(kv_empty.index(slot), phase ^ 1)
-        if j < n_kv:
-            mbarrier.expect(kv_ready.index(slot), k_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(k_desc, [off_b, off_h, key0 + j * BLOCK_N, 0], kv_ready.index(slot),
-                                            k_smem.index(slot))
-        else:
-            mbarrier.arrive(kv_ready.index(slot))  # (no K in entry n_kv)
-        # -- V_{j-1}: landed? then transposed into the entry; the writes made visible to wgmma (the async proxy)
-        # by every thread, all threads past them, then the arrival --
-        mbarrier.wait(raw_ready.index((j - 1) % 2), ((j - 1) // 2) & 1)
-        _transpose_v_tile(v_raw.index((j - 1) % 2).reshape([BLOCK_N, HEAD_DIM]),
-                          v_smem.index(slot).reshape([HEAD_DIM, BLOCK_N]), BLOCK_N, HEAD_DIM, CFG.p_in_place)
-        fence_async_shared()
-        compat.partition_barrier()
-        mbarrier.arrive(kv_ready.index(slot))
-    _exit("load", PROFILE)
-
-
-@_jit
-def _transpose_v_tile(raw, vt, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, IN_PLACE: gl.constexpr,
-                      CHUNKS: gl.constexpr = 8):
-    # Vᵀ of an 8-bit V tile in shared memory, by one warpgroup: raw (BLOCK_N keys, HEAD_DIM bytes) → vt (HEAD_DIM,
-    # BLOCK_N), both 128-byte swizzled (rows of ≥ 128 bytes), so their 16-bit views keep the same swizzle; with
-    # IN_PLACE each tile's keys in p_in_place_order (P's keys as P in place hands them to P·V). As FA-3 does it
-    # (flash-attention's hopper/mainloop_fwd_sm90_tma_gmma_ws.hpp, transpose_V), in CHUNKS runs of BLOCK_N ÷ CHUNKS
-    # keys (a run's bytes are BLOCK_N·HEAD_DIM ÷ (128·CHUNKS) registers a thread: the producer has 32 at most);
-    # perf/h200/vt_smem.py checks it and counts its instructions:
-    # 1. a run is read as 16-bit byte pairs through a transposed view, the key order folded into the view, into
-    #    wgmma's A-operand layout with 4 consecutive keys a thread (k_width=4): ldmatrix.trans;
-    # 2. two byte permutes per 4-key group (prmt 0x6420 and 0x7531) make rows 2p and 2p+1 of Vᵀ, 4 keys each;
-    # 3. they are stored through a view of the Vᵀ tile that puts each 4-key group where it goes: stmatrix.
-    # (A plain transpose, the tile loaded into registers and stored through a .permute((1, 0)) view, lowers to
-    # byte-wise shared-memory accesses: ~440 instructions a thread a tile at head_dim 128, against ~63.)
-    RUN: gl.constexpr = BLOCK_N // CHUNKS
-    pairs: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16])
-    a_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=4)
-    raw16 = raw._reinterpret(gl.int16, [BLOCK_N, HEAD_DIM // 2], pairs)  # [key, p]: bytes (V[key][2p], V[key][2p+1])
-    # [p, q] of Vᵀ's byte pairs: t[p, 4a + 2b + c] goes to row 2p + b, byte pair 2a + c
-    vt16 = vt._reinterpret(gl.int16, [HEAD_DIM, BLOCK_N // 2], pairs) \
-        .reshape([HEAD_DIM // 2, 2, BLOCK_N // 4, 2]).permute((0, 2, 1, 3)).reshape([HEAD_DIM // 2, BLOCK_N])
-    if IN_PLACE:  # position q reads key c(q) = q0 + 8·q1 + 2·q2 + 4·q3 + 16·(q >> 4) (p_in_place_order)
-        raw16 = raw16.reshape([BLOCK_N // 16, 2, 2, 2, 2, HEAD_DIM // 2]).permute((0, 2, 3, 1, 4, 5)) \
-            .reshape([BLOCK_N, HEAD_DIM // 2])
-    for c in gl.static_range(CHUNKS):
-        # a thread's two registers hold positions q..q+3 (q a multiple of 4) of one byte pair p: ldmatrix.trans
-        r = raw16.permute((1, 0)).slice(c * RUN, RUN, 1).load(a_op)  # [p, q] of the run's positions q
-        # bytes 0, 2, 4, 6 of the two registers: row 2p at positions q..q+3; bytes 1, 3, 5, 7: row 2p + 1
-        t = gl.inline_asm_elementwise("prmt.b32 $0, $2, $3, 0x6420;\n\tprmt.b32 $1, $2, $3, 0x7531;", "=r,=r,r,r",
-                                      [r], dtype=gl.int16, is_pure=True, pack=4)
-        vt16.slice(c * RUN, RUN, 1).store(t)  # stmatrix
 
 
 @_jit
@@ -837,19 +745,7 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, DESCALE, sm_scale, seq_len, he
     dtype: gl.constexpr = q_desc.dtype
     q_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS] + q_desc.block_type.shape, q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [KV_STAGES] + k_desc.block_type.shape, k_desc.layout)
-    if CFG.v_smem_transpose:  # v_desc over V as it lies (boxes [1, 1, BLOCK_N, D]): two raw slots, the ring's Vᵀ
-        # (both 8-bit with rows of ≥ 128 bytes: the same 128-byte swizzle, v_desc's layout)
-        gl.static_assert(dtype.is_fp8(), "Fa3Config.v_smem_transpose is for 8-bit inputs")
-        HEAD_DIM: gl.constexpr = v_desc.block_type.shape[3]
-        v_smem = gl.allocate_shared_memory(dtype, [KV_STAGES, 1, 1, HEAD_DIM, BLOCK_N], v_desc.layout)
-        v_raw = gl.allocate_shared_memory(dtype, [2] + v_desc.block_type.shape, v_desc.layout)
-        raw_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-        for i in gl.static_range(2):
-            mbarrier.init(raw_ready.index(i), count=1)
-    else:
-        v_smem = gl.allocate_shared_memory(dtype, [KV_STAGES] + v_desc.block_type.shape, v_desc.layout)
-        v_raw = v_smem  # (unused)
-        raw_ready = v_smem  # (unused)
+    v_smem = gl.allocate_shared_memory(dtype, [KV_STAGES] + v_desc.block_type.shape, v_desc.layout)
     if dtype.is_fp8() and CFG.o_in_ring:  # O staged in the ring's K slots (_consumer's epilogue)
         o_smem = k_smem
     elif dtype.is_fp8():  # O (bf16) does not fit an 8-bit Q slot: its own staging buffer
@@ -872,7 +768,7 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, DESCALE, sm_scale, seq_len, he
         mbarrier.init(q_ready.index(c), count=1)
         mbarrier.init(turn.index(c), count=1)
     for i in gl.static_range(KV_STAGES):
-        mbarrier.init(k_ready.index(i), count=1 + CFG.v_smem_transpose)  # (+ the transposer's arrival)
+        mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
         mbarrier.init(k_empty.index(i), count=NUM_CONSUMERS)  # freed once every consumer arrived
         mbarrier.init(v_empty.index(i), count=NUM_CONSUMERS)
@@ -883,21 +779,21 @@ def _fa3_fwd(q_desc, k_desc, v_desc, o_desc, LSE, DESCALE, sm_scale, seq_len, he
     work = (o_desc, LSE, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, turn, qk_scale, key_len,
             off_b, off_h, off_bh, m0, n_kv, mask_from, o_smem, v_descale, p_smem, part, o2_desc, lse_ptr, row_limit)
     loads = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty, v_ready, v_empty, off_b, off_h,
-             m0, n_kv, key0, v_raw, raw_ready)
+             m0, n_kv, key0)
     # consumer 0 is the default partition (the kernel's num_warps=4 warps); the other consumers and the producer are
     # workers
     if NUM_CONSUMERS == 1:  # no ping-pong: the lone consumer and the producer
         gl.warp_specialize([(_consumer, (0, work, CFG, CAUSAL, PROFILE)), (_producer, (loads, CFG, PROFILE))],
-                           [CFG.producer_warps], [CFG.producer_regs])
+                           [1], [CFG.producer_regs])
     elif NUM_CONSUMERS == 2:
         gl.warp_specialize([(_consumer, (0, work, CFG, CAUSAL, PROFILE)), (_consumer, (1, work, CFG, CAUSAL, PROFILE)),
                             (_producer, (loads, CFG, PROFILE))],
-                           [4, CFG.producer_warps], [CFG.consumer_regs, CFG.producer_regs])
+                           [4, 1], [CFG.consumer_regs, CFG.producer_regs])
     else:
         gl.static_assert(NUM_CONSUMERS == 3, "the FA-3 kernel runs 1, 2 or 3 consumer warpgroups")
         gl.warp_specialize([(_consumer, (0, work, CFG, CAUSAL, PROFILE)), (_consumer, (1, work, CFG, CAUSAL, PROFILE)),
                             (_consumer, (2, work, CFG, CAUSAL, PROFILE)), (_producer, (loads, CFG, PROFILE))],
-                           [4, 4, CFG.producer_warps], [CFG.consumer_regs, CFG.consumer_regs, CFG.producer_regs])
+                           [4, 4, 1], [CFG.consumer_regs, CFG.consumer_regs, CFG.producer_regs])
 
 
 # -- the shipped configurations, and FA-3's ideas one by one ----------------------------------------------------------
@@ -1162,9 +1058,6 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
     if (config.p_smem or config.o_in_ring) and not fp8:
         raise ValueError(f"Fa3Config.p_smem and o_in_ring (P, O through shared memory) are for 8-bit inputs; got "
                          f"{q.dtype}")
-    if config.v_smem_transpose and (not fp8 or v_is_transposed or head_dim not in (128, 256)):
-        raise ValueError(f"Fa3Config.v_smem_transpose transposes 8-bit V (B, H, N, 128 or 256) in the kernel; got "
-                         f"{q.dtype} head_dim {head_dim}{', v_is_transposed' if v_is_transposed else ''}")
     if v_is_transposed and (not fp8 or v.shape[:3] != (batch, heads, head_dim) or v.shape[3] < seq_len):
         raise ValueError(f"v_is_transposed takes v_transposed(v) of 8-bit inputs, (B, H, D, ≥ N); got "
                          f"{tuple(v.shape)} {v.dtype}")
@@ -1176,10 +1069,7 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
     lse = torch.empty((batch, heads, seq_len), dtype=torch.float32, device=q.device)  # (B, H, N)
     q_desc, o_desc = (compat.make_descriptor(t, [1, 1, config.block_m, head_dim]) for t in (q, o))
     k_desc = compat.make_descriptor(k, [1, 1, config.block_n, head_dim])
-    if fp8 and config.v_smem_transpose:  # V as it lies; the kernel's producer transposes each tile
-        v_desc = compat.make_descriptor(v, [1, 1, config.block_n, head_dim])
-        descale = descale.contiguous()
-    elif fp8:  # wgmma reads 8-bit B operands K-major only: P·V takes Vᵀ (kernel docstring: why on the host)
+    if fp8:  # wgmma reads 8-bit B operands K-major only: P·V takes Vᵀ (kernel docstring: why on the host)
         vt = v if v_is_transposed else v_transposed(v, config.block_n if config.p_in_place else None)
         v_desc = compat.make_descriptor(vt, [1, 1, head_dim, config.block_n])
         descale = descale.contiguous()

@@ -451,16 +451,6 @@ def fp8_candidates() -> dict:
     Timed and left out (H100, 2026-12-05 22:18, kernel alone ÷ shipped, 8K and 16K): three K/V slots at 128 (1.006×,
     0.996×). Then (BENCHMARKS.md §1c Phase 13; an H100, 2026-12-06 03:51, 3 rounds): the tail split at 128 shipped
     (TAIL_SPLIT: 1.015× at 8K, where it splits); the overlap on at 128 left out (1.003×, 1.004×; 1.018×, 1.001× the run
-    before), and with the tail split too (0.991×, 0.963×).
-
-    Open (2026-12-06): V transposed in shared memory by the producer warpgroup (Fa3Config.v_smem_transpose), as FA-3
-    does, instead of the pass over V before the launch (1.3–2.7 % of the call at head_dim 128): its two raw V slots
-    take the fourth K/V slot's 32 KB, so it is timed beside three slots without it. Its sm_90 build (triton 3.7.1)
-    keeps one word on the stack: computed before the partitions split, reloaded once by the 32-register producer.
+    before), and with the tail split too (0.991×, 0.963×). No candidate is open now: fp8_speed times the shipped kernels.
     """
-    import dataclasses
-    shipped = config_for_fp8(128, False)
-    three = dataclasses.replace(shipped, kv_stages=3)
-    return {"three K/V slots": (128, False, three),
-            "V transposed in the kernel, three K/V slots": (128, False,
-                                                              dataclasses.replace(three, v_smem_transpose=True))}
+    return {}

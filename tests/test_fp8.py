@@ -290,31 +290,6 @@ def test_fa3_config_p_smem_is_checked_and_named():
         launch_v3(q, q, q, False, 0.1, config)
 
 
-def test_fa3_config_v_smem_transpose_is_checked_and_named():
-    """V transposed in shared memory by the producer (Fa3Config.v_smem_transpose): its own build and label, a
-    warpgroup for the producer, only in the paired ring with tiles of ≥ 128 keys (a Vᵀ row fills the 128-byte
-    swizzle), and refused before any launch on 16-bit inputs, head_dims the transposer does not take, or with a Vᵀ
-    made beforehand."""
-    import torch
-    from kernels.fa3 import Fa3Config, launch_v3
-    base = dict(block_m=64, block_n=128, num_consumers=3, kv_stages=3, consumer_regs=160, producer_regs=32)
-    config = Fa3Config(**base, kv_paired=True, p_in_place=True, p_smem=True, v_smem_transpose=True)
-    plain = Fa3Config(**base, kv_paired=True, p_in_place=True, p_smem=True)
-    assert "vt-smem" in config.label and config.mangle().endswith("_vt") and "_vt" not in plain.mangle()
-    assert (config.producer_warps, plain.producer_warps) == (4, 1) and config.num_warps == plain.num_warps == 16
-    for bad in (dict(kv_paired=False), dict(kv_paired=True, block_n=64), dict(kv_paired=True, block_n=136)):
-        with pytest.raises(ValueError, match="v_smem_transpose"):
-            Fa3Config(**{**base, **bad}, v_smem_transpose=True)
-    bf16 = torch.zeros(1, 1, 64, 128, dtype=torch.bfloat16)
-    e4m3 = torch.zeros(1, 1, 64, 64).to(torch.float8_e4m3fn)
-    descale = torch.ones(3, 1)
-    for args, kw in (((bf16, bf16, bf16), {}), ((e4m3, e4m3, e4m3), dict(descale=descale)),
-                     ((torch.zeros(1, 1, 64, 128).to(torch.float8_e4m3fn),) * 3, dict(descale=descale, v_is_transposed=True))):
-        with pytest.raises(ValueError, match="v_smem_transpose transposes 8-bit V"):
-            launch_v3(*args, False, 0.1, Fa3Config(**base, kv_paired=True, p_in_place=True, v_smem_transpose=True),
-                      **kw)
-
-
 # -- the library's errors where e4m3 cannot run -------------------------------------------------------------------------
 
 def fp8_inputs(seq_len=40, head_dim=64, device=DEVICE):

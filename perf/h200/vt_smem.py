@@ -5,8 +5,7 @@ K-major only), which costs the call 1.4–2.7 % at head_dim 128 (BENCHMARKS.md �
 shared memory inside the kernel instead, with its producer warpgroup: ldmatrix.trans of 16-bit pairs, byte
 permutes, stmatrix (flash-attention's hopper/mainloop_fwd_sm90_tma_gmma_ws.hpp, `transpose_V`). This script holds
 a Gluon kernel that does the same to one tile per program — global → shared → transposed in shared memory → global —
-so the transposer can be checked byte for byte against `v_transposed` and its instructions counted, before it goes
-into the attention kernel:
+so the transposer can be checked byte for byte against `v_transposed` and its instructions counted:
 
 1. the V tile (BLOCK_N keys × head_dim bytes) is read as 16-bit byte pairs through a transposed view, with P in
    place's key order (`p_in_place_order`) folded into the view, into wgmma's A-operand layout with 4 consecutive
@@ -16,6 +15,11 @@ into the attention kernel:
 
 A plain transpose (the tile loaded into registers and stored through a `.permute((1, 0))` view) lowers to byte-wise
 shared-memory accesses: ~440 instructions a thread a tile at head_dim 128 (triton 3.7.1, sm_90), against ~63 here.
+The tile goes in 1, 4 or 8 runs of keys (`CHUNKS`: fewer registers a run; triton 3.6 puts a bar.sync between runs).
+
+Put into the FA-3 kernel's producer (a warpgroup at 32 registers: 8 runs; commit 2d1e672), it was right and slower:
+the e4m3 kernel at D128 ÷ the shipped call 0.958× at 8K and 0.924× at 16K on an H100 (2026-12-06; BENCHMARKS.md §1c
+Phase 14), where the separate pass over V cost nothing measurable that run. It is not in the kernel.
 
     python -m perf.h200.vt_smem            (a GPU: the check against v_transposed, then both timed)
     python -m perf.h200.vt_smem --sass     (no GPU needed: compiled for sm_90, the transposer's instructions counted)
@@ -39,7 +43,6 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 from kernels import gluon_compat as compat  # noqa: E402
-from kernels.fa3 import _transpose_v_tile  # noqa: E402
 from kernels.gluon_compat import gl, gluon  # noqa: E402
 
 SHAPES = [(2, 16, 8192, 128), (2, 16, 16384, 128), (2, 16, 1000, 128), (1, 3, 17, 128), (2, 8, 8192, 256)]
@@ -49,6 +52,40 @@ CHUNKS = (1, 4, 8)  # the tile transposed in one run, or 4 or 8 (8: the kernel's
 
 def _jit(fn):
     return gluon.jit(fn) if gluon is not None else fn
+
+
+@_jit
+def _transpose_v_tile(raw, vt, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, IN_PLACE: gl.constexpr,
+                      CHUNKS: gl.constexpr = 8):
+    # Vᵀ of an 8-bit V tile in shared memory, by one warpgroup: raw (BLOCK_N keys, HEAD_DIM bytes) → vt (HEAD_DIM,
+    # BLOCK_N), both 128-byte swizzled (rows of ≥ 128 bytes), so their 16-bit views keep the same swizzle; with
+    # IN_PLACE each tile's keys in p_in_place_order (P's keys as P in place hands them to P·V). As FA-3 does it
+    # (flash-attention's hopper/mainloop_fwd_sm90_tma_gmma_ws.hpp, transpose_V), in CHUNKS runs of BLOCK_N ÷ CHUNKS
+    # keys (a run's bytes are BLOCK_N·HEAD_DIM ÷ (128·CHUNKS) registers a thread: the FA-3 kernel's producer has 32):
+    # 1. a run is read as 16-bit byte pairs through a transposed view, the key order folded into the view, into
+    #    wgmma's A-operand layout with 4 consecutive keys a thread (k_width=4): ldmatrix.trans;
+    # 2. two byte permutes per 4-key group (prmt 0x6420 and 0x7531) make rows 2p and 2p+1 of Vᵀ, 4 keys each;
+    # 3. they are stored through a view of the Vᵀ tile that puts each 4-key group where it goes: stmatrix.
+    # (A plain transpose, the tile loaded into registers and stored through a .permute((1, 0)) view, lowers to
+    # byte-wise shared-memory accesses: ~440 instructions a thread a tile at head_dim 128, against ~63.)
+    RUN: gl.constexpr = BLOCK_N // CHUNKS
+    pairs: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16])
+    a_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=4)
+    raw16 = raw._reinterpret(gl.int16, [BLOCK_N, HEAD_DIM // 2], pairs)  # [key, p]: bytes (V[key][2p], V[key][2p+1])
+    # [p, q] of Vᵀ's byte pairs: t[p, 4a + 2b + c] goes to row 2p + b, byte pair 2a + c
+    vt16 = vt._reinterpret(gl.int16, [HEAD_DIM, BLOCK_N // 2], pairs) \
+        .reshape([HEAD_DIM // 2, 2, BLOCK_N // 4, 2]).permute((0, 2, 1, 3)).reshape([HEAD_DIM // 2, BLOCK_N])
+    if IN_PLACE:  # position q reads key c(q) = q0 + 8·q1 + 2·q2 + 4·q3 + 16·(q >> 4) (p_in_place_order)
+        raw16 = raw16.reshape([BLOCK_N // 16, 2, 2, 2, 2, HEAD_DIM // 2]).permute((0, 2, 3, 1, 4, 5)) \
+            .reshape([BLOCK_N, HEAD_DIM // 2])
+    for c in gl.static_range(CHUNKS):
+        # a thread's two registers hold positions q..q+3 (q a multiple of 4) of one byte pair p: ldmatrix.trans
+        r = raw16.permute((1, 0)).slice(c * RUN, RUN, 1).load(a_op)  # [p, q] of the run's positions q
+        # bytes 0, 2, 4, 6 of the two registers: row 2p at positions q..q+3; bytes 1, 3, 5, 7: row 2p + 1
+        t = gl.inline_asm_elementwise("prmt.b32 $0, $2, $3, 0x6420;\n\tprmt.b32 $1, $2, $3, 0x7531;", "=r,=r,r,r",
+                                      [r], dtype=gl.int16, is_pure=True, pack=4)
+        vt16.slice(c * RUN, RUN, 1).store(t)  # stmatrix
 
 
 @_jit
@@ -136,7 +173,9 @@ def check_and_time() -> int:
             ref = v_transposed(v, BLOCK_N if in_place else None).view(torch.uint8)
             for chunks in CHUNKS:
                 ours = vt_smem(v, in_place, chunks=chunks).view(torch.uint8)
-                same = torch.equal(ours[..., :n], ref[..., :n]) and not ours[..., n:].any()
+                # (in P in place's order the last tile's positions past n may hold keys below n: whole tiles)
+                length = ref.shape[-1]
+                same = torch.equal(ours[..., :length], ref) and not ours[..., length:].any()
                 wrong += not same
                 print(f"check B{batch} H{heads} N{n} D{d} {'P in place order' if in_place else 'key order'} in "
                       f"{chunks} run(s): {'same bytes' if same else 'DIFFERENT'}")
