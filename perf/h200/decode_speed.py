@@ -28,9 +28,10 @@ e. the goal table at the sweep's shapes and the issue's (1,32,8,128K) (8,32,8,32
    with ours before they are timed.
 f. paged vs contiguous: pages of 16, 64 and 256 under a shuffled block table at four shapes, timed with the
    contiguous call in 3 interleaved rounds: time ÷ contiguous (goal <= 1.05 at page 64).
-g. per call, host included (wall time of 1000 back-to-back calls ÷ 1000, no flush; median of 3 interleaved rounds): ours at batch 1 (32, 8) heads 1K
-   and 4K with cache_seqlens and without (SDPA takes none: the like-for-like call), SDPA default there; kernels.fa2.flash_attention and the library's kernels.flash_attention ("auto") at 1K
-   B2 H16 d64 vs SDPA default there; then one call of
+g. per call, host included (wall time of 1000 back-to-back calls ÷ 1000, no flush; median of 3 interleaved
+   rounds): ours at batch 1 (32, 8) heads 1K and 4K with cache_seqlens and without (SDPA takes none: the
+   like-for-like call), SDPA default there; kernels.fa2.flash_attention and the library's kernels.flash_attention
+   ("auto") at 1K B2 H16 d64 vs SDPA default there; then one call of
    ours captured in a CUDA graph: replay == eager, replay follows a new q written into the captured buffer, and the
    replay's per-call time.
 """

@@ -250,8 +250,8 @@ def _kernel_only(q8, k8, v8, descales, causal: bool, config):
     """The e4m3 launch alone: Vᵀ and the (3, B·H) descale rows made here, once, outside the timed call."""
     from kernels.fa3 import launch_v3, v_transposed
     b, h, _, d = q8.shape
-    descale = torch.stack([t.expand(b, h).reshape(b * h) for t in descales]).float().contiguous()
     vt = v_transposed(v8, config.block_n if config.p_in_place else None)
+    descale = torch.stack([t.expand(b, h).reshape(b * h) for t in descales]).float().contiguous()
     return lambda: launch_v3(q8, k8, vt, causal, d ** -0.5, config, descale=descale, v_is_transposed=True)
 
 

@@ -1,7 +1,7 @@
 """Vᵀ through shared memory: the building block of an in-kernel V transpose for e4m3 (issue 42), checked and timed.
 
 Our e4m3 kernel reads Vᵀ from a separate pass over V (kernels/fa3.py `v_transposed`: wgmma takes 8-bit B operands
-K-major only), which costs the call 1.4–2.7 % at head_dim 128 (BENCHMARKS.md §1c). FA-3 transposes each V tile in
+K-major only), which earlier runs put at 1.4–2.7 % of the call at head_dim 128 (BENCHMARKS.md §1c). FA-3 transposes each V tile in
 shared memory inside the kernel instead, with its producer warpgroup: ldmatrix.trans of 16-bit pairs, byte
 permutes, stmatrix (flash-attention's hopper/mainloop_fwd_sm90_tma_gmma_ws.hpp, `transpose_V`). This script holds
 a Gluon kernel that does the same to one tile per program — global → shared → transposed in shared memory → global —
@@ -47,7 +47,7 @@ from kernels.gluon_compat import gl, gluon  # noqa: E402
 
 SHAPES = [(2, 16, 8192, 128), (2, 16, 16384, 128), (2, 16, 1000, 128), (1, 3, 17, 128), (2, 8, 8192, 256)]
 BLOCK_N = 128  # the e4m3 kernel's key tile at head_dim 128 and 256 (P in place)
-CHUNKS = (1, 4, 8)  # the tile transposed in one run, or 4 or 8 (8: the kernel's producer) (kernels/fa3.py _transpose_v_tile: the producer's registers)
+CHUNKS = (1, 4, 8)  # the tile transposed in one run, or in 4 or 8 (8: what fitted the FA-3 producer's 32 registers)
 
 
 def _jit(fn):
@@ -56,7 +56,7 @@ def _jit(fn):
 
 @_jit
 def _transpose_v_tile(raw, vt, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, IN_PLACE: gl.constexpr,
-                      CHUNKS: gl.constexpr = 8):
+                      CHUNKS: gl.constexpr):
     # Vᵀ of an 8-bit V tile in shared memory, by one warpgroup: raw (BLOCK_N keys, HEAD_DIM bytes) → vt (HEAD_DIM,
     # BLOCK_N), both 128-byte swizzled (rows of ≥ 128 bytes), so their 16-bit views keep the same swizzle; with
     # IN_PLACE each tile's keys in p_in_place_order (P's keys as P in place hands them to P·V). As FA-3 does it
@@ -115,7 +115,7 @@ def _vt_tiles(V, OUT, seq_len, padded, heads, s_b, s_h, s_n, o_bh, o_d,
              mask=cols[None, :] < padded)
 
 
-def vt_smem(v: torch.Tensor, in_place: bool = True, block_n: int = BLOCK_N, chunks: int = 2) -> torch.Tensor:
+def vt_smem(v: torch.Tensor, in_place: bool = True, block_n: int = BLOCK_N, chunks: int = 1) -> torch.Tensor:
     """Vᵀ of an 8-bit v (B, H, N, D), D 128 or 256 with unit stride: (B, H, D, N padded to whole tiles), each tile's
     keys in P in place's order when in_place (as kernels/fa3.py v_transposed(v, block_n) returns it)."""
     batch, heads, seq_len, head_dim = v.shape
@@ -155,8 +155,8 @@ def sass_counts(chunks: int) -> int:
         return 1
     section = Counter(op.split(".")[0] for op in ops[first:last + 1])
     print(f"triton {triton.__version__}, sm_90, head_dim 128, {BLOCK_N}-key tile in {chunks} run(s), P in place's "
-          f"order: the transposer takes {last + 1 - first} instructions a thread a tile: {dict(section.most_common())}; "
-          f"the kernel {_cubin_facts(kernel.asm['cubin'], sass=False)}")
+          f"order: the transposer takes {last + 1 - first} instructions a thread a tile: "
+          f"{dict(section.most_common())}; the kernel {_cubin_facts(kernel.asm['cubin'], sass=False)}")
     print("whole kernel's shared-memory ops:", dict(Counter(op for op in ops if op.startswith(("LDS", "STS")))))
     return 0 if not any(op.startswith(("LDS.U8", "STS.U8", "LDS.S8", "STS.S8")) for op in ops[first:last + 1]) else 1
 
@@ -184,7 +184,7 @@ def check_and_time() -> int:
         return 2
     for batch, heads, n, d in SHAPES[:2]:
         v = torch.randn(batch, heads, n, d, device="cuda").to(torch.float8_e4m3fn)
-        us = time_rounds({"v_transposed": lambda: v_transposed(v, BLOCK_N), "vt_smem": lambda: vt_smem(v, chunks=1),
+        us = time_rounds({"v_transposed": lambda: v_transposed(v, BLOCK_N), "vt_smem": lambda: vt_smem(v),
                           "vt_smem 8 runs": lambda: vt_smem(v, chunks=8)}, 3, 100)
         nbytes = 2 * v.numel()
         line = ", ".join(f"{name} {t:.1f} µs ({nbytes / t / 1e3:.0f} GB/s read + write)" for name, t in us.items())
