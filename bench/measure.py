@@ -11,6 +11,7 @@ On the interpreter path the same kernels run on the CPU: the record says so (tim
 """
 from __future__ import annotations
 
+import datetime
 import functools
 import gc
 import math
@@ -26,7 +27,7 @@ import costmodel
 from costmodel import HEAD_DIMS as SUPPORTED_HEAD_DIMS, Shape
 from bench.device import device_facts
 from bench.record import Record
-from kernels import specs
+from kernels import source, specs
 from kernels.inputs import DTYPES_BY_NAME
 from kernels.runtime import DEVICE, INTERPRET, kernel_launch_lock
 
@@ -182,7 +183,13 @@ def make_record(s: Setting, status: str, device: str, timing_kind: str, times_ms
                   status, median, p20, p80, tflops, gbps, moved, peak, needed, message, device, timing_kind, block_m,
                   block_n, counters="not counted: hardware counters are read by `python -m bench.counters`",
                   kv_len=shape.kv_len, kv_heads=shape.kv_heads, pass_=shape.pass_, page_size=s.page_size,
-                  num_splits=num_splits, fwd_bwd_ms=fwd_bwd_ms if status == "ok" else None)
+                  num_splits=num_splits, fwd_bwd_ms=fwd_bwd_ms if status == "ok" else None,
+                  recorded_at=recorded_now(), build=source.record_build(s.algorithm, shape.pass_, shape.dtype))
+
+
+def recorded_now() -> str:
+    """This minute in UTC, as a record's recorded_at says it."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
 
 
 @functools.cache

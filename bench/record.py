@@ -63,6 +63,10 @@ class Record:
     bf16_err_rel_rms: float | None = None  # its relative RMS error, random inputs and both kinds of outliers
     bf16_outlier_err_rel_rms: float | None = None
     bf16_paper_outlier_err_rel_rms: float | None = None
+    # provenance: when it was measured (UTC, to the minute) and our kernel's build (kernels/source.py record_build:
+    # a digest of its files' code; None for a peer's). Files before these fields: undated, build unknown
+    recorded_at: str | None = None
+    build: str | None = None
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -76,5 +80,5 @@ FP8_FIELDS = ("scaling", "rotation", "err_max", "err_rms", "err_rel_rms", "outli
 RECORD_FIELDS = tuple("pass" if f.name == "pass_" else f.name for f in fields(Record))
 OPTIONAL_RECORD_FIELDS = ("block_m", "block_n", "dram_read_bytes", "dram_write_bytes", "l2_bytes", "counters",
                           "kernels", "kv_len", "kv_heads", "pass", "page_size", "num_splits", "config",
-                          "fwd_bwd_ms", *FP8_FIELDS)
+                          "fwd_bwd_ms", *FP8_FIELDS, "recorded_at", "build")
 REQUIRED_RECORD_FIELDS = tuple(name for name in RECORD_FIELDS if name not in OPTIONAL_RECORD_FIELDS)

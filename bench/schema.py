@@ -4,6 +4,7 @@ value against its line (bench/results.py reads files through it). No torch: the 
 from __future__ import annotations
 
 import math
+import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from costmodel import DTYPE_BYTES, ELEMENT_BYTES, PASSES, RING_LAYOUTS
 from bench.record import RECORD_FIELDS, STATUSES
 from kernels import specs
+from kernels.source import BUILD_CHARS
 
 MAX_DEPTH = 10                # the deepest our files go is 9 (file → phases → … → lane → spans → span)
 MAX_BYTES = 2**50             # 1 PiB: sizes, byte counts
@@ -24,6 +26,7 @@ MAX_SIZES = 16                # sizes a roof was measured at
 MAX_ERROR = 1e9               # an attention output's error against float64 (the inputs' scale: no bound of its own)
 MAX_TEXT = 200                # characters of a name; messages and commands get more
 TIMING_KINDS = ("cuda", "interpreter")
+RECORDED_AT_PATTERN = r"20[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]Z"
 
 
 # -- the schema: one line per field ------------------------------------------------------------------
@@ -38,6 +41,8 @@ class _Field:
     max_chars: int = MAX_TEXT
     unit: str = ""
     aliases: Callable[[], dict[str, str]] | None = None  # text: older names read as today's
+    pattern: str = ""                 # text: the whole value matches this regular expression (what it says: `what`)
+    what: str = ""
 
 
 def _int(low: int, high: int, nullable: bool = False, unit: str = "") -> _Field:
@@ -48,8 +53,10 @@ def _float(high: float, nullable: bool = True, low: float = MIN_MS, unit: str = 
     return _Field(float, low, high, nullable, unit=unit)
 
 
-def _text(max_chars: int = MAX_TEXT, nullable: bool = False, choices=(), aliases=None) -> _Field:
-    return _Field(str, nullable=nullable, choices=choices, max_chars=max_chars, aliases=aliases)
+def _text(max_chars: int = MAX_TEXT, nullable: bool = False, choices=(), aliases=None, pattern: str = "",
+          what: str = "") -> _Field:
+    return _Field(str, nullable=nullable, choices=choices, max_chars=max_chars, aliases=aliases, pattern=pattern,
+                  what=what)
 
 
 def _algorithms() -> tuple[str, ...]:
@@ -94,6 +101,11 @@ RECORD_SCHEMA: dict[str, _Field] = {
     "paper_outlier_err_rms": _float(MAX_ERROR, low=0), "paper_outlier_err_rel_rms": _float(MAX_ERROR, low=0),
     "bf16_time_ms": _TIME, "bf16_err_rel_rms": _float(MAX_ERROR, low=0),
     "bf16_outlier_err_rel_rms": _float(MAX_ERROR, low=0), "bf16_paper_outlier_err_rel_rms": _float(MAX_ERROR, low=0),
+    # when and with which build of our kernel (kernels/source.py build_stamp) it was measured; a bad one is dropped
+    # with a note (the page then says less about the record: undated, or of an unknown build)
+    "recorded_at": _text(20, nullable=True, pattern=RECORDED_AT_PATTERN, what="a UTC time as 2026-12-06T15:04Z"),
+    "build": _text(BUILD_CHARS, nullable=True, pattern=f"[0-9a-f]{{{BUILD_CHARS}}}",
+                   what=f"a build stamp ({BUILD_CHARS} hex digits)"),
 }
 KERNEL_SCHEMA: dict[str, _Field] = {
     "name": _text(), "time_ms": _TIME, "dram_read_bytes": _BYTES, "dram_write_bytes": _BYTES, "l2_bytes": _BYTES,
@@ -200,6 +212,8 @@ def _checked(spec: _Field, value):
             if value not in choices:
                 raise _Bad(f"is not one of {', '.join(choices)}")
             return value
+        if spec.pattern and not re.fullmatch(spec.pattern, value):
+            raise _Bad(f"is not {spec.what}")
         return plain_text(value, spec.max_chars)
     if spec.kind is list:
         if not isinstance(value, list):

@@ -9,6 +9,9 @@ A missing phase comment is an error (tests/test_picture.py keeps it that way).
 """
 from __future__ import annotations
 
+import hashlib
+import io
+import tokenize
 from pathlib import Path
 
 from costmodel import IO_TENSORS
@@ -85,3 +88,72 @@ def step_phases(order: str, loads, stores, phases: dict[str, list[int]]) -> list
                  "load_kv": load[k][1] > load[k][0], "write": store[o][1] > store[o][0] or kv_outer}
         result.append([name for name in phases if moved.get(name, True)])
     return result
+
+
+# -- a kernel's build: what a record was measured with ------------------------------------------------------------
+
+BUILD_CHARS = 12  # hex digits of a build stamp
+_SKIPPED = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER}
+_STATEMENT_START = {tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}
+
+
+def code_tokens(text: str) -> list[str]:
+    """A Python file's code as tokens, without what does not run: comments, blank lines, and statements that are
+    only a string (docstrings). Each f-string is one token, its text as written, whatever the Python version
+    (3.12 tokenizes f-strings into parts: the bench's GPU machine and the app's may differ)."""
+    lines = text.splitlines(keepends=True)
+
+    def between(start: tuple[int, int], end: tuple[int, int]) -> str:
+        (r0, c0), (r1, c1) = start, end
+        if r0 == r1:
+            return lines[r0 - 1][c0:c1]
+        return lines[r0 - 1][c0:] + "".join(lines[r0:r1 - 1]) + lines[r1 - 1][:c1]
+
+    fstring_start = getattr(tokenize, "FSTRING_START", None)
+    fstring_end = getattr(tokenize, "FSTRING_END", None)
+    raw: list[tuple[int, str]] = []
+    depth, opened = 0, (0, 0)
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if fstring_start is not None and tok.type == fstring_start:
+            if depth == 0:
+                opened = tok.start
+            depth += 1
+            continue
+        if fstring_end is not None and tok.type == fstring_end:
+            depth -= 1
+            if depth == 0:
+                raw.append((tokenize.STRING, between(opened, tok.end)))
+            continue
+        if depth or tok.type in _SKIPPED:
+            continue
+        raw.append((tok.type, tok.string if tok.type not in _STATEMENT_START else tokenize.tok_name[tok.type]))
+    kept: list[str] = []
+    dropped = False
+    for i, (kind, string) in enumerate(raw):
+        if kind == tokenize.NEWLINE and dropped:  # the docstring's own line end
+            dropped = False
+            continue
+        dropped = (kind == tokenize.STRING and (i == 0 or raw[i - 1][0] in _STATEMENT_START)
+                   and (i + 1 == len(raw) or raw[i + 1][0] == tokenize.NEWLINE))
+        if not dropped:
+            kept.append(string)
+    return kept
+
+
+def build_stamp(files: tuple[str, ...], root: Path = KERNEL_DIR) -> str:
+    """The build of a kernel: a digest of the code of its files in kernels/ (code_tokens: a comment or docstring
+    edited leaves it as it was; any change to what runs, its shipped configurations included, changes it)."""
+    digest = hashlib.sha256()
+    for name in files:
+        digest.update(name.encode())
+        digest.update(b"\0")
+        digest.update("\x1f".join(code_tokens((root / name).read_text(encoding="utf-8"))).encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:BUILD_CHARS]
+
+
+def record_build(algorithm: str, pass_: str = "prefill", dtype: str = "", root: Path = KERNEL_DIR) -> str | None:
+    """The build stamp of our kernel that computes this algorithm's records of this pass and dtype, as the files in
+    `root` are now; None for a peer's (its version is the device facts' torch, or its package's)."""
+    files = specs.source_files(algorithm, pass_, dtype)
+    return build_stamp(files, root) if files else None

@@ -77,6 +77,9 @@ class Spec:
     backward_compile: str | None = None  # "module:function" (subset="all") -> the backward's launches (compile check)
     fast: str | None = None             # "module:function" (q, k, v, causal, sm_scale) -> a launcher for calls like
                                         # this checked one, or None: the library's fast path for short calls
+    sources: tuple[tuple[str, tuple[str, ...]], ...] = ()  # ours: its kernel's files in kernels/, by what a record
+                                        # computed ("*", a pass, or "fp8": e4m3 inputs), first match of ("fp8" when
+                                        # 8-bit,) its pass, "*": the files whose code a record's build stamp digests
 
     def load(self, field_name: str) -> Callable:
         """The function a "module:function" field names, imported now."""
@@ -179,10 +182,11 @@ _BUILT_IN = (
          trace=Trace("FA2 order", False, costmodel.tile_schedule, costmodel.step_traffic,
                      costmodel.flash_traffic_no_cache, "kernels.fa2:flash_attention_traced", "fa2.py", FA2_PHASES),
          proton="kernels.fa2:proton_launcher", compile="kernels.fa2:shipped_launches",
-         backward="kernels.fa2_bwd:launch_backward", backward_compile="kernels.fa2_bwd:shipped_launches"),
+         backward="kernels.fa2_bwd:launch_backward", backward_compile="kernels.fa2_bwd:shipped_launches",
+         sources=(("backward", ("fa2_bwd.py", "fa2.py")), ("*", ("fa2.py",)))),
     Spec("naive", "standard (ours, 3 Triton kernels)", "standard (ours)", "vermillion",
          "kernels.naive:naive_attention", _naive_model, costmodel.naive_extra_bytes, interpreter=True,
-         compile="kernels.naive:shipped_launches"),
+         compile="kernels.naive:shipped_launches", sources=(("*", ("naive.py",)),)),
     Spec("sdpa_default", "PyTorch SDPA (default)", "SDPA default", "reddish_purple", "kernels.peers:sdpa_default",
          _fused_model, costmodel.fused_extra_bytes, ours=False, ratio=True,
          kv_cache="kernels.peers:decode_sdpa_default"),
@@ -197,18 +201,22 @@ _BUILT_IN = (
          max_seq_len=16384, max_seq_len_why="round trips ∝ N²", ratio=True,
          trace=Trace("FA1 order", True, costmodel.fa1_schedule, costmodel.fa1_step_traffic, costmodel.fa1_traffic,
                      "kernels.fa1:flash_attention_v1_traced", "fa1.py", FA1_PHASES),
-         compile="kernels.fa1:shipped_launches"),
+         compile="kernels.fa1:shipped_launches", sources=(("*", ("fa1.py",)),)),
     Spec("fa3", "flash, FA-3 style (ours, Gluon)", "FA-3 style (ours)", "indigo", "kernels.fa3:flash_attention_v3",
          _flash_model, costmodel.flash_extra_bytes, library=True, auto_rank=0, aliases=("flash_v3",),
          tiles="kernels.fa3:tiles_for",
          assumed_tiles=(128, 128), tile_rule=check_fa3_tiles, unavailable="kernels.fa3:unavailable_for",
          ratio=True, proton="kernels.fa3:proton_launcher", compile="kernels.fa3:shipped_launches",
          backward="kernels.fa3_bwd:backward", backward_compile="kernels.fa3_bwd:shipped_launches",
-         fast="kernels.fa3:fast_launcher"),
+         fast="kernels.fa3:fast_launcher",
+         sources=(("fp8", ("fa3.py", "ptx.py", "gluon_compat.py", "fp8.py")),
+                  ("backward", ("fa3_bwd.py", "ptx.py", "gluon_compat.py")),
+                  ("*", ("fa3.py", "ptx.py", "gluon_compat.py")))),
     Spec("decode", "flash-decoding (ours, Triton, split-KV)", "decode (ours)", "sky_blue",
          "kernels.decode:decode_attention", _decode_model, _decode_extra_bytes, interpreter=True,
          tiles="kernels.decode:tiles_for", assumed_tiles=DECODE_ASSUMED_TILES, tile_rule=costmodel.check_tiles,
-         passes=("decode",), compile="kernels.decode:shipped_launches", kv_cache="kernels.peers:decode_ours"),
+         passes=("decode",), compile="kernels.decode:shipped_launches", kv_cache="kernels.peers:decode_ours",
+         sources=(("*", ("decode.py",)),)),
     Spec("fa4_authors", "FlashAttention-4, the authors' Hopper kernel", "FA-4 (the authors')", "brown",
          "kernels.peers:fa4_authors", _fused_model, costmodel.fused_extra_bytes, ours=False, ratio=True,
          unavailable="kernels.peers:fa4_unavailable_for", requirements="requirements-peers.txt"),
@@ -286,6 +294,16 @@ def traffic(key: str, shape: Shape, block_m: int | None = None, block_n: int | N
 def extra_bytes(key: str, shape: Shape) -> int:
     """Device memory an algorithm needs beyond its inputs, by its design."""
     return spec(key).extra_bytes(shape)
+
+
+def source_files(key: str, pass_: str = "prefill", dtype: str = "") -> tuple[str, ...]:
+    """The files in kernels/ whose code computed a record of this algorithm, pass and dtype (its spec's `sources`;
+    () for a peer's or a spec without them)."""
+    by_what = dict(spec(key).sources)
+    for what in (("fp8",) if dtype.startswith("float8") else ()) + (pass_, "*"):
+        if what in by_what:
+            return by_what[what]
+    return ()
 
 
 def check_tiles(key: str, block_m: object, block_n: object) -> None:
