@@ -77,7 +77,15 @@ def scene_headline(stage: Stage) -> None:
         st.metric("Speedup", numbers.speedup, help=numbers.speedup_why, border=True)
         if not said:  # a setting the recording lacks has no times to say (its line above says so)
             st.caption(f"Batch {s.batch} × {s.heads} heads, head_dim {s.head_dim}, {s.dtype}"
-                       f"{', causal' if s.causal else ''}. Speedup {stage.measured}: {numbers.speedup_why}.")
+                       f"{', causal' if s.causal else ''}. Speedup {speedup_source(stage, records)}: "
+                       f"{numbers.speedup_why}.")
+
+
+def speedup_source(stage: Stage, records: list[dict]) -> str:
+    """Where the headline's speedup was measured, short (the cards' column is narrow; the badge names the GPU)."""
+    if stage.live:
+        return stage.measured
+    return f"recorded {markdown_text(story.recorded_days([r for r in records if r['seq_len'] == stage.settings.seq_len], stage.recording.meta.get('created', '') if stage.recording else ''))}"
 
 
 def scene_hierarchy(stage: Stage) -> None:
@@ -173,7 +181,7 @@ def scene_roofline(stage: Stage) -> None:
                + story.roofs_sentence(facts, *stage.roof_sizes))
     height = body.chart_px(below=(page.ROW_PX["expander"], page.text_rows_px(caption)))
     chart(viz.roofline_figure([point.as_dict() for point in points], peak, copy, facts.get("l2_gbps"),
-                              theme=s.theme, height=height, title=f"Roofline, {plotly_text(stage.measured_text)}"))
+                              theme=s.theme, height=height, title=f"Roofline, {plotly_text(stage.measured_for(records))}"))
     with st.popover("Each point in words", width="content"):  # floats over the page: opening it grows nothing
         st.markdown(story.roofline_text(points, records, facts))
         st.markdown("\n".join(f"- {line}" for line in story.roofline_verdicts(points, peak, copy, *stage.roof_sizes,
@@ -264,8 +272,8 @@ def scene_backward(stage: Stage) -> None:
     recording = stage.quoted_recording
     backward = page.backward_records(recording)
     source = story.backward.source_words(recording.facts["name"] if recording else "",
-                                         str(recording.meta.get("created", ""))[:10] if recording else "",
-                                         stage.live)
+                                         story.recorded_days(backward, recording.meta.get("created", ""))
+                                         if recording else "", stage.live)
     if s.part == "memory":
         hbm_bytes = stage.facts.get("hbm_bytes") if stage.facts else None
         records = story.backward.at_setting(backward, s.shape)
@@ -286,7 +294,8 @@ def scene_backward(stage: Stage) -> None:
         return
     forward = recording.records if recording else []
     bars = story.backward.tflops_bars(backward, forward, s.shape)
-    caption = f"{story.backward.tflops_sentence(bars, s.shape)} Source: {markdown_text(source)}."
+    caption = " ".join(filter(None, (f"{story.backward.tflops_sentence(bars, s.shape)} Source: {markdown_text(source)}.",
+                                     stage.earlier_code(story.backward.at_setting(backward, s.shape)))))
     if not any(b.tflops for b in bars):  # nothing measured at this setting: the words, not an empty chart
         st.info(caption)
         return
@@ -307,7 +316,8 @@ def scene_seqlen(stage: Stage) -> None:
     bound(st.segmented_control, "Show", "tab", s, options=tuple(SEQLEN_TABS), required=True,
           format_func=SEQLEN_TABS.get, label_visibility="collapsed")
     body.row("tabs")
-    caption = story.at_length_sentence(records, s.shape)
+    caption = " ".join(filter(None, (story.at_length_sentence(records, s.shape),
+                                     "" if stage.live else stage.earlier_code(records))))
     height = body.chart_px(below=(page.text_rows_px(caption),))
     if s.tab == "memory":
         memory_chart(stage, records, height=height, width=page.BODY_WIDTH_PX)
@@ -446,9 +456,12 @@ def scene_decode(stage: Stage) -> None:
         if rows:
             shown = [{"key": r.key, "label": r.label, "time_us": r.time_us, "gbps": r.gbps,
                       "latency_bound": r.latency_bound} for r in rows]
+            # decode is always a recording's (live pages quote the shipped one): when, and with which code
+            when = stage.recorded_subtitle([r for r in records if r["batch"] == s.decode_batch
+                                            and r["kv_len"] == s.kv_len])
             chart(viz.decode_bandwidth_figure(shown, copy_gbps, theme=s.theme, height=height,
                                               title=f"batch {s.decode_batch} × {fmt_tokens(s.kv_len)} tokens: "
-                                                    f"time per token, bandwidth"),
+                                                    f"time per token, bandwidth", subtitle=when),
                   width=page.column_px(DECODE_COLUMNS, 1))
     if sentence:
         st.caption(sentence)
@@ -475,9 +488,10 @@ def scene_evolution(stage: Stage) -> None:
     if recorded:
         gap = story.fa1_gap(stage.recording.records, s.shape, stage.facts.get("sm_count"),
                            stage.facts.get("copy_gbps"))
-        caption = " ".join(filter(None, (caption, story.runs_sentence(stage.recording.meta))))
+        caption = " ".join(filter(None, (caption, story.runs_sentence(stage.recording.meta),
+                                         stage.earlier_code(records))))
     below = (page.text_rows_px(caption),) if caption else ()
-    chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.measured_text,
+    chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.measured_for(records),
                                height=body.chart_px(below=(*below, page.ROW_PX["expander"]))))
     if caption:
         st.caption(caption)
@@ -514,7 +528,8 @@ def scene_ablation(stage: Stage) -> None:
     programs = source.recording.ladder_programs if source.recording else {}
     program = programs.get(selected)
     caption = (f"**{markdown_text(selected)}**: {story.what_changed(selected)} {story.step_lanes_sentence(program)} "
-               "The buttons above choose the step whose Proton lanes show.")
+               "The buttons above choose the step whose Proton lanes show."
+               + ("" if source.live else f" {stage.earlier_code(ablation_records(stage, source))}".rstrip()))
     height = body.chart_px(below=(page.text_rows_px(caption), page.ROW_PX["expander"]))
     published = f"FA-3 paper, {story.ablation.PUBLISHED_GPU} (published, another GPU)"
     bars_col, lanes_col = st.columns(ABLATION_COLUMNS)
@@ -540,6 +555,13 @@ def scene_ablation(stage: Stage) -> None:
             st.markdown("\n".join(f"- {p.label}: **{p.text} TFLOPS** ({p.note})" for p in story.PUBLISHED_STEPS)
                         + f"\n\n{story.ablation.PUBLISHED_SOURCE}; {story.ablation.PUBLISHED_GPU}, head_dim 128, "
                           f"N = 8K, FP16, forward.")
+
+
+def ablation_records(stage: Stage, source) -> list[dict]:
+    """The recorded records the ablation scene shows: the ladder's and, unless FP8 is measured live, the FP8
+    popover's (its caption has no room for a line of its own: the scene's caption speaks for both)."""
+    fp8 = list(stage.quoted_recording.fp8) if stage.quoted_recording and not stage.live else []
+    return list(source.records) + fp8
 
 
 FP8_POPOVER = "FA-3's third idea: FP8"

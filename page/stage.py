@@ -10,9 +10,11 @@ and the page frame (title, navigation) should be on screen before they have load
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
+import tokenize
 from dataclasses import dataclass, field, replace
 
 import streamlit as st
@@ -21,6 +23,7 @@ import costmodel
 import story
 from costmodel import Shape
 from fmt import fmt_tokens, markdown_text
+from kernels import source
 from page.cache import ByteBudgetCache
 from page.pictures import SharedMemoryBudget, fit_tiles
 from page.settings import SEQ_LENS, UPLOADED_RECORDING, Settings
@@ -57,6 +60,16 @@ class Recording:
     fp8: tuple[dict, ...] = ()
     # bench.ring: ring attention over several GPUs (each run's text markdown-safe, as a record's)
     ring: tuple[dict, ...] = ()
+
+
+@functools.lru_cache(maxsize=64)
+def build_now(algorithm: str, pass_: str, dtype: str) -> str | None:
+    """This copy's build stamp of our kernel for records of this algorithm, pass and dtype (kernels/source.py),
+    read once per server; None where a file of it cannot be read or parsed (the page then says nothing of builds)."""
+    try:
+        return source.record_build(algorithm, pass_, dtype)
+    except (OSError, SyntaxError, ValueError, tokenize.TokenError):
+        return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,8 +112,26 @@ class Stage:
         "recorded on X, date" (a figure shows it through fmt.plotly_text)."""
         if self.live:
             return f"measured live on {self.gpu}"
-        created = str(self.recording.meta.get("created", ""))[:10] if self.recording else ""
-        return f"recorded on {self.gpu}" + (f", {created}" if created else "")
+        return self.measured_for(self.recording.records if self.recording else [])
+
+    def measured_for(self, records: list[dict]) -> str:
+        """measured_text for these records: live, or recorded on X on the days they were measured (plain text)."""
+        if self.live:
+            return f"measured live on {self.gpu}"
+        return story.recorded_label(self.gpu, records, self.recording.meta.get("created", "") if self.recording else "")
+
+    @staticmethod
+    def earlier_code(records: list[dict]) -> str:
+        """What to say of recorded records measured with other code than this copy's kernels (story.earlier_code),
+        safe in Streamlit's markdown; "" when every one is this copy's (or says nothing of its build)."""
+        return markdown_text(story.earlier_code_sentence(story.earlier_code(records, build_now)))
+
+    def recorded_subtitle(self, records: list[dict]) -> str:
+        """story.recorded_subtitle for records of the quoted recording (a scene whose figures are always recorded),
+        as plain text (a figure escapes it)."""
+        recording = self.quoted_recording
+        return story.recorded_subtitle(records, recording.meta.get("created", "") if recording else "",
+                                       story.earlier_code(records, build_now))
 
     @property
     def measured(self) -> str:
@@ -325,6 +356,7 @@ class LadderSource:
     live_problem: str = ""
     recording: Recording | None = None  # where the steps' Proton lanes come from
     gpu: str = ""                       # the GPU that measured them, plain text
+    live: bool = False                  # measured now on this page's GPU (else the recording's)
 
 
 def ladder_source(stage: Stage) -> LadderSource:
@@ -335,13 +367,13 @@ def ladder_source(stage: Stage) -> LadderSource:
     if stage.live:
         try:
             with st.spinner(f"Timing every step of the ladder side by side on {stage.gpu_name}…"):
-                return LadderSource(tuple(measure_ladder_live()), stage.measured_text, "", recording, stage.gpu)
+                return LadderSource(tuple(measure_ladder_live()), stage.measured_text, "", recording, stage.gpu,
+                                    live=True)
         except (RuntimeError, ValueError, TimeoutError) as why:  # not Hopper, or the GPU busy with other viewers
             problem = markdown_text(str(why))
     if recording is None:
         return LadderSource((), "", problem or stage.recording_problem, None)
-    created = str(recording.meta.get("created", ""))[:10]
-    label = f"recorded on {recording.facts['name']}" + (f", {created}" if created else "")
+    label = story.recorded_label(recording.facts["name"], list(recording.ladder), recording.meta.get("created", ""))
     return LadderSource(tuple(recording.ladder), label, problem, recording, recording.facts["name"])
 
 
@@ -415,8 +447,7 @@ def fp8_source(stage: Stage, level: str) -> Fp8Source:
     if recording is not None and recording.fp8:
         points = story.fp8.recorded_points(recording.fp8, level)
         if points:
-            created = str(recording.meta.get("created", ""))[:10]
-            label = f"recorded on {recording.facts['name']}" + (f", {created}" if created else "")
+            label = story.recorded_label(recording.facts["name"], list(recording.fp8), recording.meta.get("created", ""))
             return Fp8Source(tuple(points), "recorded", label, problem)
         problem = problem or story.fp8.no_points_sentence(level, has_records=True)
     elif not problem:

@@ -124,3 +124,68 @@ def runs_sentence(meta: dict | None) -> str:
     if not earlier:
         return ""
     return f"Points from {len(earlier) + 1} bench runs: across runs, times spread a few per cent."
+
+
+# -- when, and with which code, a recording's records were measured -------------------------------------------------
+
+def recorded_days(records: list[dict], created: str = "") -> str:
+    """The days these records were measured (their recorded_at, UTC): "2026-12-04", "2026-12-04 to 12-05"; a
+    file's records without one (files before the field) fall back to its created date; "" when neither says."""
+    days = sorted({str(r["recorded_at"])[:10] for r in records if r.get("recorded_at")})
+    if not days:
+        return str(created or "")[:10]
+    if len(days) == 1:
+        return days[0]
+    return f"{days[0]} to {days[-1][5:] if days[-1][:4] == days[0][:4] else days[-1]}"
+
+
+def recorded_label(gpu: str, records: list[dict], created: str = "") -> str:
+    """"recorded on NVIDIA H200, 2026-12-04 to 2026-12-05": where and when these records were measured."""
+    days = recorded_days(records, created)
+    return f"recorded on {gpu}" + (f", {days}" if days else "")
+
+
+def earlier_code(records: list[dict], build_now) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Our kernels of which some of these records were measured with other code than this copy's, in legend order,
+    each with its file(s) whose code differs: a record's `build` differs from build_now(algorithm, pass, dtype)
+    (kernels/source.py record_build). A record without a build (a file before the field) says nothing either way; a
+    peer's has none."""
+    stale: dict[str, set[str]] = {}
+    for r in records:
+        key, what = specs.canonical(r["algorithm"]), (r.get("pass") or "prefill", r["dtype"])
+        if not r.get("build") or key not in specs.SPECS:
+            continue
+        files = specs.source_files(key, *what)
+        now = build_now(key, *what) if files else None
+        if now and r["build"] != now:  # this copy's build unknown (a file unreadable): nothing said
+            stale.setdefault(key, set()).add(files[0])
+    return tuple((key, tuple(sorted(stale[key]))) for key in specs.SPECS if key in stale)
+
+
+def _files(stale: tuple[tuple[str, tuple[str, ...]], ...]) -> str:
+    files = [f"kernels/{name}" for _, group in stale for name in group]
+    return files[0] if len(files) == 1 else ", ".join(files[:-1]) + " and " + files[-1]
+
+
+def earlier_code_sentence(stale: tuple[tuple[str, tuple[str, ...]], ...]) -> str:
+    """What the page says of records measured with other code than this copy's (earlier_code; "" when none): the
+    files whose code has changed since, which name the kernels."""
+    return f"Measured with an earlier version of {_files(stale)} than this copy runs." if stale else ""
+
+
+def recorded_sentence(records: list[dict], created: str, stale: tuple[tuple[str, tuple[str, ...]], ...]) -> str:
+    """One sentence for a scene whose figures are always a recording's: "Recorded 2026-12-04." or "Recorded
+    2026-12-04 with an earlier version of kernels/decode.py than this copy runs." ("" when nothing dates them)."""
+    days = recorded_days(records, created)
+    if not days:
+        return earlier_code_sentence(stale)
+    return f"Recorded {days}" + (f" with an earlier version of {_files(stale)} than this copy runs" if stale else "") + "."
+
+
+def recorded_subtitle(records: list[dict], created: str, stale: tuple[tuple[str, tuple[str, ...]], ...]) -> str:
+    """recorded_sentence, short enough for a chart's subtitle in a narrow column: "recorded 2026-12-04; code changed
+    since: fa2.py, decode.py" ("" when nothing dates them and nothing changed)."""
+    days = recorded_days(records, created)
+    changed = ", ".join(name for _, group in stale for name in group)
+    return "; ".join(filter(None, (f"recorded {days}" if days else "",
+                                   f"code changed since: {changed}" if changed else "")))

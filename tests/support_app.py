@@ -75,7 +75,8 @@ def uploaded_recording() -> bytes:
              "driver": "test", "torch": "test", "triton": "test"}
     return json.dumps({"schema": results.SCHEMA, "schema_version": results.SCHEMA_VERSION,
                        "meta": {"created": "2026-01-02T03:04:05Z", "command": "test"}, "device": facts,
-                       "records": records, "timelines": []}).encode()
+                       "records": [{**r, "recorded_at": "2026-01-02T03:04Z"} for r in records],
+                       "timelines": []}).encode()
 
 
 def upload(app: AppTest, data: bytes) -> AppTest:

@@ -114,10 +114,14 @@ def decode_trace_figure(trace: dict, theme: str = "light", height: int = 640) ->
     return fig
 
 
+SUBTITLE_TOP_PX = 160  # the top margin with a subtitle (the theme's 90 holds one title line and the roof's label)
+
+
 def decode_bandwidth_figure(rows: list[dict], copy_gbps: float | None, theme: str = "light", height: int = 520,
-                            title: str = "") -> go.Figure:
+                            title: str = "", subtitle: str = "") -> go.Figure:
     """Each kernel's bandwidth on the cache's bytes at one setting, as horizontal bars against the copy roof measured
-    in the same run; each bar says its time per token. rows: {"key", "label", "time_us", "gbps", "latency_bound"}."""
+    in the same run; each bar says its time per token. rows: {"key", "label", "time_us", "gbps", "latency_bound"};
+    subtitle (plain text): a line under the title (where and when the bars were recorded)."""
     colors = surface(theme)
     shown = [r for r in rows if r.get("gbps")]
     fig = go.Figure()
@@ -136,7 +140,9 @@ def decode_bandwidth_figure(rows: list[dict], copy_gbps: float | None, theme: st
         fig.add_vline(x=copy_gbps, line=dict(color=colors["foreground"], width=3, dash="dash"),
                       label=dict(text=f"copy roof {copy_gbps / 1000:,.2f} TB/s", textposition="end", textangle=0,
                                  xanchor="left", yanchor="bottom", font=dict(size=SMALLEST_TEXT_PX)))
-    style(fig, theme, title=title or None)
+    style(fig, theme, title=(title + (f"<br><sup>{plotly_text(subtitle)}</sup>" if subtitle else "")) or None)
+    if subtitle:  # the title's second line: the roof's label stays below it
+        fig.update_layout(margin=dict(t=SUBTITLE_TOP_PX))
     fig.update_xaxes(range=[0, top * 2.25], title_text="GB/s on the cache's K and V bytes")
     fig.update_yaxes(categoryorder="array", categoryarray=labels[::-1], automargin=True, tickmode="array",
                      tickvals=labels, ticktext=labels)

@@ -1,0 +1,194 @@
+"""When and with which code a record was measured: the build stamp of our kernels' code (kernels/source.py), the
+records' recorded_at and build (bench), the results file's check of them, and what the page says of them."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import story
+from bench import results
+from bench.measure import Setting, make_record, recorded_now
+from bench.schema import RECORDED_AT_PATTERN
+from costmodel import Shape
+from kernels import source, specs
+from tests.support_app import assert_no_exception, badges, open_app, page_text, upload, uploaded_recording
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDING = ROOT / "results" / "h200.json"
+
+KERNEL = '''"""The module's docstring."""
+import triton  # a comment
+
+
+def launch(x, n):
+    """What it does."""
+    # the body
+    label = f"{n!r} rows, {{braces}}"
+
+    return x * 2 + n, label  # trailing
+
+
+class Config:
+    """A config."""
+    block = 64
+'''
+
+
+def _stamp(tmp_path: Path, text: str) -> str:
+    (tmp_path / "k.py").write_text(text, encoding="utf-8")
+    return source.build_stamp(("k.py",), tmp_path)
+
+
+@pytest.mark.parametrize("edit", [
+    lambda t: t.replace("# a comment", "# another comment"),
+    lambda t: t.replace('"""What it does."""', '"""What it does, said at more length\n    over two lines."""'),
+    lambda t: t.replace('"""The module\'s docstring."""', ""),
+    lambda t: t.replace("    # the body\n", "").replace("\n\n    return", "\n    return"),
+    lambda t: t.replace("def launch(x, n):", "def launch(x,\n           n):"),
+    lambda t: t.replace('    """A config."""\n', '    """A config."""\n    "a string that is a statement"\n'),
+], ids=["comment", "docstring", "module-docstring", "blank-lines-and-comment-lines", "line-break-in-brackets",
+        "string-statement"])
+def test_what_does_not_run_leaves_the_build_as_it_was(tmp_path, edit):
+    assert _stamp(tmp_path, edit(KERNEL)) == _stamp(tmp_path, KERNEL)
+
+
+@pytest.mark.parametrize("edit", [
+    lambda t: t.replace("x * 2", "x * 3"),
+    lambda t: t.replace("block = 64", "block = 128"),
+    lambda t: t.replace("{n!r} rows", "{n!r} row"),
+    lambda t: t.replace("    label = f", "    lbl = f").replace(", label", ", lbl"),
+    lambda t: t.replace("    return x", "    if n:\n        return x").replace("\n\n\nclass", "\n    return None\n\n\nclass"),
+], ids=["constant", "shipped-config", "f-string", "name", "control-flow"])
+def test_a_change_to_what_runs_changes_the_build(tmp_path, edit):
+    changed = edit(KERNEL)
+    assert changed != KERNEL, "the edit must change the text"
+    assert _stamp(tmp_path, changed) != _stamp(tmp_path, KERNEL)
+
+
+def test_the_build_is_the_same_digest_whatever_python_tokenizes_it():
+    """The bench's GPU machine (Python 3.12: f-strings come as parts) and the app's must agree on one file: each
+    f-string is one token as written, so the digest of this fixed text is fixed."""
+    tokens = source.code_tokens(KERNEL)
+    assert 'f"{n!r} rows, {{braces}}"' in tokens
+    assert "# a comment" not in " ".join(tokens) and "What it does." not in " ".join(tokens)
+    assert tokens[:3] == ["import", "triton", "NEWLINE"]
+
+
+def test_a_kernels_files_by_what_a_record_computed():
+    assert specs.source_files("fa3", "prefill", "bfloat16") == ("fa3.py", "ptx.py", "gluon_compat.py")
+    assert specs.source_files("fa3", "backward", "bfloat16")[0] == "fa3_bwd.py"
+    assert "fp8.py" in specs.source_files("fa3", "prefill", "float8_e4m3fn")
+    assert specs.source_files("fa2", "backward", "bfloat16")[0] == "fa2_bwd.py"
+    assert specs.source_files("fa2", "decode", "bfloat16") == ("fa2.py",)
+    assert specs.source_files("decode", "decode", "bfloat16") == ("decode.py",)
+    for peer in specs.keys(ours=False):
+        assert specs.source_files(peer) == () and source.record_build(peer) is None
+    for key in specs.keys(ours=True):
+        assert specs.spec(key).sources, f"{key} is ours: its records need a build"
+        for _, files in specs.spec(key).sources:
+            assert all((source.KERNEL_DIR / name).is_file() for name in files), files
+
+
+def test_a_fresh_record_says_when_and_with_which_build():
+    record = make_record(Setting("fa3", Shape(seq_len=1024, batch=1, heads=2, head_dim=64)), "ok", "Test GPU",
+                         "cuda", [1.0, 1.0, 1.0])
+    assert re.fullmatch(RECORDED_AT_PATTERN, record.recorded_at) and record.recorded_at <= recorded_now()
+    assert record.build == source.record_build("fa3", "prefill", "bfloat16")
+    peer = make_record(Setting("sdpa_default", Shape(seq_len=1024, batch=1, heads=2, head_dim=64)), "ok", "Test GPU",
+                       "cuda", [1.0])
+    assert peer.build is None and peer.recorded_at
+
+
+def _file_with(**fields) -> bytes:
+    doc = json.loads(uploaded_recording())
+    doc["records"][0].update(fields)
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize("field, value", [
+    ("recorded_at", "yesterday"), ("recorded_at", "2026-13-01T00:00Z"), ("recorded_at", 20261206),
+    ("build", "ABCDEF012345"), ("build", "abc"), ("build", "<script>0000"),
+])
+def test_a_bad_stamp_is_dropped_with_a_note_and_the_file_still_loads(field, value):
+    loaded = results.parse_results(_file_with(**{field: value}), "upload")
+    assert loaded.records[0][field] is None
+    assert any(field in note for note in loaded.notes), loaded.notes
+
+
+def test_good_stamps_are_kept_and_older_files_load_without_them():
+    loaded = results.parse_results(_file_with(recorded_at="2026-12-04T17:34Z", build="0123456789ab"), "upload")
+    assert (loaded.records[0]["recorded_at"], loaded.records[0]["build"]) == ("2026-12-04T17:34Z", "0123456789ab")
+    doc = json.loads(uploaded_recording())
+    for record in doc["records"]:
+        record.pop("recorded_at"), record.pop("build")
+    older = results.parse_results(json.dumps(doc).encode(), "older")
+    assert not older.notes and all(r["recorded_at"] is None and r["build"] is None for r in older.records)
+
+
+def test_every_record_of_the_shipped_recording_says_when_and_ours_with_which_build():
+    loaded = results.load_results_path(RECORDING)
+    for record in loaded.records:
+        assert record["recorded_at"], record["algorithm"]
+        assert record["recorded_at"][:16] <= loaded.meta["created"][:16] + "Z"
+        ours = bool(specs.source_files(record["algorithm"], record["pass"], record["dtype"]))
+        assert (record["build"] is not None) <= ours, "a peer's record has no build of ours"
+
+
+def test_the_days_said_are_the_records_own():
+    records = [{"recorded_at": "2026-12-05T19:05Z"}, {"recorded_at": "2026-12-04T10:22Z"}, {"recorded_at": None}]
+    assert story.recorded_days(records, "2026-12-06T01:00:00Z") == "2026-12-04 to 12-05"
+    assert story.recorded_days(records[1:], "2026-12-06T01:00:00Z") == "2026-12-04"
+    assert story.recorded_days(records[2:], "2026-12-06T01:00:00Z") == "2026-12-06"  # undated: the file's date
+    assert story.recorded_label("NVIDIA H200", records[:1]) == "recorded on NVIDIA H200, 2026-12-05"
+
+
+def test_records_of_other_code_are_named_with_their_files():
+    def now(key, pass_, dtype):
+        return {"fa3": "a" * 12, "decode": "b" * 12}.get(key)
+    records = [
+        {"algorithm": "decode", "pass": "decode", "dtype": "bfloat16", "build": "c" * 12},
+        {"algorithm": "flash_v3", "pass": "prefill", "dtype": "bfloat16", "build": "d" * 12},  # an older name
+        {"algorithm": "fa3", "pass": "backward", "dtype": "bfloat16", "build": "a" * 12},
+        {"algorithm": "sdpa_default", "pass": "prefill", "dtype": "bfloat16", "build": None},
+        {"algorithm": "fa2", "pass": "prefill", "dtype": "bfloat16", "build": None},  # before stamps: nothing said
+    ]
+    stale = story.earlier_code(records, now)
+    assert stale == (("fa3", ("fa3.py",)), ("decode", ("decode.py",)))  # legend order
+    sentence = story.earlier_code_sentence(stale)
+    assert sentence == "Measured with an earlier version of kernels/fa3.py and kernels/decode.py than this copy runs."
+    assert story.earlier_code(records[2:], now) == () and story.earlier_code_sentence(()) == ""
+    assert story.earlier_code(records, lambda *_: None) == (), "this copy's build unknown: nothing is said"
+
+
+def test_the_page_dates_an_upload_by_its_records():
+    app = upload(open_app(scene="headline", seq_len="2048"), uploaded_recording())
+    assert_no_exception(app)
+    assert "RECORDED on Test GPU, 2026-01-02" in badges(app)
+
+
+@pytest.mark.parametrize("scene", ["evolution", "seqlen"])
+def test_the_page_says_when_figures_come_from_other_code(monkeypatch, scene):
+    import page.stage
+    monkeypatch.setattr(page.stage, "build_now", lambda *what: "f" * 12)  # this copy's code: another build
+    app = open_app(scene=scene, seq_len="8192")
+    assert_no_exception(app)
+    assert "Measured with an earlier version of kernels/fa2.py" in page_text(app)
+    monkeypatch.setattr(page.stage, "build_now", lambda *what: None)  # unknown here: nothing said
+    app = open_app(scene=scene, seq_len="8192")
+    assert "with an earlier version" not in page_text(app)
+
+
+def test_the_stamping_script_reads_dates_and_counts_builds():
+    from perf.local import stamp_records
+    assert stamp_records._minute("2026-12-05T19:05:59Z") == "2026-12-05T19:05Z"
+    assert stamp_records._minute("") is None and stamp_records._minute("yesterday, late") is None
+    now = source.record_build("decode", "decode", "bfloat16")
+    base = {"algorithm": "decode", "pass": "decode", "dtype": "bfloat16"}
+    lines = stamp_records.stale_lines([{**base, "build": now}, {**base, "build": "0" * 12}, {**base, "build": None},
+                                       {"algorithm": "sdpa_default", "pass": "decode", "dtype": "bfloat16"}])
+    assert lines == ["  decode decode bfloat16: 1 this copy's code, 1 an earlier version's, 1 unknown"]
+    record = {"algorithm": "flash", "seq_len": 1024, "batch": 2, "heads": 16, "head_dim": 64, "dtype": "bfloat16",
+              "causal": False}  # a schema-1 record: an older name, no pass or K/V fields
+    assert stamp_records._key(record) == stamp_records._key({**record, "algorithm": "fa2", "pass": "prefill",
+                                                             "kv_len": 1024, "kv_heads": 16})
