@@ -27,8 +27,7 @@ from story.problem import ScoresMemory, scores_memory, standard_wall
 from story.records import (OUT_OF_MEMORY, prefill_records, REFUSED, REFUSED_BEFORE_LAUNCH, oom_word, refused, counted_bytes, counted_bytes_at, failure_text,
                            first_out_of_memory, first_wall, memory_wall, oom_need, oom_text, record_at, runs_sentence,
                            wall_text, with_failures, recorded_days, recorded_label, earlier_code,
-                           earlier_code_sentence, recorded_sentence,
-                           recorded_subtitle)
+                           earlier_code_sentence, recorded_subtitle)
 from story.roofline import (NAIVE_KERNEL_LABELS, RoofPoint, ridge, roof_names, roofline_points, roofline_text,
                             roofline_verdicts, roofs_sentence, datasheet_of)
 from story.takeaways import Evidence, Slide, takeaway_slides, takeaways

@@ -140,7 +140,7 @@ def recorded_days(records: list[dict], created: str = "") -> str:
 
 
 def recorded_label(gpu: str, records: list[dict], created: str = "") -> str:
-    """"recorded on NVIDIA H200, 2026-12-04 to 2026-12-05": where and when these records were measured."""
+    """"recorded on NVIDIA H200, 2026-12-04 to 12-05": where and when these records were measured."""
     days = recorded_days(records, created)
     return f"recorded on {gpu}" + (f", {days}" if days else "")
 
@@ -173,18 +173,10 @@ def earlier_code_sentence(stale: tuple[tuple[str, tuple[str, ...]], ...]) -> str
     return f"Measured with an earlier version of {_files(stale)} than this copy runs." if stale else ""
 
 
-def recorded_sentence(records: list[dict], created: str, stale: tuple[tuple[str, tuple[str, ...]], ...]) -> str:
-    """One sentence for a scene whose figures are always a recording's: "Recorded 2026-12-04." or "Recorded
-    2026-12-04 with an earlier version of kernels/decode.py than this copy runs." ("" when nothing dates them)."""
-    days = recorded_days(records, created)
-    if not days:
-        return earlier_code_sentence(stale)
-    return f"Recorded {days}" + (f" with an earlier version of {_files(stale)} than this copy runs" if stale else "") + "."
-
-
 def recorded_subtitle(records: list[dict], created: str, stale: tuple[tuple[str, tuple[str, ...]], ...]) -> str:
-    """recorded_sentence, short enough for a chart's subtitle in a narrow column: "recorded 2026-12-04; code changed
-    since: fa2.py, decode.py" ("" when nothing dates them and nothing changed)."""
+    """When these records were measured and which of their kernels' files changed since (earlier_code), short enough
+    for a chart's subtitle in a narrow column: "recorded 2026-12-04; code changed since: fa2.py, decode.py" ("" when
+    nothing dates them and nothing changed)."""
     days = recorded_days(records, created)
     changed = ", ".join(name for _, group in stale for name in group)
     return "; ".join(filter(None, (f"recorded {days}" if days else "",

@@ -169,6 +169,26 @@ def test_records_of_other_code_are_named_with_their_files():
     assert story.earlier_code(records, lambda *_: None) == (), "this copy's build unknown: nothing is said"
 
 
+def test_a_chart_subtitle_says_when_and_which_files_changed():
+    records = [{"algorithm": "decode", "pass": "decode", "dtype": "bfloat16", "build": "c" * 12,
+                "recorded_at": "2026-12-04T17:34Z"}]
+    stale = story.earlier_code(records, lambda *what: "b" * 12)
+    assert story.recorded_subtitle(records, "", stale) == "recorded 2026-12-04; code changed since: decode.py"
+    assert story.recorded_subtitle(records, "", ()) == "recorded 2026-12-04"
+    assert story.recorded_subtitle([], "", ()) == ""
+
+
+def test_the_decode_chart_says_when_its_bars_were_recorded(monkeypatch):
+    import page.stage
+    from tests.support_app import plotly_specs
+    monkeypatch.setattr(page.stage, "build_now", lambda *what: "f" * 12)
+    app = open_app(scene="decode")
+    assert_no_exception(app)
+    titles = [spec["layout"].get("title", {}).get("text", "") for spec in plotly_specs(app)]
+    bandwidth = next(title for title in titles if "time per token" in title)
+    assert re.search(r"<sup>recorded 20\d\d-\d\d-\d\d.*; code changed since: .*decode\.py</sup>", bandwidth), bandwidth
+
+
 def test_the_page_dates_an_upload_by_its_records():
     app = upload(open_app(scene="headline", seq_len="2048"), uploaded_recording())
     assert_no_exception(app)
