@@ -294,8 +294,11 @@ def scene_backward(stage: Stage) -> None:
         return
     forward = recording.records if recording else []
     bars = story.backward.tflops_bars(backward, forward, s.shape)
+    drawn = story.backward.bar_records(backward, forward, s.shape)  # the bars' own records: their days, their code
+    source = story.backward.source_words(recording.facts["name"], story.recorded_days(drawn, recording.meta.get(
+        "created", "")), stage.live)
     caption = " ".join(filter(None, (f"{story.backward.tflops_sentence(bars, s.shape)} Source: {markdown_text(source)}.",
-                                     stage.earlier_code(story.backward.at_setting(backward, s.shape)))))
+                                     stage.earlier_code(drawn))))
     if not any(b.tflops for b in bars):  # nothing measured at this setting: the words, not an empty chart
         st.info(caption)
         return

@@ -110,12 +110,23 @@ class Bar:
     note: str = ""         # why there is no number ("" when there is one)
 
 
+def _bar_records(backward: list[dict], forward: list[dict], shape: Shape) -> list[tuple[tuple, list[dict]]]:
+    """Per BARS entry, the records at the talk's setting and N (none, or the one it draws first)."""
+    pools = {BACKWARD: at_setting(backward, shape, BACKWARD), "prefill": at_setting(forward, shape, "prefill")}
+    return [((algorithm, pass_, label), [r for r in pools[pass_] if r["algorithm"] == algorithm
+                                         and r["seq_len"] == shape.seq_len]) for algorithm, pass_, label in BARS]
+
+
+def bar_records(backward: list[dict], forward: list[dict], shape: Shape) -> list[dict]:
+    """The records tflops_bars draws at the talk's setting and N: what its caption may say of when and with which
+    code they were measured (the scene's other lengths are not on its chart)."""
+    return [found[0] for _, found in _bar_records(backward, forward, shape) if found]
+
+
 def tflops_bars(backward: list[dict], forward: list[dict], shape: Shape) -> list[Bar]:
     """One bar per BARS entry at the talk's setting and N: the record's TFLOPS, or None and why."""
-    pools = {BACKWARD: at_setting(backward, shape, BACKWARD), "prefill": at_setting(forward, shape, "prefill")}
     bars = []
-    for algorithm, pass_, label in BARS:
-        found = [r for r in pools[pass_] if r["algorithm"] == algorithm and r["seq_len"] == shape.seq_len]
+    for (algorithm, pass_, label), found in _bar_records(backward, forward, shape):
         if not found:
             bars.append(Bar(label, algorithm, pass_, None, "not measured at this setting"))
         elif found[0]["status"] != "ok" or not found[0].get("tflops"):

@@ -220,3 +220,32 @@ def test_the_stamping_script_reads_dates_and_counts_builds():
               "causal": False}  # a schema-1 record: an older name, no pass or K/V fields
     assert stamp_records._key(record) == stamp_records._key({**record, "algorithm": "fa2", "pass": "prefill",
                                                              "kv_len": 1024, "kv_heads": 16})
+
+
+def test_the_backward_caption_speaks_of_the_bars_it_draws(monkeypatch):
+    """The TFLOPS view draws one length: its caption dates and names the code of those bars' records only (the
+    scene's other lengths may come from other days and other code)."""
+    import page.stage
+    loaded = results.load_results_path(RECORDING)
+    fa3 = {r["seq_len"]: r for r in loaded.records if r["algorithm"] == "fa3" and r["pass"] == "backward"
+           and r["head_dim"] == 128 and not r["causal"] and r["batch"] == 2 and r["heads"] == 16}
+    assert fa3[8192]["build"] != fa3[32768]["build"], "the recording's fa3 backward at 8K and 32K: two builds"
+    monkeypatch.setattr(page.stage, "build_now", lambda key, pass_, dtype: fa3[8192]["build"]
+                        if (key, pass_) == ("fa3", "backward") else "f" * 12)
+    at_8k = page_text(open_app(scene="backward", part="speed", seq_len="8192"))
+    assert "kernels/fa2_bwd.py" in at_8k and "kernels/fa3_bwd.py" not in at_8k
+    from story import backward
+    drawn = backward.bar_records([r for r in loaded.records if r["pass"] == "backward"], loaded.records,
+                                 Shape(seq_len=8192, batch=2, heads=16, head_dim=128))
+    assert f"Source: recorded on NVIDIA H200, {story.recorded_days(drawn)}." in at_8k
+    at_32k = page_text(open_app(scene="backward", part="speed", seq_len="32768"))
+    assert "kernels/fa3_bwd.py" in at_32k
+
+
+def test_bar_records_are_the_drawn_length_only():
+    from story import backward
+    loaded = results.load_results_path(RECORDING)
+    shape = Shape(seq_len=8192, batch=2, heads=16, head_dim=128)
+    drawn = backward.bar_records([r for r in loaded.records if r["pass"] == "backward"], loaded.records, shape)
+    assert drawn and {r["seq_len"] for r in drawn} == {8192}
+    assert {(r["algorithm"], r["pass"]) for r in drawn} <= {(a, p) for a, p, _ in backward.BARS}
