@@ -249,3 +249,41 @@ def test_bar_records_are_the_drawn_length_only():
     drawn = backward.bar_records([r for r in loaded.records if r["pass"] == "backward"], loaded.records, shape)
     assert drawn and {r["seq_len"] for r in drawn} == {8192}
     assert {(r["algorithm"], r["pass"]) for r in drawn} <= {(a, p) for a, p, _ in backward.BARS}
+
+
+def test_the_stamping_script_dates_and_builds_records_from_a_files_history(tmp_path):
+    """A repository of two commits: a results file and the kernel then, then the kernel's code changed. The
+    records are stamped with the first commit's run time and the first kernel's build; against the kernel of
+    now they read as an earlier version's."""
+    import subprocess
+    from perf.local import stamp_records
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+                       check=True, capture_output=True)
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "results").mkdir()
+    fa2 = tmp_path / "kernels" / "fa2.py"
+    fa2.write_text("BLOCK = 64\n", encoding="utf-8")
+    (tmp_path / "kernels" / "naive.py").write_text("def f():\n    return 1\n", encoding="utf-8")
+    doc = json.loads(uploaded_recording())
+    doc["meta"]["created"] = "2026-12-01T09:30:59Z"
+    for record in doc["records"]:
+        record.pop("recorded_at"), record.pop("build")
+    results_file = tmp_path / "results" / "r.json"
+    results_file.write_text(json.dumps(doc), encoding="utf-8")
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-q", "-m", "the first run")
+    first = source.build_stamp(("fa2.py",), tmp_path / "kernels")
+    fa2.write_text("BLOCK = 128  # the code changed\n", encoding="utf-8")
+    git("commit", "-q", "-am", "the kernel changed")
+
+    lines = stamp_records.stamp(results_file, write=True, repo=tmp_path, kernels=tmp_path / "kernels")
+    stamped = json.loads(results_file.read_text(encoding="utf-8"))["records"]
+    assert all(r["recorded_at"] == "2026-12-01T09:30Z" for r in stamped)
+    assert {r["build"] for r in stamped if r["algorithm"] == "fa2"} == {first}
+    assert "  fa2 prefill bfloat16: 0 this copy's code, 3 an earlier version's, 0 unknown" in lines
+    assert "  naive prefill bfloat16: 3 this copy's code, 0 an earlier version's, 0 unknown" in lines
+    again = stamp_records.stamp(results_file, write=False, repo=tmp_path, kernels=tmp_path / "kernels")
+    assert again[0].startswith("0 of 6 records stamped"), "stamped records keep their stamps"

@@ -26,8 +26,8 @@ from kernels import source, specs
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _git(*args: str) -> str:
-    return subprocess.run(["git", "-C", str(REPO), *args], check=True, capture_output=True, text=True).stdout
+def _git(*args: str, repo: Path = REPO) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
 
 
 def _key(record: dict) -> tuple:
@@ -53,13 +53,13 @@ def _minute(created: str) -> str | None:
     return created[:16] + "Z" if len(created) >= 16 and created[10] == "T" else None
 
 
-def origins(path: str) -> dict[tuple, tuple[tuple, str, str | None]]:
+def origins(path: str, repo: Path = REPO) -> dict[tuple, tuple[tuple, str, str | None]]:
     """Per setting of the file's last committed version: (its times, the commit that first held them, that
-    version's meta.created)."""
+    version's meta.created). path: the file's path in the repository."""
     found: dict[tuple, tuple[tuple, str, str | None]] = {}
-    for commit in _git("log", "--reverse", "--format=%H", "--", path).split():
+    for commit in _git("log", "--reverse", "--format=%H", "--", path, repo=repo).split():
         try:
-            doc = json.loads(_git("show", f"{commit}:{path}"))
+            doc = json.loads(_git("show", f"{commit}:{path}", repo=repo))
         except (subprocess.CalledProcessError, json.JSONDecodeError):
             continue
         created = _minute(str(doc.get("meta", {}).get("created", "")))
@@ -73,7 +73,7 @@ def origins(path: str) -> dict[tuple, tuple[tuple, str, str | None]]:
     return found
 
 
-def _build_at(commit: str, algorithm: str, pass_: str, dtype: str, cache: dict) -> str | None:
+def _build_at(commit: str, algorithm: str, pass_: str, dtype: str, cache: dict, repo: Path = REPO) -> str | None:
     files = specs.source_files(algorithm, pass_, dtype)
     if not files:
         return None
@@ -81,18 +81,21 @@ def _build_at(commit: str, algorithm: str, pass_: str, dtype: str, cache: dict) 
         with tempfile.TemporaryDirectory() as tmp:
             try:
                 for name in files:
-                    (Path(tmp) / name).write_text(_git("show", f"{commit}:kernels/{name}"), encoding="utf-8")
+                    (Path(tmp) / name).write_text(_git("show", f"{commit}:kernels/{name}", repo=repo),
+                                                  encoding="utf-8")
                 cache[commit, files] = source.build_stamp(files, Path(tmp))
             except subprocess.CalledProcessError:  # a file the kernel has now was not in that commit
                 cache[commit, files] = None
     return cache[commit, files]
 
 
-def stamp(path: Path, write: bool) -> list[str]:
+def stamp(path: Path, write: bool, repo: Path = REPO, kernels: Path = source.KERNEL_DIR) -> list[str]:
+    """Stamp the records of the results file at `path` (in the git repository `repo`) from its history; say how many
+    are of the code in `kernels` now (stale_lines)."""
     raw = json.loads(path.read_text(encoding="utf-8"))
     parse_results(path.read_bytes(), str(path))  # refuse a file the app would refuse
-    relative = str(path.resolve().relative_to(REPO))
-    history = origins(relative)
+    relative = str(path.resolve().relative_to(Path(repo).resolve()))
+    history = origins(relative, repo)
     cache: dict = {}
     lines, stamped = [], 0
     for record in raw["records"]:
@@ -108,14 +111,14 @@ def stamp(path: Path, write: bool) -> list[str]:
         record["recorded_at"] = record["recorded_at"] or created
         if not record.get("build"):
             record["build"] = _build_at(commit, specs.canonical(record["algorithm"]), record.get("pass") or "prefill",
-                                        record["dtype"], cache)
+                                        record["dtype"], cache, repo)
         stamped += 1
     by_day: dict[str, int] = {}
     for record in raw["records"]:
         by_day[str(record.get("recorded_at"))[:10]] = by_day.get(str(record.get("recorded_at"))[:10], 0) + 1
     lines.append(f"{stamped} of {len(raw['records'])} records stamped; records by day: "
                  + ", ".join(f"{day} {n}" for day, n in sorted(by_day.items())))
-    lines += stale_lines(raw["records"])
+    lines += stale_lines(raw["records"], kernels)
     if write:
         text = json.dumps(raw, indent=1, allow_nan=False)
         parse_results(text.encode(), str(path))  # what is written reads back
@@ -124,7 +127,7 @@ def stamp(path: Path, write: bool) -> list[str]:
     return lines
 
 
-def stale_lines(records: list[dict]) -> list[str]:
+def stale_lines(records: list[dict], kernels: Path = source.KERNEL_DIR) -> list[str]:
     """Per kernel and pass of ours: how many records are this copy's code, how many an earlier version's (what the
     page says beside them), and how many say nothing of their build."""
     counts: dict[tuple, list[int]] = {}
@@ -133,7 +136,7 @@ def stale_lines(records: list[dict]) -> list[str]:
         what = (record.get("pass") or "prefill", record["dtype"])
         if not specs.source_files(key, *what):
             continue
-        now = source.record_build(key, *what)
+        now = source.record_build(key, *what, root=kernels)
         row = counts.setdefault((key, *what), [0, 0, 0])
         row[0 if record.get("build") == now else 1 if record.get("build") else 2] += 1
     return [f"  {key} {pass_} {dtype}: {this} this copy's code, {earlier} an earlier version's, {unknown} unknown"
