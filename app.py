@@ -83,9 +83,10 @@ def scene_headline(stage: Stage) -> None:
 
 def speedup_source(stage: Stage, records: list[dict]) -> str:
     """Where the headline's speedup was measured, short (the cards' column is narrow; the badge names the GPU)."""
-    if stage.live:
+    if stage.live or stage.recording is None:
         return stage.measured
-    return f"recorded {markdown_text(story.recorded_days([r for r in records if r['seq_len'] == stage.settings.seq_len], stage.recording.meta.get('created', '') if stage.recording else ''))}"
+    at_length = [r for r in records if r["seq_len"] == stage.settings.seq_len]
+    return f"recorded {markdown_text(stage.recording.days(at_length))}"
 
 
 def scene_hierarchy(stage: Stage) -> None:
@@ -271,12 +272,11 @@ def scene_backward(stage: Stage) -> None:
     seq_len_slider(s, body)
     recording = stage.quoted_recording
     backward = page.backward_records(recording)
-    source = story.backward.source_words(recording.facts["name"] if recording else "",
-                                         story.recorded_days(backward, recording.meta.get("created", ""))
-                                         if recording else "", stage.live)
     if s.part == "memory":
         hbm_bytes = stage.facts.get("hbm_bytes") if stage.facts else None
         records = story.backward.at_setting(backward, s.shape)
+        source = story.backward.source_words(recording.facts["name"] if recording else "",
+                                             recording.days(records) if recording else "", stage.live)
         caption = f"{story.backward.memory_sentence(s.shape, hbm_bytes)} {story.backward.measured_words(records, source)}"
         height = body.chart_px(below=(page.text_rows_px(caption),))
         chart(page.built_figure(viz.memory_figure, records=story.backward.with_training_failures(records),
@@ -295,8 +295,7 @@ def scene_backward(stage: Stage) -> None:
     forward = recording.records if recording else []
     bars = story.backward.tflops_bars(backward, forward, s.shape)
     drawn = story.backward.bar_records(backward, forward, s.shape)  # the bars' own records: their days, their code
-    source = story.backward.source_words(recording.facts["name"], story.recorded_days(drawn, recording.meta.get(
-        "created", "")), stage.live)
+    source = story.backward.source_words(recording.facts["name"], recording.days(drawn), stage.live)
     caption = " ".join(filter(None, (f"{story.backward.tflops_sentence(bars, s.shape)} Source: {markdown_text(source)}.",
                                      stage.earlier_code(drawn))))
     if not any(b.tflops for b in bars):  # nothing measured at this setting: the words, not an empty chart

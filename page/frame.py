@@ -15,7 +15,7 @@ from page.settings import SEQ_LENS, Settings, settings_to_query
 from page.layout import Body, note_px, set_frame_px
 from page.stage import NO_RECORDING, Stage, same_setting, warm_up, warmed
 from page.url import bound, change_settings
-from story.records import prefill_records, recorded_days
+from story.records import prefill_records
 
 UPLOADER_KEY = "uploaded_results"
 
@@ -159,7 +159,7 @@ def source_badges(stage: Stage, animation: str = "kernel") -> None:
         row.badge(f"LIVE on {markdown_text(stage.gpu, keep='[]')}", icon=":material/bolt:", color="green")
         return
     if stage.recording:
-        days = recorded_days(stage.recording.records, stage.recording.meta.get("created", "")) or "undated"
+        days = stage.recording.days(stage.recording.records) or "undated"
         label = markdown_text(f"{stage.gpu}, {days}", keep="[]")  # st.badge escapes the brackets itself
         row.badge(f"RECORDED on {label}", icon=":material/history:", color="blue")
     else:

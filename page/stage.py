@@ -61,6 +61,14 @@ class Recording:
     # bench.ring: ring attention over several GPUs (each run's text markdown-safe, as a record's)
     ring: tuple[dict, ...] = ()
 
+    def days(self, records: list[dict]) -> str:
+        """The days these records of this file were measured (story.recorded_days: their own, else the file's)."""
+        return story.recorded_days(records, self.meta.get("created", ""))
+
+    def recorded_label(self, records: list[dict]) -> str:
+        """"recorded on NVIDIA H200, 2026-12-04 to 12-05": these records of this file (plain text)."""
+        return story.recorded_label(self.facts["name"], records, self.meta.get("created", ""))
+
 
 @functools.lru_cache(maxsize=64)
 def build_now(algorithm: str, pass_: str, dtype: str) -> str | None:
@@ -118,7 +126,7 @@ class Stage:
         """measured_text for these records: live, or recorded on X on the days they were measured (plain text)."""
         if self.live:
             return f"measured live on {self.gpu}"
-        return story.recorded_label(self.gpu, records, self.recording.meta.get("created", "") if self.recording else "")
+        return self.recording.recorded_label(records) if self.recording else f"recorded on {self.gpu}"
 
     @staticmethod
     def earlier_code(records: list[dict]) -> str:
@@ -373,8 +381,8 @@ def ladder_source(stage: Stage) -> LadderSource:
             problem = markdown_text(str(why))
     if recording is None:
         return LadderSource((), "", problem or stage.recording_problem, None)
-    label = story.recorded_label(recording.facts["name"], list(recording.ladder), recording.meta.get("created", ""))
-    return LadderSource(tuple(recording.ladder), label, problem, recording, recording.facts["name"])
+    return LadderSource(tuple(recording.ladder), recording.recorded_label(list(recording.ladder)), problem, recording,
+                        recording.facts["name"])
 
 
 @st.cache_data(show_spinner=False, max_entries=2)
@@ -447,8 +455,7 @@ def fp8_source(stage: Stage, level: str) -> Fp8Source:
     if recording is not None and recording.fp8:
         points = story.fp8.recorded_points(recording.fp8, level)
         if points:
-            label = story.recorded_label(recording.facts["name"], list(recording.fp8), recording.meta.get("created", ""))
-            return Fp8Source(tuple(points), "recorded", label, problem)
+            return Fp8Source(tuple(points), "recorded", recording.recorded_label(list(recording.fp8)), problem)
         problem = problem or story.fp8.no_points_sentence(level, has_records=True)
     elif not problem:
         problem = story.fp8.no_points_sentence("none", stage.recording_problem)

@@ -19,8 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench.cli import _setting_key
 from bench.results import parse_results, write_atomically
-from costmodel import Shape
 from kernels import source, specs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,16 +32,9 @@ def _git(*args: str, repo: Path = REPO) -> str:
 
 def _key(record: dict) -> tuple:
     """A measured setting, as `bench --merge-into` tells records apart (bench/cli.py _setting_key), on a raw record
-    of any schema version."""
-    r = dict(record)
-    r["algorithm"] = specs.canonical(r["algorithm"])
-    r.setdefault("kv_len", None)
-    r.setdefault("kv_heads", None)
-    r["kv_len"] = r["kv_len"] or r["seq_len"]
-    r["kv_heads"] = r["kv_heads"] or r["heads"]
-    r["pass"] = r.get("pass") or "prefill"
-    return (r["algorithm"], Shape.of_record(r), r.get("page_size"), r.get("config"), r.get("scaling"),
-            r.get("rotation"))
+    of any schema version (the fields older files lack read as the results reader reads them)."""
+    return _setting_key({**record, "kv_len": record.get("kv_len") or record["seq_len"],
+                         "kv_heads": record.get("kv_heads") or record["heads"], "pass": record.get("pass") or "prefill"})
 
 
 def _times(record: dict) -> tuple:
