@@ -157,7 +157,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     if key is not None:
         run = _FAST.get(key)
         if run is not None:
-            o, lse = run(q, k, v)
+            o, lse = run(q, k, v, bool(return_lse))
             return (o, lse) if return_lse else o
     if isinstance(q, torch.Tensor) and q.dtype == torch.float8_e4m3fn:
         _check_choice(kernel)

@@ -236,30 +236,150 @@ class CachedLaunch:
         if not self.fast:
             return lambda args: self(key, grid, None, args, kwargs)
         g0, g1, g2 = (tuple(grid) + (1, 1))[:3]
-        kept: list = []  # [compiled, constexpr values, device, tensor positions], after the first launch
+        kept: list = []  # [compiled, constexpr values, device, tensor positions, direct], after the first launch
         driver = _triton_driver()
         runtime_knobs = _triton_knobs().runtime
 
         def launch(args):
             if kept and FAST_LAUNCH:
-                compiled, tail, device, positions = kept
+                compiled, tail, device, positions, direct = kept
                 if (driver.get_current_device() == device and not _hook_calls(runtime_knobs.launch_enter_hook)
                         and not _hook_calls(runtime_knobs.launch_exit_hook)
                         and all(args[i].data_ptr() % 16 == 0 for i in positions)):
-                    compiled.run(g0, g1, g2, driver.get_current_stream(device), compiled.function,
-                                 compiled.packed_metadata, None, None, None, *args, *tail)
+                    if direct is not None and DIRECT_LAUNCH:
+                        direct(driver.get_current_stream(device), args)
+                    else:
+                        compiled.run(g0, g1, g2, driver.get_current_stream(device), compiled.function,
+                                     compiled.packed_metadata, None, None, None, *args, *tail)
                     return compiled
             compiled = self(key, grid, None, args, kwargs)
             positions = self.tensor_positions.get(key)
             if not kept and positions is not None and all(args[i].data_ptr() % 16 == 0 for i in positions):
-                kept[:] = [compiled, tuple(kwargs[name] for name in self.constexprs), driver.get_current_device(),
-                           positions]
+                tail = tuple(kwargs[name] for name in self.constexprs)
+                kept[:] = [compiled, tail, driver.get_current_device(), positions,
+                           direct_launcher(compiled, (g0, g1, g2), tail)]
             return compiled
+        launch.kept = kept  # (tests read it)
         return launch
 
     def jit_kernel(self, grid, *args, **kwargs):
         """The compiled kernel the JIT itself picks for these arguments (no launch): tests compare it with ours."""
         return self.fn.run(*args, grid=grid, warmup=True, **kwargs)
+
+
+# -- the launch itself, without the launcher's Python layers ------------------------------------------------------
+
+# A compiled kernel's launcher (`compiled.run`, Triton's CudaLauncher) is two Python layers over a C function: its
+# __call__ allocates the scratch the kernel asks for (ours ask for none) and wraps the arguments; a kernel taking host
+# TMA descriptors adds `wrap_handle_tensordesc`'s `inner`, which walks every argument to expand each descriptor into
+# the C function's (encoded map, shape, strides). At 1K tokens those layers were ~40 % of the library call's host time
+# (perf/h200/logs/host-call-2026-12-04f.log). direct_launcher calls the C function itself with the same arguments:
+# the descriptors expanded by the same `make_tensordesc_arg` (so install_encoding_cache's cache serves them), the rest
+# as they are, in the argument order of the Triton in use. Triton 3.6 and 3.7 order the C function's arguments
+# differently; a launcher this module does not know (another version) is called as before.
+DIRECT_LAUNCH = os.environ.get("FLASH_LIVE_DIRECT_LAUNCH", "1") != "0"
+
+# The call each known CudaLauncher.__call__ makes (its source, whitespace removed), and the layout it names.
+_LAUNCHER_CALLS = {
+    "self.launch(gridX,gridY,gridZ,stream,function,self.launch_cooperative_grid,self.launch_pdl,global_scratch,"
+    "profile_scratch,*args)": "3.6",
+    "self.launch(gridX,gridY,gridZ,stream,function,self.launch_cooperative_grid,self.launch_pdl,kernel_metadata,"
+    "launch_metadata,launch_enter_hook,launch_exit_hook,global_scratch,profile_scratch,self.arg_annotations,"
+    "self.kernel_signature,args)": "3.7",
+}
+
+
+@functools.lru_cache(maxsize=1)
+def launcher_layout() -> str | None:
+    """"3.6" or "3.7": the argument order of Triton's C launch function, read from CudaLauncher.__call__'s source;
+    None where it is neither (direct_launcher then declines)."""
+    import inspect
+    try:
+        import triton.backends.nvidia.driver as drv
+        source = "".join(inspect.getsource(drv.CudaLauncher.__call__).split())
+    except Exception:  # noqa: BLE001 - no NVIDIA backend, or no source to read
+        return None
+    found = [layout for call, layout in _LAUNCHER_CALLS.items() if call in source]
+    return found[0] if len(found) == 1 else None
+
+
+def descriptor_expander(desc_positions, metas, tail: tuple):
+    """expand(args) -> the kernel's argument list as Triton's `inner` (wrap_handle_tensordesc) hands it to the C
+    launch: each descriptor at desc_positions (ascending) replaced by make_tensordesc_arg(descriptor, its metadata),
+    the other arguments as they are, then the constexprs' values (`tail`: the C function skips them, as it does the
+    JIT's)."""
+    import triton.backends.nvidia.driver as drv
+    cuts = []
+    start = 0
+    for position, meta in zip(desc_positions, metas):
+        cuts.append((start, position, meta))
+        start = position + 1
+    rest = start
+
+    def expand(args):
+        out = []
+        make = drv.make_tensordesc_arg  # looked up per call: install_encoding_cache may replace it
+        for begin, position, meta in cuts:
+            out += args[begin:position]
+            out += make(args[position], meta)
+        out += args[rest:]
+        out += tail
+        return out
+    return expand
+
+
+def direct_launcher(compiled, grid: tuple, tail: tuple):
+    """launch(stream, args): `compiled` launched on `grid` as compiled.run(grid…, stream, compiled.function,
+    compiled.packed_metadata, None, None, None, *args, *tail) launches it, calling Triton's C launch function
+    directly; None where that cannot be done the same way (an unknown launcher layout, a kernel that needs scratch
+    memory, not Triton's CUDA launcher)."""
+    layout = launcher_layout()
+    run = compiled.run
+    if layout is None or getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1):
+        return None
+    launch = run.launch
+    names = getattr(getattr(launch, "__code__", None), "co_freevars", ())
+    if "launcher" in names:  # wrap_handle_tensordesc's `inner`: the C function and the descriptors are in its closure
+        cells = dict(zip(names, (cell.cell_contents for cell in launch.__closure__)))
+        raw, positions = cells["launcher"], sorted(cells["tensordesc_indices"])
+        metas = cells["tensordesc_meta"] or [None] * len(positions)
+    elif hasattr(launch, "__code__"):  # a Python function we do not know
+        return None
+    else:  # the C function itself: no descriptors
+        raw, positions, metas = launch, [], []
+    expand = descriptor_expander(positions, metas, tail)
+    g0, g1, g2 = grid
+    function, metadata = compiled.function, compiled.packed_metadata
+    cooperative, pdl = run.launch_cooperative_grid, run.launch_pdl
+    if layout == "3.6":
+        def direct(stream, args):
+            raw(g0, g1, g2, stream, function, cooperative, pdl, None, None, metadata, None, None, None, *expand(args))
+    else:
+        annotations, signature = run.arg_annotations, run.kernel_signature
+
+        def direct(stream, args):
+            raw(g0, g1, g2, stream, function, cooperative, pdl, metadata, None, None, None, None, None, annotations,
+                signature, expand(args))
+    return direct
+
+
+# An output a kernel must write and nobody reads (the LSE of a forward whose caller did not ask for it): one float32
+# buffer per device, shared by every such launch, so a short call skips an allocation. Launches on two streams may
+# write it at once: nothing reads it, so that is harmless. A buffer outgrown is kept, not freed: a launch still queued
+# on another stream may write it, and freed memory would go to a tensor that is read.
+_DISCARDED: dict = {}
+_OUTGROWN: list = []
+
+
+def discard_buffer(device: torch.device, floats: int) -> torch.Tensor:
+    """A float32 tensor of at least `floats` elements on `device` for a kernel's output that is never read."""
+    held = _DISCARDED.get(device)
+    if held is None or held.numel() < floats:
+        if held is not None:
+            _OUTGROWN.append(held)
+        held = _DISCARDED[device] = torch.empty(max(floats, 2 * (0 if held is None else held.numel()), 1024),
+                                                dtype=torch.float32, device=device)
+    return held
 
 
 def stream_key(device: torch.device) -> tuple:
@@ -433,4 +553,27 @@ def check() -> list[str]:
         missing.append("JITFunction.arg_names / params[].is_constexpr")
     fields = {f.name for f in dataclasses.fields(TensorDescriptor)}
     missing += [f"TensorDescriptor.{name}" for name in ("base", "shape", "strides", "block_shape") if name not in fields]
-    return missing + check_encoding_hook()
+    return missing + check_encoding_hook() + check_direct_launch()
+
+
+def check_direct_launch() -> list[str]:
+    """What direct_launcher needs of Triton's NVIDIA launcher and does not find (empty: all there)."""
+    try:
+        import triton.backends.nvidia.driver as drv
+    except Exception as exc:  # noqa: BLE001 - a Triton without the NVIDIA backend
+        return [f"triton.backends.nvidia.driver ({type(exc).__name__})"]
+    missing = []
+    if launcher_layout() is None:
+        missing.append("CudaLauncher.__call__'s launch call, in an argument order direct_launcher knows (3.6, 3.7)")
+    for name in ("global_scratch_size", "profile_scratch_size", "launch_cooperative_grid", "launch_pdl", "launch"):
+        if f"self.{name} = " not in inspect_source(drv.CudaLauncher.__init__):
+            missing.append(f"CudaLauncher.{name}")
+    inner = drv.wrap_handle_tensordesc(lambda *a: None, {0: "tensordesc<bf16[64, 64]>"}, None)
+    if not {"launcher", "tensordesc_indices", "tensordesc_meta"} <= set(inner.__code__.co_freevars):
+        missing.append("wrap_handle_tensordesc's inner closing over launcher, tensordesc_indices, tensordesc_meta")
+    return missing
+
+
+def inspect_source(fn) -> str:
+    import inspect
+    return inspect.getsource(fn)

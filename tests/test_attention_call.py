@@ -181,8 +181,9 @@ def test_fa3_fast_path_is_the_checked_call(shape, strided, causal, poisoned_allo
 @pytest.mark.skipif(INTERPRET or v3_unavailable_reason() is not None, reason="needs a Hopper GPU")
 def test_fa3_fast_path_keeps_its_kernel_but_honours_hooks_and_the_switch():
     """Past its first launch the fast path launches the kept compiled kernel itself (runtime.CachedLaunch.repeat); a
-    launch hook installed later (Proton's, a user's) still sees each launch, and with FLASH_LIVE_FAST_LAUNCH's switch
-    off the call goes through the JIT: the same answer every way."""
+    launch hook installed later (Proton's, a user's) still sees each launch, with FLASH_LIVE_FAST_LAUNCH's switch off
+    the call goes through the JIT, and with FLASH_LIVE_DIRECT_LAUNCH's off through Triton's launcher instead of its C
+    launch function (runtime.direct_launcher): the same answer every way."""
     from triton import knobs
     from kernels import runtime
     q, k, v = random_qkv((2, 4, 700, 64), torch.bfloat16, seed=31)
@@ -201,7 +202,16 @@ def test_fa3_fast_path_keeps_its_kernel_but_honours_hooks_and_the_switch():
         through_jit = kernels.flash_attention(q, k, v, causal=True)
     finally:
         runtime.FAST_LAUNCH = True
+    runtime.DIRECT_LAUNCH = False
+    try:
+        through_launcher = kernels.flash_attention(q, k, v, causal=True)  # Triton's launcher, not its C function
+    finally:
+        runtime.DIRECT_LAUNCH = True
     after = kernels.flash_attention(q, k, v, causal=True)
+    from kernels import attention
+    kept = [run.launch.kept for run in attention._FAST.values() if getattr(run, "launch", None)]
+    launched = [k_ for k_ in kept if k_]  # (a launcher made but not yet called has kept nothing)
+    assert launched and all(k_[4] is not None for k_ in launched)  # the C launch function is called directly
     assert len(seen) == 1
-    assert all(torch.equal(t, first[0]) for t in (*first[1:], hooked, through_jit, after))
+    assert all(torch.equal(t, first[0]) for t in (*first[1:], hooked, through_jit, through_launcher, after))
     assert rel_error(after, reference(q, k, v, True, 64 ** -0.5)[0]) < TOLERANCE[torch.bfloat16]

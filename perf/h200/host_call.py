@@ -8,12 +8,15 @@ per-call goal), and what keeping Triton's encoded TMA descriptors for tensors se
 - short sequences on the GPU alone: the FA-3 style kernel's shipped config beside one of fewer query rows a program
   (more programs to fill 132 SMs), B2 H16 d64 and d128, 512 to 4K tokens, causal and not, interleaved rounds;
 - a profile of 2,000 library calls (top functions by own time).
+Since 2026-12-06 the library's call launches through Triton's C launch function directly (kernels/runtime.py
+direct_launcher) and writes an LSE nobody asked for into a shared buffer: "Triton's launcher" times the same call
+through Triton's launcher, as before; "return_lse=True" with the LSE allocated.
 With --variants, instead: variants of the short-sequence config (kernels/fa3.py SHORT; its 2 K/V slots against 4
 among them) at head_dim 64 where it runs (512 and 1K not causal, 512 to 4K causal), each checked against float64 at N = 1000, then GPU alone, each ÷
 SHORT's config in the same interleaved rounds.
 (The first version of this script, 2026-12-04 ~12:40, timed the checked calls and one descriptor's encode, 1.6 µs.)
 
-    python -m perf.h200.host_call
+    python -m perf.h200.host_call            # add --quick to leave out the short-sequence configs
 """
 from __future__ import annotations
 
@@ -83,9 +86,24 @@ def gpu_only_us(fn, calls=50, replays=10):
     return start.elapsed_time(end) * 1e3 / (calls * replays)
 
 
+def through_tritons_launcher(fn):
+    """fn with the fast path's launch through Triton's launcher (its Python layers) instead of a direct call of its C
+    launch function (kernels.runtime.direct_launcher); the switch costs two global writes a call."""
+    from kernels import runtime
+
+    def call():
+        runtime.DIRECT_LAUNCH = False
+        try:
+            return fn()
+        finally:
+            runtime.DIRECT_LAUNCH = True
+    return call
+
+
 def where_time_goes(q, k, v, n=5):
     entries = {"SDPA default": lambda: F.scaled_dot_product_attention(q, k, v),
-               "flash_attention auto (fast path)": lambda: flash_attention(q, k, v)}
+               "flash_attention auto (fast path)": lambda: flash_attention(q, k, v),
+               "  the same, Triton's launcher": through_tritons_launcher(lambda: flash_attention(q, k, v))}
     got = {(name, kind): [] for name in entries for kind in ("host", "gpu")}
     for _ in range(n):
         for name, fn in entries.items():
@@ -179,6 +197,8 @@ def main():
     q, k, v = (torch.randn(2, 16, 1024, 64, device="cuda", generator=g, dtype=torch.bfloat16) for _ in range(3))
     entries = {"SDPA default": lambda: F.scaled_dot_product_attention(q, k, v),
                "flash_attention auto (fast path)": lambda: flash_attention(q, k, v),
+               "  the same, Triton's launcher": through_tritons_launcher(lambda: flash_attention(q, k, v)),
+               "  the same, return_lse=True": lambda: flash_attention(q, k, v, return_lse=True)[0],
                "fa3 checked call (before)": lambda: flash_attention_v3(q, k, v),
                "flash_attention fa2 (checked)": lambda: flash_attention(q, k, v, kernel="fa2")}
     ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double())
@@ -192,7 +212,8 @@ def main():
     for name, t in got.items():
         print(f"  {name:<34} {t:8.1f} µs   ÷ SDPA {t / base:.3f}")
     where_time_goes(q, k, v)
-    short_configs()
+    if "--quick" not in sys.argv:  # (--quick: the per-call and where-the-time-goes tables and the profile only)
+        short_configs()
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(2000):
