@@ -367,6 +367,7 @@ def scene_ring(stage: Stage) -> None:
     seq_len, chosen = ring.traced(runs, world, shape)
     here = ring.runs_at(runs, world, shape)
     source = f"{ring.shape_words(shape)}; {ring.source_words(here, recording.facts['name'])}"
+    earlier = stage.earlier_code(here, "ring")  # ours measured with an earlier kernels/ring.py or kernel: said
     if s.ring == "length":
         hbm = recording.facts.get("hbm_bytes")
         walls = ring.memory_walls(shape, hbm, (*ring.WALL_WORLDS, *worlds))
@@ -374,7 +375,8 @@ def scene_ring(stage: Stage) -> None:
         caption = " ".join(filter(None, (ring.layer_sentence(runs, world, shape),
                                          ring.memory_sentence(walls, hbm, recording.facts["name"], longest),
                                          ring.length_caption(runs, world, shape),
-                                         ring.sentence_case(ring.source_words(here, recording.facts["name"])) + ".")))
+                                         ring.sentence_case(ring.source_words(here, recording.facts["name"])) + ".",
+                                         earlier)))
         chart(viz.ring_length_figure(ring.length_series(runs, shape), [vars(w) for w in walls], theme=s.theme,
                                      height=body.chart_px(below=(page.text_rows_px(caption), page.ROW_PX["expander"]))))
         st.caption(caption)
@@ -385,7 +387,8 @@ def scene_ring(stage: Stage) -> None:
                 f"`{ring.RING_COMMAND}` records one per layout.")
         return
     if s.ring == "balance":
-        caption = f"{ring.layout_sentence(runs, world, shape, seq_len)} Measured: {source}."
+        caption = " ".join(filter(None, (ring.layout_sentence(runs, world, shape, seq_len), f"Measured: {source}.",
+                                         earlier)))
         chart(viz.ring_balance_figure(ring.balance_bars(chosen), theme=s.theme,
                                       height=body.chart_px(below=(page.text_rows_px(caption),
                                                                   page.ROW_PX["expander"])),
@@ -395,7 +398,7 @@ def scene_ring(stage: Stage) -> None:
         ring_runs_popover(runs, world, shape)
         return
     shown = chosen.get("zigzag") or next(iter(chosen.values()))
-    caption = f"{ring.handoff_sentence(shown)} Measured: {source}."
+    caption = " ".join(filter(None, (ring.handoff_sentence(shown), f"Measured: {source}.", earlier)))
     chart(viz.ring_steps_figure(ring.animation_runs(chosen), theme=s.theme, width_px=page.BODY_WIDTH_PX,
                                 height=body.chart_px(below=(page.text_rows_px(caption), page.ROW_PX["expander"]))))
     st.caption(caption)
@@ -609,7 +612,9 @@ def scene_timeline(stage: Stage) -> None:
                 f"{stage.recording_problem or 'this recording has none'}.")
         return
     body = Body()
-    caption = story.timeline_caption(timeline, s.shape, stage.live)
+    days, earlier = (("", "") if stage.live else  # a recorded one: its own day, and whether its code has changed since
+                     (stage.recording.days([timeline]), stage.earlier_code([timeline], "timelines")))
+    caption = " ".join(filter(None, (story.timeline_caption(timeline, s.shape, stage.live, days), earlier)))
     st.caption(caption)
     body.add_px(page.text_rows_px(caption))
     stats = story.timeline_stats(timeline)
@@ -650,10 +655,11 @@ def scene_inside(stage: Stage) -> None:
                     help=story.busy_sentence(k), delta=f"one program, {k.microseconds:,.0f} µs{overlap}",
                     delta_color="off", delta_arrow="off")
     body.row("cards")
-    caption = (f"Recorded on {markdown_text(recording.facts['name'])}: one launch of each kernel at batch "
-               f"{shape['batch']} × {shape['heads']} heads, N = {fmt_tokens(shape['seq_len'])}, head_dim "
-               f"{shape['head_dim']}, instrumented with Proton (scopes on the kernels' phase comments; each card's "
-               f"help (?) checks its number against the kernel's measured rate).")
+    caption = " ".join(filter(None, (
+        f"Recorded on {markdown_text(recording.facts['name'])}, {recording.days(list(phases))}: one launch of each "
+        f"kernel at batch {shape['batch']} × {shape['heads']} heads, N = {fmt_tokens(shape['seq_len'])}, head_dim "
+        f"{shape['head_dim']}, instrumented with Proton (scopes on the kernels' phase comments; each card's help (?) "
+        f"checks its number against the kernel's measured rate).", stage.earlier_code(list(phases), "phases"))))
     chart(viz.phases_figure([{"title": f"{k.label}: CTA {k.cta} on SM {k.sm}", "lanes": k.lanes} for k in kernels],
                             theme=s.theme, height=body.chart_px(below=(page.text_rows_px(caption),))))
     st.caption(caption)

@@ -19,7 +19,7 @@ import costmodel
 from costmodel import SEQ_LENS, Shape
 
 from bench.device import device_facts
-from bench.measure import Setting, backward_algorithms, measure, model_extra_bytes, time_cuda
+from bench.measure import Setting, backward_algorithms, measure, model_extra_bytes, provenance, time_cuda
 from bench.results import dump_results
 from bench.schema import RECORD_SCHEMA, _Bad, _checked
 from kernels import specs
@@ -310,6 +310,7 @@ def record_phases_here(ladder: bool = False) -> tuple[list[dict], str]:
                              "plain_ms": timing["plain_ms"], "instrumented_launch_ms": timing["instrumented_launch_ms"],
                              "sm_clock_mhz": data["sm_clock_mhz"], "overhead": timing["overhead"],
                              "profiled_output_identical": data["profiled_output_identical"],
+                             "recorded_at": data["recorded_at"], "build": data["build"],
                              "programs": [{"cta": p["cta"], "sm": p["sm"],
                                            "lanes": [{"warp": lane["warp"], "role": lane["role"],
                                                       "spans": lane["spans"]} for lane in p["lanes"]]}
@@ -453,6 +454,7 @@ def main(argv=None) -> int:
         from kernels.trace import sm_timeline
         timelines = [sm_timeline(seq_len=RATIO_SEQ_LEN, heads=args.heads, batch=args.batch, head_dim=128,
                                  causal=c).to_dict() for c in (False, True)]
+        timelines = [{**timeline, **provenance("timelines", timeline)} for timeline in timelines]
     torch.cuda.empty_cache()
     facts = device_facts(measure_bandwidth=True)
     print(f"device: {facts['name']}, copy {facts['copy_gbps']:,.0f} GB/s, L2 reads {facts['l2_gbps']:,.0f} GB/s, "

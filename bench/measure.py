@@ -192,6 +192,13 @@ def recorded_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
 
 
+def provenance(section: str, entry: dict) -> dict:
+    """recorded_at (this minute) and build (kernels/source.py entry_build: the code of ours it measured, None where
+    none) of an entry of a results file's other sections measured now: an SM timeline, a phase recording, a ring
+    run."""
+    return {"recorded_at": recorded_now(), "build": source.entry_build(section, entry)}
+
+
 @functools.cache
 def _machine() -> costmodel.Machine | None:
     """This GPU for the L2-aware flash model (its L2 and SM count)."""

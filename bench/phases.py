@@ -34,6 +34,7 @@ import torch
 
 import costmodel
 from bench import triton_private
+from bench.measure import provenance
 from kernels import specs
 
 PHASES = ("load", "wait", "qk", "softmax", "pv", "epilogue")
@@ -161,8 +162,8 @@ def record_phase_timeline(kernel: str = "fa3", batch: int = 1, heads: int = 4, s
     {"kernel", "shape": {...}, "config": {...}, "sm_clock_mhz", "sampled_warps", "programs": [per CTA: "cta", "sm",
     "lanes": [{"warp", "warpgroup", "role", "spans": [[phase, start, end], ...]}]], "program_count", "timing":
     {"plain_ms", "longest_program_cycles", "longest_program_ms_at_clock", "overhead", "instrumented_launch_ms"},
-    "proton": {"triton", "mode", "raw_sample"}, "profiled_output_identical"}. Raises RuntimeError with
-    unavailable_reason's sentence where it cannot run. The default shape fills about one wave of an
+    "proton": {"triton", "mode", "raw_sample"}, "profiled_output_identical", "recorded_at", "build"}. Raises
+    RuntimeError with unavailable_reason's sentence where it cannot run. The default shape fills about one wave of an
     H200 (128 programs of 128 query rows); `max_programs` keeps the first that many CTAs (None: all). `launcher`: a
     (launch, config, warps, language) of that kernel to record instead of its spec's (an ablation step,
     kernels/ladder.py)."""
@@ -225,6 +226,8 @@ def record_phase_timeline(kernel: str = "fa3", batch: int = 1, heads: int = 4, s
                    "instrumented_launch_ms": instrumented_launch_ms},
         "proton": {"triton": triton.__version__, "mode": str(mode), "raw_sample": raw_sample},
         "profiled_output_identical": bool(torch.equal(o_plain, o_profiled)),
+        # when, and our kernel's build (a ladder step's too: its spec's files, as its records say)
+        **provenance("phases", {"kernel": kernel, "dtype": str(dtype).removeprefix("torch.")}),
     }
 
 

@@ -28,7 +28,8 @@ from costmodel import DECODE_KV_LENS, DTYPE_BYTES, ELEMENT_BYTES, FP8_DTYPE, SEQ
 from bench.record import OPTIONAL_RECORD_FIELDS, RECORD_FIELDS
 from bench.schema import (  # noqa: F401 - the schema's names, read through this module too (results.RECORD_SCHEMA)
     FACT_SCHEMA, KERNEL_SCHEMA, MAX_BYTES, MAX_DEPTH, MAX_KERNELS, MAX_PROGRAMS, MAX_RATIO_ROWS, MAX_TEXT,
-    MAX_RING_RUNS, MAX_TIMESTAMP_NS, META_SCHEMA, RECORD_SCHEMA, RING_REQUIRED, RING_SCHEMA, REQUIRED_FACTS, TIMELINE_ARRAYS, TIMELINE_SCHEMA, _BOOL, _COUNTERS,
+    MAX_RING_RUNS, MAX_TIMESTAMP_NS, META_SCHEMA, PROVENANCE_FALLBACK, PROVENANCE_SCHEMA, RECORD_SCHEMA, RING_REQUIRED,
+    RING_SCHEMA, REQUIRED_FACTS, TIMELINE_ARRAYS, TIMELINE_SCHEMA, _BOOL, _COUNTERS,
     _FACT_FALLBACK, _TIME, _Bad, _Field, _Notes, _checked, _float, _int, _proton_kernels, _short, _text, plain_text)
 from kernels import specs
 
@@ -157,11 +158,11 @@ def parse_results(raw: bytes, name: str = "results") -> RecordedResults:
     timelines = doc.get("timelines", [])
     if not isinstance(timelines, list):
         raise ResultsError(f"{name}: \"timelines\" must be a list")
-    lines = [_check_timeline(t, f"{name}: timeline {i}") for i, t in enumerate(timelines)]
+    lines = [_check_timeline(t, f"{name}: timeline {i}", notes) for i, t in enumerate(timelines)]
     phases = doc.get("phases", [])
     if not isinstance(phases, list) or len(phases) > MAX_PHASE_RECORDINGS:
         raise ResultsError(f"{name}: \"phases\" must be a list of at most {MAX_PHASE_RECORDINGS} recordings")
-    recorded_phases = [_check_phases(p, f"{name}: phases {i}") for i, p in enumerate(phases)]
+    recorded_phases = [_check_phases(p, f"{name}: phases {i}", notes) for i, p in enumerate(phases)]
     ring = doc.get("ring", [])
     if not isinstance(ring, list) or len(ring) > MAX_RING_RUNS:
         raise ResultsError(f"{name}: \"ring\" must be a list of at most {MAX_RING_RUNS} runs")
@@ -343,6 +344,8 @@ def _say_what_the_slider_misses(records: list[dict], name: str, notes: _Notes) -
 
 
 def _counter_fallback(key: str) -> str:
+    if key in PROVENANCE_FALLBACK:
+        return PROVENANCE_FALLBACK[key]
     if key == "fwd_bwd_ms":
         return "the record keeps its backward time alone"
     return ("the page uses the cost model's traffic instead" if key in _COUNTERS
@@ -475,7 +478,12 @@ def _required_fields(obj: dict, schema: dict[str, _Field], also: tuple[str, ...]
     return out
 
 
-def _check_timeline(tl, where: str) -> dict:
+def _provenance(entry: dict, where: str, notes: _Notes) -> dict:
+    """An entry's recorded_at and build (optional in every section; a bad one dropped with a note)."""
+    return _object(entry, PROVENANCE_SCHEMA, (), where, notes, PROVENANCE_FALLBACK.get)
+
+
+def _check_timeline(tl, where: str, notes: _Notes) -> dict:
     if not isinstance(tl, dict):
         raise ResultsError(f"{where} is not an object")
     out = _required_fields(tl, TIMELINE_SCHEMA, TIMELINE_ARRAYS, where)
@@ -505,7 +513,7 @@ def _check_timeline(tl, where: str) -> dict:
     if programs > expected:
         raise ResultsError(f"{where}: {programs} programs, but batch {out['batch']} × {out['heads']} heads × "
                            f"{q_blocks} Q blocks of {out['block_m']} make only {expected}")
-    return out
+    return {**out, **_provenance(tl, where, notes)}
 
 
 # -- phases: one launch's warpgroups over time (bench --phases, bench/phases.py) --------------------------------
@@ -526,7 +534,7 @@ PHASE_SCHEMA: dict[str, _Field] = {
 }
 
 
-def _check_phases(rec, where: str) -> dict:
+def _check_phases(rec, where: str, notes: _Notes) -> dict:
     if not isinstance(rec, dict):
         raise ResultsError(f"{where} is not an object")
     out = _required_fields(rec, PHASE_SCHEMA, ("programs",), where)
@@ -535,7 +543,7 @@ def _check_phases(rec, where: str) -> dict:
     if not isinstance(programs, list) or not 1 <= len(programs) <= MAX_PHASE_PROGRAMS:
         raise ResultsError(f"{where}: programs must be a list of 1 … {MAX_PHASE_PROGRAMS}")
     out["programs"] = [_check_phase_program(p, f"{where}: program {i}") for i, p in enumerate(programs)]
-    return out
+    return {**out, **_provenance(rec, where, notes)}
 
 
 def _check_phase_program(program, where: str) -> dict:
@@ -576,7 +584,8 @@ def ring_key(run: dict) -> tuple:
 def _check_ring(run, where: str, notes: _Notes) -> dict:
     if not isinstance(run, dict):
         raise ResultsError(f"{where} is not an object")
-    out = _object(run, RING_SCHEMA, RING_REQUIRED, where, notes, lambda key: "it is not shown")
+    out = _object(run, RING_SCHEMA, RING_REQUIRED, where, notes,
+                  lambda key: PROVENANCE_FALLBACK.get(key, "it is not shown"))
     world = out["world_size"]
     if (out["status"] == "ok") != (out["time_ms"] is not None):
         raise ResultsError(f"{where}: status {out['status']} with time_ms {_short(out['time_ms'])}: a run that "

@@ -242,7 +242,7 @@ class RingBench:
 
     def at(self, n: int, checks: dict) -> list[dict]:
         import torch
-        from bench.measure import percentiles
+        from bench.measure import percentiles, provenance
         from kernels.attention import choose_kernel, flash_attention
         from kernels.ring import ring_attention, shard
         if n % costmodel.ring_chunks(self.world, "zigzag"):
@@ -307,6 +307,7 @@ class RingBench:
         for run in out:
             if run["impl"] == "ours":
                 run["kv_step_ms"] = hop
+            run.update(provenance("ring", run))  # ours: the build of kernels/ring.py and the kernel its blocks ran
         return out
 
     def traced(self, run: dict, mine: tuple, layout: str) -> None:

@@ -69,6 +69,14 @@ def _proton_kernels() -> tuple[str, ...]:
 
 
 _BOOL = _Field(bool)
+# when and with which build of our kernel (kernels/source.py entry_build) an entry of any section was measured: optional
+# (files before the fields lack them); a bad one is dropped with a note, and the page says less of its entry
+PROVENANCE_SCHEMA: dict[str, _Field] = {
+    "recorded_at": _text(20, nullable=True, pattern=RECORDED_AT_PATTERN, what="a UTC time as 2026-12-06T15:04Z"),
+    "build": _text(BUILD_CHARS, nullable=True, pattern=f"[0-9a-f]{{{BUILD_CHARS}}}",
+                   what=f"a build stamp ({BUILD_CHARS} hex digits)"),
+}
+PROVENANCE_FALLBACK = {"recorded_at": "the page does not date it", "build": "the page says nothing of its code"}
 _BYTES = _int(0, MAX_BYTES, nullable=True, unit="bytes")
 _TIME = _float(MAX_MS, unit="ms")
 
@@ -101,11 +109,7 @@ RECORD_SCHEMA: dict[str, _Field] = {
     "paper_outlier_err_rms": _float(MAX_ERROR, low=0), "paper_outlier_err_rel_rms": _float(MAX_ERROR, low=0),
     "bf16_time_ms": _TIME, "bf16_err_rel_rms": _float(MAX_ERROR, low=0),
     "bf16_outlier_err_rel_rms": _float(MAX_ERROR, low=0), "bf16_paper_outlier_err_rel_rms": _float(MAX_ERROR, low=0),
-    # when and with which build of our kernel (kernels/source.py build_stamp) it was measured; a bad one is dropped
-    # with a note (the page then says less about the record: undated, or of an unknown build)
-    "recorded_at": _text(20, nullable=True, pattern=RECORDED_AT_PATTERN, what="a UTC time as 2026-12-06T15:04Z"),
-    "build": _text(BUILD_CHARS, nullable=True, pattern=f"[0-9a-f]{{{BUILD_CHARS}}}",
-                   what=f"a build stamp ({BUILD_CHARS} hex digits)"),
+    **PROVENANCE_SCHEMA,
 }
 KERNEL_SCHEMA: dict[str, _Field] = {
     "name": _text(), "time_ms": _TIME, "dram_read_bytes": _BYTES, "dram_write_bytes": _BYTES, "l2_bytes": _BYTES,
@@ -160,6 +164,7 @@ RING_SCHEMA: dict[str, _Field] = {
     "kv_step_ms": _TIME,          # one hop of a rank's K/V shard round the ring with nothing else running
     "check_seq_len": _int(1, 1 << 24, nullable=True),   # the correctness check's sequence (same world and layout)
     "check_err": _float(MAX_ERROR, low=0),               # its max |O − float64 reference|
+    **PROVENANCE_SCHEMA,          # ours: kernels/ring.py and its kernel (specs.source_files' RING); PyTorch's: no build
 }
 RING_REQUIRED = ("impl", "layout", "rotate", "kernel", "world_size", "seq_len", "batch", "heads", "head_dim",
                  "dtype", "causal", "status", "message", "device", "timing_kind", "time_ms", "time_ms_p20",

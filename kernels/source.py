@@ -168,3 +168,35 @@ def record_build(algorithm: str, pass_: str = "prefill", dtype: str = "", root: 
     `root` are now; None for a peer's (its version is the device facts' torch, or its package's)."""
     files = specs.source_files(algorithm, pass_, dtype)
     return build_stamp(files, root) if files else None
+
+
+# -- which code an entry of a results file measured: its records and its other sections ----------------------------
+
+# section -> an entry's (spec key, pass, dtype) as specs.source_files takes them, or None where it is not ours (a
+# timeline says no dtype: its kernel's files are the same for every 16-bit one)
+_MEASURED = {
+    "records": lambda e: (e["algorithm"], e.get("pass") or "prefill", e["dtype"]),
+    "timelines": lambda e: (specs.SM_TIMELINE_KERNEL, "prefill", e.get("dtype") or ""),
+    "phases": lambda e: (e["kernel"], "prefill", e["dtype"]),
+    "ring": lambda e: (e["kernel"], specs.RING, e["dtype"]) if e["impl"] == "ours" else None,
+}
+SECTIONS = tuple(_MEASURED)
+
+
+def measured_with(section: str, entry: dict) -> tuple[str, str, str] | None:
+    """The (spec key, pass, dtype) whose files an entry of a results file's section measured (record_build's and the
+    page's build_now's arguments): a record's algorithm, pass and dtype; an SM timeline's kernel
+    (specs.SM_TIMELINE_KERNEL); a phase recording's kernel (bench/phases.py); a ring run of ours, its kernel under
+    kernels/ring.py (specs.RING). None where it measured no code of ours: a peer's record, PyTorch's
+    context_parallel."""
+    what = _MEASURED[section](entry)
+    if what is None:
+        return None
+    key = specs.canonical(what[0])
+    return (key, *what[1:]) if key in specs.SPECS and specs.source_files(key, *what[1:]) else None
+
+
+def entry_build(section: str, entry: dict, root: Path = KERNEL_DIR) -> str | None:
+    """The build stamp an entry of this section carries, as the files in `root` are now (None: no code of ours)."""
+    what = measured_with(section, entry)
+    return record_build(*what, root=root) if what else None

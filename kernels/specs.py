@@ -296,14 +296,38 @@ def extra_bytes(key: str, shape: Shape) -> int:
     return spec(key).extra_bytes(shape)
 
 
+# What the results file's other sections measured (kernels/source.py measured_with): the SM timeline records the
+# programs of one kernel's launch; a ring run (bench.ring) runs a kernel's prefill blocks under kernels/ring.py.
+SM_TIMELINE_KERNEL = "fa2"  # kernels/trace.py sm_timeline: kernels/fa2.py's flash_attention_sm_timeline
+RING = "ring"               # source_files' pass of a ring run: not one of costmodel.PASSES (its blocks are prefills)
+RING_SOURCE = "ring.py"
+
+
 def source_files(key: str, pass_: str = "prefill", dtype: str = "") -> tuple[str, ...]:
     """The files in kernels/ whose code computed a record of this algorithm, pass and dtype (its spec's `sources`;
-    () for a peer's or a spec without them)."""
+    () for a peer's or a spec without them). Pass RING: a ring run of ours over this kernel (bench.ring).
+
+    Ring attention is no spec of its own (it is no algorithm a record names: it runs a spec's kernel over a process
+    group), so no spec's `sources` holds kernels/ring.py. What a ring run measured is ring.py's code (the shards, the
+    K/V passed round the ring, the merge by log-sum-exp) around its kernel's prefill: its build digests both, ring.py
+    first. The library's dispatch between them (kernels/attention.py, runtime.py) is left out, as it is from every
+    record's build: host work of microseconds beside blocks of milliseconds."""
+    if pass_ == RING:
+        files = source_files(key, "prefill", dtype)
+        return (RING_SOURCE, *files) if files else ()
     by_what = dict(spec(key).sources)
     for what in (("fp8",) if dtype.startswith("float8") else ()) + (pass_, "*"):
         if what in by_what:
             return by_what[what]
     return ()
+
+
+def named_files(key: str, pass_: str = "prefill", dtype: str = "") -> tuple[str, ...]:
+    """The files the page names where a build of source_files(key, pass_, dtype) is not this copy's: the kernel's own
+    file (the first; the others are helpers it shares: ptx.py, gluon_compat.py), and for a ring run kernels/ring.py
+    too (a stamp says that its files changed, not which)."""
+    files = source_files(key, pass_, dtype)
+    return files[:2] if pass_ == RING else files[:1]
 
 
 def check_tiles(key: str, block_m: object, block_n: object) -> None:

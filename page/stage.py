@@ -129,10 +129,11 @@ class Stage:
         return self.recording.recorded_label(records) if self.recording else f"recorded on {self.gpu}"
 
     @staticmethod
-    def earlier_code(records: list[dict]) -> str:
-        """What to say of recorded records measured with other code than this copy's kernels (story.earlier_code),
-        safe in Streamlit's markdown; "" when every one is this copy's (or says nothing of its build)."""
-        return markdown_text(story.earlier_code_sentence(story.earlier_code(records, build_now)))
+    def earlier_code(records: list[dict], section: str = "records") -> str:
+        """What to say of recorded records (or entries of the file's `section`: timelines, phases, ring) measured with
+        other code than this copy's kernels (story.earlier_code), safe in Streamlit's markdown; "" when every one is
+        this copy's (or says nothing of its build)."""
+        return markdown_text(story.earlier_code_sentence(story.earlier_code(records, build_now, section)))
 
     def recorded_subtitle(self, records: list[dict]) -> str:
         """story.recorded_subtitle for records of the quoted recording (a scene whose figures are always recorded),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from costmodel import Shape
 from fmt import fmt_bytes, fmt_tokens
-from kernels import specs
+from kernels import source, specs
 
 
 OUT_OF_MEMORY = "out of memory"
@@ -145,20 +145,20 @@ def recorded_label(gpu: str, records: list[dict], created: str = "") -> str:
     return f"recorded on {gpu}" + (f", {days}" if days else "")
 
 
-def earlier_code(records: list[dict], build_now) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """Our kernels of which some of these records were measured with other code than this copy's, in legend order,
-    each with its file(s) whose code differs: a record's `build` differs from build_now(algorithm, pass, dtype)
-    (kernels/source.py record_build). A record without a build (a file before the field) says nothing either way; a
-    peer's has none."""
+def earlier_code(records: list[dict], build_now, section: str = "records") -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Our kernels of which some of these entries of a results file's section (its records, or its timelines, phases
+    or ring runs) were measured with other code than this copy's, in legend order, each with the file(s) it names
+    (specs.named_files): an entry's `build` differs from build_now(key, pass, dtype) of the code it measured
+    (kernels/source.py measured_with, record_build). An entry without a build (a file before the field) says nothing
+    either way; a peer's has none."""
     stale: dict[str, set[str]] = {}
     for r in records:
-        key, what = specs.canonical(r["algorithm"]), (r.get("pass") or "prefill", r["dtype"])
-        if not r.get("build") or key not in specs.SPECS:
+        what = source.measured_with(section, r)
+        if not r.get("build") or what is None:
             continue
-        files = specs.source_files(key, *what)
-        now = build_now(key, *what) if files else None
+        now = build_now(*what)
         if now and r["build"] != now:  # this copy's build unknown (a file unreadable): nothing said
-            stale.setdefault(key, set()).add(files[0])
+            stale.setdefault(what[0], set()).update(specs.named_files(*what))
     return tuple((key, tuple(sorted(stale[key]))) for key in specs.SPECS if key in stale)
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import costmodel
 from costmodel import RING_LAYOUTS
 from fmt import fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens, markdown_text
+from story.records import recorded_label
 
 OURS, PEER = "ours", "torch_cp"
 RING_COMMAND = "torchrun --nproc-per-node=K -m bench.ring --out results/h200.json"
@@ -201,11 +202,12 @@ def shape_words(shape: tuple) -> str:
 
 
 def source_words(runs: list[dict], gpu: str) -> str:
-    """Where the runs were timed: on GPUs, or in Triton's CPU interpreter (then only the shape of things holds)."""
+    """Where and when the runs were timed: on GPUs ("recorded on NVIDIA H200, 2026-12-04": their own days; no day
+    where they say none), or in Triton's CPU interpreter (then only the shape of things holds)."""
     if runs and all(r["timing_kind"] == "interpreter" for r in runs):
         return ("timed in Triton's CPU interpreter at a small length (CPU processes, gloo): the plan and the "
                 "balance hold, the times are not a GPU's")
-    return f"recorded on {markdown_text(gpu)}" if gpu else "recorded"
+    return recorded_label(markdown_text(gpu), runs) if gpu else "recorded"
 
 
 def rate_words(bytes_per_s: float) -> str:

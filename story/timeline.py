@@ -55,10 +55,11 @@ def timeline_stats(timeline: dict) -> dict[str, float]:
 
 # -- the SM timeline's caption: the talk's setting, or plainly another ---------------------------------------
 
-def timeline_caption(timeline: dict, shape: Shape, live: bool) -> str:
-    """Where the timeline comes from and its setting, saying plainly when it is not the talk's shape."""
+def timeline_caption(timeline: dict, shape: Shape, live: bool, days: str = "") -> str:
+    """Where the timeline comes from (recorded: on which days, story.recorded_days) and its setting, saying plainly
+    when it is not the talk's shape."""
     seq_len, batch, heads, head_dim, causal = shape.seq_len, shape.batch, shape.heads, shape.head_dim, shape.causal
-    where = "Measured now" if live else "Recorded"
+    where = "Measured now" if live else " ".join(filter(None, ("Recorded", days)))
     shown = (f"{fmt_tokens(timeline['seq_len'])} tokens, batch {timeline['batch']} × {timeline['heads']} heads, "
              f"head_dim {timeline['head_dim']}, block_m {timeline['block_m']}{', causal' if timeline['causal'] else ''}")
     talk = (seq_len, batch, heads, head_dim, causal)

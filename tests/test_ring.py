@@ -15,6 +15,7 @@ import torch
 
 import costmodel
 from bench import results as res
+from kernels import source, specs
 from kernels.reference import reference_attention
 from tests.support_ring import ring_in_processes
 
@@ -185,6 +186,9 @@ def test_bench_ring_on_cpu_processes_writes_runs_the_app_reads(tmp_path):
         assert run["world_size"] == 2 and run["seq_len"] == 64 and run["causal"] and run["kernel"] == "fa2"
         assert run["check_seq_len"] == 72 and run["check_err"] < 2e-2
         assert len(run["steps"]) == 4 and len(run["rank_compute_ms"]) == 2 and run["one_gpu_ms"] > 0
+        # when, and the code it ran: kernels/ring.py around the teaching kernel (specs.source_files' RING)
+        assert run["recorded_at"] and run["build"] == source.record_build("fa2", specs.RING, "bfloat16")
+    assert all(r["recorded_at"] for r in loaded.ring), "the file's earlier runs keep their stamps"
     before = len(loaded.ring)
     again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and len(res.load_results_path(out).ring) == before  # replaced, not added
