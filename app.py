@@ -655,11 +655,12 @@ def scene_inside(stage: Stage) -> None:
                     help=story.busy_sentence(k), delta=f"one program, {k.microseconds:,.0f} µs{overlap}",
                     delta_color="off", delta_arrow="off")
     body.row("cards")
+    recorded = story.ring.sentence_case(recording.recorded_label(list(phases)))  # "Recorded on X, 2026-12-02"
     caption = " ".join(filter(None, (
-        f"Recorded on {markdown_text(recording.facts['name'])}, {recording.days(list(phases))}: one launch of each "
-        f"kernel at batch {shape['batch']} × {shape['heads']} heads, N = {fmt_tokens(shape['seq_len'])}, head_dim "
-        f"{shape['head_dim']}, instrumented with Proton (scopes on the kernels' phase comments; each card's help (?) "
-        f"checks its number against the kernel's measured rate).", stage.earlier_code(list(phases), "phases"))))
+        f"{markdown_text(recorded)}: one launch of each kernel at batch {shape['batch']} × {shape['heads']} heads, "
+        f"N = {fmt_tokens(shape['seq_len'])}, head_dim {shape['head_dim']}, instrumented with Proton (scopes on the "
+        f"kernels' phase comments; each card's help (?) checks its number against the kernel's measured rate).",
+        stage.earlier_code(list(phases), "phases"))))
     chart(viz.phases_figure([{"title": f"{k.label}: CTA {k.cta} on SM {k.sm}", "lanes": k.lanes} for k in kernels],
                             theme=s.theme, height=body.chart_px(below=(page.text_rows_px(caption),))))
     st.caption(caption)

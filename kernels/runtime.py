@@ -562,18 +562,15 @@ def check_direct_launch() -> list[str]:
         import triton.backends.nvidia.driver as drv
     except Exception as exc:  # noqa: BLE001 - a Triton without the NVIDIA backend
         return [f"triton.backends.nvidia.driver ({type(exc).__name__})"]
+    import inspect
     missing = []
     if launcher_layout() is None:
         missing.append("CudaLauncher.__call__'s launch call, in an argument order direct_launcher knows (3.6, 3.7)")
-    for name in ("global_scratch_size", "profile_scratch_size", "launch_cooperative_grid", "launch_pdl", "launch"):
-        if f"self.{name} = " not in inspect_source(drv.CudaLauncher.__init__):
-            missing.append(f"CudaLauncher.{name}")
+    init_source = inspect.getsource(drv.CudaLauncher.__init__)
+    missing += [f"CudaLauncher.{name}" for name in ("global_scratch_size", "profile_scratch_size",
+                                                    "launch_cooperative_grid", "launch_pdl", "launch")
+                if f"self.{name} = " not in init_source]
     inner = drv.wrap_handle_tensordesc(lambda *a: None, {0: "tensordesc<bf16[64, 64]>"}, None)
     if not {"launcher", "tensordesc_indices", "tensordesc_meta"} <= set(inner.__code__.co_freevars):
         missing.append("wrap_handle_tensordesc's inner closing over launcher, tensordesc_indices, tensordesc_meta")
     return missing
-
-
-def inspect_source(fn) -> str:
-    import inspect
-    return inspect.getsource(fn)
