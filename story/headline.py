@@ -35,16 +35,64 @@ def headline(records: list[dict], shape: Shape, missing_reason: str = "not measu
                     f"standard {fmt_ms(row['naive_ms'])} → flash {fmt_ms(row['flash_ms'])}")
 
 
-# Under this GPU time a call is mostly the host launching it, not the GPU's work: the recording's FA-2 call at 1K
-# (batch 2 × 16 heads, head_dim 64) took 0.100 ms where Nsight Compute counted 0.028 ms in the kernel. Times this
-# short compare launches, not algorithms (BENCHMARKS.md).
+# Under this GPU time a call may be mostly the host launching it, not the GPU's work: the recording's FA-2 call at 1K
+# (batch 2 × 16 heads, head_dim 64) took 0.100 ms where Nsight Compute counted 0.028 ms in the kernel. Longer calls
+# are never said to be launch-bound; a shorter one is where its record's kernel times (Nsight Compute's, `kernels`)
+# add up to less than half its time, or, where the record has none, is said only to possibly be (BENCHMARKS.md).
 LAUNCH_BOUND_MS = 0.2
 
 
-def launch_bound(record: dict | None) -> bool:
-    """Whether a GPU record's time is short enough to be mostly the launch (LAUNCH_BOUND_MS)."""
-    return bool(record and record["status"] == "ok" and record.get("timing_kind") == "cuda"
-                and record["time_ms"] < LAUNCH_BOUND_MS)
+def kernel_share(record: dict | None) -> float | None:
+    """The share of a GPU record's time that its kernels took (the sum of its Nsight Compute kernel times ÷ its
+    time); None where the record counted no kernel times."""
+    kernels = (record or {}).get("kernels") or []
+    times = [kernel.get("time_ms") for kernel in kernels]
+    if not times or any(t is None for t in times) or not record.get("time_ms"):
+        return None
+    return sum(times) / record["time_ms"]
+
+
+def _same_setting(a: dict, b: dict) -> bool:
+    return all(a.get(key) == b.get(key) for key in ("algorithm", "batch", "heads", "head_dim", "dtype", "causal",
+                                                       "kv_heads", "pass"))
+
+
+def _best_tflops(record: dict, records: list[dict] | None) -> float | None:
+    """The same kernel's best TFLOPS at the same setting at the other lengths in `records` (None: none recorded)."""
+    rates = [r["tflops"] for r in records or () if r["status"] == "ok" and r.get("tflops") and _same_setting(r, record)
+             and r["seq_len"] != record["seq_len"]]
+    return max(rates, default=None)
+
+
+def launch_bound(record: dict | None, records: list[dict] | None = None) -> bool:
+    """Whether a GPU record's call is mostly its launch: under LAUNCH_BOUND_MS, and its kernels (where counted) under
+    half its time; where they were not counted, its TFLOPS under half the same kernel's best at the same setting in
+    `records` (a kernel that runs near its full rate is not waiting on its launch); with neither, possibly."""
+    if not (record and record["status"] == "ok" and record.get("timing_kind") == "cuda"
+            and record["time_ms"] < LAUNCH_BOUND_MS):
+        return False
+    share = kernel_share(record)
+    if share is not None:
+        return share < 0.5
+    best = _best_tflops(record, records)
+    if best and record.get("tflops"):
+        return record["tflops"] < 0.5 * best
+    return True
+
+
+def launch_words(record: dict, records: list[dict] | None = None, name: str = "flash") -> str:
+    """Why a launch_bound call is said to be its launch: "flash's kernel 0.028 of 0.100 ms, the rest its launch"
+    where its kernel times were counted; "flash 35 TFLOPS here, 8% of its 431 at longer lengths: mostly the launch"
+    where the same kernel's rate elsewhere says so; else "flash under 0.2 ms: the launch may be much of it"."""
+    share = kernel_share(record)
+    if share is not None:
+        return (f"{name}'s kernel {fmt_ms(share * record['time_ms'])} of {fmt_ms(record['time_ms'])}, the rest its "
+                f"launch")
+    best = _best_tflops(record, records)
+    if best and record.get("tflops"):
+        return (f"{name} {record['tflops']:,.0f} TFLOPS here, {record['tflops'] / best:.0%} of its {best:,.0f} at "
+                f"longer lengths: mostly the launch")
+    return f"{name} under {LAUNCH_BOUND_MS} ms: the launch may be much of it"
 
 
 # A kernel at this share of the measured matmul roof or more is doing arithmetic most of its time: only there may a
@@ -55,7 +103,7 @@ COMPUTE_BOUND_SHARE = 0.5
 def compute_bound(record: dict | None, facts: dict | None) -> bool:
     """Whether a GPU record ran at COMPUTE_BOUND_SHARE of the measured matmul roof or more (and not launch-bound)."""
     roof = (facts or {}).get("matmul_tflops")
-    return bool(roof and record and record.get("tflops") and not launch_bound(record)
+    return bool(roof and record and record.get("tflops")
                 and record["tflops"] >= COMPUTE_BOUND_SHARE * roof)
 
 
@@ -82,9 +130,12 @@ def at_length_sentence(records: list[dict], shape: Shape) -> str:
     sentence = f"At N = {n} ({setting}): " + "; ".join(parts)
     if flash and naive and flash["status"] == naive["status"] == "ok":
         sentence += f": flash is {speedup_words(naive['time_ms'] / flash['time_ms'])}"
-    if launch_bound(flash):
-        sentence += (f". Under {LAUNCH_BOUND_MS} ms a call is mostly the host launching it, not the GPU's work: "
-                     f"these times compare launches")
+    if launch_bound(flash, records):
+        sentence += (f". A call this short is mostly the host launching it, not the GPU's work "
+                     f"({launch_words(flash, records)}): these times compare launches"
+                     if kernel_share(flash) is not None or _best_tflops(flash, records) else
+                     f". Under {LAUNCH_BOUND_MS} ms a call can be as much the host launching it as the GPU's work: "
+                     f"these times may compare launches")
     return sentence + "."
 
 
@@ -107,8 +158,8 @@ def speedup_table(records: list[dict]) -> list[dict]:
                  if r["status"] != "ok"]
         if any(r.get("timing_kind") == "interpreter" for r in pair.values()):
             notes.append("CPU interpreter times, not GPU speed")
-        elif launch_bound(pair.get("fa2")):
-            notes.append(f"flash under {LAUNCH_BOUND_MS} ms: mostly the launch")
+        elif launch_bound(pair.get("fa2"), records):
+            notes.append(launch_words(pair["fa2"], records))
         both = times["fa2"] and times["naive"]
         table.append({"seq_len": seq_len, "tokens": fmt_tokens(seq_len), "flash_ms": times["fa2"],
                       "naive_ms": times["naive"], "speedup": times["naive"] / times["fa2"] if both else None,

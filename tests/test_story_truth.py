@@ -514,9 +514,9 @@ def test_the_same_gpu_sentence_says_when_a_call_is_mostly_its_launch():
         named = fmt_ms(short[algorithm]["time_ms"]) in caption.split("as much its launch")[0].split("call under")[1]
         assert named == short[algorithm]["launch_bound"], algorithm  # the short calls' times, and only theirs
     assert "launch" not in story.ratio_sentences(list(long_.values()), viz.PUBLISHED, "NVIDIA H200")
-    assert story.ratio_sentences(list(short.values()), viz.PUBLISHED, same_gpu=False) == \
+    assert story.ratio_sentences(list(short.values()), viz.PUBLISHED, same_gpu=False).startswith(
         story.authors_sentence(list(short.values()), caveat=False) + story.launch_caveat(
-            [short[a] for a in ("fa3", "fa4_authors") if a in short and "fa4_authors" in short])
+            [short[a] for a in ("fa3", "fa4_authors") if a in short and "fa4_authors" in short]))
 
 
 def _evolution_categories(app) -> str:
