@@ -86,7 +86,9 @@ def speedup_source(stage: Stage, records: list[dict]) -> str:
     if stage.live or stage.recording is None:
         return stage.measured
     at_length = [r for r in records if r["seq_len"] == stage.settings.seq_len]
-    return f"recorded {markdown_text(stage.recording.days(at_length))}"
+    earlier = stage.earlier_code(at_length)  # as every recorded scene says it: the kernels changed since
+    return f"recorded {markdown_text(stage.recording.days(at_length))}" + (f" ({earlier.rstrip('.')})" if earlier
+                                                                            else "")
 
 
 def scene_hierarchy(stage: Stage) -> None:
@@ -534,6 +536,8 @@ def scene_ablation(stage: Stage) -> None:
     program = programs.get(selected)
     caption = (f"**{markdown_text(selected)}**: {story.what_changed(selected)} {story.step_lanes_sentence(program)} "
                "The buttons above choose the step whose Proton lanes show."
+               + ("" if source.live or source.recording is None else
+                  f" {story.ablation.other_run_sentence(bars, source.recording.records)}".rstrip())
                + ("" if source.live else f" {stage.earlier_code(ablation_records(stage, source))}".rstrip()))
     height = body.chart_px(below=(page.text_rows_px(caption), page.ROW_PX["expander"]))
     published = f"FA-3 paper, {story.ablation.PUBLISHED_GPU} (published, another GPU)"
@@ -619,7 +623,7 @@ def scene_timeline(stage: Stage) -> None:
     body.add_px(page.text_rows_px(caption))
     stats = story.timeline_stats(timeline)
     programs, waves, busy = st.columns(3)
-    programs.metric("Programs (Q blocks × heads)", f"{stats['programs']:,}", border=True)
+    programs.metric("Programs (Q blocks × batch × heads)", f"{stats['programs']:,}", border=True)
     waves.metric(f"Waves: {timeline['sm_count']} SMs × {stats['max_per_sm']} resident", f"{stats['waves']:.1f}",
                  border=True, help="programs ÷ (SMs × the most programs one SM ran at once, measured here)")
     busy.metric("SMs busy", f"{stats['utilization']:.0%}", border=True)

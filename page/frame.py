@@ -205,7 +205,7 @@ def recording_coverage(stage: Stage, body: Body | None = None) -> bool:
         body.add_px(COVERAGE_PX)
     combos = sorted({(r["batch"], r["heads"], r["head_dim"], r["dtype"], bool(r["causal"])) for r in records})
     shapes = sorted({f"{b} × {h} heads, d {d}" for b, h, d, _, _ in combos})
-    listed = "; ".join(shapes[:3]) + (" …" if len(shapes) > 3 else "")
+    listed = "; ".join(shapes[:3]) + (f" and {len(shapes) - 3} more" if len(shapes) > 3 else "")
     # only a setting the link can hold is offered (a file may cover head_dim 7, or batch 65536)
     showable = [combo for combo in combos if settings_module.can_show(*combo)]
     line, button = st.columns([3, 1], vertical_alignment="center")

@@ -85,7 +85,7 @@ class HbmBytes:
     flash: int
     naive_counted: int | None
     flash_counted: int | None
-    ratio_note: str | None = None  # "model only: standard did not run (out of memory)"; None: counted too
+    ratio_note: str | None = None  # "model: standard out of memory"; None: counted too
 
     @property
     def ratio(self) -> float:
@@ -129,9 +129,9 @@ def hbm_bytes(panels: TrafficPanels, records: list[dict], seq_len: int) -> HbmBy
     naive = record_at(records, "naive", seq_len)
     note = None
     if naive is not None and naive["status"] == "oom":
-        note = f"model only: standard did not run ({oom_word(naive)})"
+        note = f"model: standard {oom_word(naive)}"  # one line under the card: "model: standard out of memory"
     elif naive is not None and naive["status"] != "ok":
-        note = "model only: standard did not run (error)"
+        note = "model: standard failed"
     elif not (naive_counted and flash_counted):
         note = "model only: not counted" if naive is not None else "model only: not measured at this setting"
     return HbmBytes(panels.naive_bytes, panels.flash_bytes, naive_counted, flash_counted, note)

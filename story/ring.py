@@ -375,9 +375,13 @@ def memory_sentence(walls: list[Wall], hbm_bytes: int | None, gpu: str, longest_
         parts.append(f"the Q, K, V and O of {fmt_tokens(one.seq_len)} tokens at this shape on one GPU;")
     parts.append(f"{gpus(most.world)} in a ring hold {fmt_tokens(most.seq_len)} (each a 1/{most.world} share, and the "
                  f"K/V in flight and an fp32 output).")
+    two = next((w for w in walls if w.world == 2), None)
+    if one and two and two.seq_len < 1.1 * one.seq_len:
+        parts.append(f"Two GPUs hold about what one does ({fmt_tokens(two.seq_len)}): the fp32 output and the K/V in "
+                     f"flight take what halving Q, K, V and O frees.")
     if one and longest_timed and one.seq_len >= 2 * longest_timed:
-        parts.append(f"That wall lies {one.seq_len / longest_timed:.0f}× past the longest length timed: what the ring "
-                     f"buys first is time.")
+        parts.append(f"One GPU's wall lies {one.seq_len / longest_timed:.0f}× past the longest length timed "
+                     f"({fmt_tokens(longest_timed)}): what the ring buys first is time.")
     return " ".join(parts)
 
 

@@ -302,3 +302,25 @@ def test_a_partial_run_replaces_only_its_own_ratio_rows():
         (64, False, 1.0), (64, True, 1.5), (128, False, 3.0), (128, True, 3.5)]
     assert cli.merged_ratios(earlier, []) == earlier and cli.merged_ratios([], []) is None
 
+
+
+def test_the_last_step_is_said_beside_the_main_runs_figure_for_the_same_kernel():
+    """The ladder's last step is the shipped kernel, which the other scenes show from the recording's main run at the
+    same shape: the caption names both figures (the shipped recording: 672 there, 660 in the ladder's run), and says
+    nothing where the main run lacks that record or the ladder has no numbers."""
+    run = ladder_run()
+    main = {**shipped_fa3(), "recorded_at": "2026-12-04T17:34Z"}
+    assert (main["seq_len"], main["batch"], main["heads"], main["head_dim"], main["causal"], main["dtype"],
+            main.get("pass") or "prefill") == story.ablation.LADDER_SHAPE  # bench's ladder shape is the story's
+    bar_list = story.bars(run)
+    said = story.ablation.other_run_sentence(bar_list, [main, *run])
+    last = [b for b in bar_list if not b.reference][-1]
+    assert f"{main['tflops']:,.0f} TFLOPS (2026-12-04), this run {last.tflops:,.0f}" in said
+    assert story.ablation.other_run_sentence(bar_list, run) == ""  # ladder records are not the main run's
+    assert story.ablation.other_run_sentence(story.bars([]), [main]) == ""
+    shipped = res.load_results("h200.json")
+    words = story.ablation.other_run_sentence(story.bars([r for r in shipped.records if r.get("config")]),
+                                              shipped.records)
+    shipped_main = next(r for r in shipped.records if r["algorithm"] == "fa3" and not r.get("config") and (
+        r["seq_len"], r["batch"], r["heads"], r["head_dim"], r["causal"], r["dtype"], r["pass"]) == story.ablation.LADDER_SHAPE)
+    assert f"{shipped_main['tflops']:,.0f} TFLOPS" in words and "this run" in words

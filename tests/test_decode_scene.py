@@ -112,9 +112,13 @@ def test_the_bandwidth_figure_draws_each_kernel_against_the_copy_roof():
             for r in rows_at(8, 4096)]
     fig = viz.decode_bandwidth_figure(rows, COPY)
     (bars,) = fig.data
-    assert len(bars.y) == len(rows) and all("µs" in t for t in bars.text)
-    assert any("latency-bound" in t for t in bars.text)  # at 4K our call is mostly fixed costs: said on the bar
+    texts = [a.text for a in fig.layout.annotations if a.y in bars.y]
+    assert len(bars.y) == len(rows) and len(texts) == len(rows) and all("µs" in t for t in texts)
+    assert any("latency-bound" in t for t in texts)  # at 4K our call is mostly fixed costs: said beside the bar
     assert any(shape.x0 == COPY for shape in fig.layout.shapes)
+    # the labels stand in a column right of the longest bar and of the roof: the roof's line crosses none of them
+    right = max([*bars.x, COPY])
+    assert all(a.x > right and a.xanchor == "left" for a in fig.layout.annotations if a.y in bars.y)
 
 
 def test_the_scene_runs_at_every_stop_and_says_what_it_lacks(tmp_path, monkeypatch):

@@ -176,6 +176,10 @@ def test_the_memory_walls_grow_with_the_gpus_and_fit_the_memory():
     assert f"O of {fmt_tokens(walls[0].seq_len)} tokens at this shape on one GPU" in words
     assert f"8 GPUs in a ring hold {fmt_tokens(walls[-1].seq_len)}" in words
     assert "what the ring buys first is time" in words
+    # the distance is one GPU's wall's (the ring's 8-GPU wall is named before it), and a 2-GPU ring that holds about
+    # what one GPU does is said to, with why
+    assert f"One GPU's wall lies {walls[0].seq_len / (1 << 19):.0f}× past the longest length timed (512K)" in words
+    assert walls[1].seq_len < 1.1 * walls[0].seq_len and "Two GPUs hold about what one does" in words
     assert "buys first" not in ring.memory_sentence(walls, hbm, "Test GPU", walls[0].seq_len)
 
 

@@ -169,6 +169,13 @@ def test_the_fa3_takeaway_quotes_it_against_pytorchs_default_and_our_fa2(head_di
     assert f"{v3['tflops'] / sdpa['tflops']:.2f}× PyTorch SDPA's default" in fa3.line
     assert f"{v3['tflops'] / flash['tflops']:.2f}× our FA-2-order kernel" in fa3.line
     assert v3["tflops"] > sdpa["tflops"]  # the recording's claim: ours beats the library's default here
+    # the popover's words carry the same card: every slide has its sentence
+    points = story.takeaways(story.Evidence(recorded(head_dim, causal), at_length, panels, RECORDED.facts),
+                             S(8192, 2, 16, head_dim, 2, causal), SCENE)
+    (said,) = [p for p in points if p.startswith("**FA-3 style, ours.**")]
+    assert f"{v3['tflops']:,.0f} TFLOPS" in said and f"{v3['tflops'] / sdpa['tflops']:.2f}× PyTorch SDPA's default" in said
+    assert f"{v3['tflops'] / flash['tflops']:.2f}× our FA-2-order kernel" in said and f"scene {SCENE['evolution']}" in said
+    assert len(points) >= len(slides)
 
 def test_without_a_residency_the_l2_model_assumes_one_program_per_sm_and_says_so():
     """Given no residency the L2-aware model takes one program per SM, says it is assumed, and is what the bench

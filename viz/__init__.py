@@ -6,6 +6,13 @@ scenes quote from story/, formatting from fmt.py, every formula from the cost mo
 One look per algorithm (its spec's colour and names, viz.theme.look); the animated views share viz.animation.
 """
 
+# pandas, whole, before any figure is built: plotly's validators test a value against pandas' types when pandas is in
+# sys.modules (_plotly_utils.basevalidators.to_scalar_or_list, get_module(should_load=False)), and a server session
+# importing pandas (a table's first use) while another builds a figure left it there half made: "partially
+# initialized module 'pandas' has no attribute 'Series'" (two viewers on a cold server, 2026-12-06). Imported here,
+# every session's import of viz waits for it to finish.
+import pandas  # noqa: F401,E402
+
 from viz.ablation import ablation_figure
 from viz.animation import standalone_html
 from viz.backward import backward_tflops_figure, backward_walk_figure

@@ -129,13 +129,15 @@ def decode_bandwidth_figure(rows: list[dict], copy_gbps: float | None, theme: st
     texts = [f"{r['time_us']:,.0f} µs · {r['gbps'] / 1000:,.2f} TB/s"
              + (f" ({r['gbps'] / copy_gbps:.0%})" if copy_gbps else "")
              + (" · latency-bound" if r.get("latency_bound") else "") for r in shown]
-    fig.add_trace(go.Bar(y=labels, x=[r["gbps"] for r in shown], orientation="h", text=texts,
-                         textposition="outside", cliponaxis=False, showlegend=False,
+    fig.add_trace(go.Bar(y=labels, x=[r["gbps"] for r in shown], orientation="h", showlegend=False,
                          marker=dict(color=[algorithm_color("decode" if r["key"] == "paged" else r["key"])
                                             for r in shown],
                                      pattern=dict(shape=["/" if r["key"] == "paged" else "" for r in shown])),
-                         textfont=dict(color=colors["foreground"]), hoverinfo="skip"))
+                         hoverinfo="skip"))
     top = max([r["gbps"] for r in shown] + [copy_gbps or 0, 1.0])
+    for label, text in zip(labels, texts):  # in a column right of the longest bar and the roof: no line crosses them
+        fig.add_annotation(x=top * 1.03, y=label, text=text, showarrow=False, xanchor="left",
+                           font=dict(color=colors["foreground"]))
     if copy_gbps:
         fig.add_vline(x=copy_gbps, line=dict(color=colors["foreground"], width=3, dash="dash"),
                       label=dict(text=f"copy roof {copy_gbps / 1000:,.2f} TB/s", textposition="end", textangle=0,
