@@ -287,3 +287,17 @@ def test_the_stamping_script_dates_and_builds_records_from_a_files_history(tmp_p
     assert "  naive prefill bfloat16: 3 this copy's code, 0 an earlier version's, 0 unknown" in lines
     again = stamp_records.stamp(results_file, write=False, repo=tmp_path, kernels=tmp_path / "kernels")
     assert again[0].startswith("0 of 6 records stamped"), "stamped records keep their stamps"
+
+
+def test_the_headline_card_says_when_its_speedup_comes_from_other_code(monkeypatch):
+    """The headline's caption has no room for the sentence the other scenes say: the speedup card's label carries it
+    (the recording's FA-2 and naive records, this copy's code another build), and nothing where the build is
+    unknown here."""
+    import page.stage
+    monkeypatch.setattr(page.stage, "build_now", lambda *what: "f" * 12)
+    app = open_app(scene="headline", seq_len="8192")
+    assert_no_exception(app)
+    assert "Speedup · earlier kernels" in [m.label for m in app.metric]
+    monkeypatch.setattr(page.stage, "build_now", lambda *what: None)
+    app = open_app(scene="headline", seq_len="8192")
+    assert "Speedup" in [m.label for m in app.metric] and "Speedup · earlier kernels" not in [m.label for m in app.metric]
