@@ -265,7 +265,7 @@ def scene_backward(stage: Stage) -> None:
         if s.part == "walk":
             bound(st.select_slider, "Animation length N (tokens)", "trace_len", s, options=TRACE_SEQ_LENS,
                   label_visibility="collapsed", format_func=lambda n: f"N {n}")
-    body.row("controls")
+    body.row("tabs_and_slider" if s.part == "walk" else "controls")
     if s.part == "walk":
         walk = page.backward_walk(s.trace_len, s.causal)
         caption = story.backward.walk_caption(s.trace_len, walk["block"], walk["num_blocks"], s.causal,

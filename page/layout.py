@@ -21,7 +21,8 @@ from viz.fit import text_px
 # Each kind of row a scene shows, as tall as drawn in chromium at 1920×1080 (design px; measured on every
 # scene: the slider with its label, the segmented tabs, the tiling scene's row of controls, a row of bordered
 # metric cards with and without the line under their number, a closed expander).
-ROW_PX = {"slider": 104.4, "tabs": 48.0, "controls": 60.0, "cards": 198.0, "cards_plain": 154.0, "expander": 60.0}
+ROW_PX = {"slider": 104.4, "tabs": 48.0, "controls": 60.0, "cards": 198.0, "cards_plain": 154.0, "expander": 60.0,
+          "tabs_and_slider": 96.0}  # the last: tabs beside a select slider whose value stands over its thumb
 LINE_PX = 1.6 * DESIGN_PX_PER_REM  # one line of text (1rem type, 1.6 line height): 38.4 px
 GAP_PX = 0.6 * DESIGN_PX_PER_REM   # between two rows (the page's style): 14.4 px
 TEXT_PX = DESIGN_PX_PER_REM        # the page's body text
@@ -34,7 +35,24 @@ def lines(text: str, width_px: float = BODY_WIDTH_PX) -> int:
     """How many lines a paragraph of markdown text takes at the body's width (its markup not counted; Arial's
     advance widths, which run wider than the page's Source Sans: an estimate on the safe side)."""
     plain = _MARKUP.sub(lambda m: m.group(1) or "", text)
-    return sum(max(1, math.ceil(text_px(part, TEXT_PX) / width_px)) for part in plain.split("\n") if part.strip())
+    return sum(_wrapped(part, width_px) for part in plain.split("\n") if part.strip())
+
+
+def _wrapped(paragraph: str, width_px: float) -> int:
+    """Lines of one paragraph as a browser wraps it: word by word, a word that does not fit starting the next line
+    (the space a long word leaves at a line's end counts; a paragraph's width ÷ the line's did not: a caption of
+    3.0 lines by that sum took 4 on screen)."""
+    space = text_px(" ", TEXT_PX)
+    rows, used = 1, 0.0
+    for word in paragraph.split():
+        width = text_px(word, TEXT_PX)
+        if used and used + space + width > width_px:
+            rows, used = rows + 1, 0.0
+        if width > width_px:  # a word wider than the line: the browser breaks it where it must
+            rows += math.ceil(width / width_px) - 1
+            width = width % width_px
+        used = used + space + width if used else width
+    return rows
 
 
 def text_rows_px(text: str, width_px: float = BODY_WIDTH_PX) -> float:

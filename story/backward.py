@@ -163,13 +163,13 @@ INTRO = ("Training needs the backward pass too. Standard attention's autograd ke
 
 def walk_caption(seq_len: int, block: int, num_blocks: int, causal: bool, dkdv_tiles: int, dq_tiles: int) -> str:
     """What the walk shows, how it was made, and how many tiles each pass recomputes S and P for."""
-    skipped = ", causal: the tiles above the diagonal are skipped" if causal else ""
+    skipped = "; causal: none above the diagonal" if causal else ""
     return (f"One head, N = {seq_len}, {block}×{block} tiles ({num_blocks} a side{skipped}). Left, the dK/dV pass: one "
             f"program per K/V block walks its column of Q blocks, dK and dV staying on chip, recomputing S and P "
             f"for {dkdv_tiles} tiles. Right, the dQ pass: one program per Q block walks its row, recomputing them "
-            f"again for {dq_tiles} tiles (no atomics: the same gradients every run). The order is derived from "
-            "kernels/fa2_bwd.py's launch grids and loop bounds, not traced; a test pins each pass's tiles to those "
-            "the kernels read in Triton's interpreter. On a GPU the programs run at once.")
+            f"again for {dq_tiles} tiles (no atomics: the same gradients every run). The order comes from "
+            "kernels/fa2_bwd.py's grids and loop bounds, not traced (a test pins it to the tiles the kernels read in "
+            "Triton's interpreter). On a GPU the programs run at once.")
 
 
 def source_words(gpu: str, created: str, live: bool) -> str:

@@ -142,7 +142,7 @@ def test_the_scene_opens_on_the_walk_after_the_tiling():
     (fig,) = plotly_specs(app)
     walk = visit_order(128, True)
     assert len(fig["frames"]) == len(walk["dkdv"]) + len(walk["dq"]) == 6
-    assert "derived from kernels/fa2_bwd.py" in page_text(app) and "not traced" in page_text(app)
+    assert "comes from kernels/fa2_bwd.py" in page_text(app) and "not traced" in page_text(app)
 
 
 def test_recorded_without_backward_records_it_says_so_and_draws_formulas_only():

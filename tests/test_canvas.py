@@ -172,6 +172,7 @@ def test_opening_an_in_words_panel_grows_nothing(tabs, server, scene, label):
 
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("part, params", [("memory", {}), ("speed", {}), ("walk", {"trace_len": "512"}),
+                                          ("walk", {"trace_len": "512", "causal": "true"}),
                                           ("memory", {"seq_len": "65536", "causal": "true"})])
 def test_the_backward_scenes_other_views_fit_the_screen(tabs, server, size, part, params):
     """The backward scene's views besides its first (the walk at 256 tokens): the memory chart and the TFLOPS view
