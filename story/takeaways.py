@@ -49,6 +49,15 @@ class Evidence:
     ring: tuple = ()                 # the recording's ring runs (bench.ring): the ring scene's
 
 
+_SIGNIFICANT_BITS = {"bfloat16": 8, "float16": 11, "float32": 24}  # with the implicit bit
+
+
+def _precision(dtype: str) -> str:
+    """' (bfloat16 keeps 8 significant bits: a value's last bit is 1/256 of it)' — why an error of ~1e-2 is rounding."""
+    bits = _SIGNIFICANT_BITS.get(dtype)
+    return f" ({dtype} keeps {bits} significant bits: a value's last bit is 1/{2 ** bits:,} of it)" if bits else ""
+
+
 def takeaways(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> list[str]:
     """The takeaways as markdown points at the talk's shape, each resting on a number another scene shows.
     scene: scene key → its number on the page."""
@@ -136,7 +145,8 @@ def takeaways(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> list[s
                       + f" (recorded; scene {scene['ring']}).")
     if max_abs_err is not None and trace_len:
         points.append(f"**Exact, not approximate.** On the same random inputs ({trace_len} tokens, {dtype}), flash "
-                      f"and the standard kernels differ by at most {max_abs_err:.1e}: rounding, nothing more "
+                      f"and the standard kernels differ by at most {max_abs_err:.1e}: rounding, nothing more"
+                      f"{_precision(dtype)} "
                       f"(scene {scene['tiling']}).")
     return points
 
@@ -212,6 +222,7 @@ def takeaway_slides(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> 
                             scene["ring"]))
     if max_abs_err is not None and trace_len:
         slides.append(Slide("Exact, not approximate", f"{max_abs_err:.1e}",
-                            f"max |O_flash − O_standard| on the same inputs ({trace_len} tokens): rounding",
+                            f"max |O_flash − O_standard| on the same inputs ({trace_len} tokens): "
+                            f"{shape.dtype.replace('bfloat16', 'bf16').replace('float16', 'fp16')} rounding",
                             scene["tiling"]))
     return slides
