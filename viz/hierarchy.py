@@ -84,7 +84,8 @@ def hierarchy_figure(facts: dict, theme: str = "light", height: int = 520) -> go
         )
         # sizes in binary units (KiB, MiB, GiB), bandwidths in decimal ones (GB/s, TB/s), as each is quoted
         if col == 1:
-            axis = bytes_axis(values, pad=4.0) if positive(values) else bytes_axis([2**20, 2**40])
+            # pad 8: room right of the longest bar for its label ("139.8 GiB" touched the next panel at 4)
+            axis = bytes_axis(values, pad=8.0) if positive(values) else bytes_axis([2**20, 2**40])
         else:
             axis = bandwidth_axis(values, pad=4.0) if positive(values) else bandwidth_axis([1e9, 1e13])
         fig.update_xaxes(**axis, row=1, col=col)
