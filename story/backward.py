@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import costmodel
 from costmodel import Shape
 from fmt import fmt_bytes, fmt_tokens
+from kernels import specs
 from story.records import failure_text
 
 BACKWARD = "backward"
@@ -21,14 +22,12 @@ TRAINING_FORMULAS = {
 }
 TRAINING_TITLE = "A training step's memory for attention, beyond Q, K, V, dO"
 # the TFLOPS bars, in order: (algorithm, pass, label)
-BARS = (
-    ("fa3", BACKWARD, "ours (fa3, Hopper), backward"),
-    ("fa2", BACKWARD, "ours (fa2, teaching), backward"),
-    ("sdpa_default", BACKWARD, "SDPA cuDNN, backward"),
-    ("sdpa_flash", BACKWARD, "SDPA FA-2, backward"),
-    ("fa3", "prefill", "ours (fa3), forward"),
-    ("fa2", "prefill", "ours (fa2), forward"),
-)
+# (each kernel by the short name every scene gives it, its spec's; the peers' with the backend that ran on Hopper)
+BARS = tuple((algorithm, pass_, f"{specs.spec(algorithm).short}{note}, {pass_ if pass_ == BACKWARD else 'forward'}")
+             for algorithm, pass_, note in (("fa3", BACKWARD, ""), ("fa2", BACKWARD, ""),
+                                            ("sdpa_default", BACKWARD, " (cuDNN)"),
+                                            ("sdpa_flash", BACKWARD, " (FA-2)"),
+                                            ("fa3", "prefill", ""), ("fa2", "prefill", "")))
 OURS = ("fa3", "fa2")  # the sentence speaks of the first of ours measured at the setting
 TFLOPS_RULE = "backward TFLOPS = 2.5 × the forward's FLOPs ÷ the backward's time (halved when causal)"
 
@@ -147,9 +146,9 @@ def tflops_sentence(bars: list[Bar], shape: Shape) -> str:
     if mine is not None:
         ours, forward = by[(mine, BACKWARD)], by[(mine, "prefill")]
         if cudnn.tflops:
-            said.append(f"Our {mine} backward runs at {ours.tflops / cudnn.tflops:.2f}× cuDNN's.")
+            said.append(f"The backward of {specs.spec(mine).short} runs at {ours.tflops / cudnn.tflops:.2f}× cuDNN's.")
         if forward.tflops:
-            said.append(f"It reaches {ours.tflops / forward.tflops:.2f}× the {mine} forward's TFLOPS.")
+            said.append(f"It reaches {ours.tflops / forward.tflops:.2f}× its own forward's TFLOPS.")
     missing = [f"{b.label} ({b.note})" for b in bars if b.tflops is None]
     if missing:
         said.append("No bar: " + "; ".join(missing) + ".")

@@ -62,15 +62,15 @@ def test_the_bars_are_the_records_at_the_talks_setting_and_say_what_is_missing()
         ("fa3", "backward", None), ("fa2", "backward", 350.0), ("sdpa_default", "backward", 500.0),
         ("sdpa_flash", "backward", None), ("fa3", "prefill", None), ("fa2", "prefill", 600.0)]
     said = story.backward.tflops_sentence(bars, SHAPE)
-    assert "Our fa2 backward runs at 0.70× cuDNN's" in said and "0.58× the fa2 forward's" in said
-    assert "SDPA FA-2, backward (not measured at this setting)" in said
-    assert "ours (fa3, Hopper), backward (not measured at this setting)" in said
+    assert "The backward of flash (ours) runs at 0.70× cuDNN's" in said and "0.58× its own forward's" in said
+    assert "SDPA flash (FA-2), backward (not measured at this setting)" in said
+    assert "FA-3 style (ours), backward (not measured at this setting)" in said
     # where the FA-3 style backward was measured, the sentence speaks of it and of its own forward
     bars = story.backward.tflops_bars(backward + [record("fa3", tflops=520.0)],
                                       forward + [record("fa3", pass_="prefill", tflops=650.0)], SHAPE)
     said = story.backward.tflops_sentence(bars, SHAPE)
-    assert "Our fa3 backward runs at 1.04× cuDNN's" in said and "0.80× the fa3 forward's" in said
-    assert "fa2 backward runs" not in said and "No bar: SDPA FA-2, backward" in said
+    assert "The backward of FA-3 style (ours) runs at 1.04× cuDNN's" in said and "0.80× its own forward's" in said
+    assert "fa2 backward runs" not in said and "No bar: SDPA flash (FA-2), backward" in said
     oom = story.backward.tflops_bars([record("fa2", status="oom")], [], SHAPE)[1]
     assert oom.algorithm == "fa2" and oom.tflops is None and "out of memory" in oom.note
 
@@ -171,7 +171,7 @@ def test_recorded_with_backward_records_it_draws_them():
     (fig,) = plotly_specs(app)
     forward_tflops = costmodel.attention_flops(SHAPE.at(seq_len=1024, kv_len=1024)) / 1e-3 / 1e12  # its 1 ms
     assert fig["data"][0]["x"] == pytest.approx([210.0, 260.0, forward_tflops])
-    assert fig["data"][0]["y"][2] == "ours (fa2), forward", "SDPA FA-2 has no record: no bar"
+    assert fig["data"][0]["y"][2] == "flash (ours), forward", "SDPA FA-2 has no record: no bar"
     assert "0.81× cuDNN's" in page_text(app)
     app.query_params["part"] = "memory"
     app.segmented_control(key="control_part").set_value("memory").run()
@@ -206,7 +206,7 @@ def test_a_setting_with_no_backward_measured_says_so_without_an_empty_chart():
     assert_no_exception(app)
     assert plotly_specs(app) == []
     said = " ".join(i.value for i in app.info)
-    assert "No bar: ours (fa3, Hopper), backward (not measured at this setting)" in said
+    assert "No bar: FA-3 style (ours), backward (not measured at this setting)" in said
 
 
 def test_the_shipped_recording_draws_its_measured_backward():
@@ -217,7 +217,7 @@ def test_the_shipped_recording_draws_its_measured_backward():
     assert_no_exception(app)
     (fig,) = plotly_specs(app)
     assert len(fig["data"][0]["x"]) == len(story.backward.BARS) and all(x > 0 for x in fig["data"][0]["x"])
-    assert "ours (fa3, Hopper), backward" in fig["data"][0]["y"]
+    assert "FA-3 style (ours), backward" in fig["data"][0]["y"]
     app = open_app(scene="backward", part="memory")
     assert_no_exception(app)
     (fig,) = plotly_specs(app)
