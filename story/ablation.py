@@ -159,9 +159,10 @@ def other_run_sentence(bar_list: list[Bar], records: list[dict] | tuple[dict, ..
     if not steps or main is None:
         return ""
     last = steps[-1]
+    when = f" ({main['recorded_at'][:10]})" if main.get("recorded_at") else ""
     return (f"The last step is the kernel as it ships: the other scenes show it from the recording's main run at this "
-            f"shape, {main['tflops']:,.0f} TFLOPS ({main['recorded_at'][:10] if main.get('recorded_at') else 'another run'}"
-            f"), this run {last.tflops:,.0f}: runs differ by a few per cent.")
+            f"shape, {main['tflops']:,.0f} TFLOPS{when}, this run {last.tflops:,.0f}: two runs, "
+            f"{abs(main['tflops'] / last.tflops - 1):.1%} apart.")
 
 
 def no_records_sentence(live_problem: str = "") -> str:

@@ -82,8 +82,8 @@ def launch_bound(record: dict | None, records: list[dict] | None = None) -> bool
 
 def launch_words(record: dict, records: list[dict] | None = None, name: str = "flash") -> str:
     """Why a launch_bound call is said to be its launch: "flash's kernel 0.028 of 0.100 ms, the rest its launch"
-    where its kernel times were counted; "flash 35 TFLOPS here, 8% of its 431 at longer lengths: mostly the launch"
-    where the same kernel's rate elsewhere says so; else "flash under 0.2 ms: the launch may be much of it"."""
+    where its kernel times were counted; "flash 35 TFLOPS here, 8% of its 431 at other lengths: mostly the launch"
+    where the same kernel's rate at other lengths says so; else "flash under 0.2 ms: the launch may be much of it"."""
     share = kernel_share(record)
     if share is not None:
         return (f"{name}'s kernel {fmt_ms(share * record['time_ms'])} of {fmt_ms(record['time_ms'])}, the rest its "
@@ -91,7 +91,7 @@ def launch_words(record: dict, records: list[dict] | None = None, name: str = "f
     best = _best_tflops(record, records)
     if best and record.get("tflops"):
         return (f"{name} {record['tflops']:,.0f} TFLOPS here, {record['tflops'] / best:.0%} of its {best:,.0f} at "
-                f"longer lengths: mostly the launch")
+                f"other lengths: mostly the launch")
     return f"{name} under {LAUNCH_BOUND_MS} ms: the launch may be much of it"
 
 
@@ -101,7 +101,8 @@ COMPUTE_BOUND_SHARE = 0.5
 
 
 def compute_bound(record: dict | None, facts: dict | None) -> bool:
-    """Whether a GPU record ran at COMPUTE_BOUND_SHARE of the measured matmul roof or more (and not launch-bound)."""
+    """Whether a GPU record ran at COMPUTE_BOUND_SHARE of the measured matmul roof or more (a call that waits on its
+    launch cannot: it needs no launch test)."""
     roof = (facts or {}).get("matmul_tflops")
     return bool(roof and record and record.get("tflops")
                 and record["tflops"] >= COMPUTE_BOUND_SHARE * roof)
@@ -131,8 +132,8 @@ def at_length_sentence(records: list[dict], shape: Shape) -> str:
     if flash and naive and flash["status"] == naive["status"] == "ok":
         sentence += f": flash is {speedup_words(naive['time_ms'] / flash['time_ms'])}"
     if launch_bound(flash, records):
-        sentence += (f". A call this short is mostly the host launching it, not the GPU's work "
-                     f"({launch_words(flash, records)}): these times compare launches"
+        sentence += (f". Flash's call is mostly the host launching it, not the GPU's work "
+                     f"({launch_words(flash, records)}): the ratio says more about launches than kernels"
                      if kernel_share(flash) is not None or _best_tflops(flash, records) else
                      f". Under {LAUNCH_BOUND_MS} ms a call can be as much the host launching it as the GPU's work: "
                      f"these times may compare launches")

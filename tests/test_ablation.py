@@ -316,6 +316,7 @@ def test_the_last_step_is_said_beside_the_main_runs_figure_for_the_same_kernel()
     said = story.ablation.other_run_sentence(bar_list, [main, *run])
     last = [b for b in bar_list if not b.reference][-1]
     assert f"{main['tflops']:,.0f} TFLOPS (2026-12-04), this run {last.tflops:,.0f}" in said
+    assert f"two runs, {abs(main['tflops'] / last.tflops - 1):.1%} apart" in said
     assert story.ablation.other_run_sentence(bar_list, run) == ""  # ladder records are not the main run's
     assert story.ablation.other_run_sentence(story.bars([]), [main]) == ""
     shipped = res.load_results("h200.json")

@@ -119,7 +119,7 @@ def test_a_wall_our_library_refused_before_launch_is_not_called_a_failed_allocat
 
 def test_the_recordings_short_calls_are_said_to_be_their_launch_only_where_they_are() -> None:
     """A call under LAUNCH_BOUND_MS is mostly its launch only where its kernel took under half its time (Nsight
-    Compute's kernel times in the record) or, uncounted, where it ran under half its own rate at longer lengths: the
+    Compute's kernel times in the record) or, uncounted, where it ran under half its own rate at other lengths: the
     recording's FA-2 call at 1K, head_dim 128 (kernel 0.040 of 0.161 ms) is; at 2K (0.143 of 0.158 ms, 435 TFLOPS)
     it is not, nor is cuDNN's call at 2K (564 TFLOPS) or our FA-2 at 4K causal, head_dim 64 (374 TFLOPS)."""
     shown = load_results("h200.json").records
@@ -136,6 +136,11 @@ def test_the_recordings_short_calls_are_said_to_be_their_launch_only_where_they_
     kernel = sum(k["time_ms"] for k in short["kernels"])
     assert table[1024]["note"] == f"flash's kernel {fmt_ms(kernel)} of {fmt_ms(short['time_ms'])}, the rest its launch"
     assert "launch" not in table[2048]["note"]
+    d128 = [r for r in setting if r["head_dim"] == 128 and not r["causal"] and r["dtype"] == "bfloat16"
+            and r.get("config") is None]
+    said = story.at_length_sentence(d128, Shape(1024, 2, 16, 128))
+    assert f"flash's kernel {fmt_ms(kernel)} of {fmt_ms(short['time_ms'])}" in said and "launches" in said
+    assert "launch" not in story.at_length_sentence(d128, Shape(2048, 2, 16, 128))
     assert not story.launch_bound(at("sdpa_default", 2048, 128), setting)
     causal_4k, causal_1k = at("fa2", 4096, 64, True), at("fa2", 1024, 64, True)
     assert not causal_4k.get("kernels") and not causal_1k.get("kernels")  # uncounted: the rate decides
