@@ -131,9 +131,9 @@ def ratio_sentences(points: list[dict], published: list[dict], gpu: str = "this 
     fa2 = same_gpu_sentence(points, published, gpu, caveat=False) if same_gpu else ""
     compared = [algorithm for algorithm, said in (("fa3", authors or fa2), ("fa4_authors", authors),
                                                    ("sdpa_flash", fa2)) if said]
+    ratios = " ".join(filter(None, (authors, fa2))) + launch_caveat([measured[a] for a in compared])
     short = [point for algorithm, point in measured.items() if point.get("launch_bound") and algorithm not in compared]
-    return " ".join(filter(None, (" ".join(filter(None, (authors, fa2))) + launch_caveat(
-        [measured[a] for a in compared]), short_calls_sentence(short))))
+    return " ".join(filter(None, (ratios, short_calls_sentence(short))))
 
 
 def short_calls_sentence(points: list[dict]) -> str:

@@ -58,6 +58,18 @@ def _precision(dtype: str) -> str:
     return f" ({dtype} keeps {bits} significant bits: a value's last bit is 1/{2 ** bits:,} of it)" if bits else ""
 
 
+def fa3_evidence(at_length: list[dict], seq_len: int) -> tuple[dict, list[tuple[float, str]]] | None:
+    """Our FA-3 style kernel's record at seq_len and its speed ÷ each of PyTorch SDPA's default and our FA-2-order
+    kernel measured there (the takeaways' FA-3 card and its words); None where it has no number here."""
+    v3 = record_at(at_length, "fa3", seq_len)
+    if not (v3 and v3["status"] == "ok" and v3.get("tflops")):
+        return None
+    others = ((record_at(at_length, "sdpa_default", seq_len), "PyTorch SDPA's default"),
+              (record_at(at_length, "fa2", seq_len), "our FA-2-order kernel"))
+    return v3, [(v3["tflops"] / other["tflops"], name) for other, name in others
+                if other and other["status"] == "ok" and other.get("tflops")]
+
+
 def takeaways(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> list[str]:
     """The takeaways as markdown points at the talk's shape, each resting on a number another scene shows.
     scene: scene key → its number on the page."""
@@ -106,8 +118,7 @@ def takeaways(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> list[s
         speed = float(numbers.speedup.rstrip("×"))
         if launch_bound(flash_here, records):
             why = ("At this size both calls are short enough that launching them takes much of their time: this "
-                   "compares launches more than algorithms" if launch_bound(record_at(records, "naive", seq_len), records)
-                   else
+                   "compares launches more than algorithms" if launch_bound(naive_here, records) else
                    "At this size flash's call is short enough that launching it takes much of its time: the "
                    "speedup undersells its kernel")
         elif compute_bound(flash_here, facts) and speed > 1:
@@ -124,13 +135,10 @@ def takeaways(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> list[s
         points.append(f"**The wall.** On {gpu} the standard kernels {did} at "
                       f"{fmt_tokens(wall['seq_len'])} tokens ({oom_text(wall)}); flash kept going "
                       f"(scene {scene['seqlen']}).")
-    v3 = record_at(at_length, "fa3", seq_len)
-    if v3 and v3["status"] == "ok" and v3.get("tflops"):  # the slides' FA-3 card, in words
-        others = [(other, name) for other, name in ((record_at(at_length, "sdpa_default", seq_len),
-                                                     "PyTorch SDPA's default (cuDNN on Hopper)"),
-                                                    (record_at(at_length, "fa2", seq_len), "our FA-2-order kernel"))
-                  if other and other["status"] == "ok" and other.get("tflops")]
-        versus = " and ".join(f"{v3['tflops'] / other['tflops']:.2f}× {name}" for other, name in others)
+    fa3 = fa3_evidence(at_length, seq_len)
+    if fa3:  # the slides' FA-3 card, in words
+        v3, ratios = fa3
+        versus = " and ".join(f"{ratio:.2f}× {name}" for ratio, name in ratios)
         points.append(f"**FA-3 style, ours.** On Hopper a producer warp loads tiles by TMA while two consumer "
                       f"warpgroups take turns on the tensor cores: our Gluon kernel runs {v3['tflops']:,.0f} TFLOPS "
                       f"{at}" + (f", {versus}" if versus else "") + f" (scene {scene['evolution']}).")
@@ -193,7 +201,7 @@ def takeaway_slides(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> 
     if numbers.speedup.endswith("×"):
         speed = float(numbers.speedup.rstrip("×"))
         line = (f"at {n}: both calls are mostly their launch here" if launch_bound(flash_here, records) and
-                launch_bound(record_at(records, "naive", seq_len), records) else
+                launch_bound(naive_here, records) else
                 f"at {n}: flash's call is mostly its launch here" if launch_bound(flash_here, records) else
                 f"at {n}: arithmetic, not bytes, now sets the time" if compute_bound(flash_here, facts) and speed > 1
                 else f"at {n}")
@@ -204,13 +212,10 @@ def takeaway_slides(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> 
         slides.append(Slide("The wall", fmt_tokens(wall["seq_len"]),
                             f"tokens: standard {'refused: too big for the GPU' if refused(wall) else 'ran ' + OUT_OF_MEMORY}; "
                             f"flash kept going", scene["seqlen"]))
-    v3 = record_at(at_length, "fa3", seq_len)
-    flash = record_at(at_length, "fa2", seq_len)
-    sdpa = record_at(at_length, "sdpa_default", seq_len)
-    if v3 and v3["status"] == "ok" and v3.get("tflops"):
-        versus = "".join(f", {v3['tflops'] / other['tflops']:.2f}× {name}" for other, name in
-                         ((sdpa, "PyTorch SDPA's default"), (flash, "our FA-2-order kernel"))
-                         if other and other["status"] == "ok" and other.get("tflops"))
+    fa3 = fa3_evidence(at_length, seq_len)
+    if fa3:
+        v3, ratios = fa3
+        versus = "".join(f", {ratio:.2f}× {name}" for ratio, name in ratios)
         slides.append(Slide("FA-3 style, ours", f"{v3['tflops']:,.0f} TFLOPS",
                             f"on Hopper at {n}: producer warp, ping-pong consumers{versus}", scene["evolution"]))
     found = ring_evidence(evidence.ring)
