@@ -870,11 +870,14 @@ _FWD_LAUNCH = CachedLaunch(_fa3_fwd)  # a short call is host-bound: launch witho
 # Two K/V slots (the first version had four, as §3c's head_dim 64 candidate): a program at 1K walks 8 tiles, and the
 # smaller ring (82 KB of shared memory, not 147) measured 1.004-1.027x the 4-slot one at every length it runs
 # (BENCHMARKS.md §1b, its variants).
+# Programmatic dependent launch (pdl): a short call's launch begins while the kernel before it finishes. Measured on
+# an H100 (2026-12-06, perf/h200/pdl.py, B2 H16 1K, back to back, the same config without it ÷ with): 1.043× (24.6 →
+# 23.6 µs) not causal, 1.077× causal; bit for bit the same outputs, in a chain of dependent calls and a CUDA graph.
 SHORT: dict[tuple[int, bool], Fa3Config] = {
     (64, False): Fa3Config(64, 128, 2, 2, 240, 24, q_in_regs=True, named_turns=True, kv_paired=True,
-                           lazy_rescale=True),
+                           lazy_rescale=True, pdl=True),
     (64, True): Fa3Config(64, 128, 2, 2, 240, 24, q_in_regs=True, named_turns=True, kv_paired=True,
-                          lazy_rescale=True, lpt=True),
+                          lazy_rescale=True, lpt=True, pdl=True),
 }
 SHORT_ROW_RATE = {False: 0.86, True: 0.90}
 HOPPER_SMS = 132  # an H100 SXM's or an H200's SMs: what tiles_for plans for off Hopper (a launch asks its GPU)
