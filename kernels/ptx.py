@@ -41,6 +41,26 @@ def named_barrier(ARRIVE: gl.constexpr, ID: gl.constexpr):
 
 
 
+# Programmatic dependent launch (Fa3Config.pdl): a launch may start while the kernel before it on the stream finishes;
+# griddepcontrol.wait holds the calling thread until the grids it depends on have completed and their memory is
+# visible, so every partition that touches global memory waits before it does; launch_dependents lets the next such
+# launch start its programs as soon as every program of this grid has issued it (or finished).
+@_jit
+def grid_dependency_wait(WARPS: gl.constexpr):
+    one_per_thread: gl.constexpr = gl.BlockedLayout([1], [32], [WARPS], [0])
+    zeros = gl.full([32 * WARPS], 0, gl.int32, one_per_thread)
+    gl.inline_asm_elementwise("griddepcontrol.wait;\n\tmov.b32 $0, $1;", "=r,r", [zeros], dtype=gl.int32,
+                              is_pure=False, pack=1)
+
+
+@_jit
+def launch_dependents(WARPS: gl.constexpr):
+    one_per_thread: gl.constexpr = gl.BlockedLayout([1], [32], [WARPS], [0])
+    zeros = gl.full([32 * WARPS], 0, gl.int32, one_per_thread)
+    gl.inline_asm_elementwise("griddepcontrol.launch_dependents;\n\tmov.b32 $0, $1;", "=r,r", [zeros],
+                              dtype=gl.int32, is_pure=False, pack=1)
+
+
 def _rescale_asm(n: int) -> str:
     """PTX for one thread's n accumulator values: multiply each by its row's α, or skip all n multiplies when the
     warp's vote (the flag operand, the same in every lane) says no row of the warp moved its max."""
