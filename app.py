@@ -447,8 +447,9 @@ def scene_decode(stage: Stage) -> None:
         stage.facts or {}).get("copy_gbps")
     rows = story.decode_rows(records, s.decode_batch, s.kv_len, copy_gbps)
     if not rows:
-        why = ("the recording has no decode records at this cache length and batch" if records else
-               "this recording has no decode records (`python -m bench --decode` makes them)")
+        timed_on = stage.quoted_recording if stage.live else stage.recording  # the GPU the decode bench ran on
+        why = story.decode_missing_sentence(records, s.decode_batch, s.kv_len,
+                                            (timed_on.facts or {}).get("hbm_bytes") if timed_on else None)
         st.info(f"No decode numbers here: {why}.")
         body.add_px(page.ROW_PX["cards_plain"] / 2)
     sentence = story.decode_sentence(rows, s.decode_batch, s.kv_len,

@@ -327,7 +327,7 @@ def record_phases_here(ladder: bool = False) -> tuple[list[dict], str]:
 DECODE_KV_LENS = costmodel.DECODE_KV_LENS  # 1K … 1M tokens of cache
 DECODE_BATCHES = (1, 8, 32)
 DECODE_PAGE_SIZE = 64
-DECODE_MEMORY_SHARE = 0.35  # a setting whose cache (as the kernel reads it) needs more of the GPU is not timed
+DECODE_MEMORY_SHARE = costmodel.DECODE_MEMORY_SHARE  # a setting whose cache (as the kernel reads it) needs more is not timed
 
 
 def decode_settings(kv_lens: list[int], batches: list[int], hbm_bytes: int | None) -> tuple[list[Setting], list[str]]:

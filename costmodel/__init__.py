@@ -36,7 +36,7 @@ from costmodel.schedule import (DECODE_FILLED, DECODE_GOOD_WAVES, DECODE_MAX_SPL
                                 decode_num_splits, decode_wave_efficiency, fa1_schedule, fa1_split_ranges, fa1_splits,
                                 k_tiles_per_q_block, keys_per_q_block, n_blocks, schedule_arrays, tile_schedule,
                                 visible_scores)
-from costmodel.shape import (DECODE_HEAD_DIM, DECODE_HEADS, DECODE_KV_HEADS, DECODE_KV_LENS, DTYPE_BYTES, ELEMENT_BYTES, FP8_DTYPE, decode_shape, HEAD_DIMS, LN2, LOG2_E, LSE_BYTES, MIN_TILE, PASSES, SCORE_BYTES, SEQ_LENS,
+from costmodel.shape import (DECODE_HEAD_DIM, DECODE_HEADS, DECODE_KV_HEADS, DECODE_KV_LENS, DECODE_MEMORY_SHARE, DTYPE_BYTES, ELEMENT_BYTES, FP8_DTYPE, decode_shape, HEAD_DIMS, LN2, LOG2_E, LSE_BYTES, MIN_TILE, PASSES, SCORE_BYTES, SEQ_LENS,
                              TILE_SIZES, TRACE_SEQ_LENS, Shape, attention_flops, dtype_bytes, visible_pairs,
                              BACKWARD_FLOPS_FACTOR, backward_least_bytes, pass_flops)
 from costmodel.traffic import (ASSUMED_FLASH_TILES, IO_TENSORS, SOFTMAX_FLOPS_PER_SCORE, SOFTMAX_SINGLE_PASS_MAX,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 
 SEQ_LENS = tuple(1 << power for power in range(10, 19))  # 1K … 256K tokens: the slider's stops
 DECODE_KV_LENS = tuple(1024 << i for i in range(11))  # the decode scene's cache lengths: 1K … 1M tokens
+DECODE_MEMORY_SHARE = 0.35  # bench --decode times no setting whose cache and its copy need more of the GPU's memory
 TRACE_SEQ_LENS = (64, 128, 256, 512)  # the animation runs the real kernel (in the CPU interpreter: ~10 ms a tile)
 HEAD_DIMS = (16, 32, 64, 128, 256)  # what the teaching kernels accept
 TILE_SIZES = (16, 32, 64, 128, 256)  # flash tiles: powers of two, at least MIN_TILE

@@ -10,7 +10,7 @@ from story.ablation import (PUBLISHED_STEPS, Bar, PublishedStep, bars, chart_dat
                             what_changed)
 from story import backward
 from story.decode import (cache_bytes, CacheRow, DecodeRow, decode_batches, decode_lengths, decode_records, decode_rows,
-                          decode_sentence, kv_cache_rows, kv_cache_table)
+                          decode_sentence, kv_cache_rows, kv_cache_table, missing_sentence as decode_missing_sentence)
 from story.compare import (model_off, tiles_bytes_sentence, HbmBytes, TrafficPanels, compare_caption, compare_titles, flash_tiles, hbm_bytes,
                            model_vs_counted, tiles_text, traffic_panels)
 from story.evolution import (Fa1Gap, authors_sentence, evolution_points, fa1_gap, launch_caveat, prefill_algorithms,

@@ -59,6 +59,26 @@ def decode_lengths(records: list[dict], batch: int) -> tuple[int, ...]:
     return tuple(sorted({r["kv_len"] for r in decode_records(records) if r["batch"] == batch}))
 
 
+def missing_sentence(records: list[dict], batch: int, kv_len: int, hbm_bytes: int | None = None) -> str:
+    """Why the scene has no numbers at (batch, kv_len), and where the recording has them: a cache too big for the
+    bench to time on this GPU (it and its copy past costmodel.DECODE_MEMORY_SHARE of the memory), then the lengths it
+    timed at this batch, or the batches it timed at all."""
+    if not decode_records(records):
+        return "this recording has no decode records (`python -m bench --decode` makes them)"
+    cache = cache_bytes(batch, kv_len)
+    sequences = f"{batch} sequence{'s' if batch != 1 else ''}"
+    at = f"the recording timed no decode at {fmt_tokens(kv_len)} tokens × {sequences} (a cache of {fmt_bytes(cache)}"
+    if hbm_bytes and 2 * cache > costmodel.DECODE_MEMORY_SHARE * hbm_bytes:
+        at += (f": with its copy more than the bench's {costmodel.DECODE_MEMORY_SHARE:.0%} of this GPU's "
+               f"{fmt_bytes(hbm_bytes)}")
+    at += ")"
+    lengths = decode_lengths(records, batch)
+    if not lengths:
+        return f"{at}; it has batches {', '.join(map(str, decode_batches(records)))}"
+    span = fmt_tokens(lengths[0]) if len(lengths) == 1 else f"{fmt_tokens(lengths[0])} to {fmt_tokens(lengths[-1])}"
+    return f"{at}; at {sequences} it has {span}"
+
+
 def decode_rows(records: list[dict], batch: int, kv_len: int, copy_gbps: float | None) -> list[DecodeRow]:
     """The kernels timed at (batch, kv_len), ours first (contiguous, then paged), then the others in legend order."""
     here = [r for r in decode_records(records) if r["batch"] == batch and r["kv_len"] == kv_len]

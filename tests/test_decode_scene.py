@@ -8,6 +8,7 @@ import math
 import pytest
 
 import costmodel
+from fmt import fmt_bytes, fmt_tokens
 import story
 import viz
 from bench import results
@@ -128,7 +129,8 @@ def test_the_scene_runs_at_every_stop_and_says_what_it_lacks(tmp_path, monkeypat
         assert any("the whole job is to read the cache's K and V once" in c.value for c in app.caption)
     app = open_app(scene="decode", kv_len="1048576", decode_batch="32")  # not timed: its cache does not fit
     assert_no_exception(app)
-    assert any("no decode records at this cache length and batch" in i.value for i in app.info)
+    assert any("the recording timed no decode at 1M tokens × 32 sequences (a cache of 128.0 GiB: with its copy more "
+               "than the bench's 35% of this GPU's" in i.value for i in app.info)
     app = open_app(scene="decode", kv_len="3000")
     assert_no_exception(app)
     assert "kv_len" in app.warning[0].value
@@ -139,3 +141,19 @@ def test_the_scene_runs_at_every_stop_and_says_what_it_lacks(tmp_path, monkeypat
     app = open_app(scene="decode")
     assert_no_exception(app)
     assert any("no decode records (`python -m bench --decode` makes them)" in i.value for i in app.info)
+
+
+def test_a_stop_the_recording_lacks_says_what_it_has_instead():
+    batch, kv_len = 8, costmodel.DECODE_KV_LENS[-1]
+    assert not rows_at(batch, kv_len)  # the bench stops batch 8 at 512K
+    lengths = story.decode_lengths(RECORDED.records, batch)
+    hbm = RECORDED.facts["hbm_bytes"]
+    text = story.decode_missing_sentence(RECORDED.records, batch, kv_len, hbm)
+    assert f"{fmt_tokens(kv_len)} tokens × 8 sequences (a cache of {fmt_bytes(story.cache_bytes(batch, kv_len))}" in text
+    assert 2 * story.cache_bytes(batch, kv_len) > costmodel.DECODE_MEMORY_SHARE * hbm  # why the bench left it out
+    assert f"more than the bench's 35% of this GPU's {fmt_bytes(hbm)})" in text
+    assert "bench's" not in story.decode_missing_sentence(RECORDED.records, batch, kv_len, 10 * hbm)  # it would fit
+    assert text.endswith(f"at 8 sequences it has {fmt_tokens(lengths[0])} to {fmt_tokens(lengths[-1])}")
+    unrecorded = story.decode_missing_sentence(RECORDED.records, 3, 4096)
+    assert unrecorded.endswith("it has batches 1, 8, 32")
+    assert "bench --decode" in story.decode_missing_sentence([], 1, 4096)
