@@ -450,8 +450,8 @@ def scene_decode(stage: Stage) -> None:
         timed_on = stage.quoted_recording if stage.live else stage.recording  # the GPU the decode bench ran on
         why = story.decode_missing_sentence(records, s.decode_batch, s.kv_len,
                                             (timed_on.facts or {}).get("hbm_bytes") if timed_on else None)
-        st.info(f"No decode numbers here: {why}.")
-        body.add_px(page.ROW_PX["cards_plain"] / 2)
+        st.info(message := f"No decode numbers here: {why}.")
+        body.add_px(page.note_px(message))
     sentence = story.decode_sentence(rows, s.decode_batch, s.kv_len,
                                      (stage.facts or {}).get("sm_count")) if rows else ""
     height = body.chart_px(below=(page.text_rows_px(sentence), page.ROW_PX["expander"]))

@@ -21,7 +21,7 @@ import streamlit as st
 
 from kernels import specs
 from page import guard
-from page.layout import ROW_PX, Body, text_rows_px
+from page.layout import ROW_PX, Body, note_px, text_rows_px
 from page.frame import no_numbers, recording_coverage, scene_navigation, seq_len_slider, show_notes, \
     sidebar_settings, sidebar_source, source_badges, talk_settings, tile_controls, recording_notes, \
     warm_up_if_asked
@@ -34,7 +34,7 @@ from page.stage import Fp8Source, LadderSource, Stage, backward_records, backwar
     shipped_recording
 from page.url import asked_for, bound, correct_link, hold_notes, move_step, read_url, write_url
 
-__all__ = ["BODY_WIDTH_PX", "Body", "ROW_PX", "SCENE_BODY_PX", "text_rows_px", "VIEWS", "PictureDevice", "PictureRequest", "Scene",
+__all__ = ["BODY_WIDTH_PX", "Body", "ROW_PX", "SCENE_BODY_PX", "note_px", "text_rows_px", "VIEWS", "PictureDevice", "PictureRequest", "Scene",
            "Settings", "Stage", "TraceRequest", "bound", "built_figure", "chart", "column_px", "controls_ready",
            "backward_records", "backward_walk", "correct_link", "hold_place", "kernel_trace", "ladder_source", "LadderSource", "fp8_source", "Fp8Source", "live_sm_timeline", "loop_orders", "metric_cards_px",
            "move_step",
