@@ -888,3 +888,13 @@ def test_lanes_in_a_narrow_column_carry_their_key_below_the_axis_and_it_scales()
     assert narrow.layout.margin.b == phases.AXIS_TITLE_PX + 3 * phases.LEGEND_ROW_PX  # room for every phase's row
     assert key.yshift == -phases.AXIS_TITLE_PX
     assert scaled_figure(narrow, 0.5).layout.annotations[0].yshift == -phases.AXIS_TITLE_PX / 2  # negative: kept
+
+
+def test_phases_figure_names_every_lane_however_thin():
+    """Plotly drops every other category label on its own when lanes are thin (the inside scene's FA-3 panel showed
+    "consumer 0" and the producer, not "consumer 1"): the lanes' names are the ticks, all of them."""
+    lanes = [{"label": name, "spans": [["qk", 0.0, 1.0]]} for name in ("consumer 0", "consumer 1", "producer")]
+    fig = viz.phases_figure([{"title": "a", "lanes": lanes[:1]}, {"title": "b", "lanes": lanes}], height=300)
+    axes = [fig.layout.yaxis, fig.layout.yaxis2]
+    assert [list(a.ticktext) for a in axes] == [["consumer 0"], ["consumer 0", "consumer 1", "producer"]]
+    assert all(a.tickmode == "array" and list(a.tickvals) == list(a.ticktext) for a in axes)

@@ -71,7 +71,9 @@ def phases_figure(panels: list[dict], theme: str = "light", height: int = 640, t
                                                                               f"%{{x:.2f}} µs<extra></extra>"),
                           row=row, col=1)
             shown.add(phase)
-        fig.update_yaxes(categoryorder="array", categoryarray=labels[::-1], row=row, col=1)
+        # every lane named: left to itself plotly drops every other category label when the lanes are thin
+        fig.update_yaxes(categoryorder="array", categoryarray=labels[::-1], tickmode="array", tickvals=labels,
+                         ticktext=labels, row=row, col=1)
     style(fig, theme, title=title or None)
     legend = dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom")
     fig.update_layout(barmode="overlay", bargap=0.25, height=height, legend=legend, margin=dict(b=bottom))
