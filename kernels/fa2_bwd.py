@@ -19,9 +19,9 @@ Causal: blocks above the diagonal are skipped, the diagonal blocks masked, and t
 start first across a group of heads whose re-read tensors fit in L2 (lpt, as the FA-3 forward does; one head after
 another left the last heads' longest programs for the end: lpt measured 1.05-1.24× at 4K-8K on the H200, level at
 16K; BENCHMARKS.md §1a). Ragged seq_len: the edge blocks masked.
-The exponentials are base 2 with log2(e) folded into the scale, as in the forward. Tiles come by pointer loads; a
-candidate (`BackwardConfig.tma`, not shipped until timed: BENCHMARKS.md §1d) reads Q, K, V and dO through 4-D tensor
-descriptors as the forward does on Hopper (TMA copies: rows past seq_len load as zeros; the interpreter emulates them).
+The exponentials are base 2 with log2(e) folded into the scale, as in the forward. Tiles come by pointer loads, or,
+on Hopper without the causal mask (TMA_CONFIGS, BENCHMARKS.md §1d), Q, K, V and dO through 4-D tensor descriptors as
+the forward reads them there (TMA copies: rows past seq_len load as zeros; the interpreter emulates them).
 """
 from __future__ import annotations
 
@@ -296,7 +296,7 @@ class BackwardConfig:
     num_warps: int
     num_stages: int
     tma: bool = False  # Q, K, V and dO through 4-D tensor descriptors (TMA copies; 16-bit inputs, Hopper or the
-    #                    interpreter) instead of pointer loads. A candidate (CANDIDATES), not shipped.
+    #                    interpreter) instead of pointer loads: TMA_CONFIGS, where a GPU takes them.
 
 
 # Tutorial 06's split (dK/dV programs of 128 keys stepping 32 query rows, dQ programs of 128 rows stepping 32 keys) at
@@ -320,11 +320,38 @@ _INTERPRETER_CONFIG = BackwardConfig(64, 64, 64, 64, 4, 1)
 WALK_CONFIG = _INTERPRETER_CONFIG  # the scene's tile walk (visit_order's default): square tiles, both passes alike
 
 
-def config_for(head_dim: int, dtype: torch.dtype, causal: bool = False) -> BackwardConfig:
-    """The backward's tile shapes and launch settings for this shape class."""
+# Q, K, V and dO by TMA copies (16-bit, Hopper and newer, without the causal mask): the copies free the registers the
+# pointer loads' addresses held, which a third stage (head_dim 128) or 8 warps (64) then use. Timed ÷ the pointer
+# tiles on an H100 (2026-12-06, B2 H16 bf16, 4K / 8K / 16K, two runs each, gradients bit for bit equal; BENCHMARKS.md
+# §1d): d128 1.065 / 1.011 / 1.020 and 1.091 / 1.041 / 1.013, d64 1.021 / 1.023 / 0.999 and 1.026 / 1.022 / 1.027.
+# With the causal mask TMA lost at d128 (0.95-0.97) and drew at d64 (0.99-1.01): causal stays on pointer tiles.
+TMA_CONFIGS: dict[tuple[int, bool], BackwardConfig] = {
+    (64, False): BackwardConfig(32, 128, 128, 32, 8, 3, tma=True),
+    (128, False): BackwardConfig(64, 128, 128, 64, 8, 3, tma=True),
+}
+
+
+def config_for(head_dim: int, dtype: torch.dtype, causal: bool = False, tma: bool = False) -> BackwardConfig:
+    """The backward's tile shapes and launch settings for this shape class; tma: the inputs can go through tensor
+    descriptors (tma_capable), so a shape class in TMA_CONFIGS takes its TMA tiles."""
     if INTERPRET:
         return _INTERPRETER_CONFIG
-    return _gpu_config(head_dim, torch.empty((), dtype=dtype).element_size(), causal)
+    size = torch.empty((), dtype=dtype).element_size()
+    if tma and size == 2 and (head_dim, causal) in TMA_CONFIGS:
+        return TMA_CONFIGS[(head_dim, causal)]
+    return _gpu_config(head_dim, size, causal)
+
+
+def tma_capable(*tensors: torch.Tensor) -> bool:
+    """Whether these inputs can go through the backward's TMA tiles on the GPU they are on (16-bit, sm_90+, rows of unit
+    stride with 16-byte aligned strides): what launch_backward asks before it picks TMA_CONFIGS."""
+    if not all(t.is_cuda for t in tensors):
+        return False
+    try:
+        _check_tma(*tensors)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_config(config: BackwardConfig) -> None:
@@ -381,11 +408,11 @@ def launch_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.
     """(dQ, dK, dV) of O = attention(q, k, v) for the upstream gradient dO, from the forward's O and LSE (natural log,
     fp32, (B, H, N)). q, k, v as the forward took them (checked, (B, H, N, D), any strides with unit last stride);
     o and do are made contiguous. The gradients come back contiguous in the input dtype. Memory beyond the inputs and
-    gradients: Δ, one fp32 per row."""
+    gradients: Δ, one fp32 per row. Without a config, config_for's, with TMA tiles where tma_capable(q, k, v, dO)."""
     batch, heads, seq_len, head_dim = q.shape
-    config = config or config_for(head_dim, q.dtype, causal)
-    _check_config(config)
     o, do = o.contiguous(), do.contiguous().to(q.dtype)
+    config = config or config_for(head_dim, q.dtype, causal, tma=tma_capable(q, k, v, do))
+    _check_config(config)
     lse = lse.contiguous()
     dq, dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
     delta = torch.empty((batch, heads, seq_len), dtype=torch.float32, device=q.device)
@@ -432,10 +459,12 @@ def _check_tma(*tensors: torch.Tensor) -> None:
 # (perf/h200/backward_speed.py times each ÷ the shipped config; bench/compile_check.py --backward candidates compiles
 # them). Decided: of the tile candidates timed on 2026-12-04 one won and shipped, and the causal launch order across
 # a head group (lpt) measured 0.985-1.242× and shipped (BENCHMARKS.md §1a); dQ added from the dK/dV programs, by
-# scalar atomics (0.69-0.99×) or by TMA reduce-adds (0.60-0.98×), lost (BENCHMARKS.md, Tried and lost).
-# Open: Q, K, V and dO by TMA copies (BackwardConfig.tma) on the shipped tiles.
+# scalar atomics (0.69-0.99×) or by TMA reduce-adds (0.60-0.98×), lost (BENCHMARKS.md, Tried and lost); Q, K, V and
+# dO by TMA copies shipped without the causal mask (TMA_CONFIGS). Kept beside them: the pointer tiles they replaced
+# (non-causal, so a run re-measures the gain) and TMA on the causal tiles (lost at d128 on an H100, 0.95-0.97).
 CANDIDATES: dict[tuple[int, bool], dict[str, BackwardConfig]] = {
-    (d, causal): {"tma": replace(_gpu_config(d, 2, causal), tma=True)} for d in (64, 128) for causal in (False, True)}
+    **{(d, False): {"pointer": _gpu_config(d, 2, False)} for d in (64, 128)},
+    **{(d, True): {"tma": replace(_gpu_config(d, 2, True), tma=True)} for d in (64, 128)}}
 
 # The compile check's subset of the shipped launches (CI's time): both 16-bit head_dims the bench measures, causal
 # and not, and one fp32 build (head_dim 64: fp32 at 128 causal took 37 s a target to compile here, the rest 1-6 s);
@@ -444,31 +473,33 @@ REPRESENTATIVE = ((64, torch.bfloat16, False), (64, torch.bfloat16, True), (128,
                   (128, torch.bfloat16, True), (64, torch.float32, False))
 
 
-def _launch(head_dim, dtype, causal, config, label):
+def _launch(head_dim, dtype, causal, config, label, targets=("sm_90", "sm_80")):
     from kernels.inputs import example_qkv
     q, k, v = example_qkv(head_dim, dtype)
     lse = torch.zeros(q.shape[:3], dtype=torch.float32)
     g = config
     label = (f"{label} D={head_dim} {str(dtype)[6:]} {'causal' if causal else 'full'} "
              f"dkdv {g.block_n1}x{g.block_m1} dq {g.block_m2}x{g.block_n2} w{g.num_warps} s{g.num_stages}")
-    return (label, ("sm_90", "sm_80"),
-            lambda: launch_backward(q, k, v, q, lse, q, causal, 0.125, config))
+    return (label, targets, lambda: launch_backward(q, k, v, q, lse, q, causal, 0.125, config))
 
 
 def shipped_launches(subset: str = "all"):
     """The configurations the backward ships, as (label, targets, launch) for the ahead-of-time compile check
     (bench/compile_check.py): with subset "all" each head_dim, 16-bit and fp32, causal and not; "representative"
     the few in REPRESENTATIVE (CI); "candidates" the shipped 16-bit tiles and the tile candidates (CANDIDATES) at
-    their head_dims, bf16, causal and not, sm_90 (registers and spills side by side)."""
+    their head_dims, bf16, causal and not, sm_90 (registers and spills side by side). "all" and "representative" add
+    the TMA tiles (TMA_CONFIGS), sm_90 only."""
     if subset == "all":
         cases = [(d, dtype, causal) for d in costmodel.HEAD_DIMS for dtype in (torch.bfloat16, torch.float32)
                  for causal in (False, True)]
     elif subset == "representative":
         cases = list(REPRESENTATIVE)
     elif subset == "candidates":
-        return [(label, ("sm_90",), launch) for (d, causal), configs in CANDIDATES.items()
-                for name, config in {"shipped": config_for(d, torch.bfloat16, causal), **configs}.items()
-                for label, _, launch in [_launch(d, torch.bfloat16, causal, config, f"candidate {name}")]]
+        return [_launch(d, torch.bfloat16, causal, config, f"candidate {name}", ("sm_90",))
+                for (d, causal), configs in CANDIDATES.items()
+                for name, config in {"shipped": config_for(d, torch.bfloat16, causal, tma=True), **configs}.items()]
     else:
         raise ValueError(f"subset must be 'all', 'representative' or 'candidates', got {subset!r}")
-    return [_launch(d, dtype, causal, config_for(d, dtype, causal), "backward") for d, dtype, causal in cases]
+    return ([_launch(d, dtype, causal, config_for(d, dtype, causal), "backward") for d, dtype, causal in cases]
+            + [_launch(d, torch.bfloat16, causal, config, "backward tma", ("sm_90",))
+               for (d, causal), config in TMA_CONFIGS.items()])

@@ -276,15 +276,34 @@ def test_tma_tiles_refuse_what_a_descriptor_cannot_take():
         launch_backward(odd, k16, v16, q16, lse, q16, False, 0.25, BackwardConfig(16, 32, 32, 16, 4, 1, tma=True))
 
 
+def test_tma_tiles_ship_where_they_were_timed_faster(monkeypatch):
+    """config_for picks the TMA tiles (TMA_CONFIGS) for 16-bit inputs without the causal mask when the inputs can take
+    them, and the pointer tiles otherwise; tma_capable asks the GPU (CPU tensors: never)."""
+    from kernels import fa2_bwd
+    monkeypatch.setattr(fa2_bwd, "INTERPRET", False)  # the GPU's choice, asked without one
+    for (d, causal), config in fa2_bwd.TMA_CONFIGS.items():
+        assert not causal and config.tma
+        assert fa2_bwd.config_for(d, torch.bfloat16, causal, tma=True) == config
+        assert fa2_bwd.config_for(d, torch.float16, causal, tma=True) == config
+        assert not fa2_bwd.config_for(d, torch.bfloat16, causal).tma
+        assert not fa2_bwd.config_for(d, torch.float32, causal, tma=True).tma
+        assert not fa2_bwd.config_for(d, torch.bfloat16, True, tma=True).tma  # causal: pointer tiles
+    assert not fa2_bwd.config_for(256, torch.bfloat16, False, tma=True).tma
+    q = torch.randn(1, 1, 64, 64, dtype=torch.bfloat16)
+    assert not fa2_bwd.tma_capable(q, q, q, q)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 def test_gpu_tma_tiles_match_float64(head_dim, causal):
-    """The TMA candidate on the shipped tiles (kernels/fa2_bwd.py CANDIDATES) against float64 autograd, ragged N,
-    and against the pointer loads on the same tiles: the same products in the same order, so equal up to a bf16
-    rounding where the compiler picks another wgmma shape (in the interpreter they are bit for bit equal)."""
-    from kernels.fa2_bwd import CANDIDATES, config_for
-    config = CANDIDATES[(head_dim, causal)]["tma"]
+    """The TMA tiles (shipped without the causal mask, kernels/fa2_bwd.py TMA_CONFIGS; a candidate with it) against
+    float64 autograd, ragged N, and against the pointer loads' tiles: the same products in the same order, so equal
+    up to a bf16 rounding where the compiler picks another wgmma shape (in the interpreter they are bit for bit
+    equal). Without a config, launch_backward picks the TMA tiles where they ship: the same bits."""
+    from kernels.fa2_bwd import CANDIDATES, TMA_CONFIGS, config_for, tma_capable
+    config = CANDIDATES[(head_dim, causal)]["tma"] if causal else TMA_CONFIGS[(head_dim, causal)]
+    assert config.tma and config_for(head_dim, torch.bfloat16, causal, tma=True).tma == (not causal)
     for seq_len in (1, 1000, 1337):
         q, k, v = random_qkv((2, 3, seq_len, head_dim), torch.bfloat16, seed=seq_len + head_dim)
         q, k, v = (t.cuda() for t in (q, k, v))
@@ -297,3 +316,7 @@ def test_gpu_tma_tiles_match_float64(head_dim, causal):
             assert err < GRAD_TOLERANCE[torch.bfloat16], f"N={seq_len} d{label}: {err:.2e}"
         pointer = launch_backward(q, k, v, o, lse, do, causal, head_dim ** -0.5, config_for(head_dim, q.dtype, causal))
         assert all(relative_error(a, b) < 4e-3 for a, b in zip(grads, pointer) if b.norm() > 0), f"N={seq_len}"
+        assert tma_capable(q, k, v, do) and not tma_capable(q.float(), k.float(), v.float(), do.float())
+        if not causal:  # the library's own pick
+            picked = launch_backward(q, k, v, o, lse, do, causal, head_dim ** -0.5)
+            assert all(torch.equal(a, b) for a, b in zip(picked, grads)), f"N={seq_len}"

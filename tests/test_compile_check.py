@@ -2,8 +2,8 @@
 the `tl` kernels, sm_90 for the Gluon FA-3 kernel, under the pinned Triton. Slow-ish (a few minutes on two cores:
 each configuration is a real Triton + ptxas compile), never skipped: it is the only test of what a GPU user's first
 launch compiles. The backward is compiled in a representative subset (kernels/fa2_bwd.py REPRESENTATIVE: every
-backward kernel, bf16 at head_dim 64 and 128 causal and not, one fp32 build) to keep CI's time; `python -m
-bench.compile_check` compiles all of it."""
+backward kernel, bf16 at head_dim 64 and 128 causal and not, one fp32 build; and the TMA tiles, sm_90) to keep CI's
+time; `python -m bench.compile_check` compiles all of it."""
 import json
 import os
 import subprocess
@@ -49,7 +49,9 @@ def test_every_kernel_and_target_is_covered(check):
     for kernel in ("_bwd_preprocess", "_bwd_dkdv", "_bwd_dq"):  # the backward's kernels, on both targets
         assert {(kernel, "sm_90"), (kernel, "sm_80")} <= seen, kernel
     bwd_labels = {r["label"] for r in data["results"] if r["kernel"].endswith(":_bwd_dkdv")}
-    assert len(bwd_labels) == len(fa2_bwd.REPRESENTATIVE), bwd_labels
+    assert len(bwd_labels) == len(fa2_bwd.REPRESENTATIVE) + len(fa2_bwd.TMA_CONFIGS), bwd_labels
+    tma_targets = {r["target"] for r in data["results"] if r["label"].startswith("backward tma ")}
+    assert tma_targets == {"sm_90"}  # TMA copies: Hopper only
     assert any(" float32 " in label for label in bwd_labels) and not any("candidate" in label for label in bwd_labels)
     flash_rows = [r for r in data["results"] if r["kernel"].endswith(":_attn_fwd")]
     for head_dim, dtype_bytes, causal in flash.TUNED_CONFIGS:  # every tuned class, on both targets
@@ -146,9 +148,12 @@ def test_backward_subsets_list_what_they_say():
     from kernels import fa2_bwd
     import costmodel
     every = fa2_bwd.shipped_launches()
-    assert len(every) == len(costmodel.HEAD_DIMS) * 2 * 2  # head_dims × (bf16, fp32) × causal both
+    tma = len(fa2_bwd.TMA_CONFIGS)  # and the TMA tiles, sm_90 only
+    assert len(every) == len(costmodel.HEAD_DIMS) * 2 * 2 + tma  # head_dims × (bf16, fp32) × causal both
+    assert [targets for label, targets, _ in every if " tma " in label] == [("sm_90",)] * tma
     few = fa2_bwd.shipped_launches("representative")
-    assert len(few) == len(fa2_bwd.REPRESENTATIVE) and {label for label, _, _ in few} <= {label for label, _, _ in every}
+    assert len(few) == len(fa2_bwd.REPRESENTATIVE) + tma
+    assert {label for label, _, _ in few} <= {label for label, _, _ in every}
     candidates = fa2_bwd.shipped_launches("candidates")
     assert len(candidates) == sum(1 + len(c) for c in fa2_bwd.CANDIDATES.values())  # with the shipped ones
     assert all(targets == ("sm_90",) and label.startswith("candidate") for label, targets, _ in candidates)

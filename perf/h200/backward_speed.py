@@ -122,7 +122,7 @@ def _ragged_agreement(d, causal, configs, seq_lens=(1, 1000, 1337)):
     for n in seq_lens:
         q, k, v, o, lse, do = _ragged_case(n, d, causal)
         scale = d ** -0.5
-        shipped = launch_backward(q, k, v, o, lse, do, causal, scale, config_for(d, q.dtype, causal))
+        shipped = launch_backward(q, k, v, o, lse, do, causal, scale, config_for(d, q.dtype, causal, tma=True))
         for name, config in configs.items():
             try:
                 grads = launch_backward(q, k, v, o, lse, do, causal, scale, config)
@@ -148,7 +148,7 @@ def candidates(rounds=3, seq_lens=(4096, 8192, 16384)):
         with torch.no_grad():
             o, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
         do = torch.randn_like(o)
-        tiles = {"shipped": config_for(d, q.dtype, causal), **configs}
+        tiles = {"shipped": config_for(d, q.dtype, causal, tma=True), **configs}
         shipped_grads = launch_backward(q, k, v, o, lse, do, causal, scale, tiles["shipped"])
         times, errs = {name: [] for name in tiles}, {}
         for name, config in list(tiles.items())[1:]:
