@@ -428,7 +428,9 @@ def scene_decode(stage: Stage) -> None:
     """Generating: one new token against the KV cache, decode's whole job a stream of the cache through HBM."""
     s = stage.settings
     body = Body()
-    records = story.decode_records(stage.recording.records) if stage.recording and not stage.live else []
+    timed_on = stage.quoted_recording  # decode is a recording's (`python -m bench --decode`): live pages quote the shipped one
+    records = story.decode_records(timed_on.records) if timed_on else []
+    facts = (timed_on.facts if timed_on else None) or {}  # of the GPU the decode bench ran on
     batches = story.decode_batches(records)
     with st.container(horizontal=True, vertical_alignment="bottom"):
         bound(st.select_slider, "Tokens in the KV cache", "kv_len", s, options=page.settings.DECODE_KV_LENS,
@@ -441,19 +443,13 @@ def scene_decode(stage: Stage) -> None:
         st.info("Decode is recorded (`python -m bench --decode`), not timed on each visit: showing the shipped "
                 "recording's numbers below when it has them; the animation runs our kernel here.")
         body.add_px(page.ROW_PX["cards_plain"] / 2)
-        quoted = stage.quoted_recording
-        records = story.decode_records(quoted.records) if quoted else []
-    copy_gbps = (stage.recording.meta.get("decode_copy_gbps") if stage.recording else None) or (
-        stage.facts or {}).get("copy_gbps")
+    copy_gbps = (timed_on.meta.get("decode_copy_gbps") if timed_on else None) or facts.get("copy_gbps")
     rows = story.decode_rows(records, s.decode_batch, s.kv_len, copy_gbps)
     if not rows:
-        timed_on = stage.quoted_recording if stage.live else stage.recording  # the GPU the decode bench ran on
-        why = story.decode_missing_sentence(records, s.decode_batch, s.kv_len,
-                                            (timed_on.facts or {}).get("hbm_bytes") if timed_on else None)
+        why = story.decode_missing_sentence(records, s.decode_batch, s.kv_len, facts.get("hbm_bytes"))
         st.info(message := f"No decode numbers here: {why}.")
         body.add_px(page.note_px(message))
-    sentence = story.decode_sentence(rows, s.decode_batch, s.kv_len,
-                                     (stage.facts or {}).get("sm_count")) if rows else ""
+    sentence = story.decode_sentence(rows, s.decode_batch, s.kv_len, facts.get("sm_count")) if rows else ""
     height = body.chart_px(below=(page.text_rows_px(sentence), page.ROW_PX["expander"]))
     left, right = st.columns(DECODE_COLUMNS)
     with left:

@@ -57,3 +57,19 @@ def test_two_sessions_measure_at_once():
     for app in apps.values():
         assert not app.exception, [e.value for e in app.exception]
     assert [m.value for m in apps["8"].metric] != [m.value for m in apps["32"].metric]
+
+
+def test_decode_live_quotes_the_shipped_recording_with_its_batches():
+    """Decode is not timed on each visit: a live page quotes the shipped recording's decode records, and offers the
+    batches that recording has (a live page once offered none: its batches came from no records)."""
+    from bench.results import load_results
+    import story
+    batches = story.decode_batches(load_results("h200.json").records)
+    assert 8 in batches
+    app = open_live(scene="decode", kv_len="131072", decode_batch="8")
+    assert not app.exception, [e.value for e in app.exception]
+    control = app.segmented_control(key="control_decode_batch")
+    assert control.label == "Sequences at once" and {str(b) for b in batches} <= set(control.options)
+    charts = " ".join(chart.proto.spec for chart in app.get("plotly_chart"))
+    assert "batch 8 × 128K tokens" in charts
+    assert any("the whole job is to read the cache's K and V once" in c.value for c in app.caption)
