@@ -46,19 +46,22 @@ def named_barrier(ARRIVE: gl.constexpr, ID: gl.constexpr):
 # visible, so every partition that touches global memory waits before it does; launch_dependents lets the next such
 # launch start its programs as soon as every program of this grid has issued it (or finished).
 @_jit
-def grid_dependency_wait(WARPS: gl.constexpr):
+def _every_thread(ASM: gl.constexpr, WARPS: gl.constexpr):
+    # one instruction with no operands, executed by every thread of the calling partition's WARPS warps (the mov
+    # gives inline_asm_elementwise the result it needs)
     one_per_thread: gl.constexpr = gl.BlockedLayout([1], [32], [WARPS], [0])
     zeros = gl.full([32 * WARPS], 0, gl.int32, one_per_thread)
-    gl.inline_asm_elementwise("griddepcontrol.wait;\n\tmov.b32 $0, $1;", "=r,r", [zeros], dtype=gl.int32,
-                              is_pure=False, pack=1)
+    gl.inline_asm_elementwise(ASM, "=r,r", [zeros], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@_jit
+def grid_dependency_wait(WARPS: gl.constexpr):
+    _every_thread("griddepcontrol.wait;\n\tmov.b32 $0, $1;", WARPS)
 
 
 @_jit
 def launch_dependents(WARPS: gl.constexpr):
-    one_per_thread: gl.constexpr = gl.BlockedLayout([1], [32], [WARPS], [0])
-    zeros = gl.full([32 * WARPS], 0, gl.int32, one_per_thread)
-    gl.inline_asm_elementwise("griddepcontrol.launch_dependents;\n\tmov.b32 $0, $1;", "=r,r", [zeros],
-                              dtype=gl.int32, is_pure=False, pack=1)
+    _every_thread("griddepcontrol.launch_dependents;\n\tmov.b32 $0, $1;", WARPS)
 
 
 def _rescale_asm(n: int) -> str:
