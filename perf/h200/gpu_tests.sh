@@ -28,11 +28,11 @@ fi
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
 start=$(date +%s)
 if [ $# -gt 0 ] && [ "$PART" != rest ]; then
-    timeout "$LIMIT" python3 -m pytest -q -m gpu -p no:cacheprovider "$@" 2>&1 | tee "$OUT/gpu-tests-first.log" | tail -12
+    timeout "$LIMIT" python3 -m pytest -q -m gpu -p no:cacheprovider --durations=8 "$@" 2>&1 | tee "$OUT/gpu-tests-first.log" | tail -12
     echo "first part: $(( $(date +%s) - start )) s"
 fi
 [ "$PART" = first ] && exit 0
 deselect=(); for f in "$@"; do deselect+=(--deselect "$f"); done
-timeout $(( LIMIT - ($(date +%s) - start) )) python3 -m pytest -q -m gpu -p no:cacheprovider "${deselect[@]}" 2>&1 \
+timeout $(( LIMIT - ($(date +%s) - start) )) python3 -m pytest -q -m gpu -p no:cacheprovider --durations=8 "${deselect[@]}" 2>&1 \
     | tee "$OUT/gpu-tests-rest.log" | tail -12
 echo "total: $(( $(date +%s) - start )) s"
