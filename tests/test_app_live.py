@@ -1,5 +1,6 @@
 """The app on the live path (a CUDA GPU), driven by AppTest: every scene, the naive kernel's
 out-of-memory wall as a result on the page, and two sessions measuring at once. Skipped without a GPU."""
+import json
 import threading
 from pathlib import Path
 
@@ -70,6 +71,7 @@ def test_decode_live_quotes_the_shipped_recording_with_its_batches():
     assert not app.exception, [e.value for e in app.exception]
     control = app.segmented_control(key="control_decode_batch")
     assert control.label == "Sequences at once" and {str(b) for b in batches} <= set(control.options)
-    charts = " ".join(chart.proto.spec for chart in app.get("plotly_chart"))
-    assert "batch 8 × 128K tokens" in charts
+    titles = [(json.loads(chart.proto.spec)["layout"].get("title") or {}).get("text", "")
+              for chart in app.get("plotly_chart")]  # parsed: the spec may escape "×"
+    assert any(t.startswith("batch 8 × 128K tokens") for t in titles), titles
     assert any("the whole job is to read the cache's K and V once" in c.value for c in app.caption)
