@@ -13,7 +13,8 @@ three kernels:
 
 dQ gets its own pass (recomputing S and P a second time) instead of atomic adds from the dK/dV programs: no atomics,
 so the gradients are deterministic (the same bits every run) and every kernel runs in Triton's CPU interpreter. The
-cost is the second recompute of S and P, about 1/5 more FLOPs than an atomic dQ (FA-2 and FA-3 use atomics).
+cost is the second recompute of S and dP: seven tile products per (Q block, K/V block) pair where an atomic dQ (FA-2
+and FA-3 use atomics) needs five, 2/5 more matrix FLOPs than the 2.5 × forward the TFLOPS figures count.
 
 Causal: blocks above the diagonal are skipped, the diagonal blocks masked, and the programs with the most blocks
 start first across a group of heads whose re-read tensors fit in L2 (lpt, as the FA-3 forward does; one head after
