@@ -165,11 +165,11 @@ def walk_caption(seq_len: int, block: int, num_blocks: int, causal: bool, dkdv_t
     skipped = "; causal: none above the diagonal" if causal else ""
     return (f"One head, N = {seq_len}, {block}×{block} tiles ({num_blocks} a side{skipped}). Left, the dK/dV pass: one "
             f"program per K/V block walks its column of Q blocks, dK and dV staying on chip, recomputing S and P "
-            f"for {dkdv_tiles} tiles. Right, the dQ pass: one program per Q block walks its row, recomputing them "
-            f"again for {dq_tiles} tiles (no atomics: the same gradients every run, for seven tile products per "
-            "tile where an atomic dQ does five). The order comes from "
-            "kernels/fa2_bwd.py's grids and loop bounds, not traced (a test pins it to the tiles the kernels read in "
-            "Triton's interpreter). On a GPU the programs run at once.")
+            f"for {dkdv_tiles} tiles. Right, the dQ pass: one program per Q block walks its row, computing S, P and "
+            f"dP a second time for {dq_tiles} tiles (no atomics: the same gradients every run, at seven tile products "
+            "a tile where an atomic dQ needs five). The order comes from kernels/fa2_bwd.py's grids and loop bounds, "
+            "not traced (a test pins it to the tiles the kernels read in Triton's interpreter). On a GPU the programs "
+            "run at once.")
 
 
 def source_words(gpu: str, created: str, live: bool) -> str:
