@@ -325,8 +325,8 @@ WALK_CONFIG = _INTERPRETER_CONFIG  # the scene's tile walk (visit_order's defaul
 # pointer loads' addresses held, which a third stage (head_dim 128) or 8 warps (64) then use. Timed ÷ the pointer
 # tiles on H100s (B2 H16 bf16, 4K / 8K / 16K, gradients bit for bit equal; BENCHMARKS.md §1d): 2026-12-06 d128 1.065 /
 # 1.011 / 1.020 and 1.091 / 1.041 / 1.013, d64 1.021 / 1.023 / 0.999 and 1.026 / 1.022 / 1.027; as shipped 2026-12-07
-# d128 1.070 / 1.020 / 1.037, d64 1.015 / 1.017 / 1.012. With the causal mask TMA lost at d128 (0.95-0.99) and drew at
-# d64 (0.98-1.01): causal stays on pointer tiles.
+# d128 1.070 / 1.020 / 1.037 and 1.070 / 1.020 / 1.050, d64 1.015 / 1.017 / 1.012 and 1.014 / 1.042 / 1.017. With the
+# causal mask TMA lost at d128 (0.95-0.99) and drew at d64 (0.98-1.01): causal stays on pointer tiles.
 TMA_CONFIGS: dict[tuple[int, bool], BackwardConfig] = {
     (64, False): BackwardConfig(32, 128, 128, 32, 8, 3, tma=True),
     (128, False): BackwardConfig(64, 128, 128, 64, 8, 3, tma=True),
