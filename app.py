@@ -428,7 +428,8 @@ def scene_decode(stage: Stage) -> None:
     """Generating: one new token against the KV cache, decode's whole job a stream of the cache through HBM."""
     s = stage.settings
     body = Body()
-    timed_on = stage.quoted_recording  # decode is a recording's (`python -m bench --decode`): live pages quote the shipped one
+    # decode is a recording's (`python -m bench --decode`), never timed on a visit: live pages quote the shipped one
+    timed_on = stage.quoted_recording
     records = story.decode_records(timed_on.records) if timed_on else []
     facts = (timed_on.facts if timed_on else None) or {}  # of the GPU the decode bench ran on
     batches = story.decode_batches(records)

@@ -11,7 +11,7 @@ three kernels:
    dP = dO Vᵀ, dS = P ∘ (dP − Δ), dK += dSᵀ Q · scale. Written once at the end.
 3. `_bwd_dq`: one program per Q block, walking the K/V blocks as the forward does: dQ += dS K · scale.
 
-dQ gets its own pass (recomputing S and P a second time) instead of atomic adds from the dK/dV programs: no atomics,
+dQ gets its own pass (computing S, P and dP a second time) instead of atomic adds from the dK/dV programs: no atomics,
 so the gradients are deterministic (the same bits every run) and every kernel runs in Triton's CPU interpreter. The
 cost is the second recompute of S and dP: seven tile products per (Q block, K/V block) pair where an atomic dQ (FA-2
 and FA-3 use atomics) needs five, 2/5 more matrix FLOPs than the 2.5 × forward the TFLOPS figures count.
