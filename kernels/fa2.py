@@ -293,7 +293,7 @@ class _TraceBuffers:
     sm: torch.Tensor     # (B·H, n_q_blocks, 3) int64: SM id, start ns, end ns
 
 
-def _tma_capable(*tensors: torch.Tensor) -> bool:
+def tma_capable(*tensors: torch.Tensor) -> bool:
     """Whether the kernel reads and writes these tensors through 4-D tensor descriptors (TMA copies).
 
     Yes for fp16/bf16 on a Hopper-or-newer GPU (and in the interpreter, which emulates descriptors, so the
@@ -322,7 +322,7 @@ def launch_flash(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
     n_q_blocks = triton.cdiv(seq_len, config.block_m)
     n_k_blocks = triton.cdiv(seq_len, config.block_n)
     dot_fp32, precision = dot_modes(q.dtype)
-    use_tma = _tma_capable(q, k, v, o) if use_tma is None else use_tma
+    use_tma = tma_capable(q, k, v, o) if use_tma is None else use_tma
     q_arg, k_arg, v_arg, o_arg = q, k, v, o
     if use_tma:  # the descriptor pads rows past seq_len with zeros on load and clips them on store
         q_arg, o_arg = (quick_descriptor(TensorDescriptor, t, [1, 1, config.block_m, head_dim]) for t in (q, o))

@@ -35,7 +35,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 import costmodel
-from kernels.fa2 import LOG2_E_KERNEL, causal_program
+from kernels.fa2 import LOG2_E_KERNEL, causal_program, tma_capable as forward_tma_capable
 from kernels.inputs import dot_modes
 
 
@@ -347,13 +347,7 @@ def config_for(head_dim: int, dtype: torch.dtype, causal: bool = False, tma: boo
 def tma_capable(*tensors: torch.Tensor) -> bool:
     """Whether these inputs can go through the backward's TMA tiles on the GPU they are on (16-bit, sm_90+, rows of unit
     stride with 16-byte aligned strides): what launch_backward asks before it picks TMA_CONFIGS."""
-    if not all(t.is_cuda for t in tensors):
-        return False
-    try:
-        _check_tma(*tensors)
-    except ValueError:
-        return False
-    return True
+    return all(t.is_cuda for t in tensors) and forward_tma_capable(*tensors)
 
 
 def _check_config(config: BackwardConfig) -> None:
