@@ -294,15 +294,24 @@ def scene_backward(stage: Stage) -> None:
               width=page.BODY_WIDTH_PX)
         st.caption(caption)
         return
-    if not backward:
+    if stage.backward_live_fits:  # every bar timed now on this GPU (cached per setting and N)
+        measured = stage.backward_bars_live()
+        backward = story.backward.backward_records(measured)
+        forward = [r for r in measured if r.get("pass") != story.backward.BACKWARD]
+        source, earlier = stage.measured_text, ""
+    elif not backward:
         st.info(story.backward.no_records_line(recording is not None))
         return
-    forward = recording.records if recording else []
+    else:
+        forward = recording.records
     bars = story.backward.tflops_bars(backward, forward, s.shape)
     drawn = story.backward.bar_records(backward, forward, s.shape)  # the bars' own records: their days, their code
-    source = story.backward.source_words(recording.facts["name"], recording.days(drawn), stage.live)
+    if not stage.backward_live_fits:
+        source = story.backward.source_words(recording.facts["name"], recording.days(drawn), stage.live,
+                                             story.backward.live_limit_why(s.shape))
+        earlier = stage.earlier_code(drawn)
     caption = " ".join(filter(None, (f"{story.backward.tflops_sentence(bars, s.shape)} Source: {markdown_text(source)}.",
-                                     stage.earlier_code(drawn))))
+                                     earlier)))
     if not any(b.tflops for b in bars):  # nothing measured at this setting: the words, not an empty chart
         st.info(caption)
         return

@@ -168,7 +168,18 @@ class Stage:
                 return []
             return [record for record in self.recording.records if record["algorithm"] in algorithms
                     and record["seq_len"] in seq_lens and same_setting(record, s)]
-        return _measure_with_progress(self, [(a, n) for n in seq_lens for a in algorithms if not _absent_peer(a, s)])
+        return _measure_with_progress(self, [(a, n, "prefill") for n in seq_lens for a in algorithms
+                                             if not _absent_peer(a, s)])
+
+    @property
+    def backward_live_fits(self) -> bool:
+        """Whether the backward scene's bars are timed live at the slider's N (story.backward.live_fits)."""
+        return self.live and story.backward.live_fits(self.settings.shape)
+
+    def backward_bars_live(self) -> list[dict]:
+        """The backward scene's bars (story.backward.BARS) at the slider's N, measured now (cached): the backward of
+        each differentiable kernel and peer, and our kernels' forwards beside them."""
+        return _measure_with_progress(self, _backward_jobs(self.settings.seq_len))
 
     def every_algorithm_at_length(self) -> list[dict]:
         """Every algorithm's records at the slider's length (ours, SDPA's, the FA1-order kernel, PyTorch eager)."""
@@ -291,10 +302,11 @@ def parse_uploaded_recording(data: bytes) -> Recording:
 
 @st.cache_data(show_spinner=False, max_entries=4096)
 def measure_live(algorithm: str, seq_len: int, batch: int, heads: int, head_dim: int, dtype: str,
-                 causal: bool) -> dict:
-    """One record from the GPU (bench.measure serializes GPU work between sessions)."""
+                 causal: bool, pass_: str = "prefill") -> dict:
+    """One record from the GPU (bench.measure serializes GPU work between sessions): a prefill, or a backward (its
+    TFLOPS, its forward + backward time and peak memory, bench.measure)."""
     from bench import measure
-    shape = Shape(seq_len, batch, heads, head_dim, dtype, causal)
+    shape = Shape(seq_len, batch, heads, head_dim, dtype, causal, pass_=pass_)
     return measure.measure(measure.Setting(algorithm, shape)).to_dict()
 
 
@@ -305,6 +317,11 @@ def live_sm_timeline(seq_len: int, batch: int, heads: int, head_dim: int, dtype:
                              causal=causal).to_dict()
 
 
+def _backward_jobs(seq_len: int) -> list[tuple[str, int, str]]:
+    """The backward scene's bars at this N, as measuring jobs (the forward bars measured as prefill records)."""
+    return [(algorithm, seq_len, pass_) for algorithm, pass_, _ in story.backward.BARS]
+
+
 def _absent_peer(algorithm: str, s: Settings) -> bool:
     """A peer installed apart from the app (its spec's `requirements`: the authors' FA-4) that cannot run here: live,
     it is not measured, so a machine without it shows no failure for it (and the scenes nothing new)."""
@@ -313,16 +330,18 @@ def _absent_peer(algorithm: str, s: Settings) -> bool:
     return bool(spec.requirements and spec.unavailable and spec.load("unavailable")(s.shape))
 
 
-def _measure_with_progress(stage: Stage, jobs: list[tuple[str, int]]) -> list[dict]:
+def _measure_with_progress(stage: Stage, jobs: list[tuple[str, int, str]]) -> list[dict]:
+    """Each (algorithm, seq_len, pass) at the talk's setting, measured now (cached), with a progress bar."""
     s = stage.settings
     progress = st.progress(0.0)
     measured = []
-    for done, (algorithm, seq_len) in enumerate(jobs):
-        progress.progress(done / len(jobs), text=f"Measuring {algorithm_label(algorithm)} at "
+    for done, (algorithm, seq_len, pass_) in enumerate(jobs):
+        what = "the backward of " if pass_ == story.backward.BACKWARD else ""
+        progress.progress(done / len(jobs), text=f"Measuring {what}{algorithm_label(algorithm)} at "
                           f"{fmt_tokens(seq_len)} tokens on {stage.gpu_name}…")
         try:
             measured.append(page_record(measure_live(algorithm, seq_len, s.batch, s.heads, s.head_dim, s.dtype,
-                                                     s.causal)))
+                                                     s.causal, pass_)))
         except (TimeoutError, ValueError) as why:  # GPU busy with other viewers, or a setting it refuses
             st.warning(f"Stopped measuring at {fmt_tokens(seq_len)} tokens: {why}")
             break
@@ -489,7 +508,9 @@ def warm_up(stage: Stage) -> str:
     s = stage.settings
     start = time.perf_counter()
     if stage.live:
-        jobs = [(a, n) for n in SEQ_LENS for a in story.prefill_algorithms() if not _absent_peer(a, s)]
+        jobs = [(a, n, "prefill") for n in SEQ_LENS for a in story.prefill_algorithms() if not _absent_peer(a, s)]
+        jobs += [job for n in SEQ_LENS if story.backward.live_fits(s.shape.at(seq_len=n, kv_len=n))
+                 for job in _backward_jobs(n)]
         done = len(_measure_with_progress(stage, jobs))
         try:
             live_sm_timeline(s.seq_len, s.batch, s.heads, s.head_dim, s.dtype, s.causal)

@@ -28,6 +28,30 @@ BARS = tuple((algorithm, pass_, f"{specs.spec(algorithm).short}{note}, {pass_ if
                                             ("sdpa_default", BACKWARD, " (cuDNN)"),
                                             ("sdpa_flash", BACKWARD, " (FA-2)"),
                                             ("fa3", "prefill", ""), ("fa2", "prefill", "")))
+# A live page times the bars up to the backward FLOPs of B2 H16 d128 at 32K without the mask (44 TFLOP: 0.15 s a call
+# for the slowest bar, SDPA's FA-2 at ~300 TFLOPS; each bar is one forward + backward for its peak memory, then the
+# backward and forward + backward timed, about a second a bar); float32 counts 8× (no tensor cores at bf16's rate).
+# Past that the scene quotes the recording and says why.
+LIVE_LIMIT = Shape(32768, 2, 16, 128, "bfloat16", False, pass_=BACKWARD)
+FP32_SLOWDOWN = 8
+
+
+def live_fits(shape: Shape) -> bool:
+    """Whether a live page times the backward bars at this shape (LIVE_LIMIT)."""
+    flops = costmodel.pass_flops(shape.at(pass_=BACKWARD)) * (FP32_SLOWDOWN if shape.dtype == "float32" else 1)
+    return flops <= costmodel.pass_flops(LIVE_LIMIT)
+
+
+def live_limit_why(shape: Shape) -> str:
+    """Why a live page quotes the recording's bars at this shape, as plain text."""
+    limit, flops = costmodel.pass_flops(LIVE_LIMIT), costmodel.pass_flops(shape.at(pass_=BACKWARD))
+    scaled = (f", which counts as {flops * FP32_SLOWDOWN / 1e12:,.0f} in float32 ({FP32_SLOWDOWN}× slower without "
+              "bf16's tensor-core rate)" if shape.dtype == "float32" else "")
+    return (f"timed live up to {limit / 1e12:,.0f} TFLOP a backward, B{LIVE_LIMIT.batch} H{LIVE_LIMIT.heads} "
+            f"d{LIVE_LIMIT.head_dim} at N = {fmt_tokens(LIVE_LIMIT.seq_len)}; this one is {flops / 1e12:,.1f} TFLOP"
+            f"{scaled}")
+
+
 OURS = ("fa3", "fa2")  # the sentence speaks of the first of ours measured at the setting
 TFLOPS_RULE = "backward TFLOPS = 2.5 × the forward's FLOPs ÷ the backward's time (halved when causal)"
 
@@ -172,12 +196,15 @@ def walk_caption(seq_len: int, block: int, num_blocks: int, causal: bool, dkdv_t
             "run at once.")
 
 
-def source_words(gpu: str, created: str, live: bool) -> str:
-    """Where the numbers come from, as plain text: live pages show the shipped recording (not timed here)."""
+MEMORY_NOT_LIVE = "the memory curves quote the recording: a live page times the backward at the slider's N only"
+
+
+def source_words(gpu: str, created: str, live: bool, why: str = MEMORY_NOT_LIVE) -> str:
+    """Where recorded numbers come from, as plain text; on a live page, with why they are the recording's."""
     if not gpu:
         return "no recording"
     where = f"recorded on {gpu}" + (f", {created}" if created else "")
-    return f"{where} (the backward is not timed live yet)" if live else where
+    return f"{where} ({why})" if live else where
 
 
 def measured_words(records: list[dict], source: str) -> str:

@@ -75,3 +75,22 @@ def test_decode_live_quotes_the_shipped_recording_with_its_batches():
               for chart in app.get("plotly_chart")]  # parsed: the spec may escape "×"
     assert any(t.startswith("batch 8 × 128K tokens") for t in titles), titles
     assert any("the whole job is to read the cache's K and V once" in c.value for c in app.caption)
+
+
+def test_backward_speed_view_times_its_bars_live():
+    """The backward's TFLOPS view on a live page times every bar now at the slider's N (story.backward.live_fits):
+    our backwards, cuDNN's and SDPA FA-2's, and our forwards beside them, labelled live; past the limit it quotes the
+    shipped recording and says why."""
+    import story
+    app = open_live(scene="backward", part="speed", seq_len="4096", batch="1", heads="8", head_dim="64")
+    assert not app.exception, [e.value for e in app.exception]
+    (chart,) = app.get("plotly_chart")
+    bars = json.loads(chart.proto.spec)["data"][0]
+    assert len(bars["x"]) >= 4 and all(x > 0 for x in bars["x"])  # fa2's, cuDNN's and FA-2's, and fa2's forward
+    assert "flash (ours), backward" in bars["y"] and "flash (ours), forward" in bars["y"]
+    text = page_text(app)
+    assert "measured live on" in text and "× cuDNN's" in text
+    app = open_live(scene="backward", part="speed", seq_len="131072")
+    assert not app.exception, [e.value for e in app.exception]
+    assert "recorded on NVIDIA H200" in page_text(app) and "timed live up to" in page_text(app)
+    assert not story.backward.live_fits(story.backward.LIVE_LIMIT.at(seq_len=131072, kv_len=131072))

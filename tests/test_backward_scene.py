@@ -222,3 +222,77 @@ def test_the_shipped_recording_draws_its_measured_backward():
     assert_no_exception(app)
     (fig,) = plotly_specs(app)
     assert any("measured" in d.get("name", "") for d in fig["data"])
+
+
+# -- a live page (a GPU simulated: the measurement replaced by one that records what it was asked) ---------------------
+
+LIVE_FACTS = {"name": "Test GPU", "sm_count": 132, "smem_per_sm_bytes": 233472, "smem_per_block_bytes": 232448,
+              "hbm_bytes": H200_BYTES, "hbm_gbps": 4800.0, "bf16_tflops": 989.0}
+LIVE_TFLOPS = {("fa3", "backward"): 520.0, ("fa2", "backward"): 340.0, ("sdpa_default", "backward"): 500.0,
+               ("sdpa_flash", "backward"): 290.0, ("fa3", "prefill"): 650.0, ("fa2", "prefill"): 400.0}
+
+
+@pytest.fixture
+def live_gpu(monkeypatch):
+    """A live page whose measurements come from a fake GPU: each call is kept, each record says its TFLOPS."""
+    from page import stage as stage_module
+    asked = []
+
+    def measure(algorithm, seq_len, batch, heads, head_dim, dtype, causal, pass_="prefill"):
+        asked.append((algorithm, seq_len, pass_))
+        rec = record(algorithm, seq_len=seq_len, pass_=pass_, causal=causal,
+                     tflops=LIVE_TFLOPS.get((algorithm, pass_), 100.0), peak=64 << 20)
+        return {**timed(rec), "batch": batch, "heads": heads, "head_dim": head_dim, "dtype": dtype}
+    monkeypatch.setattr(stage_module, "is_live", lambda settings: True)
+    monkeypatch.setattr(stage_module, "live_device_facts", lambda: dict(LIVE_FACTS))
+    monkeypatch.setattr(stage_module, "measure_live", measure)
+    return asked
+
+
+def test_the_live_limit_is_the_backward_of_b2_h16_d128_at_32k():
+    assert story.backward.live_fits(SHAPE.at(seq_len=32768, kv_len=32768))
+    assert not story.backward.live_fits(SHAPE.at(seq_len=65536, kv_len=65536))
+    assert story.backward.live_fits(SHAPE.at(seq_len=65536, kv_len=65536, causal=True, heads=8, kv_heads=8)), "by FLOPs, not N"
+    assert story.backward.live_fits(SHAPE.at(seq_len=8192, kv_len=8192, dtype="float32"))
+    assert not story.backward.live_fits(SHAPE.at(seq_len=16384, kv_len=16384, dtype="float32")), "fp32 counts 8×"
+    why = story.backward.live_limit_why(SHAPE.at(seq_len=65536, kv_len=65536))
+    assert "up to 44 TFLOP a backward, B2 H16 d128 at N = 32K; this one is 175.9 TFLOP" in why
+
+
+def test_a_live_page_times_every_bar_at_the_sliders_n(live_gpu):
+    app = open_app(scene="backward", part="speed", source="live", seq_len="8192")
+    assert_no_exception(app)
+    assert sorted(live_gpu) == sorted((a, 8192, p) for a, p, _ in story.backward.BARS)
+    (fig,) = plotly_specs(app)
+    assert fig["data"][0]["x"] == pytest.approx([LIVE_TFLOPS[(a, p)] for a, p, _ in story.backward.BARS])
+    text = page_text(app)
+    assert "Source: measured live on Test GPU." in text and "recorded on" not in text
+    assert "runs at 1.04× cuDNN's" in text and "0.80× its own forward's" in text
+
+
+def test_a_live_page_past_the_limit_quotes_the_recording_and_says_why(live_gpu):
+    app = open_app(scene="backward", part="speed", source="live", seq_len="65536")
+    assert_no_exception(app)
+    assert not [job for job in live_gpu if job[2] == "backward"], "nothing timed past the limit"
+    text = page_text(app)
+    assert "recorded on NVIDIA H200" in text
+    assert "timed live up to 44 TFLOP a backward, B2 H16 d128 at N = 64K; this one is" not in text
+    assert "timed live up to 44 TFLOP a backward, B2 H16 d128 at N = 32K; this one is 175.9 TFLOP" in text
+    app = open_app(scene="backward", part="memory", source="live", seq_len="8192")
+    assert_no_exception(app)
+    assert "the memory curves quote the recording" in page_text(app)
+
+
+def test_the_warm_up_times_the_backward_bars_at_every_stop_that_fits(live_gpu, monkeypatch):
+    import sys
+
+    from page import stage as stage_module
+    monkeypatch.setattr(sys, "argv", ["app.py", "--warm-up"])
+    monkeypatch.setattr(stage_module, "WARMED", {})
+    monkeypatch.setattr(stage_module, "live_sm_timeline", lambda *args: {})
+    monkeypatch.setattr(stage_module, "measure_ladder_live", lambda: [])
+    app = open_app(scene="headline", source="live", trace_len="128")
+    assert_no_exception(app)
+    timed_backward = sorted({n for _, n, p in live_gpu if p == "backward"})
+    assert timed_backward == [n for n in costmodel.SEQ_LENS if n <= 32768]
+    assert len(stage_module.WARMED) == 1
