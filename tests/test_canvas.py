@@ -214,3 +214,21 @@ def test_the_fp8_view_fits_the_window_with_its_chart(tabs, server, size):
         assert plot["y"] + plot["height"] <= box["y"] + box["height"] + 1, f"{size}, {level}: the chart runs past"
         page.screenshot(path=str(SHOTS / f"ablation-fp8-view-{name}-{size}.png"))
     assert not page.errors, page.errors
+
+
+def _decode_stops():
+    """Every cache length of the decode scene at batch 1 and at the recording's largest batch, at 1080p; the
+    shortest (where the short bars' labels say "latency-bound") and the longest at 720p too."""
+    from costmodel import DECODE_KV_LENS
+    return [pytest.param(n, batch, size, id=f"decode-{n}-b{batch}-{size}") for batch in ("1", "32") for size in SIZES
+            for n in DECODE_KV_LENS if size == "1080p" or n in (DECODE_KV_LENS[0], DECODE_KV_LENS[-1])]
+
+
+@pytest.mark.parametrize("kv_len, batch, size", _decode_stops())
+def test_the_decode_scene_fits_at_every_cache_length(tabs, server, kv_len, batch, size):
+    page = tabs[size]
+    page.errors.clear()
+    show(page, server, scene="decode", kv_len=str(kv_len), decode_batch=batch)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"decode-{kv_len}-b{batch}-{size}.png"))
+    check_canvas(page, f"decode at {kv_len} tokens, batch {batch}")

@@ -105,6 +105,9 @@ def test_the_trace_is_the_kernels_own_and_its_merge_is_the_kernels_lse():
     merge = fig.frames[-1].data[-1]
     assert list(merge.y) == [trace["merged_lse"]] * 2 and fig.frames[0].data[-1].y == (None,)
     assert "float64" in fig.layout.title.text
+    ends = fig.layout.yaxis2.tickvals  # the LSE panel: two ticks, its lowest and highest value (more stood on each other)
+    lse = [m + math.log(l) for running in trace["running"] for m, l in running] + [trace["merged_lse"]]
+    assert len(ends) == 2 and ends[0] == pytest.approx(min(lse), abs=0.05) and ends[1] == pytest.approx(max(lse), abs=0.05)
     fig.to_json()
 
 
@@ -115,7 +118,12 @@ def test_the_bandwidth_figure_draws_each_kernel_against_the_copy_roof():
     (bars,) = fig.data
     texts = [a.text for a in fig.layout.annotations if a.y in bars.y]
     assert len(bars.y) == len(rows) and len(texts) == len(rows) and all("µs" in t for t in texts)
-    assert any("latency-bound" in t for t in texts)  # at 4K our call is mostly fixed costs: said beside the bar
+    # at 4K our call is mostly fixed costs: a dagger beside its bar, keyed in the axis title
+    marked = [t for t, r in zip(texts, rows) if r["latency_bound"]]
+    assert marked and all(t.endswith(" †") for t in marked) and sum("†" in t for t in texts) == len(marked)
+    assert fig.layout.xaxis.title.text == "GB/s on K and V bytes · † latency-bound"
+    unmarked = viz.decode_bandwidth_figure([{**r, "latency_bound": False} for r in rows], COPY)
+    assert "†" not in unmarked.layout.xaxis.title.text, "no key where no bar is marked"
     assert any(shape.x0 == COPY for shape in fig.layout.shapes)
     # the labels stand in a column right of the longest bar and of the roof: the roof's line crosses none of them
     right = max([*bars.x, COPY])

@@ -93,7 +93,12 @@ def decode_trace_figure(trace: dict, theme: str = "light", height: int = 640) ->
                      ticktext=["pages in order", "in memory"], showgrid=False, row=1, col=1)
     fig.update_xaxes(range=[-1, n_pages], showgrid=False, row=1, col=1)
     fig.update_xaxes(range=[0.5, steps + 0.5], dtick=1, row=2, col=1)  # the slider under it names the key blocks
-    fig.update_yaxes(range=[lo - pad, hi + pad], title_text="m + ln l", row=2, col=1)
+    # two ticks, the lowest and highest value drawn: the panel is a few text lines high at the projector's sizes, where
+    # plotly's own three or more ticks stood on each other
+    decimals = 1 if hi - lo >= 0.2 else 3
+    ends = sorted({round(lo, decimals), round(hi, decimals)})
+    fig.update_yaxes(range=[lo - pad, hi + pad], title_text="m + ln l", tickvals=ends,
+                     ticktext=[f"{v:.{decimals}f}" for v in ends], row=2, col=1)
     fig.update_layout(
         height=height, margin=dict(t=130, b=190, r=20),
         showlegend=False,  # the pages above show each split's colour; the merge is said in words
@@ -114,6 +119,7 @@ def decode_trace_figure(trace: dict, theme: str = "light", height: int = 640) ->
     return fig
 
 
+LATENCY_MARK = "†"  # beside a bar whose time is mostly fixed costs (the launch, first round trips, the merge)
 SUBTITLE_TOP_PX = 160  # the top margin with a subtitle (the theme's 90 holds one title line and the roof's label)
 
 
@@ -126,9 +132,11 @@ def decode_bandwidth_figure(rows: list[dict], copy_gbps: float | None, theme: st
     shown = [r for r in rows if r.get("gbps")]
     fig = go.Figure()
     labels = [plotly_text(r["label"]) for r in shown]
+    # a latency-bound bar is marked with a dagger, keyed in the axis title: the words beside each bar ran out of the
+    # chart at the short caches, where every bar is one (at 1080p the column right of the roof holds ~25 characters)
     texts = [f"{r['time_us']:,.0f} µs · {r['gbps'] / 1000:,.2f} TB/s"
              + (f" ({r['gbps'] / copy_gbps:.0%})" if copy_gbps else "")
-             + (" · latency-bound" if r.get("latency_bound") else "") for r in shown]
+             + (f" {LATENCY_MARK}" if r.get("latency_bound") else "") for r in shown]
     fig.add_trace(go.Bar(y=labels, x=[r["gbps"] for r in shown], orientation="h", showlegend=False,
                          marker=dict(color=[algorithm_color("decode" if r["key"] == "paged" else r["key"])
                                             for r in shown],
@@ -145,7 +153,9 @@ def decode_bandwidth_figure(rows: list[dict], copy_gbps: float | None, theme: st
     style(fig, theme, title=(title + (f"<br><sup>{plotly_text(subtitle)}</sup>" if subtitle else "")) or None)
     if subtitle:  # the title's second line: the roof's label stays below it
         fig.update_layout(margin=dict(t=SUBTITLE_TOP_PX))
-    fig.update_xaxes(range=[0, top * 2.25], title_text="GB/s on the cache's K and V bytes")
+    axis = (f"GB/s on K and V bytes · {LATENCY_MARK} latency-bound" if any(r.get("latency_bound") for r in shown)
+            else "GB/s on the cache's K and V bytes")  # the key's line is shorter: centred, it ran out at 720p
+    fig.update_xaxes(range=[0, top * 2.25], title_text=axis)
     fig.update_yaxes(categoryorder="array", categoryarray=labels[::-1], automargin=True, tickmode="array",
                      tickvals=labels, ticktext=labels)
     fig.update_layout(height=height, bargap=0.3)
