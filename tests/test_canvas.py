@@ -217,11 +217,13 @@ def test_the_fp8_view_fits_the_window_with_its_chart(tabs, server, size):
 
 
 def _decode_stops():
-    """Every cache length of the decode scene at batch 1 and at the recording's largest batch, at 1080p; the
-    shortest (where the short bars' labels say "latency-bound") and the longest at 720p too."""
+    """Every cache length of the decode scene at batch 1 at 1080p; the shortest (where every bar is marked
+    latency-bound) and the longest at 720p too; the shortest at the recording's largest batch at both sizes."""
     from costmodel import DECODE_KV_LENS
-    return [pytest.param(n, batch, size, id=f"decode-{n}-b{batch}-{size}") for batch in ("1", "32") for size in SIZES
-            for n in DECODE_KV_LENS if size == "1080p" or n in (DECODE_KV_LENS[0], DECODE_KV_LENS[-1])]
+    first, last = DECODE_KV_LENS[0], DECODE_KV_LENS[-1]
+    stops = [(n, "1", "1080p") for n in DECODE_KV_LENS] + [(first, "1", "720p"), (last, "1", "720p")]
+    stops += [(first, "32", size) for size in SIZES]
+    return [pytest.param(n, batch, size, id=f"decode-{n}-b{batch}-{size}") for n, batch, size in stops]
 
 
 @pytest.mark.parametrize("kv_len, batch, size", _decode_stops())

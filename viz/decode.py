@@ -93,12 +93,7 @@ def decode_trace_figure(trace: dict, theme: str = "light", height: int = 640) ->
                      ticktext=["pages in order", "in memory"], showgrid=False, row=1, col=1)
     fig.update_xaxes(range=[-1, n_pages], showgrid=False, row=1, col=1)
     fig.update_xaxes(range=[0.5, steps + 0.5], dtick=1, row=2, col=1)  # the slider under it names the key blocks
-    # two ticks, the lowest and highest value drawn: the panel is a few text lines high at the projector's sizes, where
-    # plotly's own three or more ticks stood on each other
-    decimals = 1 if hi - lo >= 0.2 else 3
-    ends = sorted({round(lo, decimals), round(hi, decimals)})
-    fig.update_yaxes(range=[lo - pad, hi + pad], title_text="m + ln l", tickvals=ends,
-                     ticktext=[f"{v:.{decimals}f}" for v in ends], row=2, col=1)
+    fig.update_yaxes(range=[lo - pad, hi + pad], title_text="m + ln l", **_end_ticks(lo, hi), row=2, col=1)
     fig.update_layout(
         height=height, margin=dict(t=130, b=190, r=20),
         showlegend=False,  # the pages above show each split's colour; the merge is said in words
@@ -117,6 +112,14 @@ def decode_trace_figure(trace: dict, theme: str = "light", height: int = 640) ->
                                   args=[[frame.name], dict(mode="immediate", frame=dict(duration=0, redraw=True))])
                              for frame in frames])])
     return fig
+
+
+def _end_ticks(lo: float, hi: float) -> dict:
+    """Two ticks, the lowest and highest value drawn: the LSE panel is a few text lines high at the projector's sizes,
+    where plotly's own three or more ticks stood on each other."""
+    decimals = 1 if hi - lo >= 0.2 else 3
+    ends = sorted({round(lo, decimals), round(hi, decimals)})
+    return dict(tickvals=ends, ticktext=[f"{v:.{decimals}f}" for v in ends])
 
 
 LATENCY_MARK = "†"  # beside a bar whose time is mostly fixed costs (the launch, first round trips, the merge)
