@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from fmt import plotly_text
+from fmt import fmt_tokens, plotly_text
 from viz.theme import (BLUE, BLUISH_GREEN, ORANGE, REDDISH_PURPLE, SMALLEST_TEXT_PX, algorithm_color, style,
                        surface)
 
@@ -88,7 +88,10 @@ def decode_trace_figure(trace: dict, theme: str = "light", height: int = 640) ->
     pad = 0.15 * (hi - lo or 1.0)
     check = (f"dashed: the merge, {trace['merged_lse']:.4f} = the kernel's LSE {trace['kernel_lse']:.4f} "
              f"(float64 {trace['reference_lse']:.4f})")
-    style(fig, theme, title=f"Our decode kernel, traced ({splits} splits)<br><sup>{plotly_text(check)}</sup>")
+    # the trace's own cache (page/decode_trace.py: a small one), said in the title: the scene's caption speaks of the
+    # recorded run's split count at the slider's cache length, a different number
+    style(fig, theme, title=f"Our decode kernel, traced: {fmt_tokens(trace['kv_len'])} tokens, {splits} splits"
+                            f"<br><sup>{plotly_text(check)}</sup>")
     fig.update_yaxes(range=[-0.6, 1.6], tickvals=[rows_y["seq"], rows_y["mem"]],
                      ticktext=["pages in order", "in memory"], showgrid=False, row=1, col=1)
     fig.update_xaxes(range=[-1, n_pages], showgrid=False, row=1, col=1)
