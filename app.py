@@ -281,7 +281,8 @@ def scene_backward(stage: Stage) -> None:
         hbm_bytes = stage.facts.get("hbm_bytes") if stage.facts else None
         records = story.backward.at_setting(backward, s.shape)
         source = story.backward.source_words(recording.facts["name"] if recording else "",
-                                             recording.days(records) if recording else "", stage.live)
+                                             recording.days(records) if recording else "", stage.live,
+                                             story.backward.MEMORY_NOT_LIVE)
         caption = f"{story.backward.memory_sentence(s.shape, hbm_bytes)} {story.backward.measured_words(records, source)}"
         height = body.chart_px(below=(page.text_rows_px(caption),))
         chart(page.built_figure(viz.memory_figure, records=story.backward.with_training_failures(records),
@@ -294,11 +295,11 @@ def scene_backward(stage: Stage) -> None:
               width=page.BODY_WIDTH_PX)
         st.caption(caption)
         return
-    if stage.backward_live_fits:  # every bar timed now on this GPU (cached per setting and N)
+    live = stage.backward_live_fits  # every bar timed now on this GPU (cached per setting and N)
+    if live:
         measured = stage.backward_bars_live()
         backward = story.backward.backward_records(measured)
         forward = [r for r in measured if r.get("pass") != story.backward.BACKWARD]
-        source, earlier = stage.measured_text, ""
     elif not backward:
         st.info(story.backward.no_records_line(recording is not None))
         return
@@ -306,10 +307,10 @@ def scene_backward(stage: Stage) -> None:
         forward = recording.records
     bars = story.backward.tflops_bars(backward, forward, s.shape)
     drawn = story.backward.bar_records(backward, forward, s.shape)  # the bars' own records: their days, their code
-    if not stage.backward_live_fits:
-        source = story.backward.source_words(recording.facts["name"], recording.days(drawn), stage.live,
-                                             story.backward.live_limit_why(s.shape))
-        earlier = stage.earlier_code(drawn)
+    source, earlier = ((stage.measured_text, "") if live else
+                       (story.backward.source_words(recording.facts["name"], recording.days(drawn), stage.live,
+                                                    story.backward.live_limit_why(s.shape)),
+                        stage.earlier_code(drawn)))
     caption = " ".join(filter(None, (f"{story.backward.tflops_sentence(bars, s.shape)} Source: {markdown_text(source)}.",
                                      earlier)))
     if not any(b.tflops for b in bars):  # nothing measured at this setting: the words, not an empty chart

@@ -36,17 +36,23 @@ LIVE_LIMIT = Shape(32768, 2, 16, 128, "bfloat16", False, pass_=BACKWARD)
 FP32_SLOWDOWN = 8
 
 
+def _counted_flops(shape: Shape) -> tuple[float, float]:
+    """The backward's FLOPs at this shape, and as the live limit counts them (float32 × FP32_SLOWDOWN)."""
+    flops = costmodel.pass_flops(shape.at(pass_=BACKWARD))
+    return flops, flops * (FP32_SLOWDOWN if shape.dtype == "float32" else 1)
+
+
 def live_fits(shape: Shape) -> bool:
     """Whether a live page times the backward bars at this shape (LIVE_LIMIT)."""
-    flops = costmodel.pass_flops(shape.at(pass_=BACKWARD)) * (FP32_SLOWDOWN if shape.dtype == "float32" else 1)
-    return flops <= costmodel.pass_flops(LIVE_LIMIT)
+    return _counted_flops(shape)[1] <= costmodel.pass_flops(LIVE_LIMIT)
 
 
 def live_limit_why(shape: Shape) -> str:
     """Why a live page quotes the recording's bars at this shape, as plain text."""
-    limit, flops = costmodel.pass_flops(LIVE_LIMIT), costmodel.pass_flops(shape.at(pass_=BACKWARD))
-    scaled = (f", which counts as {flops * FP32_SLOWDOWN / 1e12:,.0f} in float32 ({FP32_SLOWDOWN}× slower without "
-              "bf16's tensor-core rate)" if shape.dtype == "float32" else "")
+    limit = costmodel.pass_flops(LIVE_LIMIT)
+    flops, counted = _counted_flops(shape)
+    scaled = (f", which counts as {counted / 1e12:,.0f} in float32 ({FP32_SLOWDOWN}× slower without bf16's "
+              "tensor-core rate)" if counted != flops else "")
     return (f"timed live up to {limit / 1e12:,.0f} TFLOP a backward, B{LIVE_LIMIT.batch} H{LIVE_LIMIT.heads} "
             f"d{LIVE_LIMIT.head_dim} at N = {fmt_tokens(LIVE_LIMIT.seq_len)}; this one is {flops / 1e12:,.1f} TFLOP"
             f"{scaled}")
@@ -199,7 +205,7 @@ def walk_caption(seq_len: int, block: int, num_blocks: int, causal: bool, dkdv_t
 MEMORY_NOT_LIVE = "the memory curves quote the recording: a live page times the backward at the slider's N only"
 
 
-def source_words(gpu: str, created: str, live: bool, why: str = MEMORY_NOT_LIVE) -> str:
+def source_words(gpu: str, created: str, live: bool, why: str) -> str:
     """Where recorded numbers come from, as plain text; on a live page, with why they are the recording's."""
     if not gpu:
         return "no recording"
