@@ -151,10 +151,6 @@ class Fa3Config:
     #                           many at once as the GPU has SMs) are split along the keys into parts that run in
     #                           one or a few short waves side by side, each writing its O and LSE to a scratch
     #                           buffer; a small kernel merges the parts by their LSE (tail_plan, launch_v3)
-    diagonal_first: bool = False  # causal: a program walks its key tiles from the diagonal down (FA-3's and FA-4's
-    #                               order: the masked tiles first, then the rest) instead of from key 0 up; a row that
-    #                               no key of its first tiles may see keeps m = −inf, P = 0 and its sums at 0 (a select
-    #                               a row in the softmax, this order only)
     pdl: bool = False  # programmatic dependent launch: the launch may begin (programs placed, barriers set up) while
     #                    the kernel before it on the stream finishes; each partition waits for that kernel before it
     #                    touches global memory (kernels/ptx.py grid_dependency_wait), and every program lets the next
@@ -190,8 +186,7 @@ class Fa3Config:
                 f"{f' exp-fma 1/{self.exp_fma}' if self.exp_fma else ''}"
                 f"{f' p×2^{self.p_offset}' if self.p_offset else ''}{' pv-promote' if self.pv_promote else ''}"
                 f"{' p-smem' if self.p_smem else ''}{' o-in-ring' if self.o_in_ring else ''}"
-                f"{' tail-split' if self.tail_split else ''}{' diagonal-first' if self.diagonal_first else ''}"
-                f"{' pdl' if self.pdl else ''}")
+                f"{' tail-split' if self.tail_split else ''}{' pdl' if self.pdl else ''}")
 
     def mangle(self) -> str:
         """The configuration as an identifier: Triton names the compiled functions after their constexpr arguments."""
@@ -203,7 +198,7 @@ class Fa3Config:
                 f"_{self.producer_regs}_{flags or 'plain'}{f'_e{self.exp_fma}' if self.exp_fma else ''}"
                 f"{f'_s{self.p_offset}' if self.p_offset else ''}{'_pp' if self.pv_promote else ''}"
                 f"{'_ps' if self.p_smem else ''}{'_or' if self.o_in_ring else ''}{'_ts' if self.tail_split else ''}"
-                f"{'_df' if self.diagonal_first else ''}{'_pdl' if self.pdl else ''}")
+                f"{'_pdl' if self.pdl else ''}")
 
     __repr__ = mangle  # Triton 3.6 mangles a constexpr argument by its repr
 
@@ -296,28 +291,24 @@ def _producer(loads, CFG: gl.constexpr, PROFILE: gl.constexpr):
 def _produce_paired(k_desc, v_desc, k_smem, v_smem, kv_ready, kv_empty, off_b, off_h, n_kv, key0, CFG: gl.constexpr,
                     PROFILE: gl.constexpr):
     # -- producer, paired ring: entry j holds K_j and V_{j-1}, what a consumer's round j reads (entry 0: K_0 only,
-    # entry n_kv: the last V only), under one ready and one empty mbarrier; round j's tile starts at key
-    # key0 + _tile(j)·BLOCK_N --
+    # entry n_kv: the last V only), under one ready and one empty mbarrier; tile j starts at key key0 + j·BLOCK_N --
     BLOCK_N: gl.constexpr = CFG.block_n
     KV_STAGES: gl.constexpr = CFG.kv_stages
     _enter("load", PROFILE)
     mbarrier.wait(kv_empty.index(0), 1)  # a fresh mbarrier counts its phase before 0 as complete
     mbarrier.expect(kv_ready.index(0), k_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(k_desc, [off_b, off_h, key0 + _tile(0, n_kv, CFG) * BLOCK_N, 0],
-                                    kv_ready.index(0), k_smem.index(0))
+    tma.async_copy_global_to_shared(k_desc, [off_b, off_h, key0, 0], kv_ready.index(0), k_smem.index(0))
     for j in range(1, n_kv):
         slot, phase = _ring(j, KV_STAGES)
         mbarrier.wait(kv_empty.index(slot), phase ^ 1)
         mbarrier.expect(kv_ready.index(slot), k_desc.block_type.nbytes + v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [off_b, off_h, key0 + _tile(j, n_kv, CFG) * BLOCK_N, 0],
-                                        kv_ready.index(slot), k_smem.index(slot))
-        _load_v(v_desc, off_b, off_h, key0 + _tile(j - 1, n_kv, CFG) * BLOCK_N, kv_ready.index(slot),
-                v_smem.index(slot))
+        tma.async_copy_global_to_shared(k_desc, [off_b, off_h, key0 + j * BLOCK_N, 0], kv_ready.index(slot),
+                                        k_smem.index(slot))
+        _load_v(v_desc, off_b, off_h, key0 + (j - 1) * BLOCK_N, kv_ready.index(slot), v_smem.index(slot))
     slot, phase = _ring(n_kv, KV_STAGES)
     mbarrier.wait(kv_empty.index(slot), phase ^ 1)
     mbarrier.expect(kv_ready.index(slot), v_desc.block_type.nbytes)
-    _load_v(v_desc, off_b, off_h, key0 + _tile(n_kv - 1, n_kv, CFG) * BLOCK_N, kv_ready.index(slot),
-            v_smem.index(slot))
+    _load_v(v_desc, off_b, off_h, key0 + (n_kv - 1) * BLOCK_N, kv_ready.index(slot), v_smem.index(slot))
     _exit("load", PROFILE)
 
 
@@ -334,12 +325,12 @@ def _produce_split(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_
         _enter("load", PROFILE)
         mbarrier.wait(k_empty.index(slot), refill)
         mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [off_b, off_h, key0 + _tile(j, n_kv, CFG) * BLOCK_N, 0],
-                                        k_ready.index(slot), k_smem.index(slot))
+        tma.async_copy_global_to_shared(k_desc, [off_b, off_h, key0 + j * BLOCK_N, 0], k_ready.index(slot),
+                                        k_smem.index(slot))
         # -- load the V tile --
         mbarrier.wait(v_empty.index(slot), refill)
         mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
-        _load_v(v_desc, off_b, off_h, key0 + _tile(j, n_kv, CFG) * BLOCK_N, v_ready.index(slot), v_smem.index(slot))
+        _load_v(v_desc, off_b, off_h, key0 + j * BLOCK_N, v_ready.index(slot), v_smem.index(slot))
         _exit("load", PROFILE)
 
 
@@ -395,15 +386,6 @@ def _wait_pv(o_tok, p_op):
 # -- the consumer's math: masking, the online softmax, the (conditional) rescale ------------------------------------
 
 @_jit
-def _tile(j, n_kv, CFG: gl.constexpr):
-    # the key tile a program's round j reads: j, or walking from the diagonal down, n_kv − 1 − j
-    if CFG.diagonal_first:
-        return n_kv - 1 - j
-    else:
-        return j
-
-
-@_jit
 def _mask(s, j, offs_m, offs_n, seq_len, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
     # keys past seq_len, and under a causal mask keys after the query, score -inf
     keys = j * BLOCK_N + offs_n
@@ -421,8 +403,7 @@ _LAZY_THRESHOLD = _constexpr(8.0)
 
 
 @_jit
-def _softmax(s, m_i, l_i, qk_scale, LAZY: gl.constexpr = False, EXP_FMA: gl.constexpr = 0, P_OFFSET: gl.constexpr = 0,
-             EMPTY_ROWS: gl.constexpr = False):
+def _softmax(s, m_i, l_i, qk_scale, LAZY: gl.constexpr = False, EXP_FMA: gl.constexpr = 0, P_OFFSET: gl.constexpr = 0):
     # -- update m_i and l_i (online softmax, log2 units: one FMA per score, s·scale − m) --
     m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
     if LAZY:  # keep the old max unless the new one is more than 2^(8 − P_OFFSET) larger (FA-4's conditional rescale)
@@ -431,15 +412,11 @@ def _softmax(s, m_i, l_i, qk_scale, LAZY: gl.constexpr = False, EXP_FMA: gl.cons
         m_p = m_new - P_OFFSET
     else:
         m_p = m_new
-    if EMPTY_ROWS:  # a row with no key seen yet (m = −inf: Fa3Config.diagonal_first's first tiles): P = 2^−inf = 0
-        m_p = gl.where(m_new == float("-inf"), 0.0, m_p)
     if EXP_FMA:  # 1 in EXP_FMA on the FMA units (a call only here: the others' PTX, and so their SASS, is unchanged)
         p = exp2(s * qk_scale - m_p[:, None], EXP_FMA)
     else:
         p = gl.exp2(s * qk_scale - m_p[:, None])
     alpha = gl.exp2(m_i - m_new)
-    if EMPTY_ROWS:  # −inf − (−inf): keep such a row's (zero) sums as they are
-        alpha = gl.where(m_new == float("-inf"), 1.0, alpha)
     l_i = l_i * alpha + gl.sum(p, 1)
     return p, m_new, l_i, alpha
 
@@ -505,16 +482,16 @@ def _consumer(CONSUMER: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.conste
     _turn_pass(turn, NEXT, CFG)
     s = warpgroup_mma_wait(0, deps=(s_tok,))
     mbarrier.arrive(k_empty.index(0), count=1)  # K_0 read: the producer may refill its slot
-    if _tile(0, n_kv, CFG) >= mask_from:
-        s = _mask(s, _tile(0, n_kv, CFG), offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
-    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, LAZY, CFG.exp_fma, FP8 * CFG.p_offset, CFG.diagonal_first)
+    if mask_from == 0:
+        s = _mask(s, 0, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
+    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, LAZY, CFG.exp_fma, FP8 * CFG.p_offset)
     p_op = _p_handover(p, m_i, p_buf, in_dtype, p_layout, CFG)  # e4m3 P: ≤ 2^8 (lazy)
 
     for j in range(1, n_kv):
         acc, m_i, l_i, alpha, p_op = _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_ready,
                                                      k_empty, v_ready, v_empty, turn, qk_scale, seq_len, offs_m,
-                                                     offs_n, mask_from, n_kv, o_row_layout, p_layout, p_buf, CONSUMER,
-                                                     NEXT, CFG, CAUSAL, PROFILE)
+                                                     offs_n, mask_from, o_row_layout, p_layout, p_buf, CONSUMER, NEXT,
+                                                     CFG, CAUSAL, PROFILE)
 
     # -- rescale the accumulator, then add P·V: the last tile's P·V --
     if KV_PAIRED:  # entry n_kv holds the last V alone
@@ -621,7 +598,7 @@ def _p_operand(p, dtype: gl.constexpr, p_layout: gl.constexpr, IN_PLACE: gl.cons
 
 @_jit
 def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_ready, k_empty, v_ready, v_empty,
-                    turn, qk_scale, seq_len, offs_m, offs_n, mask_from, n_kv, o_row_layout: gl.constexpr,
+                    turn, qk_scale, seq_len, offs_m, offs_n, mask_from, o_row_layout: gl.constexpr,
                     p_layout: gl.constexpr, p_buf, CONSUMER: gl.constexpr, NEXT: gl.constexpr, CFG: gl.constexpr,
                     CAUSAL: gl.constexpr, PROFILE: gl.constexpr):
     # one round of the K/V loop: S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1} issued together, then tile j's softmax
@@ -671,10 +648,9 @@ def _consumer_round(j, q, acc, m_i, l_i, alpha, p_op, s_init, k_smem, v_smem, k_
             mbarrier.arrive(v_empty.index(prev), count=1)
     _exit("qk", PROFILE)
     _enter("softmax", PROFILE)
-    tile = _tile(j, n_kv, CFG)
-    if tile >= mask_from:
-        s = _mask(s, tile, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
-    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, LAZY, CFG.exp_fma, FP8 * CFG.p_offset, CFG.diagonal_first)
+    if j >= mask_from:
+        s = _mask(s, j, offs_m, offs_n, seq_len, BLOCK_N, CAUSAL)
+    p, m_i, l_i, alpha = _softmax(s, m_i, l_i, qk_scale, LAZY, CFG.exp_fma, FP8 * CFG.p_offset)
     _exit("softmax", PROFILE)
     _enter("pv", PROFILE)  # wait for P·V (in flight since the qk phase), hand P_j over
     if OVERLAP:
@@ -1092,8 +1068,6 @@ def launch_v3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, s
     if batch * heads > 65535:  # the grid's second dimension
         raise ValueError(f"batch × heads must be at most 65535 for the FA-3 kernel's grid; got {batch * heads}")
     fp8 = q.dtype == torch.float8_e4m3fn
-    if config.diagonal_first and not causal:
-        raise ValueError("Fa3Config.diagonal_first orders a causal program's key walk: it is for the causal kernel")
     if config.tail_split and causal:
         raise ValueError("Fa3Config.tail_split is for the non-causal kernel (a causal launch orders its programs "
                          "longest first instead: lpt)")

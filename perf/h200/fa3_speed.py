@@ -99,13 +99,10 @@ def fa4_candidates(head_dim: int, causal: bool) -> dict[str, Fa3Config]:
 
     Head_dim 64 causal, timed beside FA-4 on an H100 (2026-12-07 07:30, ÷ shipped at 8K / 16K / 32K): the shipped
     config without the in-warpgroup overlap 1.005 / 0.961 / 0.999, with the named-barrier turns and paired ring 1.024
-    / 0.972 / 1.016 (overlap off too: 1.010 / 0.984 / 0.975), without lpt 0.913 / 0.950 / 0.999.
-
-    Now, every causal class: the key walk from the diagonal down (Fa3Config.diagonal_first; BENCHMARKS.md §3c)."""
-    if not causal:
-        return {}
-    c = replace(SHIPPED[(head_dim, True)], diagonal_first=True)
-    return {name(c): c}  # the table prints the providers named "fa3 …" beside the shipped one
+    / 0.972 / 1.016 (overlap off too: 1.010 / 0.984 / 0.975), without lpt 0.913 / 0.950 / 0.999. The key walk from the
+    diagonal down (commit 5d93545, every causal class; 08:10): 0.981 / 1.004 / 0.964 at 64, 1.024 / 0.966 / 0.980 at
+    128 (B1 H32 8K 0.983), 1.006 / 0.986 at 256."""
+    return {}
 
 
 def name(c: Fa3Config) -> str:
