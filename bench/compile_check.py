@@ -1,7 +1,7 @@
 """Compile every shipped configuration of every kernel for real GPU targets, ahead of time, with no GPU.
 
     FLASH_LIVE_BACKEND=aot python3 -m bench.compile_check [--jobs N] [--json PATH] [--only KEY] [--cache]
-        [--backward all|representative|candidates]
+        [--backward all|representative|candidates] [--sm80 all|representative]
 
 CI has no GPU and the H200 runs another Triton (3.6) than our pin (3.7.1), so without this a GPU user's first
 launch under the pinned Triton would be its first compile. Each kernel's spec (kernels/specs.py) names the function
@@ -87,15 +87,29 @@ def kernel_sets() -> tuple[str, ...]:
 
 
 BACKWARD_SUBSETS = ("all", "representative", "candidates")
+SM80_SUBSETS = ("all", "representative")
+# --sm80 representative (CI's time): the sm_80 builds of the head_dims the bench measures; sm_90 keeps every one
+SM80_HEAD_DIMS = (64, 128)
 
 
-def _spec_entries(spec, backward: str = "all") -> list[Entry]:
+def _sm80_keeps(label: str) -> bool:
+    """Whether --sm80 representative builds this configuration for sm_80: one at a head_dim the bench measures, or
+    one without a head_dim (the bench's L2 read)."""
+    head_dim = re.search(r"\bD=(\d+) ", label)
+    return head_dim is None or int(head_dim.group(1)) in SM80_HEAD_DIMS
+
+
+def _spec_entries(spec, backward: str = "all", sm80: str = "all") -> list[Entry]:
     entries = []
     if backward == "candidates":  # the backward's tile candidates alone
         shipped = spec.load("backward_compile")(backward) if spec.backward_compile else []
     else:
         shipped = spec.load("compile")() + (spec.load("backward_compile")(backward) if spec.backward_compile else [])
     for label, targets, launch in shipped:  # its forward's launches, then its backward's
+        if sm80 == "representative" and not _sm80_keeps(label):
+            targets = tuple(t for t in targets if t != "sm_80")
+        if not targets:
+            continue
         for fn, args, kwargs in _capture(launch):
             entries += [Entry(_name(fn), label, target, fn, args, kwargs) for target in targets]
     return entries
@@ -113,11 +127,11 @@ def _name(fn) -> str:
     return f"{fn.fn.__module__}:{fn.fn.__name__}"
 
 
-def _entries(only: list[str] | None = None, backward: str = "all") -> list[Entry]:
+def _entries(only: list[str] | None = None, backward: str = "all", sm80: str = "all") -> list[Entry]:
     entries = []
     for spec in specs.with_facet("compile"):
         if not only or spec.key in only:
-            entries += _spec_entries(spec, backward)
+            entries += _spec_entries(spec, backward, sm80)
     if (not only or BANDWIDTH in only) and backward != "candidates":
         entries += _bandwidth_entries()
     unique, seen = [], set()
@@ -184,11 +198,12 @@ def _compile_one(index: int) -> Result:
                       error=" | ".join(line.strip() for line in message if line.strip())[-600:])
 
 
-def run_check(only: list[str] | None = None, jobs: int | None = None, backward: str = "all") -> list[Result]:
+def run_check(only: list[str] | None = None, jobs: int | None = None, backward: str = "all",
+              sm80: str = "all") -> list[Result]:
     if not runtime.AOT:
         raise SystemExit(f"bench.compile_check needs FLASH_LIVE_BACKEND=aot (this process chose "
                          f"{runtime.backend()!r}: {runtime.backend_reason()})")
-    _ENTRIES[:] = _entries(only, backward)
+    _ENTRIES[:] = _entries(only, backward, sm80)
     jobs = jobs or os.cpu_count() or 1
     if jobs == 1:
         return [_compile_one(i) for i in range(len(_ENTRIES))]
@@ -219,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backward", choices=BACKWARD_SUBSETS, default="all",
                         help="the backwards' launches: all shipped (default), a representative few (CI's time: "
                              "kernels/fa2_bwd.py REPRESENTATIVE), or only the tile candidates (nothing else)")
+    parser.add_argument("--sm80", choices=SM80_SUBSETS, default="all",
+                        help="the sm_80 builds: all (default), or those at head_dim 64 and 128 only (CI's time; "
+                             "sm_90 builds every configuration either way)")
     parser.add_argument("--cache", action="store_true", help="use Triton's disk cache (default: a fresh one, so "
                                                              "every configuration really compiles)")
     args = parser.parse_args(argv)
@@ -226,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="compile-check-cache-") as cache:
         if not args.cache:
             os.environ["TRITON_CACHE_DIR"] = cache
-        results = run_check(args.only, args.jobs, args.backward)
+        results = run_check(args.only, args.jobs, args.backward, args.sm80)
     elapsed = time.perf_counter() - start
     print(_table(results))
     failed = [r for r in results if not r.ok]

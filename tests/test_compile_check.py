@@ -2,10 +2,12 @@
 the `tl` kernels, sm_90 for the Gluon FA-3 kernel, under the pinned Triton. Slow-ish (a few minutes on two cores:
 each configuration is a real Triton + ptxas compile), never skipped: it is the only test of what a GPU user's first
 launch compiles. The backward is compiled in a representative subset (kernels/fa2_bwd.py REPRESENTATIVE: every
-backward kernel, bf16 at head_dim 64 and 128 causal and not, one fp32 build; and the TMA tiles, sm_90) to keep CI's
+backward kernel, bf16 at head_dim 64 and 128 causal and not, one fp32 build; and the TMA tiles, sm_90), and the
+`tl` kernels' sm_80 builds at the head_dims the bench measures (64 and 128; sm_90 builds every head_dim), to keep CI's
 time; `python -m bench.compile_check` compiles all of it."""
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,8 +22,9 @@ def check(tmp_path_factory):
     out = tmp_path_factory.mktemp("compile-check") / "results.json"
     env = {**os.environ, "FLASH_LIVE_BACKEND": "aot"}
     env.pop("TRITON_INTERPRET", None)
-    run = subprocess.run([sys.executable, "-m", "bench.compile_check", "--backward", "representative", "--json", str(out)], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=1500)
+    run = subprocess.run([sys.executable, "-m", "bench.compile_check", "--backward", "representative", "--sm80",
+                          "representative", "--json", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=1500)
     return run, (json.loads(out.read_text()) if out.exists() else None)
 
 
@@ -54,9 +57,14 @@ def test_every_kernel_and_target_is_covered(check):
     assert tma_targets == {"sm_90"}  # TMA copies: Hopper only
     assert any(" float32 " in label for label in bwd_labels) and not any("candidate" in label for label in bwd_labels)
     flash_rows = [r for r in data["results"] if r["kernel"].endswith(":_attn_fwd")]
-    for head_dim, dtype_bytes, causal in flash.TUNED_CONFIGS:  # every tuned class, on both targets
+    from bench.compile_check import SM80_HEAD_DIMS
+    for head_dim, dtype_bytes, causal in flash.TUNED_CONFIGS:  # every tuned class; sm_80 at the bench's head_dims
         tag = f"D={head_dim} {'bfloat16' if dtype_bytes == 2 else 'float32'} {'causal' if causal else 'full'} "
-        assert {r["target"] for r in flash_rows if r["label"].startswith(tag)} == {"sm_90", "sm_80"}, tag
+        targets = {"sm_90", "sm_80"} if head_dim in SM80_HEAD_DIMS else {"sm_90"}
+        assert {r["target"] for r in flash_rows if r["label"].startswith(tag)} == targets, tag
+    sm80_dims = {int(m[1]) for r in data["results"] if r["target"] == "sm_80"
+                 for m in [re.search(r"\bD=(\d+) ", r["label"])] if m}
+    assert sm80_dims == set(SM80_HEAD_DIMS), sm80_dims  # the forwards', the backward's and decode's builds alike
     fa3_rows = [r for r in data["results"] if r["kernel"].endswith(":_fa3_fwd")]
     ladder_only = [c for c in flash_v3.LADDER.values() if c not in flash_v3.SHIPPED.values()]
     # fp16 and bf16, shipped, short sequences' and the ladder; and e4m3 per shipped (head_dim, causal) and per speed
