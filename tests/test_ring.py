@@ -184,7 +184,10 @@ def test_bench_ring_on_cpu_processes_writes_runs_the_app_reads(tmp_path):
     assert {r["layout"] for r in mine} == {"plain", "zigzag"}
     for run in mine:
         assert run["world_size"] == 2 and run["seq_len"] == 64 and run["causal"] and run["kernel"] == "fa2"
-        assert run["check_seq_len"] == 72 and run["check_err"] < 2e-2
+        # (the bench's log names each layout's error: one run in CI, 2026-12-07, read 8e8 for one layout, and 40
+        # runs of the bench and 185 of its checks alone read 0.013 each; the log is kept in the message for the next)
+        assert run["check_seq_len"] == 72 and run["check_err"] < 2e-2, (run["layout"], run["check_err"],
+                                                                         done.stderr[-1500:])
         assert len(run["steps"]) == 4 and len(run["rank_compute_ms"]) == 2 and run["one_gpu_ms"] > 0
         # when, and the code it ran: kernels/ring.py around the teaching kernel (specs.source_files' RING)
         assert run["recorded_at"] and run["build"] == source.record_build("fa2", specs.RING, "bfloat16")
