@@ -253,8 +253,9 @@ def main(argv: list[str] | None = None) -> int:
           f"compiled ({', '.join(f'{t}: {n}' for t, n in per_target.items())}) in {elapsed:.0f} s"
           + (f"; {len(failed)} FAILED" if failed else ""))
     if args.json:
-        args.json.write_text(json.dumps({"triton": triton.__version__, "seconds": elapsed,
-                                         "results": [asdict(r) for r in results]}, indent=1))
+        args.json.write_text(json.dumps({"triton": triton.__version__, "seconds": elapsed, "sm80": args.sm80,
+                                         "sm80_head_dims": list(SM80_HEAD_DIMS) if args.sm80 == "representative"
+                                         else None, "results": [asdict(r) for r in results]}, indent=1))
     return 1 if failed else 0
 
 

@@ -1,4 +1,5 @@
 """Shared test set-up: the repo root on sys.path, the `gpu` marker, shared fixtures (poisoned allocations, the\nbrowser tests' server, browser and tabs). Shared helper functions live in the tests/support_*.py and\ntests/browser_*.py modules; no test module imports another."""
+import os
 import sys
 from pathlib import Path
 
@@ -17,6 +18,18 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _backend_choice_stays_put():
+    """No test may leave FLASH_LIVE_BACKEND changed in this process's environment: every later subprocess (the ring
+    bench, the app's servers) would take that backend. Importing bench.compile_check sets it to "aot" (compile, never
+    launch): a test that imported it made the ring bench's outputs uninitialized memory in CI (2026-12-07)."""
+    before = os.environ.get("FLASH_LIVE_BACKEND")
+    yield
+    after = os.environ.get("FLASH_LIVE_BACKEND")
+    assert after == before, (f"this test left FLASH_LIVE_BACKEND={after!r} in the environment (was {before!r}); "
+                             "run bench.compile_check in a subprocess instead of importing it")
 
 
 @pytest.fixture
