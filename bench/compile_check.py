@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("FLASH_LIVE_BACKEND", "aot")  # before kernels.runtime is imported: compile only, no launches
+if __name__ == "__main__":  # run as the program: compile only, no launches (before kernels.runtime is imported).
+    # Not on import: the variable would stay in the importer's environment and every subprocess it starts would
+    # compile without launching (a test that imported this module made the ring bench's outputs garbage in CI)
+    os.environ.setdefault("FLASH_LIVE_BACKEND", "aot")
 
 import argparse
 import json

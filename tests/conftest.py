@@ -23,13 +23,13 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def _backend_choice_stays_put():
     """No test may leave FLASH_LIVE_BACKEND changed in this process's environment: every later subprocess (the ring
-    bench, the app's servers) would take that backend. Importing bench.compile_check sets it to "aot" (compile, never
-    launch): a test that imported it made the ring bench's outputs uninitialized memory in CI (2026-12-07)."""
+    bench, the app's servers) would take that backend. Importing bench.compile_check once set it to "aot" (compile,
+    never launch): a test that imported it made the ring bench's outputs uninitialized memory in CI (2026-12-07)."""
     before = os.environ.get("FLASH_LIVE_BACKEND")
     yield
     after = os.environ.get("FLASH_LIVE_BACKEND")
     assert after == before, (f"this test left FLASH_LIVE_BACKEND={after!r} in the environment (was {before!r}); "
-                             "run bench.compile_check in a subprocess instead of importing it")
+                             "set it with monkeypatch.setenv, which puts it back")
 
 
 @pytest.fixture
