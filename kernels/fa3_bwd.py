@@ -86,9 +86,6 @@ class Fa3BwdConfig:
     producer_regs: int = 24   # registers per thread of the producer warp
     kv_regs: bool = False     # a consumer's K and V rows held in registers, the A operand of Sᵀ = K Qᵀ and
     #                           dPᵀ = V dOᵀ (those wgmmas then read only Qᵀ and dOᵀ from shared memory)
-    rotate: bool = False      # not causal: key block t walks the query blocks from block 2t on, wrapping round,
-    #                           instead of every program from block 0 (the programs of a head then add into
-    #                           different blocks of dQ at a time, and read different Q blocks)
 
     def __post_init__(self):
         if self.dq_split not in ("cols", "keys"):
@@ -97,12 +94,11 @@ class Fa3BwdConfig:
     @property
     def label(self) -> str:
         return (f"2×64 keys, {self.stages} slots, dQ by {self.dq_split}, regs {self.consumer_regs}/"
-                f"{self.producer_regs}" + (", K and V in registers" if self.kv_regs else "")
-                + (", rotated walk" if self.rotate else ""))
+                f"{self.producer_regs}" + (", K and V in registers" if self.kv_regs else ""))
 
     def mangle(self) -> str:
         return (f"Fa3BwdConfig_s{self.stages}_{self.dq_split}_r{self.consumer_regs}_{self.producer_regs}"
-                + ("_kvregs" if self.kv_regs else "") + ("_rot" if self.rotate else ""))
+                + ("_kvregs" if self.kv_regs else ""))
 
     __repr__ = mangle  # Triton 3.6 mangles a constexpr argument by its repr
 
@@ -142,9 +138,8 @@ SHIPPED: dict[int, Fa3BwdConfig] = {
 # 0.98× dQ by columns, both read from shared memory); a third ring slot measured 0.98–1.01× at 64 and spilled at 128
 # (BENCHMARKS.md, Tried and lost)
 CANDIDATES: dict[int, dict[str, Fa3BwdConfig]] = {
-    64: {"K, V from shared memory": Fa3BwdConfig(2, "cols"), "dQ by keys": Fa3BwdConfig(2, "keys"),
-         "rotated walk": Fa3BwdConfig(2, "cols", kv_regs=True, rotate=True)},
-    128: {"rotated walk": Fa3BwdConfig(2, "cols", rotate=True)},
+    64: {"K, V from shared memory": Fa3BwdConfig(2, "cols"), "dQ by keys": Fa3BwdConfig(2, "keys")},
+    128: {},
 }
 
 
@@ -152,7 +147,7 @@ CANDIDATES: dict[int, dict[str, Fa3BwdConfig]] = {
 
 @_jit
 def _producer(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem, do_smem, lse_smem,
-              delta_smem, kv_ready, q_ready, q_empty, off_b, off_h, n0, m_begin, n_iter, rot, CFG: gl.constexpr):
+              delta_smem, kv_ready, q_ready, q_empty, off_b, off_h, n0, m_begin, n_iter, CFG: gl.constexpr):
     STAGES: gl.constexpr = CFG.stages
     # -- load K and V: this program's 128 keys, one 64-row half per consumer --
     mbarrier.expect(kv_ready.index(0), 2 * k_desc.block_type.nbytes + 2 * v_desc.block_type.nbytes)
@@ -168,10 +163,7 @@ def _producer(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_s
         mbarrier.wait(q_empty.index(slot), phase ^ 1)  # a fresh mbarrier counts its phase before 0 as complete
         mbarrier.expect(q_ready.index(slot), q_desc.block_type.nbytes + do_desc.block_type.nbytes +
                         lse_desc.block_type.nbytes + delta_desc.block_type.nbytes)
-        if CFG.rotate:
-            m0 = m_begin + (it + rot) % n_iter * _BLOCK_M
-        else:
-            m0 = m_begin + it * _BLOCK_M
+        m0 = m_begin + it * _BLOCK_M
         tma.async_copy_global_to_shared(q_desc, [off_b, off_h, m0, 0], q_ready.index(slot), q_smem.index(slot))
         tma.async_copy_global_to_shared(do_desc, [off_b, off_h, m0, 0], q_ready.index(slot), do_smem.index(slot))
         tma.async_copy_global_to_shared(lse_desc, [off_b, off_h, m0], q_ready.index(slot), lse_smem.index(slot))
@@ -183,7 +175,7 @@ def _producer(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_s
 @_jit
 def _consumer(W: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.constexpr):
     dk_desc, dv_desc, dq_desc, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem, kv_ready, \
-        q_ready, q_empty, sm_scale, seq_len, off_b, off_h, n0, m_begin, n_iter, rot = work
+        q_ready, q_empty, sm_scale, seq_len, off_b, off_h, n0, m_begin, n_iter = work
     STAGES: gl.constexpr = CFG.stages
     HEAD_DIM: gl.constexpr = dk_desc.block_type.shape[3]
     dtype: gl.constexpr = dk_desc.dtype
@@ -225,10 +217,7 @@ def _consumer(W: gl.constexpr, work, CFG: gl.constexpr, CAUSAL: gl.constexpr):
     for it in range(n_iter):
         slot = it % STAGES
         phase = (it // STAGES) & 1
-        if CFG.rotate:
-            m0 = m_begin + (it + rot) % n_iter * _BLOCK_M
-        else:
-            m0 = m_begin + it * _BLOCK_M
+        m0 = m_begin + it * _BLOCK_M
         mbarrier.wait(q_ready.index(slot), phase)
         q = q_smem.index(slot).reshape([_BLOCK_M, HEAD_DIM])
         do = do_smem.index(slot).reshape([_BLOCK_M, HEAD_DIM])
@@ -332,10 +321,6 @@ def _fa3_bwd(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_
     else:
         m_begin = n0 * 0
     n_iter = gl.cdiv(seq_len, _BLOCK_M) - m_begin // _BLOCK_M
-    if CFG.rotate and not CAUSAL:  # causal programs already start apart: at their own diagonals
-        rot = 2 * tile % n_iter
-    else:
-        rot = n_iter * 0
 
     dtype: gl.constexpr = q_desc.dtype
     k_smem = gl.allocate_shared_memory(dtype, [_NUM_CONSUMERS] + k_desc.block_type.shape, k_desc.layout)
@@ -356,11 +341,11 @@ def _fa3_bwd(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_
         mbarrier.init(q_empty.index(i), count=_NUM_CONSUMERS)  # freed once both consumers arrived
 
     work = (dk_desc, dv_desc, dq_desc, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem,
-            kv_ready, q_ready, q_empty, sm_scale, seq_len, off_b, off_h, n0, m_begin, n_iter, rot)
+            kv_ready, q_ready, q_empty, sm_scale, seq_len, off_b, off_h, n0, m_begin, n_iter)
     gl.warp_specialize([(_consumer, (0, work, CFG, CAUSAL)), (_consumer, (1, work, CFG, CAUSAL)),
                         (_producer, (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, k_smem, v_smem, q_smem,
                                      do_smem, lse_smem, delta_smem, kv_ready, q_ready, q_empty, off_b, off_h, n0,
-                                     m_begin, n_iter, rot, CFG))],
+                                     m_begin, n_iter, CFG))],
                        [4, 1], [CFG.consumer_regs, CFG.producer_regs])
 
 
