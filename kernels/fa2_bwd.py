@@ -458,9 +458,18 @@ def _check_tma(*tensors: torch.Tensor) -> None:
 # scalar atomics (0.69-0.99×) or by TMA reduce-adds (0.60-0.98×), lost (BENCHMARKS.md, Tried and lost); Q, K, V and
 # dO by TMA copies shipped without the causal mask (TMA_CONFIGS). Kept beside them: the pointer tiles they replaced
 # (non-causal, so a run re-measures the gain) and TMA on the causal tiles (lost at d128 on an H100, 0.95-0.97).
+# Sweep of 2026-12-07 (BENCHMARKS.md §1d, predicted before the run): 64-row steps and 64-key steps on the TMA tiles,
+# and 8 warps on d64's causal tiles (the shipped 4-warp build keeps 80 bytes of stack; none of these spills).
+B = BackwardConfig
 CANDIDATES: dict[tuple[int, bool], dict[str, BackwardConfig]] = {
-    **{(d, False): {"pointer": _gpu_config(d, 2, False)} for d in (64, 128)},
-    **{(d, True): {"tma": replace(_gpu_config(d, 2, True), tma=True)} for d in (64, 128)}}
+    (64, False): {"pointer": _gpu_config(64, 2, False), "tma m64": B(64, 128, 128, 64, 8, 3, True),
+                  "tma m64 s2": B(64, 128, 128, 64, 8, 2, True), "tma dkdv m64": B(64, 128, 128, 32, 8, 3, True),
+                  "tma dq n64": B(32, 128, 128, 64, 8, 3, True), "tma w4 s4": B(32, 128, 128, 32, 4, 4, True)},
+    (128, False): {"pointer": _gpu_config(128, 2, False), "tma s2": B(64, 128, 128, 64, 8, 2, True),
+                   "tma dq n32": B(64, 128, 128, 32, 8, 3, True), "tma dkdv m32": B(32, 128, 128, 64, 8, 3, True)},
+    (64, True): {"tma": replace(_gpu_config(64, 2, True), tma=True), "m64 w8": B(64, 128, 128, 64, 8, 3),
+                 "tma m64 w8": B(64, 128, 128, 64, 8, 3, True), "w8": B(32, 128, 128, 32, 8, 3)},
+    (128, True): {"tma": replace(_gpu_config(128, 2, True), tma=True), "dq n64": B(32, 128, 128, 64, 8, 3)}}
 
 # The compile check's subset of the shipped launches (CI's time): both 16-bit head_dims the bench measures, causal
 # and not, and one fp32 build (head_dim 64: fp32 at 128 causal took 37 s a target to compile here, the rest 1-6 s);
