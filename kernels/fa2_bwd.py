@@ -21,7 +21,7 @@ start first across a group of heads whose re-read tensors fit in L2 (lpt, as the
 another left the last heads' longest programs for the end: lpt measured 1.05-1.24× at 4K-8K on the H200, level at
 16K; BENCHMARKS.md §1a). Ragged seq_len: the edge blocks masked.
 The exponentials are base 2 with log2(e) folded into the scale, as in the forward. Tiles come by pointer loads, or,
-on Hopper without the causal mask (TMA_CONFIGS, BENCHMARKS.md §1d), Q, K, V and dO through 4-D tensor descriptors as
+on Hopper for the shape classes in TMA_CONFIGS (BENCHMARKS.md §1d), Q, K, V and dO through 4-D tensor descriptors as
 the forward reads them there (TMA copies: rows past seq_len load as zeros; the interpreter emulates them).
 """
 from __future__ import annotations
@@ -304,6 +304,7 @@ class BackwardConfig:
 # head_dim ≤ 64, larger steps and 8 warps at 128, halved at 256 and for fp32 (registers). Timed beside CANDIDATES on
 # the H200 (2026-12-04, B2 H16 8K bf16, BENCHMARKS.md §1d): only head_dim 128 causal gained, 1.15× with 32-row steps
 # and 8 warps at 3 stages (the shipped 64-row steps spilled; non-causal they are 1.23× faster than the 32-row ones).
+# At 128 causal the dQ pass steps 64 keys at a time: 1.025-1.082× 32 keys in two runs on H100s (2026-12-07).
 def _gpu_config(head_dim: int, dtype_bytes: int, causal: bool = False) -> BackwardConfig:
     if dtype_bytes == 4:
         if head_dim == 256:  # 64×16 steps at 2 stages need 168 KB of shared memory: more than sm_80 has
@@ -312,7 +313,7 @@ def _gpu_config(head_dim: int, dtype_bytes: int, causal: bool = False) -> Backwa
     if head_dim <= 64:
         return BackwardConfig(32, 128, 128, 32, 4, 3)
     if head_dim == 128:
-        return BackwardConfig(32, 128, 128, 32, 8, 3) if causal else BackwardConfig(64, 128, 128, 64, 8, 2)
+        return BackwardConfig(32, 128, 128, 64, 8, 3) if causal else BackwardConfig(64, 128, 128, 64, 8, 2)
     return BackwardConfig(32, 64, 64, 32, 8, 1)
 
 
@@ -321,15 +322,18 @@ _INTERPRETER_CONFIG = BackwardConfig(64, 64, 64, 64, 4, 1)
 WALK_CONFIG = _INTERPRETER_CONFIG  # the scene's tile walk (visit_order's default): square tiles, both passes alike
 
 
-# Q, K, V and dO by TMA copies (16-bit, Hopper and newer, without the causal mask): the copies free the registers the
+# Q, K, V and dO by TMA copies (16-bit, Hopper and newer; the classes below): the copies free the registers the
 # pointer loads' addresses held, which a third stage (head_dim 128) or 8 warps (64) then use. Timed ÷ the pointer
 # tiles on H100s (B2 H16 bf16, 4K / 8K / 16K, gradients bit for bit equal; BENCHMARKS.md §1d): 2026-12-06 d128 1.065 /
 # 1.011 / 1.020 and 1.091 / 1.041 / 1.013, d64 1.021 / 1.023 / 0.999 and 1.026 / 1.022 / 1.027; as shipped 2026-12-07
 # d128 1.070 / 1.020 / 1.037 and 1.070 / 1.020 / 1.050, d64 1.015 / 1.017 / 1.012 and 1.014 / 1.042 / 1.017. With the
-# causal mask TMA lost at d128 (0.95-0.99) and drew at d64 (0.98-1.01): causal stays on pointer tiles.
+# causal mask TMA lost at d128 (0.95-0.99) and drew at d64 (0.98-1.01). At d64 the dQ pass then took 64-key steps
+# (BENCHMARKS.md §1d, H100s 2026-12-07, ÷ 32-key steps): not causal 1.067-1.088× in two runs; causal on TMA tiles
+# 1.081-1.096× the pointer tiles (whose 64-key build spills 112 bytes). d128 causal stays on pointer tiles.
 TMA_CONFIGS: dict[tuple[int, bool], BackwardConfig] = {
-    (64, False): BackwardConfig(32, 128, 128, 32, 8, 3, tma=True),
+    (64, False): BackwardConfig(32, 128, 128, 64, 8, 3, tma=True),
     (128, False): BackwardConfig(64, 128, 128, 64, 8, 3, tma=True),
+    (64, True): BackwardConfig(32, 128, 128, 64, 4, 3, tma=True),
 }
 
 
@@ -456,17 +460,17 @@ def _check_tma(*tensors: torch.Tensor) -> None:
 # them). Decided: of the tile candidates timed on 2026-12-04 one won and shipped, and the causal launch order across
 # a head group (lpt) measured 0.985-1.242× and shipped (BENCHMARKS.md §1a); dQ added from the dK/dV programs, by
 # scalar atomics (0.69-0.99×) or by TMA reduce-adds (0.60-0.98×), lost (BENCHMARKS.md, Tried and lost); Q, K, V and
-# dO by TMA copies shipped without the causal mask (TMA_CONFIGS). Kept beside them: the pointer tiles they replaced
-# (non-causal, so a run re-measures the gain) and TMA on the causal tiles (lost at d128 on an H100, 0.95-0.97).
-# Sweep of 2026-12-07 (BENCHMARKS.md §1d, predicted before the run): 64-row steps and 64-key steps on the TMA tiles,
-# and 8 warps on d64's causal tiles (the shipped 4-warp build keeps 80 bytes of stack; none of these spills).
+# dO by TMA copies shipped (TMA_CONFIGS). The sweep of 2026-12-07 (BENCHMARKS.md §1d, two rounds, predicted
+# before each) shipped 64-key steps in the dQ pass at d64 and at d128 causal; larger dK/dV steps (0.84-0.99×), 8
+# warps on d64's causal tiles (0.80-0.82×) and 64-row dQ programs (0.69-0.82×) lost. Kept beside them: the tiles
+# they replaced (so a run re-measures the gain), d64's at 2 stages (1.054-1.100× in one run) and d128's TMA tiles
+# with the causal mask.
 B = BackwardConfig
 CANDIDATES: dict[tuple[int, bool], dict[str, BackwardConfig]] = {
-    (64, False): {"tma dq n64": B(32, 128, 128, 64, 8, 3, True), "tma dq n128": B(32, 128, 128, 128, 8, 3, True),
-                  "tma dq n64 s2": B(32, 128, 128, 64, 8, 2, True), "tma dq m64 n64": B(32, 128, 64, 64, 8, 3, True)},
-    (128, False): {"tma dq n128": B(64, 128, 128, 128, 8, 3, True), "tma dq m64 n64": B(64, 128, 64, 64, 8, 3, True)},
-    (64, True): {"tma dq n64": B(32, 128, 128, 64, 4, 3, True)},
-    (128, True): {"dq n64": B(32, 128, 128, 64, 8, 3), "tma dq n64": B(32, 128, 128, 64, 8, 3, True)}}
+    (64, False): {"dq n32 (before)": B(32, 128, 128, 32, 8, 3, True), "tma s2": B(32, 128, 128, 64, 8, 2, True)},
+    (128, False): {"pointer": _gpu_config(128, 2, False)},
+    (64, True): {"pointer (before)": _gpu_config(64, 2, True)},
+    (128, True): {"dq n32 (before)": B(32, 128, 128, 32, 8, 3), "tma": B(32, 128, 128, 64, 8, 3, True)}}
 
 # The compile check's subset of the shipped launches (CI's time): both 16-bit head_dims the bench measures, causal
 # and not, and one fp32 build (head_dim 64: fp32 at 128 causal took 37 s a target to compile here, the rest 1-6 s);

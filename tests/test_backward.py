@@ -277,18 +277,24 @@ def test_tma_tiles_refuse_what_a_descriptor_cannot_take():
 
 
 def test_tma_tiles_ship_where_they_were_timed_faster(monkeypatch):
-    """config_for picks the TMA tiles (TMA_CONFIGS) for 16-bit inputs without the causal mask when the inputs can take
-    them, and the pointer tiles otherwise; tma_capable asks the GPU (CPU tensors: never)."""
+    """config_for picks the TMA tiles (TMA_CONFIGS) for 16-bit inputs of the shape classes where they were timed
+    faster when the inputs can take them, and the pointer tiles otherwise (fp32, inputs a descriptor cannot take, the
+    classes not listed: head_dim 128 causal, 256); tma_capable asks the GPU (CPU tensors: never)."""
     from kernels import fa2_bwd
     monkeypatch.setattr(fa2_bwd, "INTERPRET", False)  # the GPU's choice, asked without one
+    assert set(fa2_bwd.TMA_CONFIGS) == {(64, False), (128, False), (64, True)}
     for (d, causal), config in fa2_bwd.TMA_CONFIGS.items():
-        assert not causal and config.tma
+        assert config.tma
         assert fa2_bwd.config_for(d, torch.bfloat16, causal, tma=True) == config
         assert fa2_bwd.config_for(d, torch.float16, causal, tma=True) == config
         assert not fa2_bwd.config_for(d, torch.bfloat16, causal).tma
         assert not fa2_bwd.config_for(d, torch.float32, causal, tma=True).tma
-        assert not fa2_bwd.config_for(d, torch.bfloat16, True, tma=True).tma  # causal: pointer tiles
+    assert not fa2_bwd.config_for(128, torch.bfloat16, True, tma=True).tma  # causal at 128: pointer tiles
     assert not fa2_bwd.config_for(256, torch.bfloat16, False, tma=True).tma
+    # the dQ pass steps 64 keys at d64 (TMA) and at d128 causal (pointers): the sweep of 2026-12-07
+    assert fa2_bwd.config_for(64, torch.bfloat16, False, tma=True).block_n2 == 64
+    assert fa2_bwd.config_for(64, torch.bfloat16, True, tma=True).block_n2 == 64
+    assert fa2_bwd.config_for(128, torch.bfloat16, True, tma=True).block_n2 == 64
     q = torch.randn(1, 1, 64, 64, dtype=torch.bfloat16)
     assert not fa2_bwd.tma_capable(q, q, q, q)
 
@@ -297,13 +303,17 @@ def test_tma_tiles_ship_where_they_were_timed_faster(monkeypatch):
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 def test_gpu_tma_tiles_match_float64(head_dim, causal):
-    """The TMA tiles (shipped without the causal mask, kernels/fa2_bwd.py TMA_CONFIGS; a candidate with it) against
-    float64 autograd, ragged N, and against the pointer loads' tiles: the same products in the same order, so equal
-    up to a bf16 rounding where the compiler picks another wgmma shape (in the interpreter they are bit for bit
-    equal). Without a config, launch_backward picks the TMA tiles where they ship: the same bits."""
-    from kernels.fa2_bwd import CANDIDATES, TMA_CONFIGS, config_for, tma_capable
-    config = CANDIDATES[(head_dim, causal)]["tma"] if causal else TMA_CONFIGS[(head_dim, causal)]
-    assert config.tma and config_for(head_dim, torch.bfloat16, causal, tma=True).tma == (not causal)
+    """The TMA tiles (shipped where kernels/fa2_bwd.py TMA_CONFIGS lists the class; at 128 causal the shipped pointer
+    tiles' shape through TMA) against float64 autograd, ragged N, and against the pointer loads' tiles of the same
+    shape: the same products in the same order, so equal up to a bf16 rounding where the compiler picks another
+    wgmma shape (in the interpreter they are bit for bit equal). Without a config, launch_backward picks the TMA tiles
+    where they ship: the same bits."""
+    from dataclasses import replace
+    from kernels.fa2_bwd import TMA_CONFIGS, config_for, tma_capable
+    shipped = (head_dim, causal) in TMA_CONFIGS
+    config = TMA_CONFIGS[(head_dim, causal)] if shipped else replace(config_for(head_dim, torch.bfloat16, causal),
+                                                                      tma=True)
+    assert config.tma and config_for(head_dim, torch.bfloat16, causal, tma=True).tma == shipped
     for seq_len in (1, 1000, 1337):
         q, k, v = random_qkv((2, 3, seq_len, head_dim), torch.bfloat16, seed=seq_len + head_dim)
         q, k, v = (t.cuda() for t in (q, k, v))
@@ -314,9 +324,9 @@ def test_gpu_tma_tiles_match_float64(head_dim, causal):
         for label, g, ref in zip("qkv", grads, expected):
             err = relative_error(g, ref) if ref.norm() > 0 else g.abs().max().item()
             assert err < GRAD_TOLERANCE[torch.bfloat16], f"N={seq_len} d{label}: {err:.2e}"
-        pointer = launch_backward(q, k, v, o, lse, do, causal, head_dim ** -0.5, config_for(head_dim, q.dtype, causal))
+        pointer = launch_backward(q, k, v, o, lse, do, causal, head_dim ** -0.5, replace(config, tma=False))
         assert all(relative_error(a, b) < 4e-3 for a, b in zip(grads, pointer) if b.norm() > 0), f"N={seq_len}"
         assert tma_capable(q, k, v, do) and not tma_capable(q.float(), k.float(), v.float(), do.float())
-        if not causal:  # the library's own pick
+        if shipped:  # the library's own pick
             picked = launch_backward(q, k, v, o, lse, do, causal, head_dim ** -0.5)
             assert all(torch.equal(a, b) for a, b in zip(picked, grads)), f"N={seq_len}"
