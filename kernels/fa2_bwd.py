@@ -465,12 +465,13 @@ def _check_tma(*tensors: torch.Tensor) -> None:
 # warps on d64's causal tiles (0.80-0.82×) and 64-row dQ programs (0.69-0.82×) lost. Kept beside them: the tiles
 # they replaced (so a run re-measures the gain), d64's at 2 stages (1.054-1.100× in one run) and d128's TMA tiles
 # with the causal mask.
-B = BackwardConfig
 CANDIDATES: dict[tuple[int, bool], dict[str, BackwardConfig]] = {
-    (64, False): {"dq n32 (before)": B(32, 128, 128, 32, 8, 3, True), "tma s2": B(32, 128, 128, 64, 8, 2, True)},
+    (64, False): {"dq n32 (before)": replace(TMA_CONFIGS[(64, False)], block_n2=32),
+                  "tma s2": replace(TMA_CONFIGS[(64, False)], num_stages=2)},
     (128, False): {"pointer": _gpu_config(128, 2, False)},
     (64, True): {"pointer (before)": _gpu_config(64, 2, True)},
-    (128, True): {"dq n32 (before)": B(32, 128, 128, 32, 8, 3), "tma": B(32, 128, 128, 64, 8, 3, True)}}
+    (128, True): {"dq n32 (before)": replace(_gpu_config(128, 2, True), block_n2=32),
+                  "tma": replace(_gpu_config(128, 2, True), tma=True)}}
 
 # The compile check's subset of the shipped launches (CI's time): both 16-bit head_dims the bench measures, causal
 # and not, and one fp32 build (head_dim 64: fp32 at 128 causal took 37 s a target to compile here, the rest 1-6 s);
