@@ -4,6 +4,7 @@ Blackwell card (101,376) has, and Triton refuses such a launch (OutOfResources).
 against a stand-in launch, and the shrink chains of every shipped configuration. On a GPU: the kernels under a
 lowered limit, in a subprocess (Triton checks the limit once per compiled kernel, so the process must start with
 it)."""
+import os
 import subprocess
 import sys
 import textwrap
@@ -168,7 +169,53 @@ def test_gpu_kernels_fall_back_to_tiles_a_consumer_card_holds():
     tuned on a Hopper that need more fall back to smaller ones, and the answers still match float64: the FA-2
     order forward (fp32 head_dim 64, bf16 256 causal, bf16 128 causal), the FA-1 order forward (bf16 256) and the
     teaching backward (bf16 128, causal and not)."""
-    done = subprocess.run([sys.executable, "-c", GPU_SCRIPT, str(CONSUMER_LIMIT)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    done = subprocess.run([sys.executable, "-c", GPU_SCRIPT, str(CONSUMER_LIMIT)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     assert done.stdout.count(" ok") == 6, done.stdout
+
+
+A100_SCRIPT = textwrap.dedent("""
+    import os, sys
+    os.environ["FLASH_LIVE_BACKEND"] = "aot"  # compile, never launch
+    import torch
+    from bench.compile_check import _capture, compile_entry
+    from kernels import fa1, fa2
+    from kernels.inputs import example_qkv
+    LIMIT = int(sys.argv[1])
+    cases = [("fa2", 64, torch.float32, fa2.config_for(64, torch.float32, False),
+              lambda q, c: fa2._launch_flash(q, q, q, False, 0.125, c, None, None, False, False)),
+             ("fa1", 256, torch.bfloat16, fa1.config_for_v1(256, torch.bfloat16),
+              lambda q, c: fa1._launch_flash_v1(q, q, q, False, 0.125, c, None, 1))]
+    for name, head_dim, dtype, config, launch in cases:
+        q = example_qkv(head_dim, dtype)[0]
+        chain = []
+        while config is not None:
+            (fn, args, kwargs), = _capture(lambda: launch(q, config))
+            shared = compile_entry(fn, args, kwargs, 80).metadata.shared
+            chain.append((config, shared))
+            if shared <= LIMIT:
+                break
+            config = fa2.smaller_tiles(config)
+        print(name, head_dim, str(dtype)[6:], " -> ".join(f"{c.block_m}x{c.block_n} w{c.num_warps} s{c.num_stages}"
+                                                         f" {s}" for c, s in chain))
+""")
+
+
+def test_the_shipped_tiles_an_a100_cannot_hold_fall_back_to_tiles_its_build_fits():
+    """The two shipped forward tiles whose sm_80 builds need more than an A100's 166,912 bytes a block (found by
+    compiling every configuration, 2026-12-07): fa2 at fp32 head_dim 64 and fa1 at bf16 head_dim 256. Compiled
+    ahead of time for sm_80 along smaller_tiles' chain: the first does not fit, a later one does, within two
+    steps."""
+    env = {**os.environ, "FLASH_LIVE_BACKEND": "aot"}
+    env.pop("TRITON_INTERPRET", None)  # this process's interpreter: the child compiles for real targets
+    done = subprocess.run([sys.executable, "-c", A100_SCRIPT, str(A100_LIMIT)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith(("fa2 ", "fa1 "))]
+    assert len(lines) == 2, done.stdout
+    for line in lines:
+        sizes = [int(step.split()[-1]) for step in line.split(" -> ")]
+        assert sizes[0] > A100_LIMIT and sizes[-1] <= A100_LIMIT and 2 <= len(sizes) <= 3, line
