@@ -15,7 +15,7 @@ import torch
 from triton.runtime.errors import OutOfResources
 
 import costmodel
-from kernels import fa1, fa2, fa2_bwd, runtime
+from kernels import decode, fa1, fa2, fa2_bwd, runtime
 
 ROOT = Path(__file__).resolve().parents[1]
 CONSUMER_LIMIT = 101_376  # bytes of shared memory a block on sm_86, sm_89 and sm_120 cards
@@ -128,11 +128,24 @@ def test_every_backward_config_shrinks_through_valid_tiles_to_the_smallest(monke
     assert (last.block_m1, last.block_n1, last.block_m2, last.block_n2, last.num_stages) == (16, 16, 16, 16, 1)
 
 
+@pytest.mark.parametrize("config", sorted({*decode.TUNED_DECODE_CONFIGS.values(), *decode.TUNED_PAGED_DECODE_CONFIGS.values(),
+                                           *decode.HOST_BOUND_DECODE_CONFIGS.values(),
+                                           *(decode._default_decode_config(d, b) for d in costmodel.HEAD_DIMS
+                                             for b in (2, 4))}, key=repr), ids=repr)
+def test_every_decode_config_shrinks_to_the_smallest(config):
+    chain = _chain(config, decode.smaller_decode_config)
+    for before, c in zip(chain, chain[1:]):
+        costmodel.check_tiles(c.max_block_m, c.block_n)
+        assert c.num_stages <= before.num_stages and c.tma == config.tma and c.merge_splits == config.merge_splits
+    last = chain[-1]
+    assert (last.block_n, last.num_stages, last.max_block_m) == (16, 1, 16)
+
+
 GPU_SCRIPT = textwrap.dedent("""
     import sys, torch, triton.compiler.compiler as cc
     LIMIT = int(sys.argv[1])
     cc.max_shared_mem = lambda device: LIMIT  # what the lent card would say if it were a smaller one
-    from kernels import fa1, fa2, fa2_bwd, runtime
+    from kernels import decode, fa1, fa2, fa2_bwd, runtime
     from kernels.reference import reference_attention, reference_gradients, relative_error
     torch.manual_seed(0)
     tol = {torch.bfloat16: 1e-2, torch.float32: 1e-5}
@@ -143,7 +156,7 @@ GPU_SCRIPT = textwrap.dedent("""
             out = fa1.flash_attention_v1(q, k, v, causal=causal)
         else:
             out = fa2.flash_attention(q, k, v, causal=causal)
-        err = relative_error(out, reference_attention(q, k, v, causal))
+        err = relative_error(out, reference_attention(q, k, v, causal)[0])
         assert err < tol[dtype], (kernel, head_dim, dtype, causal, err)
         print(kernel, head_dim, str(dtype)[6:], causal, f"{err:.1e}", "ok")
     # the teaching backward at head_dim 128, causal and not
@@ -156,6 +169,14 @@ GPU_SCRIPT = textwrap.dedent("""
         errs = [relative_error(g, r) for g, r in zip(grads, refs)]
         assert max(errs) < 3e-2, (causal, errs)
         print("backward 128", causal, " ".join(f"{e:.1e}" for e in errs), "ok")
+    # decode at head_dim 128 against a small cache (the host-bound settings: 4 stages), GQA 32/8
+    q = torch.randn(1, 32, 1, 128, device="cuda", dtype=torch.bfloat16)
+    kc, vc = (torch.randn(1, 8, 4000, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    out = decode.decode_attention(q, kc, vc)
+    again = decode.decode_attention(q, kc, vc)  # the plan that fitted, straight away
+    err = relative_error(out, reference_attention(q, kc, vc, False)[0])
+    assert err < 1e-2 and torch.equal(out, again), err
+    print("decode 128", f"{err:.1e}", "ok")
     fitted = {key[0]: config for (key, first), config in runtime._FITTED.items()}
     print("fitted", sorted(fitted))
     assert {"fa2", "fa1", "fa2_bwd"} <= set(fitted), fitted
@@ -167,14 +188,14 @@ GPU_SCRIPT = textwrap.dedent("""
 def test_gpu_kernels_fall_back_to_tiles_a_consumer_card_holds():
     """With Triton told the GPU gives a block 101,376 bytes (a consumer Ampere, Ada or Blackwell card), the tiles
     tuned on a Hopper that need more fall back to smaller ones, and the answers still match float64: the FA-2
-    order forward (fp32 head_dim 64, bf16 256 causal, bf16 128 causal), the FA-1 order forward (bf16 256) and the
-    teaching backward (bf16 128, causal and not)."""
+    order forward (fp32 head_dim 64, bf16 256 causal, bf16 128 causal), the FA-1 order forward (bf16 256), the
+    teaching backward (bf16 128, causal and not) and decode (bf16 128, a small cache's 4-stage settings)."""
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
     done = subprocess.run([sys.executable, "-c", GPU_SCRIPT, str(CONSUMER_LIMIT)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    assert done.stdout.count(" ok") == 6, done.stdout
+    assert done.stdout.count(" ok") == 7, done.stdout
 
 
 A100_SCRIPT = textwrap.dedent("""
