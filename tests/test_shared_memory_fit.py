@@ -15,7 +15,7 @@ import torch
 from triton.runtime.errors import OutOfResources
 
 import costmodel
-from kernels import decode, fa1, fa2, fa2_bwd, runtime
+from kernels import decode, fa1, fa2, fa2_bwd, naive, runtime
 
 ROOT = Path(__file__).resolve().parents[1]
 CONSUMER_LIMIT = 101_376  # bytes of shared memory a block on sm_86, sm_89 and sm_120 cards
@@ -141,11 +141,22 @@ def test_every_decode_config_shrinks_to_the_smallest(config):
     assert (last.block_n, last.num_stages, last.max_block_m) == (16, 1, 16)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("head_dim", costmodel.HEAD_DIMS)
+def test_every_naive_matmul_tile_shrinks_to_the_smallest(monkeypatch, head_dim, dtype):
+    monkeypatch.setattr(naive, "INTERPRET", False)  # the GPU's choice
+    chain = _chain(naive._matmul_tiles(head_dim, dtype), naive.smaller_matmul_tiles)
+    for before, (block_m, block_n, warps, stages) in zip(chain, chain[1:]):
+        costmodel.check_tiles(block_m, block_n)
+        assert 1 <= warps <= before[2] and 1 <= stages <= before[3]
+    assert chain[-1][:2] == (16, 16) and chain[-1][3] == 1 and chain[-1][2] == 1
+
+
 GPU_SCRIPT = textwrap.dedent("""
     import sys, torch, triton.compiler.compiler as cc
     LIMIT = int(sys.argv[1])
     cc.max_shared_mem = lambda device: LIMIT  # what the lent card would say if it were a smaller one
-    from kernels import decode, fa1, fa2, fa2_bwd, runtime
+    from kernels import decode, fa1, fa2, fa2_bwd, naive, runtime
     from kernels.reference import reference_attention, reference_gradients, relative_error
     torch.manual_seed(0)
     tol = {torch.bfloat16: 1e-2, torch.float32: 1e-5}
@@ -169,6 +180,12 @@ GPU_SCRIPT = textwrap.dedent("""
         errs = [relative_error(g, r) for g, r in zip(grads, refs)]
         assert max(errs) < 3e-2, (causal, errs)
         print("backward 128", causal, " ".join(f"{e:.1e}" for e in errs), "ok")
+    # the naive kernels (S and P through HBM) at head_dim 128 in bf16 and 256 in fp32
+    for head_dim, dtype in ((128, torch.bfloat16), (256, torch.float32)):
+        q, k, v = (torch.randn(1, 2, 300, head_dim, device="cuda").to(dtype) for _ in range(3))
+        err = relative_error(naive.naive_attention(q, k, v), reference_attention(q, k, v, False)[0])
+        assert err < tol[dtype] * 10, (head_dim, dtype, err)  # P rounded to the input dtype
+        print("naive", head_dim, str(dtype)[6:], f"{err:.1e}", "ok")
     # decode at head_dim 128 against a small cache (the host-bound settings: 4 stages), GQA 32/8
     q = torch.randn(1, 32, 1, 128, device="cuda", dtype=torch.bfloat16)
     kc, vc = (torch.randn(1, 8, 4000, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
@@ -179,7 +196,7 @@ GPU_SCRIPT = textwrap.dedent("""
     print("decode 128", f"{err:.1e}", "ok")
     fitted = {key[0]: config for (key, first), config in runtime._FITTED.items()}
     print("fitted", sorted(fitted))
-    assert {"fa2", "fa1", "fa2_bwd"} <= set(fitted), fitted
+    assert {"fa2", "fa1", "fa2_bwd", "naive"} <= set(fitted), fitted
 """)
 
 
@@ -189,13 +206,14 @@ def test_gpu_kernels_fall_back_to_tiles_a_consumer_card_holds():
     """With Triton told the GPU gives a block 101,376 bytes (a consumer Ampere, Ada or Blackwell card), the tiles
     tuned on a Hopper that need more fall back to smaller ones, and the answers still match float64: the FA-2
     order forward (fp32 head_dim 64, bf16 256 causal, bf16 128 causal), the FA-1 order forward (bf16 256), the
-    teaching backward (bf16 128, causal and not) and decode (bf16 128, a small cache's 4-stage settings)."""
+    teaching backward (bf16 128, causal and not), the naive kernels (bf16 128, fp32 256) and decode (bf16 128, a
+    small cache's 4-stage settings)."""
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
     done = subprocess.run([sys.executable, "-c", GPU_SCRIPT, str(CONSUMER_LIMIT)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    assert done.stdout.count(" ok") == 7, done.stdout
+    assert done.stdout.count(" ok") == 9, done.stdout
 
 
 A100_SCRIPT = textwrap.dedent("""
