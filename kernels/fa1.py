@@ -182,9 +182,15 @@ def launch_flash_v1(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
     config's tiles shape, none."""
     if trace is not None or q.device.type != "cuda":
         return _launch_flash_v1(q, k, v, causal, sm_scale, config, trace, splits)
-    key = ("fa1", q.device.index, q.dtype, q.shape[-1], causal)
+    key = _fit_key(q.device.index, q.dtype, q.shape[-1], causal)
     return fit_shared_memory(lambda c: _launch_flash_v1(q, k, v, causal, sm_scale, c, None, splits), config,
                              smaller_tiles, key, "the FA-1 order kernel")
+
+
+def _fit_key(device_index, dtype, head_dim: int, causal: bool) -> tuple:
+    """What, besides the config, decides the build whose tiles fit_shared_memory remembers (launch_flash_v1,
+    tiles_for)."""
+    return ("fa1", device_index, dtype, head_dim, causal)
 
 
 def _launch_flash_v1(q, k, v, causal: bool, sm_scale: float, config: FlashConfig, trace, splits: int):
@@ -266,7 +272,7 @@ def tiles_for(shape) -> tuple[int, int]:
     dtype = DTYPES_BY_NAME[shape.dtype]
     config = config_for_v1(shape.head_dim, dtype)
     if not INTERPRET and torch.cuda.is_available():  # smaller tiles where this GPU's shared memory took them
-        config = fitted_config(("fa1", torch.cuda.current_device(), dtype, shape.head_dim, shape.causal), config)
+        config = fitted_config(_fit_key(torch.cuda.current_device(), dtype, shape.head_dim, shape.causal), config)
     return config.block_m, config.block_n
 
 

@@ -335,9 +335,14 @@ def launch_flash(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
     use_tma = tma_capable(q, k, v, q) if use_tma is None else use_tma
     if trace is not None or trace_sm is not None or q.device.type != "cuda":
         return _launch_flash(q, k, v, causal, sm_scale, config, trace, trace_sm, use_tma, profile)
-    key = ("fa2", q.device.index, q.dtype, q.shape[-1], causal, use_tma, profile)
+    key = _fit_key(q.device.index, q.dtype, q.shape[-1], causal, use_tma, profile)
     return fit_shared_memory(lambda c: _launch_flash(q, k, v, causal, sm_scale, c, None, None, use_tma, profile),
                              config, smaller_tiles, key, "the FA-2 order kernel")
+
+
+def _fit_key(device_index, dtype, head_dim: int, causal: bool, use_tma: bool, profile: bool) -> tuple:
+    """What, besides the config, decides the build whose tiles fit_shared_memory remembers (launch_flash, tiles_for)."""
+    return ("fa2", device_index, dtype, head_dim, causal, use_tma, profile)
 
 
 def _launch_flash(q, k, v, causal: bool, sm_scale: float, config: FlashConfig, trace, trace_sm, use_tma: bool,
@@ -448,7 +453,7 @@ def tiles_for(shape) -> tuple[int, int]:
     if not INTERPRET and torch.cuda.is_available():  # smaller tiles where this GPU's shared memory took them
         device = torch.cuda.current_device()
         use_tma = torch.empty((), dtype=dtype).element_size() == 2 and tma_device(torch.device("cuda", device))
-        config = fitted_config(("fa2", device, dtype, shape.head_dim, shape.causal, use_tma, False), config)
+        config = fitted_config(_fit_key(device, dtype, shape.head_dim, shape.causal, use_tma, False), config)
     return config.block_m, config.block_n
 
 
