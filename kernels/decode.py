@@ -37,13 +37,14 @@ import math
 from dataclasses import dataclass, field, replace
 from numbers import Real
 
-from kernels.runtime import DEVICE, INTERPRET, CachedLaunch, kernel_launch_lock, quick_descriptor, sm_count, stream_key, tma_device  # first: it sets TRITON_INTERPRET
+from kernels.runtime import DEVICE, INTERPRET, CachedLaunch, fit_shared_memory, fitted_config, kernel_launch_lock, quick_descriptor, sm_count, stream_key, tma_device  # first: it sets TRITON_INTERPRET
 import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 import costmodel
+from triton.runtime.errors import OutOfResources
 from kernels.inputs import DTYPES_BY_NAME, SUPPORTED_DTYPES, SUPPORTED_HEAD_DIMS, dot_modes
 
 LN2 = costmodel.LN2
@@ -393,6 +394,23 @@ def gpu_decode_config(head_dim: int, dtype_bytes: int, page_size: int = 0, cache
     return config
 
 
+def smaller_decode_config(config: DecodeConfig) -> DecodeConfig | None:
+    """The next settings to try where config's build needs more shared memory than the GPU gives a block
+    (runtime.fit_shared_memory): one stage fewer, down to 1; then half the keys a tile, down to 16; then half the
+    packed query rows a program, down to 16. None: nothing smaller."""
+    if config.num_stages > 1:
+        return replace(config, num_stages=config.num_stages - 1)
+    if config.block_n > costmodel.MIN_TILE:
+        return replace(config, block_n=config.block_n // 2)
+    if config.max_block_m > costmodel.MIN_TILE:
+        return replace(config, max_block_m=config.max_block_m // 2)
+    return None
+
+
+def _fit_key(device: torch.device, dtype: torch.dtype, head_dim: int, page_size: int) -> tuple:
+    return ("decode", device.index, dtype, head_dim, page_size)
+
+
 def packed_rows(group: int, q_len: int, config: DecodeConfig) -> int:
     """Rows of a program's tile (block_m): the group's q_len × group query rows, padded to a power of two from 16
     (tl.dot's least on a GPU) up to config.max_block_m (more rows take more row blocks)."""
@@ -540,8 +558,10 @@ def _plan(q_meta, k_meta, v_meta, seqlens_meta, bt_meta, causal: bool, num_split
     if batch * heads_kv >= 2**31:
         raise ValueError(f"batch · heads_kv = {batch * heads_kv} programs is too many for one grid axis")
     elem = torch.empty((), dtype=dtype).element_size()
-    config = config or config_for_decode(head_dim, dtype, page_size, kv_cache_bytes(batch, heads_kv, max_len, head_dim,
-                                                                                     elem))
+    if config is None:
+        config = config_for_decode(head_dim, dtype, page_size, kv_cache_bytes(batch, heads_kv, max_len, head_dim, elem))
+        if device.type == "cuda":  # smaller settings where this GPU's shared memory took them (decode_attention)
+            config = fitted_config(_fit_key(device, dtype, head_dim, page_size), config)
     group = heads_q // heads_kv
     block_m, row_blocks, splits = launch_shape(batch, heads_kv, group, q_len, max_len, config, sm_count(device),
                                                num_splits)
@@ -747,7 +767,19 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     given = [t for t in (cache_seqlens, block_table) if t is not None]  # neither: the shape checks cover it
     if given and (check_values or (check_values is None and all(t.device.type == "cpu" for t in given))):
         check_cache_values(plan, cache_seqlens, block_table, causal)
-    out, lse = _launch(plan, q, k_cache, v_cache, cache_seqlens, block_table, scale, need_lse=return_lse)
+    try:
+        out, lse = _launch(plan, q, k_cache, v_cache, cache_seqlens, block_table, scale, need_lse=return_lse)
+    except OutOfResources as exc:  # settings tuned on a Hopper, on a GPU with less shared memory a block
+        if exc.name != "shared memory":
+            raise
+        metas = (_meta(q), _meta(k_cache), _meta(v_cache), _meta(cache_seqlens), _meta(block_table), causal,
+                 num_splits)
+        out, lse = fit_shared_memory(
+            lambda c: _launch(_plan(*metas, c), q, k_cache, v_cache, cache_seqlens, block_table, scale,
+                              need_lse=return_lse),
+            plan.config, smaller_decode_config, _fit_key(q.device, q.dtype, plan.head_dim, plan.page_size),
+            "the decode kernel")
+        _plan.cache_clear()  # the next call's plan takes the settings that fitted
     return (out, lse) if return_lse else out
 
 

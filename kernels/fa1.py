@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernels.runtime import INTERPRET, kernel_launch_lock  # first: it sets TRITON_INTERPRET before @triton.jit
+from kernels.runtime import INTERPRET, fit_shared_memory, fitted_config, kernel_launch_lock  # first: it sets TRITON_INTERPRET before @triton.jit
 import torch
 import triton
 import triton.language as tl
 
 import costmodel
-from kernels.fa2 import LN2, LN2_KERNEL, FlashConfig
+from kernels.fa2 import LN2, LN2_KERNEL, FlashConfig, smaller_tiles
 from kernels.inputs import check_attention_inputs, dot_modes
 
 @triton.jit(do_not_specialize=["seq_len", "heads", "n_q_blocks", "n_k_blocks", "q_per_split"])
@@ -177,6 +177,23 @@ def splits_for(q: torch.Tensor, config: FlashConfig) -> int:
 
 def launch_flash_v1(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
                      trace: _TraceBuffersV1 | None = None, splits: int = 1):
+    """The kernel's launch on checked inputs: (O, LSE). On a GPU whose shared memory a block is less than config's
+    build needs, smaller tiles (kernels.fa2.smaller_tiles, runtime.fit_shared_memory); with a trace, whose buffers
+    config's tiles shape, none."""
+    if trace is not None or q.device.type != "cuda":
+        return _launch_flash_v1(q, k, v, causal, sm_scale, config, trace, splits)
+    key = _fit_key(q.device.index, q.dtype, q.shape[-1], causal)
+    return fit_shared_memory(lambda c: _launch_flash_v1(q, k, v, causal, sm_scale, c, None, splits), config,
+                             smaller_tiles, key, "the FA-1 order kernel")
+
+
+def _fit_key(device_index, dtype, head_dim: int, causal: bool) -> tuple:
+    """What, besides the config, decides the build whose tiles fit_shared_memory remembers (launch_flash_v1,
+    tiles_for)."""
+    return ("fa1", device_index, dtype, head_dim, causal)
+
+
+def _launch_flash_v1(q, k, v, causal: bool, sm_scale: float, config: FlashConfig, trace, splits: int):
     batch, heads, seq_len, head_dim = q.shape  # (B, H, N, D)
     o = torch.empty_like(q, memory_format=torch.contiguous_format)  # (B, H, N, D)
     lse = torch.empty((batch, heads, seq_len), dtype=torch.float32, device=q.device)  # (B, H, N)
@@ -252,7 +269,10 @@ def flash_attention_v1_traced(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 def tiles_for(shape) -> tuple[int, int]:
     """(block_m, block_n) the kernel runs a shape (costmodel.Shape) with."""
     from kernels.inputs import DTYPES_BY_NAME
-    config = config_for_v1(shape.head_dim, DTYPES_BY_NAME[shape.dtype])
+    dtype = DTYPES_BY_NAME[shape.dtype]
+    config = config_for_v1(shape.head_dim, dtype)
+    if not INTERPRET and torch.cuda.is_available():  # smaller tiles where this GPU's shared memory took them
+        config = fitted_config(_fit_key(torch.cuda.current_device(), dtype, shape.head_dim, shape.causal), config)
     return config.block_m, config.block_n
 
 

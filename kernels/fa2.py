@@ -17,9 +17,9 @@ start and end timestamps (GPU only); PROFILE adds Proton scopes on the phases (b
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from kernels.runtime import INTERPRET, CachedLaunch, kernel_launch_lock, quick_descriptor, tma_aligned, tma_device  # first: it sets TRITON_INTERPRET before @triton.jit runs below
+from kernels.runtime import INTERPRET, CachedLaunch, fit_shared_memory, fitted_config, kernel_launch_lock, quick_descriptor, tma_aligned, tma_device  # first: it sets TRITON_INTERPRET before @triton.jit runs below
 import torch
 import triton
 import triton.language as tl
@@ -276,6 +276,20 @@ def _default_config(head_dim: int, dtype_bytes: int) -> FlashConfig:
     return FlashConfig(64, 32, 4, 2) if dtype_bytes == 2 else FlashConfig(32, 32, 4, 1)
 
 
+def smaller_tiles(config: FlashConfig) -> FlashConfig | None:
+    """The next tiles to try where config's build needs more shared memory than the GPU gives a block
+    (runtime.fit_shared_memory): one stage fewer, down to 1; then half the keys a step, down to 16; then half the
+    query rows a program, down to 16, with at most one warp per 16 rows. None: nothing smaller."""
+    if config.num_stages > 1:
+        return replace(config, num_stages=config.num_stages - 1)
+    if config.block_n > costmodel.MIN_TILE:
+        return replace(config, block_n=config.block_n // 2)
+    if config.block_m > costmodel.MIN_TILE:
+        block_m = config.block_m // 2
+        return replace(config, block_m=block_m, num_warps=max(1, min(config.num_warps, block_m // 16)))
+    return None
+
+
 def config_for(head_dim: int, dtype: torch.dtype, causal: bool) -> FlashConfig:
     """The tile shape and launch settings used for this shape class (tuned once, kept in the package)."""
     if INTERPRET:
@@ -315,14 +329,30 @@ def launch_flash(q, k, v, causal: bool, sm_scale: float, config: FlashConfig,
                  use_tma: bool | None = None, profile: bool = False):
     """The kernel's launch on checked inputs (flash_attention checks them): (O, LSE). trace / trace_sm: the trace
     mode's buffers; use_tma: None picks as the shipped kernel does; profile: the Proton-scoped build
-    (bench/phases.py), a separate compile that no shipped call uses."""
+    (bench/phases.py), a separate compile that no shipped call uses. On a GPU whose shared memory a block is less
+    than config's build needs (tiles tuned on a Hopper, run on an A100 or a consumer card), smaller tiles
+    (smaller_tiles, runtime.fit_shared_memory); the trace modes' buffers are shaped by config's tiles: no fallback."""
+    use_tma = tma_capable(q, k, v, q) if use_tma is None else use_tma
+    if trace is not None or trace_sm is not None or q.device.type != "cuda":
+        return _launch_flash(q, k, v, causal, sm_scale, config, trace, trace_sm, use_tma, profile)
+    key = _fit_key(q.device.index, q.dtype, q.shape[-1], causal, use_tma, profile)
+    return fit_shared_memory(lambda c: _launch_flash(q, k, v, causal, sm_scale, c, None, None, use_tma, profile),
+                             config, smaller_tiles, key, "the FA-2 order kernel")
+
+
+def _fit_key(device_index, dtype, head_dim: int, causal: bool, use_tma: bool, profile: bool) -> tuple:
+    """What, besides the config, decides the build whose tiles fit_shared_memory remembers (launch_flash, tiles_for)."""
+    return ("fa2", device_index, dtype, head_dim, causal, use_tma, profile)
+
+
+def _launch_flash(q, k, v, causal: bool, sm_scale: float, config: FlashConfig, trace, trace_sm, use_tma: bool,
+                  profile: bool):
     batch, heads, seq_len, head_dim = q.shape  # (B, H, N, D)
     o = torch.empty_like(q, memory_format=torch.contiguous_format)  # (B, H, N, D)
     lse = torch.empty((batch, heads, seq_len), dtype=torch.float32, device=q.device)  # (B, H, N)
     n_q_blocks = triton.cdiv(seq_len, config.block_m)
     n_k_blocks = triton.cdiv(seq_len, config.block_n)
     dot_fp32, precision = dot_modes(q.dtype)
-    use_tma = tma_capable(q, k, v, o) if use_tma is None else use_tma
     q_arg, k_arg, v_arg, o_arg = q, k, v, o
     if use_tma:  # the descriptor pads rows past seq_len with zeros on load and clips them on store
         q_arg, o_arg = (quick_descriptor(TensorDescriptor, t, [1, 1, config.block_m, head_dim]) for t in (q, o))
@@ -418,7 +448,12 @@ def flash_attention_sm_timeline(q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
 def tiles_for(shape) -> tuple[int, int]:
     """(block_m, block_n) the kernel runs a shape (costmodel.Shape) with."""
     from kernels.inputs import DTYPES_BY_NAME
-    config = config_for(shape.head_dim, DTYPES_BY_NAME[shape.dtype], shape.causal)
+    dtype = DTYPES_BY_NAME[shape.dtype]
+    config = config_for(shape.head_dim, dtype, shape.causal)
+    if not INTERPRET and torch.cuda.is_available():  # smaller tiles where this GPU's shared memory took them
+        device = torch.cuda.current_device()
+        use_tma = torch.empty((), dtype=dtype).element_size() == 2 and tma_device(torch.device("cuda", device))
+        config = fitted_config(_fit_key(device, dtype, shape.head_dim, shape.causal, use_tma, False), config)
     return config.block_m, config.block_n
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kernels.runtime import INTERPRET, kernel_launch_lock, quick_descriptor, tma_aligned  # first: TRITON_INTERPRET
+from kernels.runtime import INTERPRET, fit_shared_memory, kernel_launch_lock, quick_descriptor, tma_aligned  # first: TRITON_INTERPRET
 import torch
 import triton
 import triton.language as tl
@@ -337,6 +337,24 @@ TMA_CONFIGS: dict[tuple[int, bool], BackwardConfig] = {
 }
 
 
+def smaller_tiles(config: BackwardConfig) -> BackwardConfig | None:
+    """The next tiles to try where config's builds need more shared memory than the GPU gives a block
+    (runtime.fit_shared_memory): one stage fewer, down to 1; then half the steps (the dK/dV pass's query rows and
+    the dQ pass's keys), down to 16; then half the programs' keys and rows, down to 16, the steps no larger than
+    them. At most one warp per 16 of a program's rows. None: nothing smaller."""
+    c = config
+    if c.num_stages > 1:
+        return replace(c, num_stages=c.num_stages - 1)
+    if c.block_m1 > costmodel.MIN_TILE or c.block_n2 > costmodel.MIN_TILE:
+        return replace(c, block_m1=max(costmodel.MIN_TILE, c.block_m1 // 2),
+                       block_n2=max(costmodel.MIN_TILE, c.block_n2 // 2))
+    if c.block_n1 > costmodel.MIN_TILE or c.block_m2 > costmodel.MIN_TILE:
+        n1, m2 = max(costmodel.MIN_TILE, c.block_n1 // 2), max(costmodel.MIN_TILE, c.block_m2 // 2)
+        return replace(c, block_n1=n1, block_m2=m2, block_m1=min(c.block_m1, n1), block_n2=min(c.block_n2, m2),
+                       num_warps=max(1, min(c.num_warps, min(n1, m2) // 16)))
+    return None
+
+
 def config_for(head_dim: int, dtype: torch.dtype, causal: bool = False, tma: bool = False) -> BackwardConfig:
     """The backward's tile shapes and launch settings for this shape class; tma: the inputs can go through tensor
     descriptors (tma_capable), so a shape class in TMA_CONFIGS takes its TMA tiles."""
@@ -408,12 +426,23 @@ def launch_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.
     """(dQ, dK, dV) of O = attention(q, k, v) for the upstream gradient dO, from the forward's O and LSE (natural log,
     fp32, (B, H, N)). q, k, v as the forward took them (checked, (B, H, N, D), any strides with unit last stride);
     o and do are made contiguous. The gradients come back contiguous in the input dtype. Memory beyond the inputs and
-    gradients: Δ, one fp32 per row. Without a config, config_for's, with TMA tiles where tma_capable(q, k, v, dO)."""
-    batch, heads, seq_len, head_dim = q.shape
+    gradients: Δ, one fp32 per row. Without a config, config_for's, with TMA tiles where tma_capable(q, k, v, dO). On
+    a GPU whose shared memory a block is less than config's builds need, smaller tiles (smaller_tiles,
+    runtime.fit_shared_memory)."""
+    head_dim = q.shape[-1]
     o, do = o.contiguous(), do.contiguous().to(q.dtype)
     config = config or config_for(head_dim, q.dtype, causal, tma=tma_capable(q, k, v, do))
     _check_config(config)
     lse = lse.contiguous()
+    if q.device.type != "cuda":
+        return _launch_backward(q, k, v, o, lse, do, causal, sm_scale, config)
+    key = ("fa2_bwd", q.device.index, q.dtype, head_dim, causal)
+    return fit_shared_memory(lambda c: _launch_backward(q, k, v, o, lse, do, causal, sm_scale, c), config,
+                             smaller_tiles, key, "the teaching backward")
+
+
+def _launch_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, config: BackwardConfig):
+    batch, heads, seq_len, head_dim = q.shape
     dq, dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
     delta = torch.empty((batch, heads, seq_len), dtype=torch.float32, device=q.device)
     dot_fp32, precision = dot_modes(q.dtype)

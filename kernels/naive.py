@@ -9,7 +9,7 @@ is the memory the app measures, and at large N their allocation fails with a cle
 """
 from __future__ import annotations
 
-from kernels.runtime import INTERPRET, kernel_launch_lock  # first: it sets TRITON_INTERPRET before @triton.jit
+from kernels.runtime import INTERPRET, fit_shared_memory, kernel_launch_lock  # first: it sets TRITON_INTERPRET before @triton.jit
 import torch
 import triton
 import triton.language as tl
@@ -146,6 +146,20 @@ def _matmul_tiles(head_dim: int, dtype: torch.dtype) -> tuple[int, int, int, int
     return 128, 128, 8, 3
 
 
+def smaller_matmul_tiles(tiles: tuple[int, int, int, int]) -> tuple[int, int, int, int] | None:
+    """The next (BLOCK_M, BLOCK_N, num_warps, num_stages) to try where the matmuls' builds need more shared memory than
+    the GPU gives a block (runtime.fit_shared_memory): one stage fewer, down to 1; then half BLOCK_N, then half
+    BLOCK_M, down to 16 (at most one warp per 16 rows). None: nothing smaller."""
+    block_m, block_n, warps, stages = tiles
+    if stages > 1:
+        return block_m, block_n, warps, stages - 1
+    if block_n > 16:
+        return block_m, block_n // 2, warps, stages
+    if block_m > 16:
+        return block_m // 2, block_n, max(1, min(warps, block_m // 32)), stages
+    return None
+
+
 def _softmax_launch(seq_len: int) -> tuple[int, int, bool, int]:
     """(ROWS, BLOCK_N, single pass, num_warps) for the softmax kernel."""
     if seq_len <= _SINGLE_PASS_MAX:
@@ -175,10 +189,27 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     p = torch.empty((batch, heads, seq_len, seq_len), dtype=q.dtype, device=q.device)  # (B, H, N, N)
     o = torch.empty_like(q, memory_format=torch.contiguous_format)  # (B, H, N, D)
     dot_fp32, precision = dot_modes(q.dtype)
-    block_m, block_n, num_warps, num_stages = _matmul_tiles(head_dim, q.dtype)
-    n_m, n_n = triton.cdiv(seq_len, block_m), triton.cdiv(seq_len, block_n)
     rows, softmax_block, single_pass, softmax_warps = _softmax_launch(seq_len)
     total_rows = batch * heads * seq_len
+
+    def run(tiles):
+        block_m, block_n, num_warps, num_stages = tiles
+        n_m, n_n = triton.cdiv(seq_len, block_m), triton.cdiv(seq_len, block_n)
+        _launch_three(q, k, v, s, p, o, sm_scale, causal, dot_fp32, precision, block_m, block_n, n_m, n_n, num_warps,
+                      num_stages, rows, softmax_block, single_pass, softmax_warps, total_rows)
+
+    tiles = _matmul_tiles(head_dim, q.dtype)
+    if q.device.type == "cuda":  # tiles tuned on a Hopper may not fit a smaller GPU's shared memory: smaller ones
+        fit_shared_memory(run, tiles, smaller_matmul_tiles, ("naive", q.device.index, q.dtype, head_dim, causal),
+                          "the naive kernels")
+    else:
+        run(tiles)
+    return (o, s, p) if return_intermediates else o
+
+
+def _launch_three(q, k, v, s, p, o, sm_scale, causal, dot_fp32, precision, block_m, block_n, n_m, n_n, num_warps,
+                  num_stages, rows, softmax_block, single_pass, softmax_warps, total_rows):
+    batch, heads, seq_len, head_dim = q.shape
     with kernel_launch_lock():  # the interpreter runs one kernel at a time, process-wide
         _scores_kernel[(n_m, n_n, batch * heads)](
             q, k, s, sm_scale, seq_len, heads, *q.stride(), *k.stride(),
@@ -191,7 +222,6 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
             p, v, o, seq_len, heads, *v.stride(), *o.stride(),
             HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
             DOT_FP32=dot_fp32, PRECISION=precision, num_warps=num_warps, num_stages=num_stages)
-    return (o, s, p) if return_intermediates else o
 
 
 def shipped_launches():

@@ -382,6 +382,47 @@ def discard_buffer(device: torch.device, floats: int) -> torch.Tensor:
     return held
 
 
+# -- tiles that fit the GPU's shared memory ------------------------------------------------------------------------
+# The tiles are tuned on a Hopper (232,448 bytes of shared memory a block). An A100 gives a block 166,912 and the
+# consumer Ampere, Ada and Blackwell cards 101,376, and Triton refuses a launch whose build asks for more
+# (OutOfResources, raised before the kernel runs). fit_shared_memory then runs the launch again with smaller tiles,
+# and remembers, per device and launch, the tiles that fitted.
+_FITTED: dict = {}
+
+
+def fit_shared_memory(run: Callable, config, shrink: Callable, key: tuple, what: str):
+    """run(config), or where the GPU lacks the shared memory the config's build needs, run(shrink(config)),
+    run(shrink(shrink(config))), … until one fits. key: what, besides the config, decides the build (device, dtype,
+    head_dim, mask, …). Where shrink has nothing smaller (None), a ValueError names the tiles tried and the GPU's
+    limit. A config that fitted is remembered under (key, config) for later calls."""
+    from triton.runtime.errors import OutOfResources
+    first = config
+    config = _FITTED.get((key, first), first)
+    tried = []
+    while True:
+        try:
+            result = run(config)
+        except OutOfResources as exc:
+            if exc.name != "shared memory":
+                raise
+            tried.append(f"{config} ({exc.required:,} bytes)")
+            smaller = shrink(config)
+            if smaller is None or smaller == config:
+                raise ValueError(f"{what}: no tile shape fits this GPU's {exc.limit:,} bytes of shared memory per "
+                                 f"block; tried {'; '.join(tried)}") from exc
+            config = smaller
+            continue
+        if config != first:
+            _FITTED[(key, first)] = config
+        return result
+
+
+def fitted_config(key: tuple, config):
+    """The config fit_shared_memory ran in config's place for this key (config itself where it fitted, or before
+    its first launch)."""
+    return _FITTED.get((key, config), config)
+
+
 def stream_key(device: torch.device) -> tuple:
     """(device, the current stream's handle) on the GPU, (device, 0) elsewhere: what a per-stream workspace is kept
     under (work on one stream runs in order; two streams may run at once)."""
