@@ -1,7 +1,7 @@
 """The backwards on the H200, the teaching one (kernels/fa2_bwd.py) and the FA-3 style one (kernels/fa3_bwd.py):
 correctness, then time beside SDPA's backwards (~3 min a section).
 
-    PYTHONUNBUFFERED=1 python -m perf.h200.backward_speed [--json PATH] [--only check,rows,candidates,fa3,memory]
+    PYTHONUNBUFFERED=1 python -m perf.h200.backward_speed [--json PATH] [--only check,rows,candidates,fa3,memory,split]
 
 Each section runs on its own: an exception prints its traceback and the next section still runs (wrong gradients in
 a. still stop the timing: exit 2).
@@ -18,6 +18,10 @@ d. the FA-3 style backward (kernels/fa3_bwd.py, Hopper): its configurations' gra
    then B2 H16 4K, 8K and 16K bf16, d64 and d128, causal and not, beside the teaching backward and SDPA's cuDNN and
    FA-2 backwards in interleaved rounds (`fa3`; ~3 min).
 e. peak extra memory of fwd+bwd at 64K (B1 H16 d128 causal): ours vs O + LSE + dQ + dK + dV.
+f. where the teaching backward's time goes (`split`; not in the default run): B2 H16 8K and 16K bf16, d64 and d128,
+   causal and not, each CUDA kernel's time under torch.profiler (10 backwards), ours (Δ, dK/dV, dQ) beside SDPA's
+   FA-2 backward (its own kernels), with the tile products each of ours executes (dK/dV 4, dQ 3 per tile pair) as
+   TFLOPS of executed work.
 """
 from __future__ import annotations
 
@@ -265,6 +269,52 @@ def memory_64k():
     return {"peak_extra_bytes": peak, "ideal_bytes": ideal}
 
 
+def _kernel_times(fn, iters=10):
+    """{CUDA kernel name: ms per call of fn}, from torch.profiler over iters calls (after one untimed call)."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize()
+    out = {}
+    for e in prof.key_averages():
+        if e.device_type.name == "CUDA" and e.count:
+            total = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
+            out[e.key] = out.get(e.key, 0.0) + total / 1e3 / iters
+    return out
+
+
+def split(seq_lens=(8192, 16384)):
+    """Section f: each kernel's share of the teaching backward and of SDPA FA-2's."""
+    rows = []
+    products = {"_bwd_dkdv": 4, "_bwd_dq": 3}
+    for n in seq_lens:
+        for d in (64, 128):
+            for causal in (False, True):
+                q, k, v = (torch.randn(2, 16, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+                scale = d ** -0.5
+                with torch.no_grad():
+                    o, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
+                do = torch.randn_like(o)
+                ours_t = _kernel_times(lambda: launch_backward(q, k, v, o, lse, do, causal, scale))
+                qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+                fa2_t = _kernel_times(_bwd_timer(sdpa(SDPBackend.FLASH_ATTENTION), qg, kg, vg, causal))
+                pair = 2 * 2 * 16 * n * n * d / (2 if causal else 1)  # one tile product over every pair
+                label = f"N={n:6} d{d:3} {'causal' if causal else 'full  '}"
+                for who, times in (("ours", ours_t), ("sdpa_fa2", fa2_t)):
+                    total = sum(times.values())
+                    print(f"split {label} {who:8} total {total:7.3f} ms  " + "  ".join(
+                        f"{name[:40]} {t:.3f} ms ({t / total:.0%}"
+                        + (f", {products[name] * pair / (t * 1e-3) / 1e12:.0f} TFLOPS executed" if name in products
+                           else "") + ")"
+                        for name, t in sorted(times.items(), key=lambda kv: -kv[1]) if t > 0.001 * total))
+                    rows.append({"n": n, "d": d, "causal": causal, "who": who, "ms": times})
+                del q, k, v, o, lse, do, qg, kg, vg
+    return rows
+
+
 def _section(name, fn, result):
     try:
         result[name] = fn()
@@ -282,8 +332,8 @@ def main() -> int:
     result = {}
     only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
     for name, fn in (("check", check), ("rows", time_all), ("candidates", candidates), ("fa3", fa3_backward),
-                     ("memory", memory_64k)):
-        if only is None or name in only:
+                     ("memory", memory_64k), ("split", split)):
+        if (only is None and name != "split") or (only is not None and name in only):
             _section(name, fn, result)
         if name == "check" and result.get("check") is False:
             print("WRONG gradients: nothing timed")
