@@ -22,7 +22,9 @@ another left the last heads' longest programs for the end: lpt measured 1.05-1.2
 16K; BENCHMARKS.md §1a). Ragged seq_len: the edge blocks masked.
 The exponentials are base 2 with log2(e) folded into the scale, as in the forward. Tiles come by pointer loads, or,
 on Hopper for the shape classes in TMA_CONFIGS (BENCHMARKS.md §1d), Q, K, V and dO through 4-D tensor descriptors as
-the forward reads them there (TMA copies: rows past seq_len load as zeros; the interpreter emulates them).
+the forward reads them there (TMA copies: rows past seq_len load as zeros; the interpreter emulates them). At head_dim
+128 causal the dK/dV pass also keeps K and V, and the dQ pass Q and dO, in registers for the whole walk (BackwardConfig
+kv_regs, qdo_regs): every tile product then reads its first operand from registers, not shared memory.
 """
 from __future__ import annotations
 
@@ -51,6 +53,14 @@ def _bwd_preprocess(O, DO, DELTA, seq_len, HEAD_DIM: tl.constexpr, BLOCK_M: tl.c
     o = tl.load(O + ptrs, mask=rows[:, None], other=0.0).to(tl.float32)
     do = tl.load(DO + ptrs, mask=rows[:, None], other=0.0).to(tl.float32)
     tl.store(DELTA + off_bh * seq_len + offs_m, tl.sum(o * do, 1), mask=rows)
+
+
+@triton.jit
+def _in_registers(x):
+    # An identity the compiler cannot see through (a move per 32-bit pair): a loop-invariant tile that then feeds
+    # tl.dot as its first operand stays in registers (Hopper's wgmma reads A from registers) instead of being
+    # re-read from shared memory at every step. Not in the interpreter (no inline assembly there).
+    return tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=x.dtype, is_pure=True, pack=2)
 
 
 @triton.jit
@@ -120,7 +130,7 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, seq_len, heads, heads_p
               stride_kb, stride_kh, stride_kn, stride_kd,
               stride_vb, stride_vh, stride_vn, stride_vd,
               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-              DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, USE_TMA: tl.constexpr):
+              DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, USE_TMA: tl.constexpr, REGS: tl.constexpr = False):
     # One program per K/V block (BLOCK_N keys) of one batch·head. dO, dK, dV: contiguous (B, H, N, D). USE_TMA: Q, K,
     # V and dO are 4-D tensor descriptors (B, H, N, D), Q's and dO's in blocks of BLOCK_M rows, K's and V's of BLOCK_N.
     if CAUSAL:  # the first key blocks are seen by the most query blocks: launched first (lpt across a head group)
@@ -148,6 +158,9 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, seq_len, heads, heads_p
     if DOT_FP32:
         k = k.to(tl.float32)
         v = v.to(tl.float32)
+    if REGS:  # K and V as the register operand of Sᵀ = K Qᵀ and dPᵀ = V dOᵀ
+        k = _in_registers(k)
+        v = _in_registers(v)
     bh_rows = off_bh.to(tl.int64) * seq_len
     if USE_TMA:
         q_src = Q
@@ -231,7 +244,7 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale, seq_len, heads, heads_per_gro
             stride_kb, stride_kh, stride_kn, stride_kd,
             stride_vb, stride_vh, stride_vn, stride_vd,
             HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-            DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, USE_TMA: tl.constexpr):
+            DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, USE_TMA: tl.constexpr, REGS: tl.constexpr = False):
     # One program per Q block (BLOCK_M query rows) of one batch·head, walking the K/V blocks it sees. USE_TMA: Q, K,
     # V and dO are 4-D tensor descriptors (B, H, N, D), Q's and dO's in blocks of BLOCK_M rows, K's and V's of BLOCK_N.
     if CAUSAL:  # the last query blocks see the most keys: launched first (lpt across a head group)
@@ -262,6 +275,9 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale, seq_len, heads, heads_per_gro
     if DOT_FP32:
         q = q.to(tl.float32)
         do = do.to(tl.float32)
+    if REGS:  # Q and dO as the register operand of S = Q Kᵀ and dP = dO Vᵀ
+        q = _in_registers(q)
+        do = _in_registers(do)
     if USE_TMA:
         k_src = K
         v_src = V
@@ -298,6 +314,9 @@ class BackwardConfig:
     num_stages: int
     tma: bool = False  # Q, K, V and dO through 4-D tensor descriptors (TMA copies; 16-bit inputs, Hopper or the
     #                    interpreter) instead of pointer loads: TMA_CONFIGS, where a GPU takes them.
+    kv_regs: bool = False  # the dK/dV pass keeps K and V in registers, the first operand of Sᵀ and dPᵀ (not re-read
+    #                    from shared memory each step; GPU only: the interpreter runs it as False, the same arithmetic)
+    qdo_regs: bool = False  # the dQ pass keeps Q and dO in registers, likewise
 
 
 # Tutorial 06's split (dK/dV programs of 128 keys stepping 32 query rows, dQ programs of 128 rows stepping 32 keys) at
@@ -329,11 +348,16 @@ WALK_CONFIG = _INTERPRETER_CONFIG  # the scene's tile walk (visit_order's defaul
 # d128 1.070 / 1.020 / 1.037 and 1.070 / 1.020 / 1.050, d64 1.015 / 1.017 / 1.012 and 1.014 / 1.042 / 1.017. With the
 # causal mask TMA lost at d128 (0.95-0.99) and drew at d64 (0.98-1.01). At d64 the dQ pass then took 64-key steps
 # (BENCHMARKS.md §1d, H100s 2026-12-07, ÷ 32-key steps): not causal 1.067-1.088× in two runs; causal on TMA tiles
-# 1.081-1.096× the pointer tiles (whose 64-key build spills 112 bytes). d128 causal stays on pointer tiles.
+# 1.081-1.096× the pointer tiles (whose 64-key build spills 112 bytes). d128 causal took TMA tiles with K and V (dK/dV)
+# and Q and dO (dQ) in registers, every wgmma's first operand read from registers instead of shared memory: 1.036 /
+# 1.037 / 1.114 and 1.036 / 1.012 / 1.061 its pointer tiles at 4K / 8K / 16K in two runs (H100s, 2026-12-07, bit for
+# bit; without the register operands TMA lost there). The same operands lost 0.67-0.77× at d64 and at d128 not causal
+# (which then needs 32-row steps: 0.87-0.90×); the dQ pass's alone at d128 not causal drew (1.002-1.042×).
 TMA_CONFIGS: dict[tuple[int, bool], BackwardConfig] = {
     (64, False): BackwardConfig(32, 128, 128, 64, 8, 3, tma=True),
     (128, False): BackwardConfig(64, 128, 128, 64, 8, 3, tma=True),
     (64, True): BackwardConfig(32, 128, 128, 64, 4, 3, tma=True),
+    (128, True): BackwardConfig(32, 128, 128, 64, 8, 3, tma=True, kv_regs=True, qdo_regs=True),
 }
 
 
@@ -462,10 +486,10 @@ def _launch_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, config:
                                                                        BLOCK_M=config.block_m2)
         _bwd_dkdv[(triton.cdiv(seq_len, config.block_n1), bh)](
             *dkdv_args, lse, delta, dk, dv, sm_scale, seq_len, heads, group, *strides,
-            BLOCK_M=config.block_m1, BLOCK_N=config.block_n1, **common)
+            BLOCK_M=config.block_m1, BLOCK_N=config.block_n1, REGS=config.kv_regs and not INTERPRET, **common)
         _bwd_dq[(triton.cdiv(seq_len, config.block_m2), bh)](
             *dq_args, lse, delta, dq, sm_scale, seq_len, heads, group, *strides,
-            BLOCK_M=config.block_m2, BLOCK_N=config.block_n2, **common)
+            BLOCK_M=config.block_m2, BLOCK_N=config.block_n2, REGS=config.qdo_regs and not INTERPRET, **common)
     return dq, dk, dv
 
 
@@ -491,16 +515,13 @@ def _check_tma(*tensors: torch.Tensor) -> None:
 # scalar atomics (0.69-0.99×) or by TMA reduce-adds (0.60-0.98×), lost (BENCHMARKS.md, Tried and lost); Q, K, V and
 # dO by TMA copies shipped (TMA_CONFIGS). The sweep of 2026-12-07 (BENCHMARKS.md §1d, two rounds, predicted
 # before each) shipped 64-key steps in the dQ pass at d64 and at d128 causal; larger dK/dV steps (0.84-0.99×), 8
-# warps on d64's causal tiles (0.80-0.82×) and 64-row dQ programs (0.69-0.82×) lost. Kept beside them: the tiles
-# they replaced (so a run re-measures the gain), d64's at 2 stages (1.054-1.100× in one run) and d128's TMA tiles
-# with the causal mask.
+# warps on d64's causal tiles (0.80-0.82×), 64-row dQ programs (0.69-0.82×), d64's 2 stages (0.974-1.100×, with the
+# machine) and a 128-register cap on d64's dK/dV kernel (level) lost. Register operands (kv_regs, qdo_regs) shipped
+# at d128 causal and lost elsewhere (TMA_CONFIGS). Kept beside them: the tiles d128 causal replaced (so a run
+# re-measures the gain), and the dQ pass's register operands at d128 not causal (1.002-1.042×: a third run decides).
 CANDIDATES: dict[tuple[int, bool], dict[str, BackwardConfig]] = {
-    (64, False): {"dq n32 (before)": replace(TMA_CONFIGS[(64, False)], block_n2=32),
-                  "tma s2": replace(TMA_CONFIGS[(64, False)], num_stages=2)},
-    (128, False): {"pointer": _gpu_config(128, 2, False)},
-    (64, True): {"pointer (before)": _gpu_config(64, 2, True)},
-    (128, True): {"dq n32 (before)": replace(_gpu_config(128, 2, True), block_n2=32),
-                  "tma": replace(_gpu_config(128, 2, True), tma=True)}}
+    (128, False): {"dq regs": replace(TMA_CONFIGS[(128, False)], qdo_regs=True)},
+    (128, True): {"pointer (before)": _gpu_config(128, 2, True)}}
 
 # The compile check's subset of the shipped launches (CI's time): both 16-bit head_dims the bench measures, causal
 # and not, and one fp32 build (head_dim 64: fp32 at 128 causal took 37 s a target to compile here, the rest 1-6 s);

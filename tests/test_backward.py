@@ -1,6 +1,11 @@
 """The backward pass: our FA-2 order backward (kernels/fa2_bwd.py) against float64 autograd of the reference, through
 `flash_attention`'s autograd (kernels/autograd.py); what the forward saves; refusals; the spec facet; torch.compile.
 CPU tests run the kernels in Triton's interpreter; the gpu-marked ones run real sizes on a GPU."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -279,17 +284,21 @@ def test_tma_tiles_refuse_what_a_descriptor_cannot_take():
 def test_tma_tiles_ship_where_they_were_timed_faster(monkeypatch):
     """config_for picks the TMA tiles (TMA_CONFIGS) for 16-bit inputs of the shape classes where they were timed
     faster when the inputs can take them, and the pointer tiles otherwise (fp32, inputs a descriptor cannot take, the
-    classes not listed: head_dim 128 causal, 256); tma_capable asks the GPU (CPU tensors: never)."""
+    classes not listed: 256); tma_capable asks the GPU (CPU tensors: never). Only head_dim 128 causal keeps its
+    loop-invariant operands in registers (timed 1.012-1.114x its pointer tiles; at d64 they lost 0.67-0.77x)."""
     from kernels import fa2_bwd
     monkeypatch.setattr(fa2_bwd, "INTERPRET", False)  # the GPU's choice, asked without one
-    assert set(fa2_bwd.TMA_CONFIGS) == {(64, False), (128, False), (64, True)}
+    assert set(fa2_bwd.TMA_CONFIGS) == {(64, False), (128, False), (64, True), (128, True)}
     for (d, causal), config in fa2_bwd.TMA_CONFIGS.items():
         assert config.tma
         assert fa2_bwd.config_for(d, torch.bfloat16, causal, tma=True) == config
         assert fa2_bwd.config_for(d, torch.float16, causal, tma=True) == config
         assert not fa2_bwd.config_for(d, torch.bfloat16, causal).tma
         assert not fa2_bwd.config_for(d, torch.float32, causal, tma=True).tma
-    assert not fa2_bwd.config_for(128, torch.bfloat16, True, tma=True).tma  # causal at 128: pointer tiles
+    regs = {key for key, c in fa2_bwd.TMA_CONFIGS.items() if c.kv_regs or c.qdo_regs}
+    assert regs == {(128, True)} and fa2_bwd.TMA_CONFIGS[(128, True)].kv_regs and fa2_bwd.TMA_CONFIGS[(128, True)].qdo_regs
+    pointer = fa2_bwd.config_for(128, torch.bfloat16, True)  # without TMA (before Hopper): the pointer tiles, no
+    assert not pointer.tma and not pointer.kv_regs and not pointer.qdo_regs  # register operands (timed only with TMA)
     assert not fa2_bwd.config_for(256, torch.bfloat16, False, tma=True).tma
     # the dQ pass steps 64 keys at d64 (TMA) and at d128 causal (pointers): the sweep of 2026-12-07
     assert fa2_bwd.config_for(64, torch.bfloat16, False, tma=True).block_n2 == 64
@@ -303,8 +312,7 @@ def test_tma_tiles_ship_where_they_were_timed_faster(monkeypatch):
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 def test_gpu_tma_tiles_match_float64(head_dim, causal):
-    """The TMA tiles (shipped where kernels/fa2_bwd.py TMA_CONFIGS lists the class; at 128 causal the shipped pointer
-    tiles' shape through TMA) against float64 autograd, ragged N, and against the pointer loads' tiles of the same
+    """The TMA tiles (shipped where kernels/fa2_bwd.py TMA_CONFIGS lists the class: all four here) against float64 autograd, ragged N, and against the pointer loads' tiles of the same
     shape: the same products in the same order, so equal up to a bf16 rounding where the compiler picks another
     wgmma shape (in the interpreter they are bit for bit equal). Without a config, launch_backward picks the TMA tiles
     where they ship: the same bits."""
@@ -330,3 +338,40 @@ def test_gpu_tma_tiles_match_float64(head_dim, causal):
         if shipped:  # the library's own pick
             picked = launch_backward(q, k, v, o, lse, do, causal, head_dim ** -0.5)
             assert all(torch.equal(a, b) for a, b in zip(picked, grads)), f"N={seq_len}"
+
+
+REGS_SCRIPT = """
+import os
+os.environ["FLASH_LIVE_BACKEND"] = "aot"  # compile, never launch
+import torch
+from bench.compile_check import _capture, _cubin_facts, compile_entry
+from kernels import fa2_bwd
+from kernels.inputs import example_qkv
+q = example_qkv(128, torch.bfloat16)[0]
+lse = torch.zeros(q.shape[:3])
+for name, config in (("shipped", fa2_bwd.TMA_CONFIGS[(128, True)]),
+                     ("off", fa2_bwd.replace(fa2_bwd.TMA_CONFIGS[(128, True)], kv_regs=False, qdo_regs=False))):
+    for fn, args, kwargs in _capture(lambda: fa2_bwd._launch_backward(q, q, q, q, lse, q, True, 0.125, config)):
+        if fn.fn.__name__ != "_bwd_preprocess":
+            facts = _cubin_facts(compile_entry(fn, args, kwargs, 90).asm["cubin"], True)
+            print(name, fn.fn.__name__, facts["hgmma"], facts["hgmma_reg_a"], facts["stack"])
+"""
+
+
+def test_register_operands_reach_the_sm90_build():
+    """BackwardConfig.kv_regs and qdo_regs (shipped at head_dim 128 causal) do what they say in the sm_90 build: every
+    wgmma of the dK/dV and dQ kernels takes its first operand from registers (with them off, only the products whose
+    first operand the kernel computes: P, dS), within 8 bytes of stack. Compiled ahead of time, no GPU."""
+    env = {**os.environ, "FLASH_LIVE_BACKEND": "aot"}
+    env.pop("TRITON_INTERPRET", None)  # this process's interpreter: the child compiles for a real target
+    done = subprocess.run([sys.executable, "-c", REGS_SCRIPT], cwd=Path(__file__).resolve().parents[1], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    rows = {tuple(line.split()[:2]): [int(x) for x in line.split()[2:]] for line in done.stdout.splitlines()
+            if line.startswith(("shipped ", "off "))}
+    assert len(rows) == 4, done.stdout
+    for kernel in ("_bwd_dkdv", "_bwd_dq"):
+        hgmma, reg_a, stack = rows[("shipped", kernel)]
+        assert hgmma > 0 and reg_a == hgmma and stack <= 8, (kernel, rows)
+        hgmma_off, reg_a_off, _ = rows[("off", kernel)]
+        assert hgmma_off == hgmma and reg_a_off < hgmma_off, (kernel, rows)

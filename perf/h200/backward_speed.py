@@ -122,22 +122,32 @@ def _ragged_case(n, d, causal):
 def _ragged_agreement(d, causal, configs, seq_lens=(1, 1000, 1337)):
     """Each candidate's gradients against the shipped tiles' at ragged N (the edge steps, which the timed shapes,
     multiples of every tile, never take): the largest relative error, or the failure."""
-    out = {}
+    out, vs64 = {}, {}
+
+    def worst(grads, refs):
+        return max(relative_error(g, r) if r.norm() > 0 else (g - r).abs().max().item() for g, r in zip(grads, refs))
+
     for n in seq_lens:
         q, k, v, o, lse, do = _ragged_case(n, d, causal)
         scale = d ** -0.5
         shipped = launch_backward(q, k, v, o, lse, do, causal, scale, config_for(d, q.dtype, causal, tma=True))
+        refs = reference_gradients(q, k, v, do, causal)
+        vs64.setdefault("shipped", {})[n] = worst(shipped, refs)
         for name, config in configs.items():
             try:
                 grads = launch_backward(q, k, v, o, lse, do, causal, scale, config)
-                err = max(relative_error(g, r) if r.norm() > 0 else (g - r).abs().max().item()
-                          for g, r in zip(grads, shipped))
+                err = worst(grads, shipped)
+                vs64.setdefault(name, {})[n] = worst(grads, refs)
             except Exception as exc:  # noqa: BLE001 - reported, and the candidate is not timed
                 err = f"FAILED {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
             out.setdefault(name, {})[n] = err
     for name, by_n in out.items():
         print(f"ragged d{d} {'causal' if causal else 'full  '} {name:18} grads vs shipped "
               + "  ".join(f"N={n}: {e:.1e}" if isinstance(e, float) else f"N={n}: {e}" for n, e in by_n.items()))
+    for name, by_n in vs64.items():  # the tolerance the check section holds the shipped tiles to
+        bad = [n for n, e in by_n.items() if not e < TOL[torch.bfloat16]]
+        print(f"ragged d{d} {'causal' if causal else 'full  '} {name:18} vs float64 "
+              + "  ".join(f"N={n}: {e:.1e}" for n, e in by_n.items()) + (f"  WRONG at N={bad}" if bad else ""))
     return out
 
 
