@@ -452,7 +452,7 @@ def tiles_for(shape) -> tuple[int, int]:
     config = config_for(shape.head_dim, dtype, shape.causal)
     if not INTERPRET and torch.cuda.is_available():  # smaller tiles where this GPU's shared memory took them
         device = torch.cuda.current_device()
-        use_tma = torch.empty((), dtype=dtype).element_size() == 2 and tma_device(torch.device("cuda", device))
+        use_tma = dtype.itemsize == 2 and tma_device(torch.device("cuda", device))
         config = fitted_config(_fit_key(device, dtype, shape.head_dim, shape.causal, use_tma, False), config)
     return config.block_m, config.block_n
 

@@ -156,7 +156,8 @@ def smaller_matmul_tiles(tiles: tuple[int, int, int, int]) -> tuple[int, int, in
     if block_n > 16:
         return block_m, block_n // 2, warps, stages
     if block_m > 16:
-        return block_m // 2, block_n, max(1, min(warps, block_m // 32)), stages
+        block_m //= 2
+        return block_m, block_n, max(1, min(warps, block_m // 16)), stages
     return None
 
 

@@ -26,17 +26,24 @@ def per_call_ms(fn, calls=300) -> float:
     return per_call_us(fn, calls) / 1e3
 
 
-def gpu_ms(fn, calls=20) -> float:
-    """The backward's own kernels' device time a call (`_fa3_bwd`, `_bwd_rows`, and the casts and fills it launches)."""
+def kernel_ms(fn, calls=20, warmup=5) -> dict[str, float]:
+    """{CUDA kernel name: its device time in ms a call of fn}, from torch.profiler over `calls` calls after `warmup`
+    untimed ones."""
     from torch.profiler import ProfilerActivity, profile
-    for _ in range(5):
+    for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(calls):
             fn()
         torch.cuda.synchronize()
-    return sum(e.self_device_time_total for e in prof.key_averages()) / calls / 1e3
+    return {e.key: e.self_device_time_total / calls / 1e3 for e in prof.key_averages()
+            if e.device_type.name == "CUDA" and e.count}
+
+
+def gpu_ms(fn, calls=20) -> float:
+    """The backward's own kernels' device time a call (`_fa3_bwd`, `_bwd_rows`, and the casts and fills it launches)."""
+    return sum(kernel_ms(fn, calls).values())
 
 
 def main() -> int:

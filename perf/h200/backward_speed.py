@@ -38,6 +38,7 @@ from triton.testing import do_bench
 from kernels.fa2 import flash_attention  # differentiable: its backward is kernels/fa2_bwd.py
 from kernels.fa2_bwd import CANDIDATES, config_for, launch_backward
 from kernels.reference import reference_gradients, relative_error
+from perf.h200.backward_host import kernel_ms
 
 TOL = {torch.bfloat16: 3e-2, torch.float16: 5e-3}
 
@@ -279,23 +280,6 @@ def memory_64k():
     return {"peak_extra_bytes": peak, "ideal_bytes": ideal}
 
 
-def _kernel_times(fn, iters=10):
-    """{CUDA kernel name: ms per call of fn}, from torch.profiler over iters calls (after one untimed call)."""
-    from torch.profiler import ProfilerActivity, profile
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(iters):
-            fn()
-        torch.cuda.synchronize()
-    out = {}
-    for e in prof.key_averages():
-        if e.device_type.name == "CUDA" and e.count:
-            total = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
-            out[e.key] = out.get(e.key, 0.0) + total / 1e3 / iters
-    return out
-
-
 def split(seq_lens=(8192, 16384)):
     """Section f: each kernel's share of the teaching backward and of SDPA FA-2's."""
     rows = []
@@ -308,9 +292,9 @@ def split(seq_lens=(8192, 16384)):
                 with torch.no_grad():
                     o, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
                 do = torch.randn_like(o)
-                ours_t = _kernel_times(lambda: launch_backward(q, k, v, o, lse, do, causal, scale))
+                ours_t = kernel_ms(lambda: launch_backward(q, k, v, o, lse, do, causal, scale), 10, 1)
                 qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
-                fa2_t = _kernel_times(_bwd_timer(sdpa(SDPBackend.FLASH_ATTENTION), qg, kg, vg, causal))
+                fa2_t = kernel_ms(_bwd_timer(sdpa(SDPBackend.FLASH_ATTENTION), qg, kg, vg, causal), 10, 1)
                 pair = 2 * 2 * 16 * n * n * d / (2 if causal else 1)  # one tile product over every pair
                 label = f"N={n:6} d{d:3} {'causal' if causal else 'full  '}"
                 for who, times in (("ours", ours_t), ("sdpa_fa2", fa2_t)):
@@ -343,7 +327,7 @@ def main() -> int:
     only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
     for name, fn in (("check", check), ("rows", time_all), ("candidates", candidates), ("fa3", fa3_backward),
                      ("memory", memory_64k), ("split", split)):
-        if (only is None and name != "split") or (only is not None and name in only):
+        if (name in only) if only is not None else name != "split":  # split: only when asked for
             _section(name, fn, result)
         if name == "check" and result.get("check") is False:
             print("WRONG gradients: nothing timed")
