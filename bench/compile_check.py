@@ -1,7 +1,7 @@
 """Compile every shipped configuration of every kernel for real GPU targets, ahead of time, with no GPU.
 
     FLASH_LIVE_BACKEND=aot python3 -m bench.compile_check [--jobs N] [--json PATH] [--only KEY] [--cache]
-        [--backward all|representative|candidates] [--sm80 all|representative]
+        [--backward all|representative|candidates] [--sm80 all|representative] [--fp32 all|representative]
 
 CI has no GPU and the H200 runs another Triton (3.6) than our pin (3.7.1), so without this a GPU user's first
 launch under the pinned Triton would be its first compile. Each kernel's spec (kernels/specs.py) names the function
@@ -93,6 +93,11 @@ BACKWARD_SUBSETS = ("all", "representative", "candidates")
 SM80_SUBSETS = ("all", "representative")
 # --sm80 representative (CI's time): the sm_80 builds of the head_dims the bench measures; sm_90 keeps every one
 SM80_HEAD_DIMS = (64, 128)
+FP32_SUBSETS = ("all", "representative")
+# --fp32 representative (CI's time): float32 builds at head_dim 64 only, on both targets. They are the slowest builds
+# (4-15 s each, 16-bit ones 1-3 s): at every head_dim they took 437 of the CI subset's 1,010 compile-seconds here
+# (2026-12-07). 16-bit builds keep every head_dim; the interpreter tests run the float32 paths at every head_dim.
+FP32_HEAD_DIMS = (64,)
 
 
 def _sm80_keeps(label: str) -> bool:
@@ -102,7 +107,13 @@ def _sm80_keeps(label: str) -> bool:
     return head_dim is None or int(head_dim.group(1)) in SM80_HEAD_DIMS
 
 
-def _spec_entries(spec, backward: str = "all", sm80: str = "all") -> list[Entry]:
+def _fp32_keeps(label: str) -> bool:
+    """Whether --fp32 representative builds this configuration: 16-bit or 8-bit, or float32 at head_dim 64."""
+    head_dim = re.search(r"\bD=(\d+) ", label)
+    return " float32 " not in f" {label} " or head_dim is None or int(head_dim.group(1)) in FP32_HEAD_DIMS
+
+
+def _spec_entries(spec, backward: str = "all", sm80: str = "all", fp32: str = "all") -> list[Entry]:
     entries = []
     if backward == "candidates":  # the backward's tile candidates alone
         shipped = spec.load("backward_compile")(backward) if spec.backward_compile else []
@@ -111,6 +122,8 @@ def _spec_entries(spec, backward: str = "all", sm80: str = "all") -> list[Entry]
     for label, targets, launch in shipped:  # its forward's launches, then its backward's
         if sm80 == "representative" and not _sm80_keeps(label):
             targets = tuple(t for t in targets if t != "sm_80")
+        if fp32 == "representative" and not _fp32_keeps(label):
+            targets = ()
         if not targets:
             continue
         for fn, args, kwargs in _capture(launch):
@@ -130,11 +143,12 @@ def _name(fn) -> str:
     return f"{fn.fn.__module__}:{fn.fn.__name__}"
 
 
-def _entries(only: list[str] | None = None, backward: str = "all", sm80: str = "all") -> list[Entry]:
+def _entries(only: list[str] | None = None, backward: str = "all", sm80: str = "all",
+             fp32: str = "all") -> list[Entry]:
     entries = []
     for spec in specs.with_facet("compile"):
         if not only or spec.key in only:
-            entries += _spec_entries(spec, backward, sm80)
+            entries += _spec_entries(spec, backward, sm80, fp32)
     if (not only or BANDWIDTH in only) and backward != "candidates":
         entries += _bandwidth_entries()
     unique, seen = [], set()
@@ -202,11 +216,11 @@ def _compile_one(index: int) -> Result:
 
 
 def run_check(only: list[str] | None = None, jobs: int | None = None, backward: str = "all",
-              sm80: str = "all") -> list[Result]:
+              sm80: str = "all", fp32: str = "all") -> list[Result]:
     if not runtime.AOT:
         raise SystemExit(f"bench.compile_check needs FLASH_LIVE_BACKEND=aot (this process chose "
                          f"{runtime.backend()!r}: {runtime.backend_reason()})")
-    _ENTRIES[:] = _entries(only, backward, sm80)
+    _ENTRIES[:] = _entries(only, backward, sm80, fp32)
     jobs = jobs or os.cpu_count() or 1
     if jobs == 1:
         return [_compile_one(i) for i in range(len(_ENTRIES))]
@@ -240,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sm80", choices=SM80_SUBSETS, default="all",
                         help="the sm_80 builds: all (default), or those at head_dim 64 and 128 only (CI's time; "
                              "sm_90 builds every configuration either way)")
+    parser.add_argument("--fp32", choices=FP32_SUBSETS, default="all",
+                        help="the float32 builds: all (default), or those at head_dim 64 only (CI's time; 16-bit "
+                             "builds keep every head_dim either way)")
     parser.add_argument("--cache", action="store_true", help="use Triton's disk cache (default: a fresh one, so "
                                                              "every configuration really compiles)")
     args = parser.parse_args(argv)
@@ -247,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="compile-check-cache-") as cache:
         if not args.cache:
             os.environ["TRITON_CACHE_DIR"] = cache
-        results = run_check(args.only, args.jobs, args.backward, args.sm80)
+        results = run_check(args.only, args.jobs, args.backward, args.sm80, args.fp32)
     elapsed = time.perf_counter() - start
     print(_table(results))
     failed = [r for r in results if not r.ok]
@@ -258,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps({"triton": triton.__version__, "seconds": elapsed, "sm80": args.sm80,
                                          "sm80_head_dims": list(SM80_HEAD_DIMS) if args.sm80 == "representative"
+                                         else None, "fp32": args.fp32,
+                                         "fp32_head_dims": list(FP32_HEAD_DIMS) if args.fp32 == "representative"
                                          else None, "results": [asdict(r) for r in results]}, indent=1))
     return 1 if failed else 0
 

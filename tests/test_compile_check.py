@@ -3,8 +3,9 @@ the `tl` kernels, sm_90 for the Gluon FA-3 kernel, under the pinned Triton. Slow
 each configuration is a real Triton + ptxas compile), never skipped: it is the only test of what a GPU user's first
 launch compiles. The backward is compiled in a representative subset (kernels/fa2_bwd.py REPRESENTATIVE: every
 backward kernel, bf16 at head_dim 64 and 128 causal and not, one fp32 build; and the TMA tiles, sm_90), and the
-`tl` kernels' sm_80 builds at the head_dims the bench measures (64 and 128; sm_90 builds every head_dim), to keep CI's
-time; `python -m bench.compile_check` compiles all of it."""
+`tl` kernels' sm_80 builds at the head_dims the bench measures (64 and 128; sm_90 builds every head_dim), and float32
+builds at head_dim 64 only (on both targets; they are the slowest), to keep CI's time; `python -m bench.compile_check`
+compiles all of it."""
 import json
 import os
 import re
@@ -23,7 +24,7 @@ def check(tmp_path_factory):
     env = {**os.environ, "FLASH_LIVE_BACKEND": "aot"}
     env.pop("TRITON_INTERPRET", None)
     run = subprocess.run([sys.executable, "-m", "bench.compile_check", "--backward", "representative", "--sm80",
-                          "representative", "--json", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          "representative", "--fp32", "representative", "--json", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=1500)
     return run, (json.loads(out.read_text()) if out.exists() else None)
 
@@ -60,10 +61,18 @@ def test_every_kernel_and_target_is_covered(check):
     # (the subset as the run's JSON reports it: what was compiled, from the run that compiled it)
     sm80_head_dims = data["sm80_head_dims"]
     assert data["sm80"] == "representative" and sm80_head_dims == [64, 128]
+    assert data["fp32"] == "representative" and data["fp32_head_dims"] == [64]
     for head_dim, dtype_bytes, causal in flash.TUNED_CONFIGS:  # every tuned class; sm_80 at the bench's head_dims
         tag = f"D={head_dim} {'bfloat16' if dtype_bytes == 2 else 'float32'} {'causal' if causal else 'full'} "
         targets = {"sm_90", "sm_80"} if head_dim in sm80_head_dims else {"sm_90"}
+        if dtype_bytes == 4 and head_dim not in data["fp32_head_dims"]:
+            targets = set()
         assert {r["target"] for r in flash_rows if r["label"].startswith(tag)} == targets, tag
+    fp32_dims = {int(m[1]) for r in data["results"] if " float32 " in r["label"]
+                 for m in [re.search(r"\bD=(\d+) ", r["label"])] if m}
+    assert fp32_dims == {64}, fp32_dims  # every kernel's float32 builds at head_dim 64, none elsewhere
+    fp32_kernels = {r["kernel"].split(":")[-1] for r in data["results"] if " float32 " in r["label"]}
+    assert {"_attn_fwd", "_attn_fwd_fa1", "_decode_split", "_bwd_dkdv", "_scores_kernel"} <= fp32_kernels
     sm80_dims = {int(m[1]) for r in data["results"] if r["target"] == "sm_80"
                  for m in [re.search(r"\bD=(\d+) ", r["label"])] if m}
     assert sm80_dims == set(sm80_head_dims), sm80_dims  # the forwards', the backward's and decode's builds alike
