@@ -1,12 +1,16 @@
-"""Where the FA-3 kernel's warps wait, instruction by instruction: Nsight Compute's warp-state samples of one launch.
+"""Where a kernel's warps wait, instruction by instruction: Nsight Compute's warp-state samples of one launch.
 
     PYTHONUNBUFFERED=1 python3 -m perf.h200.fa3_stalls [--causal] [--head-dim 128]   # on the H200, under $OUT
+    PYTHONUNBUFFERED=1 python3 -m perf.h200.fa3_stalls --kernel dkdv --head-dim 64 [--regs]
 
-Runs `ncu` (SourceCounters + WarpStateStats, clocks left alone) on this module in --target mode, which launches the
-shipped FA-3 kernel at B=2 H=16 N=8K (bf16) twice and marks the second; then prints the stall reasons' shares over
-the whole kernel and over the consumers' loop bodies (the execution count that holds the most samples), the samples per SASS
-opcode, and the 40 instructions with the most samples. The .ncu-rep and the source
-page as CSV go to $OUT. One profile, not a timing: ncu serializes and replays the launch.
+Runs `ncu` (SourceCounters + WarpStateStats + the pipes' and shared memory's throughput, clocks left alone) on this
+module in --target mode, which launches the kernel at B=2 H=16 N=8K (bf16) twice and marks the second: the shipped
+FA-3 forward (`--kernel fa3`), or the teaching backward's dK/dV or dQ kernel (`--kernel dkdv|dq`) on its shipped TMA
+tiles, with `--regs` on those tiles with both passes' loop-invariant operands in registers (BackwardConfig.kv_regs,
+qdo_regs). Then prints the pipes' utilisation, the stall reasons' shares over the whole kernel and over the loop
+bodies (the execution count that holds the most samples), the samples per SASS opcode, and the 40 instructions with
+the most samples. The .ncu-rep and the source page as CSV go to $OUT. One profile, not a timing: ncu serializes and
+replays the launch.
 """
 from __future__ import annotations
 
@@ -25,14 +29,37 @@ from bench.counters import _number as ncu_number, find_ncu
 OUT = Path(os.environ.get("OUT") or "/tmp")
 
 
-def target(head_dim: int, causal: bool) -> None:
+KERNELS = {"fa3": "_fa3_fwd", "dkdv": "_bwd_dkdv", "dq": "_bwd_dq"}
+
+
+def target(kernel: str, head_dim: int, causal: bool, regs: bool) -> None:
     import torch
     from kernels.fa3 import flash_attention_v3
     q, k, v = (torch.randn(2, 16, 8192, head_dim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    flash_attention_v3(q, k, v, causal=causal)
+    if kernel == "fa3":
+        def call():
+            flash_attention_v3(q, k, v, causal=causal)
+    else:
+        from dataclasses import replace
+        from kernels import fa2_bwd
+        config = fa2_bwd.config_for(head_dim, q.dtype, causal, tma=True)
+        config = replace(config, kv_regs=regs, qdo_regs=regs)
+        o, lse = flash_attention_v3(q, k, v, causal=causal, return_lse=True)
+        do = torch.randn_like(q)
+
+        def call():
+            fa2_bwd.launch_backward(q, k, v, o, lse, do, causal, head_dim ** -0.5, config)
+    call()
     torch.cuda.synchronize()
-    flash_attention_v3(q, k, v, causal=causal)  # the profiled one (--launch-skip 1)
+    call()  # the profiled one (--launch-skip 1)
     torch.cuda.synchronize()
+
+
+# the details page's rows worth a line: time, the pipes, shared memory, occupancy
+WANTED = ("Duration", "SM Frequency", "Compute (SM) Throughput", "Memory Throughput", "Issue Slots Busy",
+          "Executed Ipc Active", "Shared Memory Bandwidth" , "Achieved Occupancy", "Registers Per Thread",
+          "Block Limit Registers", "Block Limit Shared Mem", "L1/TEX Hit Rate", "L2 Hit Rate", "DRAM Throughput",
+          "L1/TEX Cache Throughput", "L2 Cache Throughput", "Dynamic Shared Memory Per Block")
 
 
 def _number(text) -> float:
@@ -52,18 +79,24 @@ def main() -> int:
     ap.add_argument("--target", action="store_true")
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--kernel", choices=tuple(KERNELS), default="fa3")
+    ap.add_argument("--regs", action="store_true", help="dkdv, dq: both passes' operands in registers")
     a = ap.parse_args()
     if a.target:
-        target(a.head_dim, a.causal)
+        target(a.kernel, a.head_dim, a.causal, a.regs)
         return 0
     ncu = find_ncu()
     if ncu is None:
         raise SystemExit("no ncu on this machine")
-    rep = OUT / f"fa3-stalls-d{a.head_dim}{'-causal' if a.causal else ''}"
-    cmd = [ncu, "--clock-control", "none", "-k", "regex:_fa3_fwd", "--launch-skip", "1", "--launch-count", "1",
-           "--section", "SourceCounters", "--section", "WarpStateStats", "--import-source", "no", "-f", "-o", str(rep),
-           sys.executable, "-m", "perf.h200.fa3_stalls", "--target", "--head-dim", str(a.head_dim)]
+    rep = OUT / f"{a.kernel}-stalls-d{a.head_dim}{'-causal' if a.causal else ''}{'-regs' if a.regs else ''}"
+    cmd = [ncu, "--clock-control", "none", "-k", f"regex:{KERNELS[a.kernel]}", "--launch-skip", "1",
+           "--launch-count", "1", "--section", "SourceCounters", "--section", "WarpStateStats", "--section",
+           "SpeedOfLight", "--section", "ComputeWorkloadAnalysis", "--section", "MemoryWorkloadAnalysis",
+           "--section", "Occupancy", "--import-source", "no", "-f", "-o", str(rep),
+           sys.executable, "-m", "perf.h200.fa3_stalls", "--target", "--kernel", a.kernel, "--head-dim",
+           str(a.head_dim)]
     cmd += ["--causal"] if a.causal else []
+    cmd += ["--regs"] if a.regs else []
     print(" ".join(cmd), flush=True)
     r = subprocess.run(cmd, capture_output=True, text=True)
     print(r.stdout[-3000:], r.stderr[-3000:], flush=True)
@@ -71,8 +104,17 @@ def main() -> int:
                              capture_output=True, text=True)
     (OUT / f"{rep.name}-details.csv").write_text(details.stdout)
     for row in csv.reader(io.StringIO(details.stdout)):
-        if any("Warp State" in c for c in row) or any(c in ("Duration", "SM Frequency") for c in row):
+        if any("Warp State" in c for c in row) or any(c in WANTED for c in row):
             print("  ", " | ".join(row[-4:]))
+    raw = subprocess.run([ncu, "--import", f"{rep}.ncu-rep", "--page", "raw", "--csv"], capture_output=True,
+                         text=True)
+    table = list(csv.reader(io.StringIO(raw.stdout)))
+    if len(table) >= 3:  # header, units, then the one launch: the pipes' and shared memory's metrics the sections read
+        print("\nmetrics (the raw page): pipes, shared memory")
+        for name, unit, value in zip(table[0], table[1], table[-1]):
+            if re.search(r"pipe_\w+_cycles_active.*pct_of_peak|inst_executed_pipe_\w+.*pct|mem_shared.*(sum|pct)"
+                         r"|data_bank_conflicts|wavefronts_mem_shared", name):
+                print(f"  {name:90s} {value} {unit}")
     page = subprocess.run([ncu, "--import", f"{rep}.ncu-rep", "--page", "source", "--csv", "--print-source", "sass"],
                           capture_output=True, text=True)
     (OUT / f"{rep.name}-source.csv").write_text(page.stdout)
