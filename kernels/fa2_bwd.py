@@ -317,6 +317,7 @@ class BackwardConfig:
     kv_regs: bool = False  # the dK/dV pass keeps K and V in registers, the first operand of Sᵀ and dPᵀ (not re-read
     #                    from shared memory each step; GPU only: the interpreter runs it as False, the same arithmetic)
     qdo_regs: bool = False  # the dQ pass keeps Q and dO in registers, likewise
+    dkdv_warps: int | None = None  # the dK/dV pass's warps where they differ from num_warps (then the dQ pass's)
 
 
 # Tutorial 06's split (dK/dV programs of 128 keys stepping 32 query rows, dQ programs of 128 rows stepping 32 keys) at
@@ -375,7 +376,8 @@ def smaller_tiles(config: BackwardConfig) -> BackwardConfig | None:
     if c.block_n1 > costmodel.MIN_TILE or c.block_m2 > costmodel.MIN_TILE:
         n1, m2 = max(costmodel.MIN_TILE, c.block_n1 // 2), max(costmodel.MIN_TILE, c.block_m2 // 2)
         return replace(c, block_n1=n1, block_m2=m2, block_m1=min(c.block_m1, n1), block_n2=min(c.block_n2, m2),
-                       num_warps=max(1, min(c.num_warps, min(n1, m2) // 16)))
+                       num_warps=max(1, min(c.num_warps, min(n1, m2) // 16)),
+                       dkdv_warps=c.dkdv_warps and max(1, min(c.dkdv_warps, n1 // 16)))
     return None
 
 
@@ -473,7 +475,7 @@ def _launch_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, config:
     bh = batch * heads
     group = costmodel.lpt_heads_per_group(bh, seq_len, head_dim, q.element_size()) if causal else 1
     common = dict(HEAD_DIM=head_dim, CAUSAL=causal, DOT_FP32=dot_fp32, PRECISION=precision, USE_TMA=config.tma,
-                  num_warps=config.num_warps, num_stages=config.num_stages)
+                  num_stages=config.num_stages)
     strides = (*q.stride(), *k.stride(), *v.stride())
     dkdv_args = dq_args = (q, k, v, do)
     if config.tma:  # the same tensors as descriptors, in each kernel's blocks (rows past seq_len load as zeros)
@@ -486,10 +488,12 @@ def _launch_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, config:
                                                                        BLOCK_M=config.block_m2)
         _bwd_dkdv[(triton.cdiv(seq_len, config.block_n1), bh)](
             *dkdv_args, lse, delta, dk, dv, sm_scale, seq_len, heads, group, *strides,
-            BLOCK_M=config.block_m1, BLOCK_N=config.block_n1, REGS=config.kv_regs and not INTERPRET, **common)
+            BLOCK_M=config.block_m1, BLOCK_N=config.block_n1, REGS=config.kv_regs and not INTERPRET,
+            num_warps=config.dkdv_warps or config.num_warps, **common)
         _bwd_dq[(triton.cdiv(seq_len, config.block_m2), bh)](
             *dq_args, lse, delta, dq, sm_scale, seq_len, heads, group, *strides,
-            BLOCK_M=config.block_m2, BLOCK_N=config.block_n2, REGS=config.qdo_regs and not INTERPRET, **common)
+            BLOCK_M=config.block_m2, BLOCK_N=config.block_n2, REGS=config.qdo_regs and not INTERPRET,
+            num_warps=config.num_warps, **common)
     return dq, dk, dv
 
 
@@ -519,8 +523,18 @@ def _check_tma(*tensors: torch.Tensor) -> None:
 # machine) and a 128-register cap on d64's dK/dV kernel (level) lost. Register operands (kv_regs, qdo_regs) shipped
 # at d128 causal and lost elsewhere (TMA_CONFIGS). Kept beside them: the tiles d128 causal replaced (so a run
 # re-measures the gain), and the dQ pass's register operands at d128 not causal (1.002-1.042×: a third run decides).
+# Added 2026-12-07 after Nsight Compute's profile of d64's dK/dV kernel (BENCHMARKS.md §1d: its tensor pipe 42 %
+# busy, 31 % of warp samples waiting on wgmma, one program of two warpgroups an SM): dK/dV programs of one warpgroup
+# over 64 keys (dkdv_warps=4), two or three programs an SM, each warpgroup waiting only on its own products.
 CANDIDATES: dict[tuple[int, bool], dict[str, BackwardConfig]] = {
-    (128, False): {"dq regs": replace(TMA_CONFIGS[(128, False)], qdo_regs=True)},
+    (64, False): {"64 keys 4w": BackwardConfig(64, 64, 128, 64, 8, 3, tma=True, dkdv_warps=4),
+                  "64 keys 4w regs": BackwardConfig(64, 64, 128, 64, 8, 3, tma=True, kv_regs=True, dkdv_warps=4),
+                  "64x32 4w": BackwardConfig(32, 64, 128, 64, 8, 3, tma=True, dkdv_warps=4)},
+    (64, True): {"64 keys 4w": BackwardConfig(64, 64, 128, 64, 4, 3, tma=True),
+                 "64x32 4w": BackwardConfig(32, 64, 128, 64, 4, 3, tma=True)},
+    (128, False): {"dq regs": replace(TMA_CONFIGS[(128, False)], qdo_regs=True),
+                   "64x32 4w": BackwardConfig(32, 64, 128, 64, 8, 3, tma=True, dkdv_warps=4),
+                   "64 keys 4w": BackwardConfig(64, 64, 128, 64, 8, 2, tma=True, dkdv_warps=4)},
     (128, True): {"pointer (before)": _gpu_config(128, 2, True)}}
 
 # The compile check's subset of the shipped launches (CI's time): both 16-bit head_dims the bench measures, causal
@@ -536,7 +550,8 @@ def _launch(head_dim, dtype, causal, config, label, targets=("sm_90", "sm_80")):
     lse = torch.zeros(q.shape[:3], dtype=torch.float32)
     g = config
     label = (f"{label} D={head_dim} {str(dtype)[6:]} {'causal' if causal else 'full'} "
-             f"dkdv {g.block_n1}x{g.block_m1} dq {g.block_m2}x{g.block_n2} w{g.num_warps} s{g.num_stages}")
+             f"dkdv {g.block_n1}x{g.block_m1}{f' w{g.dkdv_warps}' if g.dkdv_warps else ''} dq {g.block_m2}x{g.block_n2} "
+             f"w{g.num_warps} s{g.num_stages}")
     return (label, targets, lambda: launch_backward(q, k, v, q, lse, q, causal, 0.125, config))
 
 
