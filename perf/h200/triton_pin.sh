@@ -11,7 +11,7 @@
 #   python3 -c "import triton; print(triton.__version__)"     # 3.7.1; torch stays the machine's own
 # Why: the machine's Triton builds some kernels differently from the pin. The teaching backward's d64 dK/dV loop,
 # for one: under 3.6.0 each of its 12 wgmmas an iteration is waited for on its own (12 WARPGROUP.DEPBAR in the
-# profiled loop, BENCHMARKS.md §1d); under 3.7.1 they go in three groups with two waits (sm_90 SASS compiled here).
+# profiled loop, BENCHMARKS.md §1d); under 3.7.1 they go in four groups with two waits (sm_90 SASS compiled here).
 # Timings from the machine's Triton are what that Triton builds; a user with requirements.txt gets the pin's.
 set -euo pipefail
 V=$(sed -n 's/^triton==\([0-9.]*\).*/\1/p' requirements.txt)
