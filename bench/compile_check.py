@@ -90,10 +90,9 @@ def kernel_sets() -> tuple[str, ...]:
 
 
 BACKWARD_SUBSETS = ("all", "representative", "candidates")
-SM80_SUBSETS = ("all", "representative")
+SUBSETS = ("all", "representative")  # --sm80 and --fp32
 # --sm80 representative (CI's time): the sm_80 builds of the head_dims the bench measures; sm_90 keeps every one
 SM80_HEAD_DIMS = (64, 128)
-FP32_SUBSETS = ("all", "representative")
 # --fp32 representative (CI's time): float32 builds at head_dim 64 only, on both targets. They are the slowest builds
 # (4-15 s each, 16-bit ones 1-3 s): at every head_dim they took 437 of the CI subset's 1,010 compile-seconds here
 # (2026-12-07). 16-bit builds keep every head_dim; the interpreter tests run the float32 paths at every head_dim.
@@ -103,14 +102,20 @@ FP32_HEAD_DIMS = (64,)
 def _sm80_keeps(label: str) -> bool:
     """Whether --sm80 representative builds this configuration for sm_80: one at a head_dim the bench measures, or
     one without a head_dim (the bench's L2 read)."""
-    head_dim = re.search(r"\bD=(\d+) ", label)
-    return head_dim is None or int(head_dim.group(1)) in SM80_HEAD_DIMS
+    head_dim = _head_dim(label)
+    return head_dim is None or head_dim in SM80_HEAD_DIMS
 
 
 def _fp32_keeps(label: str) -> bool:
     """Whether --fp32 representative builds this configuration: 16-bit or 8-bit, or float32 at head_dim 64."""
-    head_dim = re.search(r"\bD=(\d+) ", label)
-    return " float32 " not in f" {label} " or head_dim is None or int(head_dim.group(1)) in FP32_HEAD_DIMS
+    head_dim = _head_dim(label)
+    return " float32 " not in f" {label} " or head_dim is None or head_dim in FP32_HEAD_DIMS
+
+
+def _head_dim(label: str) -> int | None:
+    """The head_dim a configuration's label names (`D=64 `), None where it names none (the bench's L2 read)."""
+    m = re.search(r"\bD=(\d+) ", label)
+    return int(m.group(1)) if m else None
 
 
 def _spec_entries(spec, backward: str = "all", sm80: str = "all", fp32: str = "all") -> list[Entry]:
@@ -251,10 +256,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backward", choices=BACKWARD_SUBSETS, default="all",
                         help="the backwards' launches: all shipped (default), a representative few (CI's time: "
                              "kernels/fa2_bwd.py REPRESENTATIVE), or only the tile candidates (nothing else)")
-    parser.add_argument("--sm80", choices=SM80_SUBSETS, default="all",
+    parser.add_argument("--sm80", choices=SUBSETS, default="all",
                         help="the sm_80 builds: all (default), or those at head_dim 64 and 128 only (CI's time; "
                              "sm_90 builds every configuration either way)")
-    parser.add_argument("--fp32", choices=FP32_SUBSETS, default="all",
+    parser.add_argument("--fp32", choices=SUBSETS, default="all",
                         help="the float32 builds: all (default), or those at head_dim 64 only (CI's time; 16-bit "
                              "builds keep every head_dim either way)")
     parser.add_argument("--cache", action="store_true", help="use Triton's disk cache (default: a fresh one, so "

@@ -24,8 +24,8 @@ def check(tmp_path_factory):
     env = {**os.environ, "FLASH_LIVE_BACKEND": "aot"}
     env.pop("TRITON_INTERPRET", None)
     run = subprocess.run([sys.executable, "-m", "bench.compile_check", "--backward", "representative", "--sm80",
-                          "representative", "--fp32", "representative", "--json", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=1500)
+                          "representative", "--fp32", "representative", "--json", str(out)], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=1500)
     return run, (json.loads(out.read_text()) if out.exists() else None)
 
 

@@ -3,7 +3,7 @@
     PYTHONUNBUFFERED=1 python3 -m perf.h200.fa3_stalls [--causal] [--head-dim 128]   # on the H200, under $OUT
     PYTHONUNBUFFERED=1 python3 -m perf.h200.fa3_stalls --kernel dkdv --head-dim 64 [--regs]
 
-Runs `ncu` (SourceCounters + WarpStateStats + the pipes' and shared memory's throughput, clocks left alone) on this
+Runs `ncu` (SourceCounters + WarpStateStats + the pipes', memory's and launch's sections, clocks left alone) on this
 module in --target mode, which launches the kernel at B=2 H=16 N=8K (bf16) twice and marks the second: the shipped
 FA-3 forward (`--kernel fa3`), or the teaching backward's dK/dV or dQ kernel (`--kernel dkdv|dq`) on its shipped TMA
 tiles, with `--regs` on those tiles with both passes' loop-invariant operands in registers (BackwardConfig.kv_regs,
@@ -57,7 +57,7 @@ def target(kernel: str, head_dim: int, causal: bool, regs: bool) -> None:
 
 # the details page's rows worth a line: time, the pipes, shared memory, occupancy
 WANTED = ("Duration", "SM Frequency", "Compute (SM) Throughput", "Memory Throughput", "Issue Slots Busy",
-          "Executed Ipc Active", "Shared Memory Bandwidth" , "Achieved Occupancy", "Registers Per Thread",
+          "Executed Ipc Active", "Shared Memory Bandwidth", "Achieved Occupancy", "Registers Per Thread",
           "Block Limit Registers", "Block Limit Shared Mem", "L1/TEX Hit Rate", "L2 Hit Rate", "DRAM Throughput",
           "L1/TEX Cache Throughput", "L2 Cache Throughput", "Dynamic Shared Memory Per Block")
 
@@ -92,7 +92,7 @@ def main() -> int:
     cmd = [ncu, "--clock-control", "none", "-k", f"regex:{KERNELS[a.kernel]}", "--launch-skip", "1",
            "--launch-count", "1", "--section", "SourceCounters", "--section", "WarpStateStats", "--section",
            "SpeedOfLight", "--section", "ComputeWorkloadAnalysis", "--section", "MemoryWorkloadAnalysis",
-           "--section", "Occupancy", "--import-source", "no", "-f", "-o", str(rep),
+           "--section", "Occupancy", "--section", "LaunchStats", "--import-source", "no", "-f", "-o", str(rep),
            sys.executable, "-m", "perf.h200.fa3_stalls", "--target", "--kernel", a.kernel, "--head-dim",
            str(a.head_dim)]
     cmd += ["--causal"] if a.causal else []

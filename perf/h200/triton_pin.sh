@@ -4,7 +4,7 @@
 # Run it in the project's root on a machine with PyPI; it fills .pin/ (ignored by git):
 #   .pin/p0, .pin/p1, .pin/p2   the cp312 manylinux wheel unpacked, without what a kernel launch does not use
 #                               (CUPTI's libraries, Blackwell's ptxas, the instrumentation test library), as one
-#                               xz-compressed tar split in three (~34 MB each; the wheel is 198 MB, this ~100 MB)
+#                               xz-compressed tar split in three (~32 MB each; the wheel is 198 MB, this ~100 MB)
 # On the GPU machine, carry .pin/p0, then .pin/p1, then .pin/p2 in three calls back to back (a warm machine keeps
 # /tmp between calls), copying each call's part to /tmp/stash; in the third:
 #   cat /tmp/stash/triton.part* | xz -dc | tar x -C /tmp/pin && export PYTHONPATH=/tmp/pin
