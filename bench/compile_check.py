@@ -69,6 +69,7 @@ class Result:
     hgmma_reg_a: int | None = None  # of those, the ones whose A operand comes from registers (not shared memory)
     named_arrives: int | None = None  # arrives on our named barriers (the FA-3 kernel's ping-pong hand-off)
     votes: int | None = None  # warp votes (the FA-3 kernel's conditional rescale)
+    wgmma_waits: int | None = None  # waits on issued wgmmas (WARPGROUP.DEPBAR); as many as wgmmas: issued one by one
     error: str = ""
 
 
@@ -177,7 +178,8 @@ _CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuo
 
 def _cubin_facts(cubin: bytes, sass: bool) -> dict:
     """Registers, stack and local memory from the cubin; with `sass`, the wgmma count from the disassembly
-    (half a second a kernel, so only for the Gluon kernel, whose point is wgmma)."""
+    (half a second a kernel, so only where wgmma is the point: the Gluon kernel, and the backward's sm_90 builds,
+    whose wgmmas triton 3.6 may leave serialized: BENCHMARKS §1d)."""
     facts: dict = {}
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
@@ -200,7 +202,18 @@ def _cubin_facts(cubin: bytes, sass: bool) -> dict:
         # conditional rescale's warp vote (`VOTE.ANY`) before the branch around the multiplies
         facts["named_arrives"] = len(re.findall(r"\bBAR\.ARV\s+0x[89a-f],\s*0x100", listing))
         facts["votes"] = len(re.findall(r"\bVOTE\.ANY\b", listing))
+        # ptxas's C7515 ("wgmma.mma_async instructions are serialized") shows as one wait per wgmma
+        facts["wgmma_waits"] = len(re.findall(r"\bWARPGROUP\.DEPBAR\b", listing))
     return facts
+
+
+def _reads_sass(e: Entry) -> bool:
+    return e.fn.is_gluon() or (e.target == "sm_90" and e.kernel.endswith((":_bwd_dkdv", ":_bwd_dq")))
+
+
+def serialized(r: Result) -> bool:
+    """Whether a build issues each of its wgmmas alone (a wait per wgmma, ptxas's C7515), where the SASS was read."""
+    return bool(r.hgmma) and r.wgmma_waits is not None and r.wgmma_waits >= r.hgmma
 
 
 _ENTRIES: list[Entry] = []  # filled in the parent before the workers fork
@@ -211,7 +224,7 @@ def _compile_one(index: int) -> Result:
     start = time.perf_counter()
     try:
         kernel = compile_entry(e.fn, e.args, e.kwargs, TARGETS[e.target])
-        facts = _cubin_facts(kernel.asm["cubin"], sass=e.fn.is_gluon())
+        facts = _cubin_facts(kernel.asm["cubin"], sass=_reads_sass(e))
         return Result(e.kernel, e.label, e.target, True, time.perf_counter() - start,
                       shared=kernel.metadata.shared, **facts)
     except Exception as exc:  # noqa: BLE001 - every failure is a row of the table
@@ -234,12 +247,13 @@ def run_check(only: list[str] | None = None, jobs: int | None = None, backward: 
 
 
 def _table(results: list[Result]) -> str:
-    rows = [("kernel", "configuration", "target", "ok", "regs", "stack", "smem", "hgmma", "s")]
+    rows = [("kernel", "configuration", "target", "ok", "regs", "stack", "smem", "hgmma", "waits", "s")]
     for r in results:
         rows.append((r.kernel.split(":")[-1], r.label, r.target, "ok" if r.ok else "FAIL",
                      str(r.regs if r.regs is not None else "-"), str(r.stack if r.stack is not None else "-"),
                      str(r.shared if r.shared is not None else "-"), str(r.hgmma if r.hgmma is not None else "-"),
-                     f"{r.seconds:.1f}"))
+                     (f"{r.wgmma_waits}" + (" serial" if serialized(r) else "")) if r.wgmma_waits is not None
+                     else "-", f"{r.seconds:.1f}"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     for r in results:

@@ -185,3 +185,22 @@ def test_backward_subsets_list_what_they_say():
     assert len(fa3_bwd.shipped_launches("candidates")) == 2 * sum(len(c) for c in fa3_bwd.CANDIDATES.values())
     with pytest.raises(ValueError, match="subset must be"):
         fa3_bwd.shipped_launches("some")
+
+
+@pytest.mark.timeout(1600)
+def test_backward_wgmmas_are_issued_in_groups(check):
+    """The teaching backward's sm_90 builds under the pinned Triton issue their wgmmas in groups and wait a few
+    times a step, not once per wgmma: ptxas serializes them (C7515) when the kernel's PTX writes an accumulator
+    between a wgmma's issue and its wait, as triton 3.6's PTX of the not-causal dK/dV kernel does (the GPU machine's
+    Triton: BENCHMARKS §1d)."""
+    _, data = check
+    assert data is not None
+    rows = [r for r in data["results"] if r["target"] == "sm_90"
+            and r["kernel"].endswith((":_bwd_dkdv", ":_bwd_dq"))]
+    tma = [r for r in rows if r["label"].startswith("backward tma ") and r["kernel"].endswith(":_bwd_dkdv")]
+    assert len(tma) >= 4 and {("causal" in r["label"]) for r in tma} == {True, False}, tma
+    for r in rows:
+        assert r["wgmma_waits"] is not None, r
+        if " float32 " in r["label"] and not r["hgmma"]:
+            continue  # float32's exact dots are not wgmmas
+        assert r["hgmma"] > 0 and 0 < r["wgmma_waits"] < r["hgmma"] / 2, r
