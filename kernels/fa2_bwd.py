@@ -526,6 +526,10 @@ def _check_tma(*tensors: torch.Tensor) -> None:
 # Added 2026-12-07 after Nsight Compute's profile of d64's dK/dV kernel (BENCHMARKS.md §1d: its tensor pipe 42 %
 # busy, 31 % of warp samples waiting on wgmma, one program of two warpgroups an SM): dK/dV programs of one warpgroup
 # over 64 keys (dkdv_warps=4), two or three programs an SM, each warpgroup waiting only on its own products.
+# Added 2026-12-07 (evening) from the sm_90 builds' registers (BENCHMARKS.md §1d, "head_dim 256"): the shipped d256
+# tiles (one stage) spill 784-864 bytes a thread in the dK/dV kernel and 328-416 in the dQ kernel under both
+# Tritons; the same tiles at two stages spill 16-80 and none, by pointer loads or TMA copies (131 KB of shared
+# memory: Hopper's 227 KB takes it, an A100's 163 KB too). Never timed.
 CANDIDATES: dict[tuple[int, bool], dict[str, BackwardConfig]] = {
     (64, False): {"64 keys 4w": BackwardConfig(64, 64, 128, 64, 8, 3, tma=True, dkdv_warps=4),
                   "64 keys 4w regs": BackwardConfig(64, 64, 128, 64, 8, 3, tma=True, kv_regs=True, dkdv_warps=4),
@@ -535,7 +539,13 @@ CANDIDATES: dict[tuple[int, bool], dict[str, BackwardConfig]] = {
     (128, False): {"dq regs": replace(TMA_CONFIGS[(128, False)], qdo_regs=True),
                    "64x32 4w": BackwardConfig(32, 64, 128, 64, 8, 3, tma=True, dkdv_warps=4),
                    "64 keys 4w": BackwardConfig(64, 64, 128, 64, 8, 2, tma=True, dkdv_warps=4)},
-    (128, True): {"pointer (before)": _gpu_config(128, 2, True)}}
+    (128, True): {"pointer (before)": _gpu_config(128, 2, True)},
+    (256, False): {"2 stages": BackwardConfig(32, 64, 64, 32, 8, 2),
+                   "tma 2 stages": BackwardConfig(32, 64, 64, 32, 8, 2, tma=True),
+                   "tma 2 stages dq 16": BackwardConfig(32, 64, 64, 16, 8, 2, tma=True)},
+    (256, True): {"2 stages": BackwardConfig(32, 64, 64, 32, 8, 2),
+                  "tma 2 stages": BackwardConfig(32, 64, 64, 32, 8, 2, tma=True),
+                  "tma 2 stages dq 16": BackwardConfig(32, 64, 64, 16, 8, 2, tma=True)}}
 
 # The compile check's subset of the shipped launches (CI's time): both 16-bit head_dims the bench measures, causal
 # and not, and one fp32 build (head_dim 64: fp32 at 128 causal took 37 s a target to compile here, the rest 1-6 s);
