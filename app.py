@@ -283,7 +283,8 @@ def scene_backward(stage: Stage) -> None:
         source = story.backward.source_words(recording.facts["name"] if recording else "",
                                              recording.days(records) if recording else "", stage.live,
                                              story.backward.MEMORY_NOT_LIVE)
-        caption = f"{story.backward.memory_sentence(s.shape, hbm_bytes)} {story.backward.measured_words(records, source)}"
+        caption = (f"{story.backward.memory_sentence(s.shape, hbm_bytes, records)} "
+                   f"{story.backward.measured_words(records, source)}")
         height = body.chart_px(below=(page.text_rows_px(caption),))
         chart(page.built_figure(viz.memory_figure, records=story.backward.with_training_failures(records),
                                 batch=s.batch, heads=s.heads, head_dim=s.head_dim, dtype_bytes=s.dtype_bytes,

@@ -9,7 +9,7 @@ import costmodel
 from costmodel import Shape
 from fmt import fmt_bytes, fmt_tokens
 from kernels import specs
-from story.records import failure_text
+from story.records import failure_text, held_and_tried
 
 BACKWARD = "backward"
 BENCH_COMMAND = "python -m bench --backward"
@@ -77,17 +77,42 @@ def at_setting(records, shape: Shape, pass_: str = BACKWARD) -> list[dict]:
     return [r for r in records if _same_setting(r, shape, pass_)]
 
 
+def measured_need(record: dict) -> int | None:
+    """At least what a training step needed beyond Q, K, V and dO where it ran out of memory, as its allocator
+    message measured it: what the process held when an allocation failed (the CUDA context and the allocator's
+    reserve included), plus that allocation, less the four inputs. None where the message does not say
+    (story.records.held_and_tried)."""
+    said = held_and_tried(record)
+    if said is None:
+        return None
+    shape = Shape.of_record(record)
+    return max(0, said[0] + said[1] - costmodel.inputs_bytes(shape) - costmodel.output_bytes(shape))
+
+
+def _training_failure(record: dict, formula_need: int | None) -> str:
+    said = held_and_tried(record)
+    if record["status"] != "oom" or said is None:
+        return failure_text(record)
+    need = measured_need(record)
+    bound = (f"; the formula's lower bound: {fmt_bytes(formula_need)}" if formula_need else "")
+    return (f"out of memory: the process held {fmt_bytes(said[0])} when a {fmt_bytes(said[1])} allocation failed, "
+            f"so the step needs at least {fmt_bytes(need)} beyond Q, K, V, dO (measured, the CUDA context "
+            f"included){bound}")
+
+
 def with_training_failures(records: list[dict]) -> list[dict]:
     """Backward records as the memory chart draws them: a failed one with its `failure` text, an out-of-memory one
-    with what the step needs there by the training formula (none for an algorithm without one)."""
+    with what the step needs there (its ✕): the larger of what its allocator message measured (measured_need) and
+    the training formula's lower bound (none for an algorithm without either)."""
     out = []
     for r in records:
         if r["status"] == "ok":
             out.append(r)
             continue
         formula = TRAINING_FORMULAS.get(r["algorithm"])
-        need = formula[0](Shape.of_record(r)) if formula else None
-        out.append({**r, "failure": failure_text(r), "need_bytes": need})
+        bound = formula[0](Shape.of_record(r)) if formula else None
+        needs = [n for n in (bound, measured_need(r)) if n]
+        out.append({**r, "failure": _training_failure(r, bound), "need_bytes": max(needs) if needs else None})
     return out
 
 
@@ -113,8 +138,10 @@ def formula_wall(shape: Shape, hbm_bytes: int | None) -> dict | None:
                     "(formula, a lower bound)"}
 
 
-def memory_sentence(shape: Shape, hbm_bytes: int | None) -> str:
-    """What each training step keeps at the talk's N, and where standard attention's wall falls on this device."""
+def memory_sentence(shape: Shape, hbm_bytes: int | None, records: list[dict] = ()) -> str:
+    """What each training step keeps at the talk's N, and where standard attention's wall falls on this device: by
+    the formula's lower bound, and where the backward records (at the talk's setting) ran out of memory short of
+    it, by them."""
     standard = costmodel.standard_training_bytes(shape)
     flash = costmodel.flash_training_bytes(shape)
     kept = "softmax's fp32 output and P" if shape.dtype_bytes != costmodel.SCORE_BYTES else "P (fp32)"
@@ -123,11 +150,32 @@ def memory_sentence(shape: Shape, hbm_bytes: int | None) -> str:
             f"one LSE per row: {fmt_bytes(flash)} with the gradients, {standard / flash:,.0f}× less.")
     if hbm_bytes:
         wall = costmodel.standard_training_wall(hbm_bytes, shape)
-        where = ("within that bound (the backward's dP and dS come on top of it)" if shape.seq_len <= wall.fits_up_to
-                 else "past it: the standard step cannot run here")
         said += (f" On this device's {fmt_bytes(hbm_bytes)}, with Q, K, V and dO, the standard step's lower bound "
-                 f"fits up to N ≈ {fmt_tokens(wall.fits_up_to)}; N = {fmt_tokens(shape.seq_len)} is {where}.")
+                 f"fits up to N ≈ {fmt_tokens(wall.fits_up_to)}")
+        measured = training_wall(records)
+        if measured and measured["seq_len"] <= wall.fits_up_to:  # the recording's wall comes first: say so
+            said += (f", but the recording ran out of memory from N = {fmt_tokens(measured['seq_len'])}: the "
+                     f"backward's dP, dS and autograd's temporaries come on top of the bound{_peak_words(records)}. "
+                     f"N = {fmt_tokens(shape.seq_len)} is "
+                     + ("past that: the standard step cannot run here." if shape.seq_len >= measured["seq_len"]
+                        else "short of it."))
+        else:
+            said += (f"; N = {fmt_tokens(shape.seq_len)} is "
+                     + ("within that bound (the backward's dP and dS come on top of it)."
+                        if shape.seq_len <= wall.fits_up_to else "past it: the standard step cannot run here."))
     return said
+
+
+def _peak_words(records: list[dict]) -> str:
+    """" (measured at N = 8K: 32.1 GiB, 2.6× the bound)": standard attention's longest measured peak against the
+    formula there; empty where none was measured."""
+    peaks = [r for r in records if r["algorithm"] == STANDARD and r["status"] == "ok" and r.get("peak_extra_bytes")]
+    if not peaks:
+        return ""
+    r = max(peaks, key=lambda r: r["seq_len"])
+    bound = costmodel.standard_training_bytes(Shape.of_record(r))
+    return (f" (its measured peak at N = {fmt_tokens(r['seq_len'])}: {fmt_bytes(r['peak_extra_bytes'])}, "
+            f"{r['peak_extra_bytes'] / bound:.1f}× the bound)")
 
 
 @dataclass(frozen=True)
@@ -190,16 +238,20 @@ INTRO = ("Training needs the backward pass too. Standard attention's autograd ke
          "from them.")
 
 
+def _tiles(count: int) -> str:
+    return f"{count} tile" if count == 1 else f"{count} tiles"
+
+
 def walk_caption(seq_len: int, block: int, num_blocks: int, causal: bool, dkdv_tiles: int, dq_tiles: int) -> str:
     """What the walk shows, how it was made, and how many tiles each pass recomputes S and P for."""
     skipped = "; causal: none above the diagonal" if causal else ""
     return (f"One head, N = {seq_len}, {block}×{block} tiles ({num_blocks} a side{skipped}). Left, the dK/dV pass: one "
             f"program per K/V block walks its column of Q blocks, dK and dV staying on chip, recomputing S and P "
-            f"for {dkdv_tiles} tiles. Right, the dQ pass: one program per Q block walks its row, computing S, P and "
-            f"dP a second time for {dq_tiles} tiles (no atomics: the same gradients every run, at seven tile products "
-            "a tile where an atomic dQ needs five). The order comes from kernels/fa2_bwd.py's grids and loop bounds, "
-            "not traced (a test pins it to the tiles the kernels read in Triton's interpreter). On a GPU the programs "
-            "run at once.")
+            f"for {_tiles(dkdv_tiles)}. Right, the dQ pass: one program per Q block walks its row, computing S, P "
+            f"and dP a second time for {_tiles(dq_tiles)} (no atomics: the same gradients every run, at seven tile "
+            "products a tile where an atomic dQ needs five). The order comes from kernels/fa2_bwd.py's grids and loop "
+            "bounds, not traced (a test pins it to the tiles the kernels read in Triton's interpreter). On a GPU the "
+            "programs run at once.")
 
 
 MEMORY_NOT_LIVE = "the memory curves quote the recording: a live page times the backward at the slider's N only"

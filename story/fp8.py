@@ -86,6 +86,14 @@ def point(points: list[dict], scaling: str | None, rotation: bool) -> dict | Non
     return next((p for p in points if p["scaling"] == scaling and p["rotation"] == rotation), None)
 
 
+def _lower_or_higher(ratio: float) -> str:
+    """Per-tensor's error ÷ the rotated one's, in words: "2.3× lower", "1.1× higher" (never "0.9× higher"), "about
+    the same" where the ratio rounds to 1.0."""
+    if f"{ratio:.1f}" == "1.0":
+        return "about the same"
+    return f"{ratio:.1f}× lower" if ratio > 1 else f"{1 / ratio:.1f}× higher"
+
+
 def rotation_sentence(points: list[dict], level: str, rotation: bool) -> str:
     """What the rotation did at this level, per-tensor (the paper's comparison), against bf16, and the speed."""
     plain, turned, bf16 = point(points, "tensor", False), point(points, "tensor", True), point(points, None, False)
@@ -95,7 +103,7 @@ def rotation_sentence(points: list[dict], level: str, rotation: bool) -> str:
     spec = OUTLIER_LEVELS[level]
     paper = f" (the FA-3 paper: {PAPER_RATIO}×, with per-block scales)" if spec and spec[0] == "+" else ""
     words = (f"On {inputs_text(level)}, per-tensor FP8's {RELATIVE_RMS} is {plain['rel_rms']:.3f}, with Q and K "
-             f"rotated {turned['rel_rms']:.3f}: {ratio:.1f}× {'lower' if ratio >= 1 else 'higher'}{paper}")
+             f"rotated {turned['rel_rms']:.3f}: {_lower_or_higher(ratio)}{paper}")
     if bf16 is not None:
         words += f"; bf16's is {bf16['rel_rms']:.4f}"
     shown = turned if rotation else plain

@@ -109,8 +109,11 @@ def compute_bound(record: dict | None, facts: dict | None) -> bool:
 
 
 def speedup_words(speedup: float) -> str:
-    """"1.8× faster" or "1.3× slower": never "0.8× faster"."""
-    return f"{speedup:.1f}× faster" if speedup >= 1 else f"{1 / speedup:.1f}× slower"
+    """"1.8× faster" or "1.3× slower": never "0.8× faster"; two decimals under 1.1× ("1.04× faster", not "1.0×
+    faster")."""
+    value = speedup if speedup >= 1 else 1 / speedup
+    digits = 2 if value < 1.095 else 1
+    return f"{value:.{digits}f}× {'faster' if speedup >= 1 else 'slower'}"
 
 
 def at_length_sentence(records: list[dict], shape: Shape) -> str:

@@ -2,6 +2,7 @@
 cost model, its figures, and the scene on the CPU path: recorded with backward records, recorded without any, and
 the tile walk from kernels/fa2_bwd.visit_order. Times and TFLOPS here are made up for the tests."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -93,6 +94,60 @@ def test_the_wall_is_standard_attentions_first_measured_out_of_memory():
     drawn = story.backward.with_training_failures(records)
     assert drawn[1]["need_bytes"] == costmodel.standard_training_bytes(Shape.of_record(records[1]))
     assert story.backward.training_wall([record("fa2")]) is None
+
+
+OOM_MESSAGE = ("CUDA out of memory. Tried to allocate 32.00 GiB. GPU 0 has a total capacity of 139.80 GiB of which "
+               "10.16 GiB is free. Including non-PyTorch memory, this process has 129.63 GiB memory in use. Of the "
+               "allocated memory 128.70 GiB is allocated by PyTorch")
+
+
+def test_an_out_of_memory_cross_sits_at_what_the_allocator_measured_when_the_bound_is_lower():
+    """The formula is a lower bound (48 GiB at 16K here); the failed run held 129.63 GiB when a 32 GiB allocation
+    failed, so the ✕ sits at that sum less the inputs: above the device, as an out-of-memory record must."""
+    oom = {**record("torch_naive", seq_len=16384, status="oom"), "message": OOM_MESSAGE, "needed_bytes": 32 << 30}
+    shape = Shape.of_record(oom)
+    drawn, = story.backward.with_training_failures([oom])
+    inputs = costmodel.inputs_bytes(shape) + costmodel.output_bytes(shape)
+    assert drawn["need_bytes"] == int(129.63 * 2 ** 30) + (32 << 30) - inputs
+    assert drawn["need_bytes"] > H200_BYTES > costmodel.standard_training_bytes(shape)
+    assert "held 129.6 GiB when a 32.0 GiB allocation failed" in drawn["failure"]
+    assert "(measured, the CUDA context included); the formula's lower bound: 48." in drawn["failure"]
+    # a message that does not say what was held: the formula's bound, and the record's own failure text
+    bare, = story.backward.with_training_failures([record("torch_naive", seq_len=16384, status="oom")])
+    assert bare["need_bytes"] == costmodel.standard_training_bytes(shape) and "held" not in bare["failure"]
+
+
+def test_every_recorded_out_of_memory_cross_sits_above_the_device():
+    """In the shipped recording, at every backward setting, each out-of-memory ✕ of standard attention sits above the
+    device's memory: never an "out of memory" drawn below the line it ran into."""
+    data = json.loads((Path(__file__).resolve().parents[1] / "results" / "h200.json").read_text())
+    oom = [r for r in story.backward.backward_records(data["records"])
+           if r["algorithm"] == story.backward.STANDARD and r["status"] == "oom"]
+    assert len(oom) >= 4
+    for drawn in story.backward.with_training_failures(oom):
+        assert drawn["need_bytes"] > data["device"]["hbm_bytes"], drawn["failure"]
+
+
+@pytest.mark.parametrize("seq_len", [4096, 8192, 16384, 32768])
+def test_the_memory_sentence_says_where_the_recording_ran_out_before_the_bound(seq_len):
+    """Where the recording ran out of memory at a shorter N than the formula's bound reaches (16K against ≈ 27K),
+    the sentence says so, with the measured peak against the bound, and never calls an N past the measured wall
+    "within that bound"."""
+    shape = SHAPE.at(seq_len=seq_len, kv_len=seq_len)
+    records = [record("torch_naive", seq_len=8192, peak=32 << 30),
+               {**record("torch_naive", seq_len=16384, status="oom"), "message": OOM_MESSAGE}]
+    said = story.backward.memory_sentence(shape, H200_BYTES, records)
+    assert "the recording ran out of memory from N = 16K" in said and "within that bound" not in said
+    ratio = (32 << 30) / costmodel.standard_training_bytes(SHAPE)
+    assert f"its measured peak at N = 8K: 32.0 GiB, {ratio:.1f}× the bound" in said
+    assert ("past that: the standard step cannot run here" in said) == (seq_len >= 16384)
+    assert ("is short of it" in said) == (seq_len < 16384)
+
+
+def test_the_walk_caption_counts_one_tile_in_the_singular():
+    said = story.backward.walk_caption(64, 64, 1, True, 1, 1)
+    assert "for 1 tile." in said and "for 1 tile (" in said and "1 tiles" not in said
+    assert "for 6 tiles" in story.backward.walk_caption(256, 64, 4, False, 6, 6)
 
 
 # -- the figures ---------------------------------------------------------------------------------------------------

@@ -45,6 +45,12 @@ def test_the_sentence_says_the_rotations_ratio_beside_the_papers_and_bf16():
     harsh = story.fp8.rotation_sentence(story.fp8.recorded_points(fp8_run(), HARSH), HARSH, rotation=False)
     assert "planted outliers ×10–100 on 0.1 %" in harsh and f"{0.1475 / 0.1122:.1f}× lower" in harsh
     assert "FA-3 paper" not in harsh, "its 2.6× is on its own, milder outliers"
+    # where the rotation made it worse (the emulated ×100–1000: 0.312 against 0.342), "1.1× higher", never "0.9×"
+    worse = [dict(p, rel_rms=0.342) if p["rotation"] else dict(p, rel_rms=0.312) for p in points]
+    said = story.fp8.rotation_sentence(worse, FA3, rotation=True)
+    assert "1.1× higher" in said and "0.9×" not in said
+    level = story.fp8.rotation_sentence([dict(p, rel_rms=0.0537) for p in points], FA3, rotation=True)
+    assert "about the same" in level and "1.0× lower" not in level
     emulated = [dict(p, speedup=None) for p in points]
     assert "No speed" in story.fp8.rotation_sentence(emulated, FA3, rotation=False)
     assert "No FP8 numbers" in story.fp8.rotation_sentence([], FA3, rotation=False)

@@ -151,6 +151,8 @@ def test_sentences_at_every_stop_say_slower_and_launch_bound_plainly(records) ->
     """Never "0.8× faster"; a time under LAUNCH_BOUND_MS is said to be mostly the launch (the recording's FA-2 call
     at 1K: 0.100 ms, of which Nsight Compute counts 0.028 ms in the kernel)."""
     assert story.speedup_words(0.8) == "1.2× slower" and story.speedup_words(1.84) == "1.8× faster"
+    # near 1, two decimals: the recording's 1K is 1.04×, never "1.0× faster"
+    assert story.speedup_words(0.167 / 0.161) == "1.04× faster" and story.speedup_words(0.97) == "1.03× slower"
     slow = [{**r, "time_ms": 0.0008} if r["algorithm"] == "naive" else r for r in records]  # flash: 0.00105 ms
     said = story.at_length_sentence(slow, Shape(1024, 1, 8, 64))
     assert "slower" in said and "faster" not in said and "can be as much the host launching it" in said
