@@ -65,6 +65,7 @@ def test_the_figure_puts_speed_on_x_when_timed_and_the_variants_when_not():
     assert {side for name, side in sides if "per-head" in name} == {"middle right"}, "overlapping markers: apart"
     shown = [t.text[0] for t in fig.data if t.text[0]]
     assert len(shown) == 3 and all(t.text[0] for t in fig.data if t.marker.opacity == 1.0), "the chosen rotation's"
+    assert shown == ["per-tensor + rot. 0.042", "per-head + rot. 0.042", "bf16 0.003"], "each number says whose"
     assert fig.layout.yaxis.type == "log"
     assert [t.x[0] for t in fig.data] == [pytest.approx(1.5)] * 4 + [1.0]
     assert [t.marker.opacity for t in fig.data] == [0.3, 1.0, 0.3, 1.0, 1.0], "the chosen rotation drawn strong"

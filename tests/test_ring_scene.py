@@ -252,6 +252,13 @@ def test_the_ring_thins_its_labels_where_they_would_crowd():
     assert lanes.tickvals[0] == 0 and len(lanes.tickvals) < 8 and lanes.ticktext[0] == "GPU 0"
     roomy = viz.ring_steps_figure(ring.animation_runs({"zigzag": checked([run(world=2)])[0]}), height=800, width_px=BODY_WIDTH_PX)
     assert list(roomy.layout.yaxis2.tickvals) == [0, 1] and list(roomy.layout.yaxis.tickvals) == [0, 1, 2, 3]
+    # two runs of 2 GPUs: where a timeline has room for one label (480 px), it names both lanes, not "GPU 0" alone
+    pairs = {h: viz.ring_steps_figure(ring.animation_runs({r["layout"]: r for r in checked(
+        [run(layout="plain", world=2), run(layout="zigzag", world=2)])}), height=h, width_px=BODY_WIDTH_PX)
+        for h in (480, 560)}
+    lanes = {h: f.layout[f.data[2].yaxis.replace("y", "yaxis")] for h, f in pairs.items()}
+    assert list(lanes[480].ticktext) == ["GPUs 0–1"] and list(lanes[480].tickvals) == [0.5]
+    assert list(lanes[560].ticktext) == ["GPU 0", "GPU 1"] and list(lanes[560].tickvals) == [0, 1]
 
 
 def test_a_short_place_gives_the_ring_its_least_height_not_an_error():

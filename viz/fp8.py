@@ -1,7 +1,7 @@
 """FA-3's third idea, FP8: error against speed. One marker per variant (story/fp8.py points): x the speed gained over
 bf16 (bf16 time ÷ its time, measured in one run), y its relative RMS error against float64 (log axis); bf16 at 1×.
 Where nothing was timed (the CPU emulation), the x axis is the variants instead and its title says "no speed".
-The rotation the presenter chose is outlined; the other is faint.
+The rotation the presenter chose is outlined, its numbers named ("per-head 0.108"); the other is faint.
 """
 from __future__ import annotations
 
@@ -19,6 +19,14 @@ def _tick(name: str) -> str:
     """A variant's tick, short (five share a popover's width): "tensor", "tensor<br>+ rot.", …, "bf16" (the sentence
     above the chart and the hover name each in full)."""
     return plotly_text(name.removeprefix("FP8 per-")).replace(" + rotation", "<br>+ rot.")
+
+
+def _short(point: dict) -> str:
+    """A timed marker's name beside its number: "per-tensor", "per-head + rot.", "bf16" (its markers overlap others',
+    so a number alone would not say whose it is)."""
+    if point["scaling"] is None:
+        return "bf16"
+    return f"per-{point['scaling']}" + (" + rot." if point["rotation"] else "")
 
 
 def _side(point: dict) -> str:
@@ -47,11 +55,14 @@ def fp8_figure(points: list[dict], rotation: bool, theme: str = "light", height:
                         line=dict(color=colors["foreground"] if strong else "rgba(0,0,0,0)", width=3)),
             # timed, the variants sit nearly on one spot: only the chosen rotation's numbers (the sentence gives the
             # other's), per-tensor's left of it and the others' right
-            text=[f"{p['rel_rms']:.3f}" if strong or not timed else ""],
+            text=[(f"{_short(p)} {p['rel_rms']:.3f}" if timed else f"{p['rel_rms']:.3f}") if strong or not timed
+                  else ""],
             textposition=_side(p) if timed else "top center", cliponaxis=False,
             hovertemplate=f"{plotly_text(p['name'])}: %{{y:.4f}}<extra></extra>"))
     label = plotly_text(source_label)
-    fig.update_layout(height=height, width=width, margin=dict(l=110, r=40, t=30, b=90), showlegend=False)
+    # timed, the names ride beside the numbers: room for "per-head + rot. 0.041" right of the markers
+    fig.update_layout(height=height, width=width, margin=dict(l=110, r=150 if timed else 40, t=30, b=90),
+                      showlegend=False)
     if points:  # room above the highest marker for its number (drawn above it when untimed), below the lowest
         logs = [math.log10(p["rel_rms"]) for p in points]
         fig.update_yaxes(range=[min(logs) - 0.3, max(logs) + (0.45 if timed else 0.7)])

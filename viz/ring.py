@@ -137,8 +137,13 @@ def _add_timeline(fig: go.Figure, run: dict, row: int, col: int, last: bool, end
     # the timelines share one time axis (the first's: x{col}), its numbers under the last
     fig.update_xaxes(range=[0, end], matches=f"x{col}" if row > 1 else None, showticklabels=last,
                      title_text="ms after the forward began" if last else None, row=row, col=col)
-    lanes = list(range(0, world, _stride(lane_px, LANE_LABEL_PX)))  # the lanes' colours say the rest
-    fig.update_yaxes(range=[world - 0.5, -0.5], tickvals=lanes, ticktext=[f"GPU {r}" for r in lanes],
+    stride = _stride(lane_px, LANE_LABEL_PX)
+    if stride >= world:  # room for one label only: it names them all, between the lanes, not the first one alone
+        ticks, labels = [(world - 1) / 2], [f"GPUs 0–{world - 1}"]
+    else:
+        ticks = list(range(0, world, stride))  # the lanes' colours say the rest
+        labels = [f"GPU {r}" for r in ticks]
+    fig.update_yaxes(range=[world - 0.5, -0.5], tickvals=ticks, ticktext=labels,
                      showgrid=False, zeroline=False, row=row, col=col)
 
 
