@@ -64,8 +64,9 @@ def test_the_figure_puts_speed_on_x_when_timed_and_the_variants_when_not():
     assert {side for name, side in sides if "per-tensor" in name} == {"middle left"}
     assert {side for name, side in sides if "per-head" in name} == {"middle right"}, "overlapping markers: apart"
     shown = [t.text[0] for t in fig.data if t.text[0]]
-    assert len(shown) == 3 and all(t.text[0] for t in fig.data if t.marker.opacity == 1.0), "the chosen rotation's"
-    assert shown == ["per-tensor + rot. 0.042", "per-head + rot. 0.042", "bf16 0.003"], "each number says whose"
+    # the chosen rotation's numbers, each saying whose; per-tensor's and per-head's in one label left of their spot
+    assert shown == ["per-tensor + rot. 0.042<br>per-head + rot. 0.042", "bf16 0.003"], shown
+    assert not [t for t in fig.data if t.text[0] and t.marker.opacity != 1.0], "the other rotation's: faint, unlabelled"
     assert fig.layout.yaxis.type == "log"
     assert [t.x[0] for t in fig.data] == [pytest.approx(1.5)] * 4 + [1.0]
     assert [t.marker.opacity for t in fig.data] == [0.3, 1.0, 0.3, 1.0, 1.0], "the chosen rotation drawn strong"

@@ -29,6 +29,17 @@ def _short(point: dict) -> str:
     return f"per-{point['scaling']}" + (" + rot." if point["rotation"] else "")
 
 
+def _label(point: dict, head: dict | None) -> str:
+    """A timed, strongly drawn marker's label: its name and number; per-tensor's names per-head's too (drawn on the
+    same spot), per-head's is then empty."""
+    if head is not None and point is head:
+        return ""
+    text = f"{_short(point)} {point['rel_rms']:.3f}"
+    if head is not None and point["scaling"] == "tensor":
+        text += f"<br>{_short(head)} {head['rel_rms']:.3f}"
+    return text
+
+
 def _side(point: dict) -> str:
     """Where a timed marker's number goes: per-tensor's left of it, the others' right. Per-tensor and per-head scales
     run at nearly one speed with nearly one error (their markers overlap), so their numbers sit on opposite sides."""
@@ -44,6 +55,9 @@ def fp8_figure(points: list[dict], rotation: bool, theme: str = "light", height:
     colors = surface(theme)
     timed = bool(points) and all(p["speedup"] is not None for p in points)
     fig = go.Figure()
+    # timed, per-tensor and per-head sit on one spot: one label left of them names both (right of them it is cut off
+    # at a popover's edge)
+    head = next((p for p in points if p["scaling"] == "head" and p["rotation"] == rotation), None) if timed else None
     for p in points:
         strong = p["scaling"] is None or p["rotation"] == rotation
         x = p["speedup"] if timed else _tick(p["name"])
@@ -55,14 +69,11 @@ def fp8_figure(points: list[dict], rotation: bool, theme: str = "light", height:
                         line=dict(color=colors["foreground"] if strong else "rgba(0,0,0,0)", width=3)),
             # timed, the variants sit nearly on one spot: only the chosen rotation's numbers (the sentence gives the
             # other's), per-tensor's left of it and the others' right
-            text=[(f"{_short(p)} {p['rel_rms']:.3f}" if timed else f"{p['rel_rms']:.3f}") if strong or not timed
-                  else ""],
+            text=[_label(p, head) if timed and strong else "" if timed else f"{p['rel_rms']:.3f}"],
             textposition=_side(p) if timed else "top center", cliponaxis=False,
             hovertemplate=f"{plotly_text(p['name'])}: %{{y:.4f}}<extra></extra>"))
     label = plotly_text(source_label)
-    # timed, the names ride beside the numbers: room for "per-head + rot. 0.041" right of the markers
-    fig.update_layout(height=height, width=width, margin=dict(l=110, r=150 if timed else 40, t=30, b=90),
-                      showlegend=False)
+    fig.update_layout(height=height, width=width, margin=dict(l=110, r=40, t=30, b=90), showlegend=False)
     if points:  # room above the highest marker for its number (drawn above it when untimed), below the lowest
         logs = [math.log10(p["rel_rms"]) for p in points]
         fig.update_yaxes(range=[min(logs) - 0.3, max(logs) + (0.45 if timed else 0.7)])
