@@ -105,7 +105,8 @@ def test_the_trace_is_the_kernels_own_and_its_merge_is_the_kernels_lse():
     merge = fig.frames[-1].data[-1]
     assert list(merge.y) == [trace["merged_lse"]] * 2 and fig.frames[0].data[-1].y == (None,)
     assert "float64" in fig.layout.title.text
-    assert fig.layout.title.text.startswith("Our decode kernel, traced: 1K tokens, 4 splits"), "the trace's own cache"
+    assert fig.layout.title.text.startswith("Our kernel traced on a small cache: 1K tokens, 4 splits"), \
+        "the trace's own cache, said to be one"
     ends = fig.layout.yaxis2.tickvals  # the LSE panel: two ticks, its lowest and highest value (more stood on each other)
     lse = [m + math.log(l) for running in trace["running"] for m, l in running] + [trace["merged_lse"]]
     assert len(ends) == 2 and ends[0] == pytest.approx(min(lse), abs=0.05) and ends[1] == pytest.approx(max(lse), abs=0.05)
