@@ -187,6 +187,17 @@ def test_the_backward_scenes_other_views_fit_the_screen(tabs, server, size, part
 
 
 @pytest.mark.parametrize("size", SIZES)
+def test_the_causal_tiling_animation_keeps_its_legend_clear_of_the_inputs_line(tabs, server, size):
+    """Causal, the tile legend has a fourth state: it still fits beside the line that says what the inputs are."""
+    page = tabs[size]
+    page.errors.clear()
+    show(page, server, scene="tiling", causal="true")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"tiling-causal-{size}.png"))
+    check_canvas(page, "tiling causal")
+
+
+@pytest.mark.parametrize("size", SIZES)
 def test_the_fp8_view_fits_the_window_with_its_chart(tabs, server, size):
     """The ablation scene's FP8 popover (outliers, rotation, the sentence, the error-against-speed chart) inside the
     window at both sizes, its chart's texts unclipped."""
