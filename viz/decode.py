@@ -90,8 +90,7 @@ def decode_trace_figure(trace: dict, theme: str = "light", height: int = 640) ->
              f"(float64 {trace['reference_lse']:.4f})")
     # the trace's own cache (page/decode_trace.py: a small one), said in the title: the scene's caption speaks of the
     # recorded run's split count at the slider's cache length, a different number
-    style(fig, theme, title=f"Our kernel traced on a small cache: {fmt_tokens(trace['kv_len'])} tokens, {splits} "
-                            "splits"
+    style(fig, theme, title=f"Our kernel traced on a small cache: {fmt_tokens(trace['kv_len'])} tokens, {splits} splits"
                             f"<br><sup>{plotly_text(check)}</sup>")
     fig.update_yaxes(range=[-0.6, 1.6], tickvals=[rows_y["seq"], rows_y["mem"]],
                      ticktext=["pages in order", "in memory"], showgrid=False, row=1, col=1)
