@@ -41,6 +41,15 @@ def plotly_text(text: object) -> str:
 _BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 
 
+def bytes_after(text: str, words: str) -> int | None:
+    """The size written in binary units right after `words` in a message, read back to bytes (fmt_bytes' inverse):
+    bytes_after("… Tried to allocate 32.00 GiB. …", "Tried to allocate") → 34359738368; None where it is not there.
+    PyTorch's out-of-memory messages write sizes so."""
+    units = "|".join(_BINARY_UNITS)
+    match = re.search(rf"{re.escape(words)} ([\d.]+) ({units})\b", text)
+    return int(float(match[1]) * 1024 ** _BINARY_UNITS.index(match[2])) if match else None
+
+
 def fmt_bytes(n: float, digits: int = 1) -> str:
     """Bytes in binary units (1 KiB = 1024 B): 34359738368 → "32.0 GiB", 512 → "512 B"."""
     if n < 0:

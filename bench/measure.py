@@ -15,7 +15,6 @@ import datetime
 import functools
 import gc
 import math
-import re
 import statistics
 import threading
 import time
@@ -25,6 +24,7 @@ import torch
 
 import costmodel
 from costmodel import HEAD_DIMS as SUPPORTED_HEAD_DIMS, Shape
+from fmt import bytes_after
 from bench.device import device_facts
 from bench.record import Record
 from kernels import source, specs
@@ -147,14 +147,9 @@ def runner(s: Setting, q, k, v):
 
 # -- measuring -----------------------------------------------------------------------------------
 
-_OOM_BYTES = re.compile(r"Tried to allocate ([\d.]+) (B|KiB|MiB|GiB|TiB)")
-_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
-
-
 def oom_bytes(message: str) -> int | None:
     """The size of the allocation that failed, read from PyTorch's out-of-memory message."""
-    match = _OOM_BYTES.search(message)
-    return int(float(match.group(1)) * _UNITS[match.group(2)]) if match else None
+    return bytes_after(message, "Tried to allocate")
 
 
 def percentiles(times_ms: list[float]) -> tuple[float, float, float]:

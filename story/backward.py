@@ -89,14 +89,14 @@ def measured_need(record: dict) -> int | None:
     return max(0, said[0] + said[1] - costmodel.inputs_bytes(shape) - costmodel.output_bytes(shape))
 
 
-def _training_failure(record: dict, formula_need: int | None) -> str:
-    said = held_and_tried(record)
-    if record["status"] != "oom" or said is None:
+def _training_failure(record: dict, formula_need: int | None, measured: int | None) -> str:
+    """The ✕'s hover: what the allocator measured (measured_need) beside the formula's bound, else failure_text."""
+    said = held_and_tried(record) if measured is not None and record["status"] == "oom" else None
+    if said is None:
         return failure_text(record)
-    need = measured_need(record)
     bound = (f"; the formula's lower bound: {fmt_bytes(formula_need)}" if formula_need else "")
     return (f"out of memory: the process held {fmt_bytes(said[0])} when a {fmt_bytes(said[1])} allocation failed, "
-            f"so the step needs at least {fmt_bytes(need)} beyond Q, K, V, dO (measured, the CUDA context "
+            f"so the step needs at least {fmt_bytes(measured)} beyond Q, K, V, dO (measured, the CUDA context "
             f"included){bound}")
 
 
@@ -111,8 +111,10 @@ def with_training_failures(records: list[dict]) -> list[dict]:
             continue
         formula = TRAINING_FORMULAS.get(r["algorithm"])
         bound = formula[0](Shape.of_record(r)) if formula else None
-        needs = [n for n in (bound, measured_need(r)) if n]
-        out.append({**r, "failure": _training_failure(r, bound), "need_bytes": max(needs) if needs else None})
+        measured = measured_need(r)
+        needs = [n for n in (bound, measured) if n]
+        out.append({**r, "failure": _training_failure(r, bound, measured),
+                    "need_bytes": max(needs) if needs else None})
     return out
 
 

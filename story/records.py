@@ -2,10 +2,8 @@
 records at one length, the bytes the GPU counted."""
 from __future__ import annotations
 
-import re
-
 from costmodel import Shape
-from fmt import fmt_bytes, fmt_tokens
+from fmt import bytes_after, fmt_bytes, fmt_tokens
 from kernels import source, specs
 
 
@@ -52,24 +50,15 @@ def oom_need(record: dict) -> int | None:
     return record.get("needed_bytes")
 
 
-# PyTorch's allocator message: "Tried to allocate 32.00 GiB. … Including non-PyTorch memory, this process has
-# 129.49 GiB memory in use. …"
-_SIZE = r"([\d.]+) (B|KiB|MiB|GiB|TiB)"
-_TRIED = re.compile(rf"Tried to allocate {_SIZE}")
-_HELD = re.compile(rf"this process has {_SIZE} memory in use")
-_UNIT = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
-
-
 def held_and_tried(record: dict) -> tuple[int, int] | None:
     """(bytes the process held, CUDA context and the allocator's reserve included, and bytes it then failed to
-    allocate) as an out-of-memory record's allocator message says, or None where the message does not say both (our
-    own refusal before launch, an older record). The allocation failed because it was larger than what was free, so
-    the two together exceed what the device had free for this process."""
+    allocate) as an out-of-memory record's allocator message says ("Tried to allocate 32.00 GiB. … Including
+    non-PyTorch memory, this process has 129.49 GiB memory in use."), or None where the message does not say both
+    (our own refusal before launch, an older record). The allocation failed because it was larger than what was
+    free, so the two together exceed what the device had free for this process."""
     message = str(record.get("message") or "")
-    held, tried = _HELD.search(message), _TRIED.search(message)
-    if not held or not tried:
-        return None
-    return (int(float(held[1]) * _UNIT[held[2]]), int(float(tried[1]) * _UNIT[tried[2]]))
+    held, tried = bytes_after(message, "this process has"), bytes_after(message, "Tried to allocate")
+    return (held, tried) if held is not None and tried is not None else None
 
 
 REFUSED_BEFORE_LAUNCH = "refused before any launch"  # kernels/inputs.py: S and P larger than the whole device

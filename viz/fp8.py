@@ -41,8 +41,9 @@ def _label(point: dict, head: dict | None) -> str:
 
 
 def _side(point: dict) -> str:
-    """Where a timed marker's number goes: per-tensor's left of it, the others' right. Per-tensor and per-head scales
-    run at nearly one speed with nearly one error (their markers overlap), so their numbers sit on opposite sides."""
+    """Where a timed marker's label goes: per-tensor's (which names per-head's too, _label) left of it, where the
+    plot has room; the others' right (bf16's at the left edge; per-head's only where no per-tensor point shares its
+    rotation)."""
     return "middle left" if point["scaling"] == "tensor" else "middle right"
 
 
