@@ -25,13 +25,14 @@ from page.decode_trace import decode_trace
 from page.settings import TRACE_SEQ_LENS, MAX_SEED
 import story
 import viz
-from fmt import fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens, markdown_text, plotly_text
+from fmt import fmt_bytes, fmt_ratio, fmt_tokens, markdown_text, plotly_text
 
 HEADLINE_COLUMNS = [1, 3]  # the metric cards, the picture
 HEADLINE_SENTENCE = ("Attention builds an **N × N** matrix of scores. FlashAttention computes the same result tile by "
                      "tile in on-chip memory and never writes that matrix out.")
 TILING_CAPTION_COLUMNS = [5, 1]  # the animation's caption, its download button
 SEQLEN_TABS = {"memory": "Memory", "time": "Time", "throughput": "Throughput", "table": "Speedup table"}
+SPEEDUP_ALIGN = ("left", "right", "right", "right", "left")  # story.SPEEDUP_COLUMNS: the numbers to the right
 BACKWARD_PARTS = {"walk": "The tile walk", "memory": "Memory of a training step", "speed": "Backward TFLOPS"}
 RING_VIEWS = {"ring": "The ring, step by step", "balance": "Plain or zigzag: the balance",
               "length": "Time against length"}
@@ -187,7 +188,8 @@ def scene_roofline(stage: Stage) -> None:
                + story.roofs_sentence(facts, *stage.roof_sizes))
     height = body.chart_px(below=(page.ROW_PX["expander"], page.text_rows_px(caption)))
     chart(viz.roofline_figure([point.as_dict() for point in points], peak, copy, facts.get("l2_gbps"),
-                              theme=s.theme, height=height, title=f"Roofline, {plotly_text(stage.measured_for(records))}"))
+                              theme=s.theme, height=height, title=f"Roofline, {plotly_text(stage.measured_for(records))}",
+                              width=page.BODY_WIDTH_PX))
     with st.popover("Each point in words", width="content"):  # floats over the page: opening it grows nothing
         st.markdown(story.roofline_text(points, records, facts))
         st.markdown("\n".join(f"- {line}" for line in story.roofline_verdicts(points, peak, copy, *stage.roof_sizes,
@@ -343,10 +345,9 @@ def scene_seqlen(stage: Stage) -> None:
         chart(viz.timing_figure(story.with_failures(records), seq_len_marker=s.seq_len, theme=s.theme, height=height))
     elif s.tab == "throughput":
         chart(viz.tflops_figure(story.with_failures(records), seq_len_marker=s.seq_len, theme=s.theme, height=height))
-    else:
-        st.table([{"N": row["tokens"], "flash": fmt_ms(row["flash_ms"]), "standard": fmt_ms(row["naive_ms"]),
-                   "speedup": f"{row['speedup']:.2f}×" if row["speedup"] else "—", "note": row["note"]}
-                  for row in story.speedup_table(records)])
+    else:  # a figure as tall as its rows, counted in lines (viz.table): Streamlit's table sized itself
+        chart(viz.table_figure(story.speedup_table_text(records), theme=s.theme, width=page.BODY_WIDTH_PX,
+                               align=SPEEDUP_ALIGN, columns=story.SPEEDUP_COLUMNS), modebar=False)
     st.caption(caption)
 
 
@@ -502,15 +503,18 @@ def scene_evolution(stage: Stage) -> None:
     history = stage.records_for(story.prefill_algorithms(), page.settings.SEQ_LENS) if not stage.live else None
     measured = [{**point, "label": viz.algorithm_label(point["algorithm"])}
                 for point in story.evolution_points(records, s.seq_len, history)]
+    drawn = story.drawn_records(records, measured)  # the points' own records: the chart dates these, not the others
     recorded = bool(stage.recording and stage.facts and not said)  # a setting the recording lacks has no gap to split
-    caption, gap = story.ratio_sentences(measured, viz.PUBLISHED, stage.gpu_name, same_gpu=recorded), None
+    failed = story.failed_here_sentence(records, s.seq_len, viz.short_labels(), (stage.facts or {}).get("hbm_bytes"))
+    caption, gap = " ".join(filter(None, (story.ratio_sentences(measured, viz.PUBLISHED, stage.gpu_name,
+                                                                same_gpu=recorded), failed))), None
     if recorded:
         gap = story.fa1_gap(stage.recording.records, s.shape, stage.facts.get("sm_count"),
                            stage.facts.get("copy_gbps"))
         caption = " ".join(filter(None, (caption, story.runs_sentence(stage.recording.meta),
-                                         stage.earlier_code(records))))
+                                         stage.earlier_code(drawn))))
     below = (page.text_rows_px(caption),) if caption else ()
-    chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.measured_for(records),
+    chart(viz.evolution_figure(measured, theme=s.theme, measured_label=stage.measured_for(drawn),
                                height=body.chart_px(below=(*below, page.ROW_PX["expander"]))))
     if caption:
         st.caption(caption)
@@ -546,7 +550,9 @@ def scene_ablation(stage: Stage) -> None:
     body.row("tabs")
     programs = source.recording.ladder_programs if source.recording else {}
     program = programs.get(selected)
-    caption = (f"**{markdown_text(selected)}**: {story.what_changed(selected)} {story.step_lanes_sentence(program)} "
+    shipped = source.recording.programs if source.recording else ()  # the inside scene's: another recording
+    caption = (f"**{markdown_text(selected)}**: {story.what_changed(selected)} "
+               f"{story.step_lanes_sentence(program, shipped, selected)} "
                "The buttons above choose the step whose Proton lanes show."
                + ("" if source.live or source.recording is None else
                   f" {story.ablation.other_run_sentence(bars, source.recording.records)}".rstrip())
@@ -668,7 +674,7 @@ def scene_inside(stage: Stage) -> None:
     for card, k in zip(cards, kernels):
         overlap = f"; softmax under the other's GEMM {k.softmax_overlap:.0%}" if k.softmax_overlap is not None else ""
         card.metric(f"{k.label}: time inside a GEMM scope", f"{k.gemm_busy:.0%}", border=True,
-                    help=story.busy_sentence(k), delta=f"one program, {k.microseconds:,.0f} µs{overlap}",
+                    help=story.busy_sentence(k), delta=f"one program, {k.microseconds:,.1f} µs{overlap}",
                     delta_color="off", delta_arrow="off")
     body.row("cards")
     recorded = story.ring.sentence_case(recording.recorded_label(list(phases)))  # "Recorded on X, 2026-12-02"
@@ -676,6 +682,7 @@ def scene_inside(stage: Stage) -> None:
         f"{markdown_text(recorded)}: one launch of each kernel at batch {shape['batch']} × {shape['heads']} heads, "
         f"N = {fmt_tokens(shape['seq_len'])}, head_dim {shape['head_dim']}, instrumented with Proton (scopes on the "
         f"kernels' phase comments; each card's help (?) checks its number against the kernel's measured rate).",
+        story.ablation.ladder_recording_sentence(recording.programs, recording.ladder_programs),
         stage.earlier_code(list(phases), "phases"))))
     chart(viz.phases_figure([{"title": f"{k.label}: CTA {k.cta} on SM {k.sm}", "lanes": k.lanes} for k in kernels],
                             theme=s.theme, height=body.chart_px(below=(page.text_rows_px(caption),))))

@@ -13,10 +13,10 @@ from story.decode import (cache_bytes, CacheRow, DecodeRow, decode_batches, deco
                           decode_sentence, kv_cache_rows, kv_cache_table, missing_sentence as decode_missing_sentence)
 from story.compare import (model_off, tiles_bytes_sentence, HbmBytes, TrafficPanels, compare_caption, compare_titles, flash_tiles, hbm_bytes,
                            model_vs_counted, tiles_text, traffic_panels)
-from story.evolution import (Fa1Gap, authors_sentence, evolution_points, fa1_gap, launch_caveat, prefill_algorithms,
-                             ratio_sentences, same_gpu_sentence)
-from story.headline import (LAUNCH_BOUND_MS, SPEEDUP_NAMES, Headline, at_length_sentence, headline, launch_bound,
-                            speedup_table, speedup_words)
+from story.evolution import (Fa1Gap, authors_sentence, drawn_records, evolution_points, fa1_gap, failed_here_sentence,
+                             launch_caveat, prefill_algorithms, ratio_sentences, same_gpu_sentence)
+from story.headline import (LAUNCH_BOUND_MS, SPEEDUP_COLUMNS, SPEEDUP_NAMES, Headline, at_length_sentence, headline,
+                            launch_bound, speedup_table, speedup_table_text, speedup_words)
 from story import fp8
 from story import ring
 from story.hierarchy import hierarchy_sentence

@@ -179,10 +179,45 @@ def step_lanes_title(name: str, program: RecordedProgram | None) -> str:
     return f"{SHORT.get(name, name)}: one program, {program.microseconds:,.1f} µs"
 
 
-def step_lanes_sentence(program: RecordedProgram | None) -> str:
-    """What the selected step's recorded program shows: its time inside GEMM scopes and the softmax overlap."""
+def step_lanes_sentence(program: RecordedProgram | None,
+                        shipped: tuple[RecordedProgram, ...] | list[RecordedProgram] = (), step: str = "") -> str:
+    """What the selected step's recorded program shows, and which recording it is (the ladder's Proton run, at its own
+    shape and day, not the bars' run): its time inside GEMM scopes and the softmax overlap. For a step that runs a
+    kernel as it ships (SHIPS_AS), where the inside scene shows that kernel from its own recording (`shipped`), it
+    says that that is another recording, and when, so that a reader who meets 44.2 µs there and 44.6 µs here knows
+    they are two runs."""
     if program is None:
         return ""
     overlap = (f"; {program.softmax_overlap:.0%} of the first consumer's softmax runs while another warpgroup is "
                f"inside a GEMM" if program.softmax_overlap is not None else "; one warpgroup: nothing overlaps")
-    return f"Its lanes (Proton): some warpgroup inside a GEMM scope {program.gemm_busy:.0%} of the program{overlap}."
+    theirs = next((p for p in shipped if p.kernel == SHIPS_AS.get(step)), None)
+    other = (f"; the inside scene's card of this kernel is another recording{_when(theirs, program)}" if theirs
+             else "")
+    return (f"Its lanes (Proton, {', '.join(filter(None, (program.launch_words, program.day)))}{other}): some "
+            f"warpgroup inside a GEMM scope {program.gemm_busy:.0%} of the program{overlap}.")
+
+
+def _when(program: RecordedProgram, beside: RecordedProgram) -> str:
+    """", 2026-12-02" (and its launch, where it is not `beside`'s): when another recording of a kernel was made."""
+    launch = program.launch_words if program.setting != beside.setting else ""
+    said = ", ".join(filter(None, (launch, program.day)))
+    return f", {said}" if said else ""
+
+
+# The steps that run one of our kernels as it ships (kernels/ladder.py: FA-2 order is fa2 as shipped, the last LADDER
+# row fa3's SHIPPED configuration; tests/test_ablation.py keeps them so), by the kernel: the inside scene shows those
+# kernels from their own Proton recording (bench --phases), another run than the ladder's
+SHIPS_AS = {STEPS[0][0]: "fa2", STEPS[-1][0]: "fa3"}
+
+
+def ladder_recording_sentence(shipped: tuple[RecordedProgram, ...] | list[RecordedProgram],
+                              steps: dict[str, RecordedProgram]) -> str:
+    """For the inside scene: where the ablation scene draws the same kernels as its steps (SHIPS_AS) from the ladder's
+    own Proton recording, that those lanes are another recording, and when (its numbers differ from these by the run:
+    44.6 µs there, 44.2 µs here). "" where the ladder recorded none of them."""
+    mine = {p.kernel: p for p in shipped}
+    theirs = [(steps[step], mine[kernel]) for step, kernel in SHIPS_AS.items() if step in steps and kernel in mine]
+    if not theirs:
+        return ""
+    when = sorted({_when(ladder, beside).removeprefix(", ") for ladder, beside in theirs} - {""})
+    return f"The ablation scene's lanes are another recording{', ' + '; '.join(when) if when else ''}."

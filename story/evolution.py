@@ -2,13 +2,14 @@
 how much of FA-1 order's gap is loop order and how much the talk's shape, and the bytes the loop order moves."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from costmodel import Shape
 from fmt import fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens
 from kernels import specs
 from story.headline import LAUNCH_BOUND_MS, launch_bound
-from story.records import failure_text, oom_word
+from story.records import failure_text, oom_word, refused
 
 
 def prefill_algorithms() -> tuple[str, ...]:
@@ -63,6 +64,43 @@ def evolution_points(records: list[dict], seq_len: int | None = None, history: l
             entries.append({"algorithm": algorithm, "tflops": None,
                             "note": _no_number(algorithm, record, history or [], seq_len)})
     return entries
+
+
+def drawn_records(records: list[dict], points: list[dict]) -> list[dict]:
+    """The records behind the chart's measured points (evolution_points with a number): what its title and legend
+    date, not the records of the entries that have a note instead."""
+    shown = {point["algorithm"] for point in points if point.get("tflops")}
+    return [r for r in records if r["algorithm"] in shown and r["status"] == "ok" and r.get("tflops")]
+
+
+# kernels/inputs.py check_fits: "out of memory, refused before any launch: S (fp32) and P need more memory than …"
+# (the page's records are escaped for markdown, "launch\: S \(fp32\) and P", which markdown shows as written)
+_REFUSED_WHAT = re.compile(r"refused before any launch\\?: (.+?) need more memory than the device has")
+
+
+def failed_here_sentence(records: list[dict], seq_len: int, names: dict[str, str],
+                         hbm_bytes: int | None = None) -> str:
+    """What happened at seq_len to the kernels whose record here did not finish (the chart writes a word or two where
+    their point would be), short, as the caption has little room: refused before any launch and why (its buffers
+    larger than the whole device), out of memory, or the error. "" where every record here finished. names: each
+    algorithm's short name; hbm_bytes: the device's memory."""
+    said = []
+    for r in records:
+        if r["seq_len"] != seq_len or r["status"] == "ok":
+            continue
+        name = names.get(r["algorithm"], r["algorithm"])
+        found = _REFUSED_WHAT.search(str(r.get("message") or ""))
+        if refused(r) and r.get("needed_bytes"):
+            device = f"; the device has {fmt_bytes(hbm_bytes)}" if hbm_bytes else ", more than the device has"
+            said.append(f"{name} was refused before any launch ({found[1] if found else 'its buffers'} need "
+                        f"{fmt_bytes(r['needed_bytes'])}{device})")
+        elif r["status"] == "oom":
+            said.append(f"{name} ran out of memory")
+        else:
+            said.append(f"{name} failed ({failure_text(r)})")
+    if not said:
+        return ""
+    return f"At {fmt_tokens(seq_len)} {said[0] if len(said) == 1 else ', '.join(said[:-1]) + ' and ' + said[-1]}."
 
 
 def _installed_apart(algorithm: str) -> bool:

@@ -146,6 +146,7 @@ def at_length_sentence(records: list[dict], shape: Shape) -> str:
 # -- the speedup table ----------------------------------------------------------------------------------
 
 SPEEDUP_NAMES = {"fa2": "flash", "naive": "standard"}
+SPEEDUP_COLUMNS = ("N", "flash", "standard", "speedup", "note")  # the table as the scene shows it
 
 
 def speedup_table(records: list[dict]) -> list[dict]:
@@ -169,3 +170,11 @@ def speedup_table(records: list[dict]) -> list[dict]:
                       "naive_ms": times["naive"], "speedup": times["naive"] / times["fa2"] if both else None,
                       "note": "; ".join(notes)})
     return table
+
+
+def speedup_table_text(records: list[dict]) -> list[dict[str, str]]:
+    """speedup_table as the sequence-length scene shows it: per N, flash's and standard's times, the speedup to two
+    decimals ("—" where one did not run) and the note, as text (SPEEDUP_COLUMNS, in order)."""
+    return [dict(zip(SPEEDUP_COLUMNS, (row["tokens"], fmt_ms(row["flash_ms"]), fmt_ms(row["naive_ms"]),
+                                       f"{row['speedup']:.2f}×" if row["speedup"] else "—", row["note"])))
+            for row in speedup_table(records)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
+from fmt import fmt_tokens
 from kernels import specs
 
 
@@ -106,6 +107,23 @@ class RecordedProgram:
     gemm_busy: float
     softmax_overlap: float | None
     lanes: list[dict]         # [{"label", "spans": [[phase, start_us, end_us], ...]}] for viz.phases_figure
+    # which recording it is: its launch's (batch, heads, seq_len, head_dim, causal) and when (recorded_at, UTC; "" in
+    # a file before the field): two recordings of one kernel differ by their run, and a scene that quotes one says which
+    setting: tuple = ()
+    recorded_at: str = ""
+
+    @property
+    def launch_words(self) -> str:
+        """"one launch at batch 1 × 4 heads, N = 4K, head_dim 128": what was recorded ("" where unknown)."""
+        if not self.setting:
+            return ""
+        batch, heads, seq_len, head_dim, causal = self.setting
+        return (f"one launch at batch {batch} × {heads} heads, N = {fmt_tokens(seq_len)}, head_dim {head_dim}"
+                f"{', causal' if causal else ''}")
+
+    @property
+    def day(self) -> str:
+        return self.recorded_at[:10]
 
 
 @dataclass(frozen=True)
@@ -144,8 +162,10 @@ def recorded_program(recording: dict) -> RecordedProgram:
     lanes = [{"label": LANE_NAMES.get(lane["role"], lane["role"]),
               "spans": [[s[0], (s[1] - start) * to_us, (s[2] - start) * to_us] for s in lane["spans"]]}
              for lane in program["lanes"]]
+    setting = tuple(recording.get(key) for key in ("batch", "heads", "seq_len", "head_dim", "causal"))
     return RecordedProgram(recording["kernel"], program["cta"], program["sm"], (end - start) * to_us,
-                           gemm_busy(program), softmax_overlap(program), lanes)
+                           gemm_busy(program), softmax_overlap(program), lanes,
+                           setting if None not in setting else (), str(recording.get("recorded_at") or ""))
 
 
 def step_programs(phases: list[dict] | tuple[dict, ...]) -> dict[str, RecordedProgram]:

@@ -161,9 +161,13 @@ def earlier_code(records: list[dict], build_now, section: str = "records") -> tu
     or ring runs) were measured with other code than this copy's, in legend order, each with the file(s) it names
     (specs.named_files): an entry's `build` differs from build_now(key, pass, dtype) of the code it measured
     (kernels/source.py measured_with, record_build). An entry without a build (a file before the field) says nothing
-    either way; a peer's has none."""
+    either way; a peer's has none. Only measurements count: a record or ring run that did not finish (`status` other
+    than "ok": refused before any launch, out of memory, an error) measured nothing, whichever code it ran (a timeline
+    or a phase recording has no status: it is a measurement)."""
     stale: dict[str, set[str]] = {}
     for r in records:
+        if r.get("status", "ok") != "ok":
+            continue
         what = source.measured_with(section, r)
         if not r.get("build") or what is None:
             continue

@@ -325,3 +325,53 @@ def test_the_last_step_is_said_beside_the_main_runs_figure_for_the_same_kernel()
     shipped_main = next(r for r in shipped.records if r["algorithm"] == "fa3" and not r.get("config") and (
         r["seq_len"], r["batch"], r["heads"], r["head_dim"], r["causal"], r["dtype"], r["pass"]) == story.ablation.LADDER_SHAPE)
     assert f"{shipped_main['tflops']:,.0f} TFLOPS" in words and "this run" in words
+
+
+def test_the_steps_said_to_ship_run_the_kernels_as_they_ship():
+    from kernels import fa3, ladder
+    steps = {s.name: s for s in ladder.steps()}
+    assert set(story.ablation.SHIPS_AS) <= set(steps)
+    for name, kernel in story.ablation.SHIPS_AS.items():
+        assert steps[name].algorithm == kernel
+        assert steps[name].config in (None, fa3.SHIPPED[(128, False)]), name  # None: fa2 as it ships
+
+
+def test_the_inside_and_ablation_scenes_each_name_their_proton_recording_and_the_others():
+    """The inside scene's FA-3 card (the shipped kernel recorded by `bench --phases`, 2026-12-02) and the ablation's
+    last step (the same kernel recorded by `bench --ladder --phases`, 2026-12-04) are two runs: 44.2 µs and 57 % in one,
+    44.6 µs and 58 % in the other. Each scene says which recording its numbers are (what was launched, when), and
+    that the other's is another recording."""
+    shipped = res.load_results("h200.json")
+    programs = story.recorded_programs([p for p in shipped.phases if p.get("config") is None])
+    steps = story.step_programs([p for p in shipped.phases if p.get("config")])
+    fa3, last = next(p for p in programs if p.kernel == "fa3"), steps[story.step_names()[-1]]
+    assert (fa3.day, last.day) == ("2026-12-02", "2026-12-04") and fa3.setting == last.setting
+    assert f"{fa3.microseconds:.1f}" != f"{last.microseconds:.1f}", "two runs: their numbers differ"
+    launch = "one launch at batch 1 × 4 heads, N = 4K, head_dim 128"
+    for rung, name in ((len(story.step_names()) - 1, "+ conditional rescale"), (0, "FA-2 order"), (3, "+ softmax")):
+        ablation = page_text(open_app(scene="ablation", rung=str(rung)))
+        assert f"Its lanes (Proton, {launch}, 2026-12-04" in ablation, name
+        other = "the inside scene's card of this kernel is another recording, 2026-12-02): some warpgroup"
+        assert (other in ablation) == (rung != 3), name  # only the steps that run a kernel as it ships
+    app = open_app(scene="inside")
+    inside = page_text(app)
+    assert f"Recorded on NVIDIA H200, 2026-12-02: {launch.replace('one launch', 'one launch of each kernel')}" in inside
+    assert "The ablation scene's lanes are another recording, 2026-12-04." in inside
+    card = next(m for m in app.metric if m.label.startswith("FA-3 style"))
+    assert f"one program, {fa3.microseconds:.1f} µs; softmax under the other's GEMM {fa3.softmax_overlap:.0%}" in \
+        card.proto.delta, "the card writes its µs as the ablation's lanes do: to a tenth"
+    assert f"{story.ablation.SHORT[story.step_names()[-1]]}: one program, {last.microseconds:,.1f} µs" == \
+        story.step_lanes_title(story.step_names()[-1], last)
+
+
+def test_a_recording_of_another_launch_says_which():
+    """Where the ladder's lanes were recorded at another shape than the inside scene's, each says the other's launch."""
+    shipped = res.load_results("h200.json")
+    programs = story.recorded_programs([p for p in shipped.phases if p.get("config") is None])
+    steps = story.step_programs([{**p, "seq_len": 8192} for p in shipped.phases if p.get("config")])
+    said = story.ablation.ladder_recording_sentence(programs, steps)
+    assert said == ("The ablation scene's lanes are another recording, one launch at batch 1 × 4 heads, N = 8K, "
+                    "head_dim 128, 2026-12-04.")
+    assert story.ablation.ladder_recording_sentence(programs, {}) == ""
+    lanes = story.step_lanes_sentence(steps[story.step_names()[-1]], programs, story.step_names()[-1])
+    assert "another recording, one launch at batch 1 × 4 heads, N = 4K, head_dim 128, 2026-12-02)" in lanes

@@ -198,3 +198,40 @@ def test_two_sessions_at_once_outside_a_server(monkeypatch):
     for app in apps.values():
         assert_no_exception(app)
     assert metric_values(apps["8"]) != metric_values(apps["16"])
+
+
+def _talk_records(head_dim: int, causal: bool, heads: int = 16) -> list[dict]:
+    """The shipped recording's flash and standard records at the talk's batch, as the sequence-length scene reads
+    them."""
+    from bench.results import load_results
+    return [r for r in load_results("h200.json").records if r["algorithm"] in ("fa2", "naive")
+            and (r["batch"], r["heads"], r["head_dim"], r["causal"], r["dtype"]) == (2, heads, head_dim, causal,
+                                                                                    "bfloat16")
+            and r.get("config") is None and r.get("pass", "prefill") == "prefill"]
+
+
+@pytest.mark.parametrize("params, shape", [({"causal": "true"}, (128, True, 16)), ({"causal": "false"}, (128, False, 16)),
+                                           ({"causal": "true", "seq_len": "262144"}, (128, True, 16)),
+                                           ({"head_dim": "64", "causal": "true", "seq_len": "1024"}, (64, True, 16)),
+                                           ({"model": "llama3-8b"}, (128, False, 32))])
+def test_the_speedup_table_fits_the_place_the_scene_has(params, shape):
+    """The sequence-length scene's speedup table, causal on, took 1,128 px of page in a 1,080 px window: Streamlit's
+    table wrapped its notes at a width of its own. Now it is a figure of its rows counted in lines (viz.table), no
+    taller than the chart of the scene's other views at the same setting (the place its Body leaves under the slider
+    and the tabs, above the caption), showing the story's numbers as written (a preset the recording lacks: the
+    header, and the caption says why)."""
+    import story
+    from page import BODY_WIDTH_PX
+    from viz.table import table_px
+    (chart,) = plotly_specs(open_app(scene="seqlen", tab="time", **params))
+    app = open_app(scene="seqlen", tab="table", **params)
+    assert_no_exception(app)
+    assert not app.table, "no Streamlit table: it sizes itself past the canvas"
+    (table,) = plotly_specs(app)
+    assert table["data"][0]["type"] == "table"
+    assert table["layout"]["height"] <= chart["layout"]["height"], (table["layout"]["height"], chart["layout"]["height"])
+    rows = story.speedup_table_text(_talk_records(*shape))
+    assert table["data"][0]["header"]["values"] == list(story.SPEEDUP_COLUMNS)
+    assert [list(column) for column in table["data"][0]["cells"]["values"]] == [
+        [row[name] for row in rows] for name in story.SPEEDUP_COLUMNS]
+    assert table["layout"]["height"] == pytest.approx(table_px(rows, BODY_WIDTH_PX, story.SPEEDUP_COLUMNS))

@@ -232,8 +232,9 @@ def test_recorded_with_backward_records_it_draws_them():
     app.segmented_control(key="control_part").set_value("memory").run()
     assert_no_exception(app)
     (fig,) = plotly_specs(app)
-    measured = {d["name"]: d["y"] for d in fig["data"] if "measured" in d["name"]}
+    measured = {d["name"]: d["y"] for d in fig["data"] if d["name"].endswith("measured peak")}
     assert len(measured) == 2, measured
+    assert [d["name"] for d in fig["data"] if d.get("showlegend") is not False].count(viz.memory.MEASURED_DOTS) == 1
     assert "dots: measured peaks" in page_text(app)
     assert "out of memory at N = 4K (measured)" in fig["layout"]["title"]["text"]
 

@@ -96,6 +96,19 @@ def test_slider_scenes_fit_at_every_stop(tabs, server, scene, seq_len, size):
     check_canvas(page, f"{scene} at N = {seq_len}")
 
 
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("causal", ["false", "true"])
+def test_the_speedup_table_fits_the_screen(tabs, server, size, causal):
+    """The sequence-length scene's table view: with causal on it ran 48 px past a 1080 px window (its notes wrapped in
+    Streamlit's table); its rows and its caption now fit, at both sizes."""
+    page = tabs[size]
+    page.errors.clear()
+    show(page, server, scene="seqlen", tab="table", causal=causal)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"seqlen-table-causal-{causal}-{size}.png"))
+    check_canvas(page, f"seqlen table, causal {causal}")
+
+
 @pytest.mark.parametrize("model", ["gpt2-small", "llama3-8b", "llama3-70b"])
 @pytest.mark.parametrize("scene", ["headline", "compare", "seqlen", "evolution", "timeline"])
 def test_every_model_preset_fits(tabs, server, scene, model):

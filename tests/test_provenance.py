@@ -207,6 +207,34 @@ def test_the_page_says_when_figures_come_from_other_code(monkeypatch, scene):
     assert "with an earlier version" not in page_text(app)
 
 
+def test_a_record_that_measured_nothing_is_never_said_to_be_measured_with_earlier_code():
+    """A record refused before any launch, out of memory or failed measured nothing, whatever code it carries the
+    build of: only a finished record (or a timeline, a phase recording: no status) is said to be measured with an
+    earlier version."""
+    base = {"algorithm": "naive", "pass": "prefill", "dtype": "bfloat16", "build": "c" * 12}
+    failed = [{**base, "status": "oom", "message": "out of memory, refused before any launch: S (fp32) and P need "
+                                                   "more memory than the device has"},
+              {**base, "status": "oom", "message": "CUDA out of memory. Tried to allocate 64.00 GiB"},
+              {**base, "status": "error", "message": "illegal memory access"}]
+    assert story.earlier_code(failed, lambda *what: "f" * 12) == ()
+    assert story.earlier_code([*failed, {**base, "status": "ok"}], lambda *what: "f" * 12) == (("naive", ("naive.py",)),)
+    assert story.earlier_code([{"kernel": "fa3", "dtype": "bfloat16", "build": "c" * 12}], lambda *what: "f" * 12,
+                              "phases") != ()
+
+
+def test_the_evolution_scene_says_what_happened_where_standard_was_refused(monkeypatch):
+    """At 256K the recording's standard kernels were refused before any launch (S and P larger than the device) and
+    nothing of them was measured: the caption says so and why, and claims no earlier kernels/naive.py there; at 16K,
+    where standard attention was measured with an earlier build, it still does."""
+    import page.stage
+    monkeypatch.setattr(page.stage, "build_now", lambda *what: "f" * 12)  # every stamped record: an earlier build
+    said = page_text(open_app(scene="evolution", seq_len="262144"))
+    assert "kernels/naive.py" not in said
+    assert ("At 256K standard (ours) was refused before any launch (S (fp32) and P need 12.0 TiB; the device has "
+            "139.8 GiB).") in said
+    assert "kernels/naive.py" in page_text(open_app(scene="evolution", seq_len="16384"))
+
+
 def test_the_stamping_script_reads_dates_and_counts_builds():
     from perf.local import stamp_records
     assert stamp_records._minute("2026-12-05T19:05:59Z") == "2026-12-05T19:05Z"

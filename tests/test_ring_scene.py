@@ -280,10 +280,36 @@ def test_the_ring_animation_refuses_runs_it_cannot_draw_side_by_side():
 def test_the_balance_bars_are_the_measured_compute_with_both_balances():
     runs = checked(TWO_GPUS[:2])
     fig = viz.ring_balance_figure(ring.balance_bars({r["layout"]: r for r in runs}), theme="dark")
-    assert [t.name for t in fig.data] == ["plain: mean ÷ most 67%, cost model 67%",
-                                          "zigzag: mean ÷ most 100%, cost model 100%"]
-    assert list(fig.data[0].y) == runs[0]["rank_compute_ms"] and list(fig.data[0].x) == ["GPU 0", "GPU 1"]
-    assert fig.layout.barmode == "group"
+    layouts = ["plain: mean ÷ most 67%, cost model 67%", "zigzag: mean ÷ most 100%, cost model 100%"]
+    assert [t.name for t in fig.data] == ["GPU 0", "GPU 1"]  # a bar's colour is its GPU; its place, its layout
+    for rank, trace in enumerate(fig.data):
+        assert [list(level) for level in trace.x] == [layouts, [f"GPU {rank}"] * 2]
+        assert list(trace.y) == [r["rank_compute_ms"][rank] for r in runs]
+    assert fig.layout.xaxis.type == "multicategory" and fig.layout.barmode == "relative"
+
+
+def test_a_colour_is_a_gpu_in_every_view_of_the_ring_and_the_legends_say_so():
+    """The ring, step by step, colours each block and bar by its GPU; the balance view coloured its bars by layout in
+    the same blue (and a near orange), so blue was GPU 0 in one view and zigzag in the next. Now a colour is a GPU in
+    both, and each says so: the balance view's legend names the GPUs, the ring's title gives the colour of each."""
+    for world in (2, 4):
+        runs = checked([run(layout="plain", world=world, per_block_ms=200.0), run(layout="zigzag", world=world)])
+        chosen = {r["layout"]: r for r in runs}
+        steps = viz.ring_steps_figure(ring.animation_runs(chosen), width_px=BODY_WIDTH_PX)
+        balance = viz.ring_balance_figure(ring.balance_bars(chosen))
+        in_steps: dict[int, set[str]] = {}
+        for grid, shown in zip(steps.data[:len(chosen)], ring.animation_runs(chosen)):
+            ranks = [step["rank"] for step in shown["steps"] for _ in step["blocks"]]
+            for rank, colour in zip(ranks, grid.marker.color):
+                in_steps.setdefault(rank, set()).add(colour)
+        assert all(len(colours) == 1 for colours in in_steps.values()) and len(in_steps) == world
+        for trace in balance.data:
+            (gpu,) = set(trace.x[1])
+            rank = int(gpu.removeprefix("GPU "))
+            assert trace.name == gpu and {trace.marker.color} == in_steps[rank], gpu
+        assert "GPU" in balance.layout.legend.title.text and balance.layout.showlegend is not False
+        for rank, colours in in_steps.items():
+            assert f"color:{next(iter(colours))}'>■</span> GPU {rank}" in steps.layout.title.text
 
 
 def test_the_length_chart_draws_measured_points_and_the_modelled_walls():

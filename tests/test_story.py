@@ -80,6 +80,77 @@ def test_roofline_figure_puts_points_where_their_records_say():
     assert math.isclose(fig.data[1].y[0], 9000e9 * fig.data[1].x[0] / 1e12)
 
 
+def _markers_and_labels(fig):
+    """Each point's marker (its trace, in drawing order) and the label whose leader line ends on it, by name."""
+    markers = [t for t in fig.data if t.mode == "markers"]
+    labels = {a.text: a for a in fig.layout.annotations if a.showarrow}
+    return markers, labels
+
+
+def _overlapping(fig, markers):
+    """Pairs of markers that cover each other where the scene draws the figure (1800 × its height design px: the plot
+    area's place measured in chromium, viz.roofline's PLOT_* constants)."""
+    from viz import roofline
+    (x0, x1), (y0, y1) = fig.layout.xaxis.range, fig.layout.yaxis.range
+    width, height = roofline._plot_px([t.name for t in fig.data], 1800, fig.layout.height)
+    at = {t.name: ((math.log10(t.x[0]) - x0) / (x1 - x0) * width, (y1 - math.log10(t.y[0])) / (y1 - y0) * height)
+          for t in markers}
+    return [(a, b) for i, a in enumerate(markers) for b in markers[i + 1:]
+            if math.dist(at[a.name], at[b.name]) < (a.marker.size + b.marker.size) / 2]
+
+
+def test_roofline_markers_on_one_spot_each_stay_visible_and_named():
+    """At 8K the recording's FA-4, FA-3 style and SDPA default sit within a few pixels of ours (FA-4 and FA-3 style on
+    one pixel): each marker keeps its true place, differs in size from every marker it overlaps, is drawn before the
+    smaller ones (so it shows as a ring around them), and has a label whose leader line ends on it."""
+    records = [r for r in RECORDED.records if (r["seq_len"], r["batch"], r["heads"], r["head_dim"], r["causal"]) ==
+               (8192, 2, 16, 128, False) and r.get("config") is None and r["dtype"] == "bfloat16"
+               and r.get("pass", "prefill") == "prefill"]
+    points = story.roofline_points(records, viz.theme.short_labels())
+    facts = RECORDED.facts
+    fig = viz.roofline.roofline_figure([p.as_dict() for p in points], facts["matmul_tflops"], facts["copy_gbps"],
+                                       facts["l2_gbps"], height=472)
+    markers, labels = _markers_and_labels(fig)
+    for point in points:  # every point where its record says, whatever its marker
+        (trace,) = [t for t in markers if t.name == point.label]
+        assert trace.x[0] == pytest.approx(point.intensity) and trace.y[0] == pytest.approx(point.tflops)
+    overlapping = _overlapping(fig, markers)
+    crowded = {t.name for pair in overlapping for t in pair}
+    assert {"FA-4 (the authors')", "FA-3 style (ours)", "SDPA default", "flash (ours)"} <= crowded
+    for first, second in overlapping:
+        assert first.marker.size > second.marker.size, f"{second.name} is hidden under {first.name}"
+    for name in crowded:
+        (trace,) = [t for t in markers if t.name == name]
+        label = labels[name]
+        assert (label.x, label.y) == pytest.approx((math.log10(trace.x[0]), math.log10(trace.y[0])))
+        assert label.standoff == trace.marker.size / 2  # the leader line stops at the marker's edge
+    # the legend keeps the points' order, ours last, whatever order the markers are drawn in
+    ranked = sorted(markers, key=lambda t: t.legendrank)
+    assert [t.name for t in ranked][-1] == "flash (ours)"
+    assert [t.name for t in ranked][:-1] == [p.label for p in points if p.algorithm != "fa2"]
+
+
+def test_roofline_labels_stand_apart_and_in_the_plot():
+    """Five kernels on one spot: five labels a row apart, top to bottom as their points are (no two leader lines
+    cross), inside the plot."""
+    from viz import roofline
+    points = [story.RoofPoint(name, key, 1.1e12, 270_000_000, ms, True).as_dict()
+              for name, key, ms in (("flash (ours)", "fa2", 2.0), ("FA-4 (the authors')", "fa4_authors", 1.6),
+                                    ("FA-3 style (ours)", "fa3", 1.61), ("SDPA default", "sdpa_default", 1.7),
+                                    ("SDPA flash", "sdpa_flash", 2.1))]
+    fig = viz.roofline.roofline_figure(points, PEAK, COPY, height=472)
+    markers, labels = _markers_and_labels(fig)
+    assert len(labels) == 5 and len({t.marker.size for t in markers if t.name in ("FA-4 (the authors')",
+                                                                                   "FA-3 style (ours)")}) == 2
+    height = roofline._plot_px([t.name for t in fig.data], 1800, 472)[1]
+    (y0, y1) = fig.layout.yaxis.range
+    ends = sorted(((y1 - label.y) / (y1 - y0) * height + label.ay, (y1 - label.y) / (y1 - y0) * height)
+                  for label in labels.values())  # (the label's height, its point's) in plot px, top down
+    assert all(b[0] - a[0] >= roofline.LABEL_ROW_PX - 0.01 for a, b in zip(ends, ends[1:]))
+    assert [point for _, point in ends] == sorted(point for _, point in ends), "leader lines do not cross"
+    assert all(0 <= label <= height for label, _ in ends)
+
+
 # -- on the shipped recording: the page's claims agree with each other ---------------------------------
 
 from bench.results import load_results  # noqa: E402  (torch-free)

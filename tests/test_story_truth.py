@@ -626,3 +626,17 @@ def test_the_model_caption_says_what_takes_grouped_heads_and_the_kernels_do_take
     k, v = (torch.randn(1, 1, 20, 16, generator=gen) for _ in range(2))
     expected, _ = reference_attention(q, k.expand(1, 4, 20, 16), v.expand(1, 4, 20, 16), causal=True)
     assert torch.allclose(flash_attention(q, k, v, causal=True).double(), expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("model", ["gpt2-small", "llama3-8b", "llama3-70b"])
+def test_a_preset_the_recording_lacks_draws_the_papers_and_names_no_recording_of_ours(model):
+    """Under a model preset the recording has no numbers for, the evolution chart draws the published points and a
+    note where each of ours would be: its title names no recording of ours (it said "and ours recorded on NVIDIA
+    H200, 2026-12-05", from the file's date, over no point of ours)."""
+    from tests.support_app import plotly_specs
+    app = open_app(scene="evolution", model=model)
+    assert_no_exception(app)
+    (spec,) = plotly_specs(app)
+    measured = [trace for trace in spec["data"] if (trace.get("name") or "").startswith(("recorded", "measured"))]
+    assert not measured, "the recording has no point at this preset"
+    assert "ours" not in spec["layout"]["title"]["text"] and "H200" not in spec["layout"]["title"]["text"]

@@ -500,6 +500,23 @@ def test_memory_figure_draws_no_wall_it_is_not_given(records) -> None:
                           and t.name.startswith("out of memory")).x)
 
 
+def test_every_kind_of_mark_on_the_memory_chart_has_a_legend_entry(records) -> None:
+    """With its legend right of the plot (the backward scene's training-step chart), the measured dots keep their
+    curves' colours under one entry that says what they are: a dot drawn with no entry of its kind is unexplained."""
+    from viz.memory import MEASURED_DOTS
+    for legend_right in (False, True):
+        fig = viz.memory_figure(records, 1, 8, 64, 2, seq_len_marker=4096, legend_right=legend_right)
+        drawn = [t for t in fig.data if t.mode == "markers" and any(x is not None for x in t.x)]
+        entries = [t for t in fig.data if t.showlegend is not False and t.name]
+        for trace in drawn:
+            kind = [e for e in entries if e.mode == "markers" and e.marker.symbol == trace.marker.symbol]
+            assert kind, f"no legend entry for {trace.name!r} (legend_right={legend_right})"
+        assert len([t for t in drawn if t.name.endswith("measured peak")]) == 2
+    named = [e.name for e in fig.data if e.showlegend is not False]
+    assert MEASURED_DOTS in named and len(named) == 4  # the two curves, the dots, the out-of-memory mark
+    assert named.index(MEASURED_DOTS) < named.index("out of memory (what it needs)")
+
+
 # The legend entries' text as plotly laid it out in chromium (getComputedTextLength, 24 px, Liberation Sans)
 LEGEND_TEXT_PX = {"standard (ours, 3 Triton kernels): S (fp32) + P + O (formula)": 630,
                   "standard (ours, 3 Triton kernels), measured peak": 519,
@@ -692,6 +709,52 @@ def test_evolution_figure() -> None:
                                      "algorithm": "fa4_authors"}])
     tick = list(authors.layout.xaxis.categoryarray)[-1]
     assert tick == "FA-4 (the<br>authors')" and "FlashAttent<br>" not in tick
+
+
+def test_a_table_figure_is_as_tall_as_its_rows_counted_in_lines() -> None:
+    """Each column as wide as its widest cell, the last the rest with its text wrapped to it; the figure as tall as
+    the header and the rows (a wrapped row: its lines), so that nothing scrolls inside it; a smaller window scales the
+    rows with the fonts."""
+    from viz import table
+    rows = [{"N": "1K", "flash": "0.161 ms", "note": "the launch " * 40}, {"N": "2K", "flash": "0.158 ms", "note": ""}]
+    layout = table.table_layout(rows, 1000)
+    assert sum(layout.widths) == pytest.approx(1000) and layout.lines[1] == 1 and layout.lines[0] > 1
+    note = layout.cells[-1][0].split("<br>")
+    assert len(note) == layout.lines[0] and " ".join(note) == rows[0]["note"].strip()
+    assert all(fit.text_px(line, SMALLEST_TEXT_PX) <= layout.widths[-1] - 2 * table.CELL_PAD_PX for line in note)
+    assert all(fit.text_px(text, SMALLEST_TEXT_PX) < width - 2 * table.CELL_PAD_PX  # numbers never wrap
+               for column, width in zip(layout.cells[:-1], layout.widths) for text in column)
+    fig = viz.table_figure(rows, width=1000)
+    wrapped = table.LINE_SPACING_PX * layout.lines[0] + table.WRAPPED_PAD_PX + table.SCALE_SLACK_PX
+    assert fig.layout.height == layout.height_px == pytest.approx(
+        table.TOP_PX + 2 * table.ROW_PX + wrapped + table.BOTTOM_PX + 3 * table.ROUNDING_PX)
+    assert list(fig.data[0].header.values) == ["N", "flash", "note"]
+    empty = viz.table_figure([], columns=("N", "note"))
+    assert list(empty.data[0].header.values) == ["N", "note"], "no rows: the header still says what would be there"
+    small = scaled_figure(fig, 2 / 3)
+    assert small.data[0].cells.height == pytest.approx(table.ROW_PX * 2 / 3)
+    assert small.data[0].header.height == pytest.approx(table.ROW_PX * 2 / 3)
+
+
+def test_an_arrows_tail_scales_with_the_window_where_it_is_placed_in_pixels() -> None:
+    fig = go.Figure()
+    fig.add_annotation(x=1, y=1, text="px", ax=-60, ay=30, standoff=10)
+    fig.add_annotation(x=1, y=1, text="on the axis", ax=3, ay=2, axref="x", ayref="y")
+    small = scaled_figure(fig, 0.5)
+    pixel, axis = small.layout.annotations
+    assert (pixel.ax, pixel.ay, pixel.standoff) == (-30, 15, 5) and (axis.ax, axis.ay) == (3, 2)
+
+
+def test_the_evolution_title_names_only_what_is_drawn() -> None:
+    """A setting where none of the measured entries has a number (a model preset the recording lacks) draws the
+    published points alone: the title names no recording of ours, though the scene passes where they would be from."""
+    missing = [{"label": "ours (Triton)", "tflops": None, "note": "not recorded", "algorithm": "fa2"}]
+    fig = viz.evolution_figure(missing, measured_label="recorded on NVIDIA H200, 2026-12-05")
+    assert "H200" not in fig.layout.title.text and "ours" not in fig.layout.title.text
+    assert not [t for t in fig.data if t.name == "recorded on NVIDIA H200, 2026-12-05"]
+    drawn = viz.evolution_figure([{**missing[0], "tflops": 500.0, "note": None}],
+                                 measured_label="recorded on NVIDIA H200, 2026-12-05")
+    assert "ours recorded on NVIDIA H200, 2026-12-05" in drawn.layout.title.text
 
 
 def test_timeline_figure_draws_the_programs_and_says_the_statistics_it_is_given() -> None:

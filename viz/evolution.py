@@ -99,10 +99,11 @@ def _category(entry: dict) -> str:
     if "short" in entry:
         return f"{entry['short']} ({entry['year']})<br>{entry['gpu']}<br>{entry['dtype']}"
     # measured: the legend and the title say on which GPU; short lines (TICK_LINE_CHARS). A label with a word no
-    # such line holds ("FlashAttention-4,", which wrapping cut into "FlashAttent" / "ion-4,") gives its spec's
-    # short name instead (the sentence below the chart names it in full)
+    # such line holds ("FlashAttention-4,", which wrapping cut into "FlashAttent" / "ion-4,"), or that takes more
+    # lines than a published entry's three ("PyTorch eager (matmul, softmax, matmul)": five, which the plot paid for
+    # in height), gives its spec's short name instead (the sentences below the chart name it in full)
     label = entry["label"]
-    if any(len(word) > TICK_LINE_CHARS for word in label.split()):
+    if any(len(word) > TICK_LINE_CHARS for word in label.split()) or len(textwrap.wrap(label, TICK_LINE_CHARS)) > 3:
         found = look(entry.get("algorithm", ""))
         label = found.short if found else label
     return "<br>".join(plotly_text(line) for line in textwrap.wrap(label, TICK_LINE_CHARS))
@@ -171,6 +172,20 @@ def _add_measured(fig: go.Figure, known: list[dict], unknown: list[dict], measur
         )
 
 
+# The plot's place in the figure as chromium draws it (plotly.js `_fullLayout._size`, the scene at 1920×1080): the top
+# margin given below, and under the plot the tick labels' lines and the gap below them; a line of 24 px text
+TOP_MARGIN_PX, LINE_PX, TICKS_GAP_PX, NOTE_GAP_PX = 150, 28.8, 33, 24
+
+
+def _y_top(top: float, note_lines: int, tick_lines: int, height: int) -> float:
+    """The axis' top: 1.45 × the tallest point (room for its label), or more where the tallest note of a missing
+    number, written upward from zero, would otherwise run past the plot's top (it is cut there)."""
+    plot_px = height - TOP_MARGIN_PX - tick_lines * LINE_PX - TICKS_GAP_PX
+    share = (note_lines * LINE_PX + NOTE_GAP_PX) / plot_px if note_lines and plot_px > 0 else 0.0
+    low = top * 0.08  # below zero, as the axis' range has it
+    return max(top * 1.45, low * share / (1 - share)) if share < 0.9 else top * 1.45
+
+
 def evolution_figure(measured: list[dict], theme: str = "light", height: int = 600,
                      measured_label: str = "measured on this GPU") -> go.Figure:
     """Published FlashAttention throughput by version and year, then the measured points passed in.
@@ -178,7 +193,8 @@ def evolution_figure(measured: list[dict], theme: str = "light", height: int = 6
     measured: dicts with "label", "tflops" (None: no number; "note" then says why, else "not measured") and
     optionally "algorithm" (for its colour), e.g. ours and PyTorch SDPA on this GPU. One x position per entry,
     in order; which GPU they ran on is measured_label's to say (the legend and the title), not each tick's.
-    measured_label: where those come from, as plain text ("recorded on H200, 2026-11-29"; escaped here).
+    measured_label: where those with a number come from, as plain text ("recorded on H200, 2026-11-29"; escaped
+    here); said only where one of them has a number (a setting with none draws the published points alone).
     """
     measured_label = plotly_text(measured_label)
     known = [m for m in measured if m.get("tflops") is not None]
@@ -186,17 +202,22 @@ def evolution_figure(measured: list[dict], theme: str = "light", height: int = 6
     _add_published(fig)
     _add_measured(fig, known, [m for m in measured if m.get("tflops") is None], measured_label, theme)
     top = max([e["tflops"] for e in PUBLISHED] + [m["tflops"] for m in known])
-    style(fig, theme, title=f"FlashAttention 1 → 4, and ours {measured_label}"
-                            "<br><sup>published numbers are other GPUs</sup>")
-    # room above the tallest point for its label, and below zero for a low point's whole marker
-    fig.update_yaxes(title_text="TFLOPS", range=[-top * 0.08, top * 1.45])
+    # the title names what is drawn: the measured points' source only where there is a point of them
+    drawn = f", and ours {measured_label}" if known else ""
+    style(fig, theme, title=f"FlashAttention 1 → 4{drawn}<br><sup>published numbers are other GPUs</sup>")
+    # room above the tallest point for its label, below zero for a low point's whole marker, and above zero for the
+    # tallest note of a missing number (a short chart: its lines need more of the axis)
+    lines = [label.count("<br>") + 1 for label in [_category(e) for e in PUBLISHED + measured]]
+    notes = [len(textwrap.wrap(m.get("note") or "not measured", TICK_LINE_CHARS)) for m in measured
+             if m.get("tflops") is None]
+    fig.update_yaxes(title_text="TFLOPS", range=[-top * 0.08, _y_top(top, max(notes, default=0), max(lines), height)])
     # chronological, then the measurements, whatever order the traces were added in
     fig.update_xaxes(type="category", categoryorder="array",
                      categoryarray=[_category(e) for e in PUBLISHED + measured])
     fig.update_xaxes(tickangle=0)
     # the legend in a row above the plot, where no point can sit under it
     fig.update_layout(height=height, legend=dict(orientation="h", x=0, y=1.0, xanchor="left", yanchor="bottom"),
-                      margin=dict(t=150))
+                      margin=dict(t=TOP_MARGIN_PX))
     if not measured:
         note(fig, "no measurement on this GPU yet", theme, y=0.85)
     return fig

@@ -122,8 +122,8 @@ def memory_figure(
     formulas: {algorithm: (costmodel formula of a Shape, what it counts)} drawn with that algorithm's measured peaks;
     None: FORMULAS (inference: standard's S + P + O, flash's O + LSE). title: None: "Extra memory beyond Q, K, V".
     legend_right: the legend in a column right of the plot, not in rows under it (a scene with little height: five
-    rows there left the plot a few pixels tall), the curves and the out-of-memory mark only (a measured dot has its
-    curve's colour; the caption beside the chart says which are measured).
+    rows there left the plot a few pixels tall): the curves, one entry for every measured dot (each has its curve's
+    colour: MEASURED_DOTS) and the out-of-memory mark.
     """
     # The default span is always included: a lone marker (no records) must not collapse the curves to a point.
     seq_lens = [r["seq_len"] for r in records] + ([seq_len_marker] if seq_len_marker else []) + list(DEFAULT_SEQ_LENS)
@@ -158,12 +158,31 @@ def memory_figure(
     if width:
         _fit_margins(fig, width)
     if legend_right:  # the plot keeps the height; the width gives room to the labels (plotly grows the margin)
-        for trace in fig.data:  # the dots take their curve's colour: the scene's caption says dots are measured
-            if (trace.name or "").endswith("measured peak"):
-                trace.showlegend = False
+        _one_entry_for_the_dots(fig, theme)
+        # the column may run past the plot's foot into the margin under it, rather than scroll (a side legend's
+        # default limit is the plot's height, which a short plot's four entries pass)
         fig.update_layout(margin_b=110, legend=dict(orientation="v", x=1.02, xanchor="left", yref="paper", y=1,
-                                                   yanchor="top"))
+                                                   yanchor="top", maxheight=height))
     return fig
+
+
+MEASURED_DOTS = "measured peaks (dots, in their curve's colour)"
+
+
+def _one_entry_for_the_dots(fig: go.Figure, theme: str) -> None:
+    """The measured dots under one legend entry, not one per curve (a column of five entries is taller than a short
+    plot): each dot keeps its curve's colour, and the entry, a dot in the neutral colour, says what dots are."""
+    dots = [trace for trace in fig.data if (trace.name or "").endswith("measured peak")]
+    if not dots:
+        return
+    for trace in dots:
+        trace.showlegend = False
+    entry = go.Scatter(x=[None], y=[None], mode="markers", name=MEASURED_DOTS, hoverinfo="skip",
+                       marker=dict(color=surface(theme)["muted"], size=16, line=dict(width=2,
+                                                                                   color=surface(theme)["background"])))
+    index = list(fig.data).index(dots[-1]) + 1  # after the curves and their dots, before the out-of-memory mark
+    fig.add_trace(entry)
+    fig.data = (*fig.data[:index], fig.data[-1], *fig.data[index:-1])
 
 
 def _fit_margins(fig: go.Figure, width: float) -> None:

@@ -19,7 +19,6 @@ from viz.theme import (BLUE, BLUISH_GREEN, BROWN, MEDIUM_PURPLE, ORANGE, REDDISH
                        VERMILLION, algorithm_color, style, surface, translucent)
 
 RANK_COLORS = (BLUE, ORANGE, BLUISH_GREEN, REDDISH_PURPLE, VERMILLION, SKY_BLUE, MEDIUM_PURPLE, BROWN)
-LAYOUT_COLORS = {"plain": VERMILLION, "zigzag": BLUE}
 FRAME_MS = 1200  # a ring step is a big thing: slow enough to read at 1×
 PAST, FUTURE = 0.5, 0.12  # opacity of the steps done and of the steps not reached yet (the current one: 1)
 OUTLINE_PX = 4
@@ -191,8 +190,8 @@ def ring_steps_figure(runs: list[dict], theme: str = "light", height: int = 640,
     fig.frames = [go.Frame(**f) for f in animation.frames(frame_data, world, animated)]
     style(fig, theme, title=title or (
         f"The ring on {world} GPUs, {fmt_tokens(runs[0]['seq_len'])} tokens: each step, each GPU computes its queries "
-        f"against the K/V it holds<br><sup>colour: the GPU that keeps those queries; faint: steps to come; hatched: "
-        f"waiting for K/V the compute did not hide</sup>"))
+        f"against the K/V it holds<br><sup>colour: the GPU that keeps those queries ({gpu_key(world)}); faint: steps "
+        f"to come; hatched: waiting for K/V the compute did not hide</sup>"))
     fig.update_annotations(font=dict(size=SMALLEST_TEXT_PX))
     controls_y = -(BOTTOM_PX - 92) / plot_px  # under the axes' titles (120 px), with a gap
     fig.update_layout(height=height, margin=dict(t=TOP_PX, b=BOTTOM_PX, l=20, r=20), bargap=0.3, barmode="overlay",
@@ -201,27 +200,44 @@ def ring_steps_figure(runs: list[dict], theme: str = "light", height: int = 640,
     return fig
 
 
+def gpu_key(world: int) -> str:
+    """The GPUs' colours in words, for a title: "■ GPU 0  ■ GPU 1", each square in its GPU's colour (rank_color, the
+    one meaning of a colour in the ring's views); past four GPUs the squares in order and "GPUs 0–7"."""
+    squares = [f"<span style='color:{rank_color(r)}'>■</span>" for r in range(world)]
+    if world <= 4:
+        return "  ".join(f"{square} GPU {r}" for r, square in enumerate(squares))
+    return f"{''.join(squares)} GPUs 0–{world - 1}"
+
+
 def ring_balance_figure(bars: list[dict], theme: str = "light", height: int = 560, title: str = "") -> go.Figure:
-    """Each GPU's measured compute over one traced forward, a group of bars per GPU, one bar per layout; each
-    layout's legend entry says its balance measured (mean ÷ most) and by the cost model.
+    """Each GPU's measured compute over one traced forward: the layouts side by side, under each its GPUs, a bar each
+    in the GPU's colour (as in the ring, step by step: a colour is a GPU in every view of the ring); under each
+    layout its balance measured (mean ÷ most) and by the cost model. The legend names the GPUs.
     bars: {"layout", "rank_compute_ms": [per GPU], "measured", "model"}."""
     colors = surface(theme)
     fig = go.Figure()
-    top = 0.0
+    groups = []
     for bar in bars:
-        ms = bar["rank_compute_ms"]
-        top = max(top, *ms)
         measured = f"{bar['measured']:.0%}" if bar.get("measured") is not None else "—"
+        groups.append(plotly_text(f"{bar['layout']}: mean ÷ most {measured}, cost model {bar['model']:.0%}"))
+    world = max((len(bar["rank_compute_ms"]) for bar in bars), default=0)
+    top = max((ms for bar in bars for ms in bar["rank_compute_ms"]), default=0.0)
+    for rank in range(world):  # one trace a GPU: its legend entry is its colour
+        mine = [(group, bar["rank_compute_ms"][rank]) for group, bar in zip(groups, bars)
+                if rank < len(bar["rank_compute_ms"])]
         fig.add_trace(go.Bar(
-            x=[f"GPU {r}" for r in range(len(ms))], y=ms, name=plotly_text(
-                f"{bar['layout']}: mean ÷ most {measured}, cost model {bar['model']:.0%}"),
-            marker=dict(color=LAYOUT_COLORS.get(bar["layout"], colors["muted"])), text=[fmt_ms(v) for v in ms],
+            x=[[group for group, _ in mine], [f"GPU {rank}"] * len(mine)], y=[ms for _, ms in mine],
+            name=f"GPU {rank}", marker=dict(color=rank_color(rank)), text=[fmt_ms(ms) for _, ms in mine],
             textposition="outside", cliponaxis=False, textfont=dict(color=colors["foreground"]),
-            hovertemplate="%{x}: %{y:,.1f} ms computing<extra>" + plotly_text(bar["layout"]) + "</extra>"))
+            customdata=[plotly_text(bar["layout"]) for bar in bars if rank < len(bar["rank_compute_ms"])],
+            hovertemplate=f"GPU {rank}, %{{customdata}}: %{{y:,.1f}} ms computing<extra></extra>"))
     style(fig, theme, title=title or None)
+    fig.update_xaxes(type="multicategory", tickangle=0)
     fig.update_yaxes(range=[0, top * 1.2 or 1], title_text="ms computing in one forward")
-    fig.update_layout(height=height, barmode="group", bargap=0.3,
-                      legend=dict(orientation="h", x=0, y=1.02, xanchor="left", yanchor="bottom"),
+    # one bar a (layout, GPU) place: "relative" stands each in its own place, "group" would split it by GPU
+    fig.update_layout(height=height, barmode="relative", bargap=0.3,
+                      legend=dict(orientation="h", x=0, y=1.02, xanchor="left", yanchor="bottom",
+                                  title=dict(text="colour: the GPU")),
                       margin=dict(t=(130 if title else 80)))
     return fig
 

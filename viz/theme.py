@@ -187,7 +187,10 @@ _PX_KEYS = {
     "margin": ("l", "r", "t", "b", "pad"),
     "pad": ("l", "r", "t", "b"),
     "marker": ("size",),
-    "annotations": ("xshift", "yshift"),
+    # an arrow's tail (ax, ay) and its gap to the point are px too, where its tail is placed in px (axref "pixel")
+    "annotations": ("xshift", "yshift", "ax", "ay", "standoff"),
+    "header": ("height",),  # a table's rows
+    "cells": ("height",),
     "uniformtext": ("minsize",),
     **{key: ("size",) for key in _FONT_KEYS},
 }
@@ -195,8 +198,8 @@ _PX_KEYS = {
 
 def _scale_px(node, factor: float, parent: str) -> None:
     """Multiply the pixel sizes in nested plotly JSON in place (font and marker sizes, margins, paddings,
-    the figure's height and width, annotation shifts); `parent` is the key that holds `node`. A font
-    smaller than SMALLEST_TEXT_PX is raised to it first: no text on the stage is too small to read."""
+    the figure's height and width, annotation shifts and arrows, a table's rows); `parent` is the key that holds
+    `node`. A font smaller than SMALLEST_TEXT_PX is raised to it first: no text on the stage is too small to read."""
     if isinstance(node, list):
         for item in node:
             _scale_px(item, factor, parent)
@@ -205,6 +208,8 @@ def _scale_px(node, factor: float, parent: str) -> None:
         return
     floor = SMALLEST_TEXT_PX if parent in _FONT_KEYS else 0
     for key in _PX_KEYS.get(parent, ()):
+        if key in ("ax", "ay") and node.get(f"{key}ref", "pixel") != "pixel":
+            continue  # a tail placed on an axis moves with it
         value = node.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             node[key] = (max(value, floor) if floor else value) * factor  # a shift may be negative
