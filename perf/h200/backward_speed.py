@@ -2,6 +2,7 @@
 correctness, then time beside SDPA's backwards (~3 min a section).
 
     PYTHONUNBUFFERED=1 python -m perf.h200.backward_speed [--json PATH] [--only check,rows,candidates,fa3,memory,split]
+        [--head-dims 256,64]
 
 Each section runs on its own: an exception prints its traceback and the next section still runs (wrong gradients in
 a. still stop the timing: exit 2).
@@ -41,6 +42,9 @@ from kernels.reference import reference_gradients, relative_error
 from perf.h200.backward_host import kernel_ms
 
 TOL = {torch.bfloat16: 3e-2, torch.float16: 5e-3}
+# `--head-dims 256,64`: the candidates section takes only these head_dims' CANDIDATES (all of them without it)
+HEAD_DIMS = ([int(d) for d in sys.argv[sys.argv.index("--head-dims") + 1].split(",")]
+             if "--head-dims" in sys.argv else None)
 
 
 def check() -> bool:
@@ -153,10 +157,11 @@ def _ragged_agreement(d, causal, configs, seq_lens=(1, 1000, 1337)):
 
 
 def candidates(rounds=3, seq_lens=(4096, 8192, 16384)):
+    keys = [key for key in CANDIDATES if HEAD_DIMS is None or key[0] in HEAD_DIMS]
     rows = []
-    for d, causal in CANDIDATES:
+    for d, causal in keys:
         _ragged_agreement(d, causal, CANDIDATES[(d, causal)])
-    for n, (d, causal) in ((n, key) for n in seq_lens for key in CANDIDATES):
+    for n, (d, causal) in ((n, key) for n in seq_lens for key in keys):
         configs = CANDIDATES[(d, causal)]
         q, k, v = (torch.randn(2, 16, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         scale = d ** -0.5
