@@ -130,7 +130,8 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, seq_len, heads, heads_p
               stride_kb, stride_kh, stride_kn, stride_kd,
               stride_vb, stride_vh, stride_vn, stride_vd,
               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-              DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, USE_TMA: tl.constexpr, REGS: tl.constexpr = False):
+              DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, USE_TMA: tl.constexpr, REGS: tl.constexpr = False,
+              TAIL_FIRST: tl.constexpr = False):
     # One program per K/V block (BLOCK_N keys) of one batch·head. dO, dK, dV: contiguous (B, H, N, D). USE_TMA: Q, K,
     # V and dO are 4-D tensor descriptors (B, H, N, D), Q's and dO's in blocks of BLOCK_M rows, K's and V's of BLOCK_N.
     if CAUSAL:  # the first key blocks are seen by the most query blocks: launched first (lpt across a head group)
@@ -174,6 +175,11 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, seq_len, heads, heads_p
     qk_scale = sm_scale * LOG2_E_KERNEL
     # Query blocks split as the forward's key tiles are: masked ones (the diagonal under causal, the ragged tail)
     # and full ones no row of which needs a mask. Under causal no query before start_n sees these keys.
+    # TAIL_FIRST (not causal; BackwardConfig.tail_first): the ragged tail before the full blocks. With the full blocks
+    # first, triton 3.6's PTX of this kernel makes ptxas issue every wgmma of the Hopper (TMA) builds alone and wait
+    # for it (C7515: an accumulator written between a wgmma's issue and its wait); with the tail first they go in
+    # groups, as the pinned Triton's do in either order. Measured under 3.6 (BENCHMARKS.md §1d): 1.10× at head_dim 128,
+    # but 0.76× at 64, whose build is faster serialized; so only the head_dim 128 tiles take it.
     full_hi = seq_len // BLOCK_M * BLOCK_M
     if CAUSAL:
         diag_hi = tl.minimum(start_n + BLOCK_N, seq_len)
@@ -182,13 +188,18 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, seq_len, heads, heads_p
                              stride_qn, tb, th, USE_TMA)
         full_lo = start_n + BLOCK_N
     else:
+        if TAIL_FIRST:
+            dk, dv = _dkdv_inner(dk, dv, k, v, q_src, do_src, LSE + bh_rows, DELTA + bh_rows, full_hi, seq_len,
+                                 qk_scale, seq_len, offs_n, offs_m0, BLOCK_M, HEAD_DIM, True, False, DOT_FP32,
+                                 PRECISION, stride_qn, tb, th, USE_TMA)
         full_lo = 0
     dk, dv = _dkdv_inner(dk, dv, k, v, q_src, do_src, LSE + bh_rows, DELTA + bh_rows, full_lo, full_hi,
                          qk_scale, seq_len, offs_n, offs_m0, BLOCK_M, HEAD_DIM, False, CAUSAL, DOT_FP32, PRECISION,
                          stride_qn, tb, th, USE_TMA)
-    dk, dv = _dkdv_inner(dk, dv, k, v, q_src, do_src, LSE + bh_rows, DELTA + bh_rows,
-                         tl.maximum(full_hi, full_lo), seq_len, qk_scale, seq_len, offs_n, offs_m0,
-                         BLOCK_M, HEAD_DIM, True, CAUSAL, DOT_FP32, PRECISION, stride_qn, tb, th, USE_TMA)
+    if CAUSAL or not TAIL_FIRST:  # the ragged tail last
+        dk, dv = _dkdv_inner(dk, dv, k, v, q_src, do_src, LSE + bh_rows, DELTA + bh_rows,
+                             tl.maximum(full_hi, full_lo), seq_len, qk_scale, seq_len, offs_n, offs_m0,
+                             BLOCK_M, HEAD_DIM, True, CAUSAL, DOT_FP32, PRECISION, stride_qn, tb, th, USE_TMA)
     # -- write dK (times the scale) and dV once --
     out = bh_rows * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
     tl.store(DK + out, (dk * sm_scale).to(DK.dtype.element_ty), mask=keys[:, None])
@@ -318,6 +329,8 @@ class BackwardConfig:
     #                    from shared memory each step; GPU only: the interpreter runs it as False, the same arithmetic)
     qdo_regs: bool = False  # the dQ pass keeps Q and dO in registers, likewise
     dkdv_warps: int | None = None  # the dK/dV pass's warps where they differ from num_warps (then the dQ pass's)
+    tail_first: bool = False  # not causal: a dK/dV program walks the ragged tail of query blocks before the full ones
+    #                    (under triton 3.6 that keeps the Hopper build's wgmmas in groups: _bwd_dkdv)
 
 
 # Tutorial 06's split (dK/dV programs of 128 keys stepping 32 query rows, dQ programs of 128 rows stepping 32 keys) at
@@ -354,9 +367,11 @@ WALK_CONFIG = _INTERPRETER_CONFIG  # the scene's tile walk (visit_order's defaul
 # 1.037 / 1.114 and 1.036 / 1.012 / 1.061 its pointer tiles at 4K / 8K / 16K in two runs (H100s, 2026-12-07, bit for
 # bit; without the register operands TMA lost there). The same operands lost 0.67-0.77× at d64 and at d128 not causal
 # (which then needs 32-row steps: 0.87-0.90×); the dQ pass's alone at d128 not causal drew (1.002-1.042×).
+# d128 not causal walks the ragged tail of query blocks first (tail_first): 1.10× under triton 3.6 (an H100, 2026-12-08;
+# it keeps that build's wgmmas in groups), where the same order lost 0.76× at d64 (BENCHMARKS.md §1d).
 TMA_CONFIGS: dict[tuple[int, bool], BackwardConfig] = {
     (64, False): BackwardConfig(32, 128, 128, 64, 8, 3, tma=True),
-    (128, False): BackwardConfig(64, 128, 128, 64, 8, 3, tma=True),
+    (128, False): BackwardConfig(64, 128, 128, 64, 8, 3, tma=True, tail_first=True),
     (64, True): BackwardConfig(32, 128, 128, 64, 4, 3, tma=True),
     (128, True): BackwardConfig(32, 128, 128, 64, 8, 3, tma=True, kv_regs=True, qdo_regs=True),
 }
@@ -423,12 +438,13 @@ def visit_order(seq_len: int, causal: bool, config: BackwardConfig | None = None
         start_n = pid * c.block_n1
         full_hi = seq_len // c.block_m1 * c.block_m1
         ranges = []
-        if causal:
-            ranges.append((start_n, min(start_n + c.block_n1, seq_len)))
+        if causal:  # the diagonal, the full blocks below it, the ragged tail
             full_lo = start_n + c.block_n1
-        else:
-            full_lo = 0
-        ranges += [(full_lo, full_hi), (max(full_hi, full_lo), seq_len)]
+            ranges += [(start_n, min(full_lo, seq_len)), (full_lo, full_hi), (max(full_hi, full_lo), seq_len)]
+        elif c.tail_first:  # the ragged tail first, then the full blocks
+            ranges += [(full_hi, seq_len), (0, full_hi)]
+        else:  # the full blocks, then the ragged tail
+            ranges += [(0, full_hi), (full_hi, seq_len)]
         dkdv += [(m // c.block_m1, pid) for lo, hi in ranges for m in range(lo, hi, c.block_m1)]
     dq = []
     n_q = triton.cdiv(seq_len, c.block_m2)
@@ -489,7 +505,7 @@ def _launch_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, config:
         _bwd_dkdv[(triton.cdiv(seq_len, config.block_n1), bh)](
             *dkdv_args, lse, delta, dk, dv, sm_scale, seq_len, heads, group, *strides,
             BLOCK_M=config.block_m1, BLOCK_N=config.block_n1, REGS=config.kv_regs and not INTERPRET,
-            num_warps=config.dkdv_warps or config.num_warps, **common)
+            TAIL_FIRST=config.tail_first and not causal, num_warps=config.dkdv_warps or config.num_warps, **common)
         _bwd_dq[(triton.cdiv(seq_len, config.block_m2), bh)](
             *dq_args, lse, delta, dq, sm_scale, seq_len, heads, group, *strides,
             BLOCK_M=config.block_m2, BLOCK_N=config.block_n2, REGS=config.qdo_regs and not INTERPRET,

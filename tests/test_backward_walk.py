@@ -1,6 +1,8 @@
 """The backward scene's tile walk (kernels/fa2_bwd.visit_order) pinned to the tiles the kernels really read: a NaN put
 into one Q block (or one K block) reaches exactly the dK (or dQ) blocks of the programs whose loops load it, in
 Triton's interpreter. Then the scene's numbers and figure built from it."""
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -20,9 +22,10 @@ def _inputs(seq_len: int):
     return q, k, v, o, torch.zeros((1, 1, seq_len)), do
 
 
-@pytest.mark.parametrize("seq_len,causal", [(200, False), (200, True), (256, True)])
-def test_the_walk_is_the_tiles_each_pass_reads(seq_len, causal):
-    config = config_for(HEAD_DIM, torch.float32)
+@pytest.mark.parametrize("seq_len,causal,tail_first", [(200, False, False), (200, False, True), (200, True, False),
+                                                       (256, True, False)])
+def test_the_walk_is_the_tiles_each_pass_reads(seq_len, causal, tail_first):
+    config = replace(config_for(HEAD_DIM, torch.float32), tail_first=tail_first)
     walk = visit_order(seq_len, causal, config)
     n_q1 = -(-seq_len // config.block_m1)
     n_k2 = -(-seq_len // config.block_n2)
@@ -47,3 +50,18 @@ def test_each_pass_visits_each_tile_once_column_by_column_and_row_by_row():
     causal = visit_order(256, True)
     assert sorted(causal["dkdv"]) == sorted(causal["dq"]) == [(i, j) for i in range(4) for j in range(i + 1)]
     assert causal["dq"][0] == (3, 0), "under causal the dQ pass starts with the longest row"
+
+
+def test_a_tail_first_program_walks_the_ragged_tail_before_the_full_blocks():
+    """BackwardConfig.tail_first (the head_dim 128 Hopper tiles, not causal): each dK/dV program visits the ragged
+    last query block first, then the full ones in order; under causal the order stays diagonal, full, tail."""
+    config = replace(config_for(HEAD_DIM, torch.float32), tail_first=True)
+    step = config.block_m1
+    walk = visit_order(200, False, config)["dkdv"]
+    tail = 200 // step
+    per_program = -(-200 // step)
+    assert walk[:per_program] == [(tail, 0)] + [(i, 0) for i in range(tail)]
+    assert visit_order(200, False, replace(config, tail_first=False))["dkdv"][:per_program] == [
+        (i, 0) for i in range(per_program)]
+    assert visit_order(200, True, config) == visit_order(200, True, replace(config, tail_first=False))
+    assert visit_order(192, False, config) == visit_order(192, False, replace(config, tail_first=False)), "no tail"
