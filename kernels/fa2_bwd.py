@@ -331,6 +331,8 @@ class BackwardConfig:
     dkdv_warps: int | None = None  # the dK/dV pass's warps where they differ from num_warps (then the dQ pass's)
     tail_first: bool = False  # not causal: a dK/dV program walks the ragged tail of query blocks before the full ones
     #                    (under triton 3.6 that keeps the Hopper build's wgmmas in groups: _bwd_dkdv)
+    dkdv_maxnreg: int | None = None  # the dK/dV build's registers a thread at most (ptxas's cap; GPU builds only):
+    #                    128 lets two programs of 8 warps share an SM's 64K registers
 
 
 # Tutorial 06's split (dK/dV programs of 128 keys stepping 32 query rows, dQ programs of 128 rows stepping 32 keys) at
@@ -505,7 +507,8 @@ def _launch_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, config:
         _bwd_dkdv[(triton.cdiv(seq_len, config.block_n1), bh)](
             *dkdv_args, lse, delta, dk, dv, sm_scale, seq_len, heads, group, *strides,
             BLOCK_M=config.block_m1, BLOCK_N=config.block_n1, REGS=config.kv_regs and not INTERPRET,
-            TAIL_FIRST=config.tail_first and not causal, num_warps=config.dkdv_warps or config.num_warps, **common)
+            TAIL_FIRST=config.tail_first and not causal, num_warps=config.dkdv_warps or config.num_warps,
+            **({"maxnreg": config.dkdv_maxnreg} if config.dkdv_maxnreg and not INTERPRET else {}), **common)
         _bwd_dq[(triton.cdiv(seq_len, config.block_m2), bh)](
             *dq_args, lse, delta, dq, sm_scale, seq_len, heads, group, *strides,
             BLOCK_M=config.block_m2, BLOCK_N=config.block_n2, REGS=config.qdo_regs and not INTERPRET,
@@ -547,7 +550,11 @@ def _check_tma(*tensors: torch.Tensor) -> None:
 # Tritons; the same tiles at two stages spill 16-80 and none, by pointer loads or TMA copies (131 KB of shared
 # memory: Hopper's 227 KB takes it, an A100's 163 KB too). Never timed.
 CANDIDATES: dict[tuple[int, bool], dict[str, BackwardConfig]] = {
-    (64, False): {"64 keys 4w": BackwardConfig(64, 64, 128, 64, 8, 3, tma=True, dkdv_warps=4),
+    # the shipped tiles held to 128 registers (two programs an SM: 3.7.1's build takes 132 without the cap, 3.6's
+    # 126), and with the tail first too (3.6's grouped build took 135 and lost 0.76×: §1d), 124-128 with the cap
+    (64, False): {"128 regs": replace(TMA_CONFIGS[(64, False)], dkdv_maxnreg=128),
+                  "tail first 128 regs": replace(TMA_CONFIGS[(64, False)], tail_first=True, dkdv_maxnreg=128),
+                  "64 keys 4w": BackwardConfig(64, 64, 128, 64, 8, 3, tma=True, dkdv_warps=4),
                   "64 keys 4w regs": BackwardConfig(64, 64, 128, 64, 8, 3, tma=True, kv_regs=True, dkdv_warps=4),
                   "64x32 4w": BackwardConfig(32, 64, 128, 64, 8, 3, tma=True, dkdv_warps=4)},
     (64, True): {"64 keys 4w": BackwardConfig(64, 64, 128, 64, 4, 3, tma=True),
@@ -576,6 +583,8 @@ def _launch(head_dim, dtype, causal, config, label, targets=("sm_90", "sm_80")):
     lse = torch.zeros(q.shape[:3], dtype=torch.float32)
     g = config
     dkdv_warps = f" w{g.dkdv_warps}" if g.dkdv_warps else ""
+    dkdv_warps += (" tail first" if g.tail_first and not causal else "") + (f" r{g.dkdv_maxnreg}" if g.dkdv_maxnreg
+                                                                              else "")
     label = (f"{label} D={head_dim} {str(dtype)[6:]} {'causal' if causal else 'full'} "
              f"dkdv {g.block_n1}x{g.block_m1}{dkdv_warps} dq {g.block_m2}x{g.block_n2} w{g.num_warps} s{g.num_stages}")
     return (label, targets, lambda: launch_backward(q, k, v, q, lse, q, causal, 0.125, config))

@@ -382,6 +382,43 @@ def test_register_operands_reach_the_sm90_build():
         assert hgmma_off == hgmma and reg_a_off < hgmma_off, (kernel, rows)
 
 
+CAP_SCRIPT = """
+import os
+os.environ["FLASH_LIVE_BACKEND"] = "aot"  # compile, never launch
+import torch
+from bench.compile_check import _capture, _cubin_facts, compile_entry
+from kernels import fa2_bwd
+from kernels.inputs import example_qkv
+q = example_qkv(64, torch.bfloat16)[0]
+lse = torch.zeros(q.shape[:3])
+for name in ("128 regs", "tail first 128 regs"):
+    config = fa2_bwd.CANDIDATES[(64, False)][name]
+    for fn, args, kwargs in _capture(lambda: fa2_bwd._launch_backward(q, q, q, q, lse, q, False, 0.125, config)):
+        if fn.fn.__name__ == "_bwd_dkdv":
+            facts = _cubin_facts(compile_entry(fn, args, kwargs, 90).asm["cubin"], True)
+            print("row", name.replace(" ", "_"), facts["regs"], facts["stack"], facts["hgmma"], facts["wgmma_waits"])
+"""
+
+
+def test_a_register_cap_reaches_the_sm90_build():
+    """BackwardConfig.dkdv_maxnreg does what it says in the sm_90 build of the pinned Triton: the head_dim 64
+    not-causal candidates capped at 128 registers a thread (two programs of 8 warps an SM) build within the cap,
+    without stack, and the tail-first one keeps its wgmmas in groups. Without the cap 3.7.1's build takes 132 and
+    3.6's tail-first one 135 (BENCHMARKS §1d). Compiled ahead of time, no GPU."""
+    env = {**os.environ, "FLASH_LIVE_BACKEND": "aot"}
+    env.pop("TRITON_INTERPRET", None)
+    done = subprocess.run([sys.executable, "-c", CAP_SCRIPT], cwd=Path(__file__).resolve().parents[1], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    rows = {line.split()[1]: [int(x) for x in line.split()[2:]] for line in done.stdout.splitlines()
+            if line.startswith("row ")}
+    assert set(rows) == {"128_regs", "tail_first_128_regs"}, done.stdout
+    for regs, stack, hgmma, waits in rows.values():
+        assert regs <= 128 and stack == 0 and hgmma > 0, rows
+    regs, stack, hgmma, waits = rows["tail_first_128_regs"]
+    assert waits < hgmma / 2, rows
+
+
 GROUPS_SCRIPT = """
 import os
 os.environ["FLASH_LIVE_BACKEND"] = "aot"  # compile, never launch
