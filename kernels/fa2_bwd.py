@@ -582,11 +582,10 @@ def _launch(head_dim, dtype, causal, config, label, targets=("sm_90", "sm_80")):
     q, k, v = example_qkv(head_dim, dtype)
     lse = torch.zeros(q.shape[:3], dtype=torch.float32)
     g = config
-    dkdv_warps = f" w{g.dkdv_warps}" if g.dkdv_warps else ""
-    dkdv_warps += (" tail first" if g.tail_first and not causal else "") + (f" r{g.dkdv_maxnreg}" if g.dkdv_maxnreg
-                                                                              else "")
+    dkdv = ((f" w{g.dkdv_warps}" if g.dkdv_warps else "") + (" tail first" if g.tail_first and not causal else "")
+            + (f" r{g.dkdv_maxnreg}" if g.dkdv_maxnreg else ""))  # the dK/dV build's own settings
     label = (f"{label} D={head_dim} {str(dtype)[6:]} {'causal' if causal else 'full'} "
-             f"dkdv {g.block_n1}x{g.block_m1}{dkdv_warps} dq {g.block_m2}x{g.block_n2} w{g.num_warps} s{g.num_stages}")
+             f"dkdv {g.block_n1}x{g.block_m1}{dkdv} dq {g.block_m2}x{g.block_n2} w{g.num_warps} s{g.num_stages}")
     return (label, targets, lambda: launch_backward(q, k, v, q, lse, q, causal, 0.125, config))
 
 

@@ -77,22 +77,21 @@ def at_setting(records, shape: Shape, pass_: str = BACKWARD) -> list[dict]:
     return [r for r in records if _same_setting(r, shape, pass_)]
 
 
-def measured_need(record: dict) -> int | None:
+def measured_need(record: dict, said: tuple[int, int] | None) -> int | None:
     """At least what a training step needed beyond Q, K, V and dO where it ran out of memory, as its allocator
-    message measured it: what the process held when an allocation failed (the CUDA context and the allocator's
-    reserve included), plus that allocation, less the four inputs. None where the message does not say
-    (story.records.held_and_tried)."""
-    said = held_and_tried(record)
+    message measured it (said: story.records.held_and_tried of it): what the process held when an allocation failed
+    (the CUDA context and the allocator's reserve included), plus that allocation, less the four inputs (dO is O's
+    size). None where the message does not say."""
     if said is None:
         return None
     shape = Shape.of_record(record)
     return max(0, said[0] + said[1] - costmodel.inputs_bytes(shape) - costmodel.output_bytes(shape))
 
 
-def _training_failure(record: dict, formula_need: int | None, measured: int | None) -> str:
+def _training_failure(record: dict, formula_need: int | None, said: tuple[int, int] | None,
+                      measured: int | None) -> str:
     """The ✕'s hover: what the allocator measured (measured_need) beside the formula's bound, else failure_text."""
-    said = held_and_tried(record) if measured is not None and record["status"] == "oom" else None
-    if said is None:
+    if said is None or measured is None or record["status"] != "oom":
         return failure_text(record)
     bound = (f"; the formula's lower bound: {fmt_bytes(formula_need)}" if formula_need else "")
     return (f"out of memory: the process held {fmt_bytes(said[0])} when a {fmt_bytes(said[1])} allocation failed, "
@@ -103,7 +102,7 @@ def _training_failure(record: dict, formula_need: int | None, measured: int | No
 def with_training_failures(records: list[dict]) -> list[dict]:
     """Backward records as the memory chart draws them: a failed one with its `failure` text, an out-of-memory one
     with what the step needs there (its ✕): the larger of what its allocator message measured (measured_need) and
-    the training formula's lower bound (none for an algorithm without either)."""
+    the training formula's lower bound (none for an algorithm without either). Each message is read once."""
     out = []
     for r in records:
         if r["status"] == "ok":
@@ -111,9 +110,10 @@ def with_training_failures(records: list[dict]) -> list[dict]:
             continue
         formula = TRAINING_FORMULAS.get(r["algorithm"])
         bound = formula[0](Shape.of_record(r)) if formula else None
-        measured = measured_need(r)
+        said = held_and_tried(r)
+        measured = measured_need(r, said)
         needs = [n for n in (bound, measured) if n]
-        out.append({**r, "failure": _training_failure(r, bound, measured),
+        out.append({**r, "failure": _training_failure(r, bound, said, measured),
                     "need_bytes": max(needs) if needs else None})
     return out
 
