@@ -2,14 +2,13 @@
 how much of FA-1 order's gap is loop order and how much the talk's shape, and the bytes the loop order moves."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from costmodel import Shape
 from fmt import fmt_bytes, fmt_ms, fmt_ratio, fmt_tokens
 from kernels import specs
 from story.headline import LAUNCH_BOUND_MS, launch_bound
-from story.records import failure_text, oom_word, refused
+from story.records import failure_text, oom_text, oom_word, refused
 
 
 def prefill_algorithms() -> tuple[str, ...]:
@@ -73,11 +72,6 @@ def drawn_records(records: list[dict], points: list[dict]) -> list[dict]:
     return [r for r in records if r["algorithm"] in shown and r["status"] == "ok" and r.get("tflops")]
 
 
-# kernels/inputs.py check_fits: "out of memory, refused before any launch: S (fp32) and P need more memory than …"
-# (the page's records are escaped for markdown, "launch\: S \(fp32\) and P", which markdown shows as written)
-_REFUSED_WHAT = re.compile(r"refused before any launch\\?: (.+?) need more memory than the device has")
-
-
 def failed_here_sentence(records: list[dict], seq_len: int, names: dict[str, str],
                          hbm_bytes: int | None = None) -> str:
     """What happened at seq_len to the kernels whose record here did not finish (the chart writes a word or two where
@@ -89,13 +83,10 @@ def failed_here_sentence(records: list[dict], seq_len: int, names: dict[str, str
         if r["seq_len"] != seq_len or r["status"] == "ok":
             continue
         name = names.get(r["algorithm"], r["algorithm"])
-        found = _REFUSED_WHAT.search(str(r.get("message") or ""))
-        if refused(r) and r.get("needed_bytes"):
-            device = f"; the device has {fmt_bytes(hbm_bytes)}" if hbm_bytes else ", more than the device has"
-            said.append(f"{name} was refused before any launch ({found[1] if found else 'its buffers'} need "
-                        f"{fmt_bytes(r['needed_bytes'])}{device})")
-        elif r["status"] == "oom":
-            said.append(f"{name} ran out of memory")
+        if r["status"] == "oom":  # the one wording of the wall (story.records.oom_text), and the device beside it
+            device = f"the device has {fmt_bytes(hbm_bytes)}" if hbm_bytes else ""
+            why = "; ".join(part for part in (oom_text(r), device) if part)
+            said.append(f"{name} {'was' if refused(r) else 'ran'} {oom_word(r)}" + (f" ({why})" if why else ""))
         else:
             said.append(f"{name} failed ({failure_text(r)})")
     if not said:

@@ -230,8 +230,8 @@ def test_the_evolution_scene_says_what_happened_where_standard_was_refused(monke
     monkeypatch.setattr(page.stage, "build_now", lambda *what: "f" * 12)  # every stamped record: an earlier build
     said = page_text(open_app(scene="evolution", seq_len="262144"))
     assert "kernels/naive.py" not in said
-    assert ("At 256K standard (ours) was refused before any launch (S (fp32) and P need 12.0 TiB; the device has "
-            "139.8 GiB).") in said
+    assert ("At 256K standard (ours) was refused before any launch (needs 12.0 TiB beyond Q, K, V; 12.0 TiB for S and "
+            "P; the device has 139.8 GiB).") in said
     assert "kernels/naive.py" in page_text(open_app(scene="evolution", seq_len="16384"))
 
 
@@ -329,3 +329,22 @@ def test_the_headline_card_says_when_its_speedup_comes_from_other_code(monkeypat
     monkeypatch.setattr(page.stage, "build_now", lambda *what: None)
     app = open_app(scene="headline", seq_len="8192")
     assert "Speedup" in [m.label for m in app.metric] and "Speedup · earlier kernels" not in [m.label for m in app.metric]
+
+
+def test_the_evolution_caption_words_each_failure_as_the_wall_does():
+    """Every kind of failure the caption can meet, in the wall's own wording (story.records.oom_text): our refusal
+    before launch, the allocator's out of memory (with what it tried), and an error with its message."""
+    from story.records import oom_text
+    base = {"pass": "prefill", "dtype": "bfloat16", "batch": 1, "heads": 32, "head_dim": 128, "causal": False,
+            "seq_len": 131072}
+    allocator = {**base, "algorithm": "sdpa_math", "status": "oom", "needed_bytes": 64 * 2 ** 30,
+                 "message": "CUDA out of memory. Tried to allocate 64.00 GiB"}
+    error = {**base, "algorithm": "fa1", "status": "error", "message": "illegal memory access"}
+    finished = {**base, "algorithm": "fa3", "status": "ok"}
+    said = story.failed_here_sentence([allocator, error, finished], 131072, {"sdpa_math": "SDPA math", "fa1": "FA-1"},
+                                      150 * 2 ** 30)
+    assert said == (f"At 128K SDPA math ran out of memory ({oom_text(allocator)}; the device has 150.0 GiB) and FA-1 "
+                    "failed (error: illegal memory access).")
+    assert "a 64.0 GiB allocation failed" in said
+    assert story.failed_here_sentence([finished], 131072, {}) == ""
+    assert story.failed_here_sentence([allocator], 8192, {}) == ""  # another setting's failure is not said here
