@@ -130,6 +130,9 @@ def test_the_bandwidth_figure_draws_each_kernel_against_the_copy_roof():
     # the labels stand in a column right of the longest bar and of the roof: the roof's line crosses none of them
     right = max([*bars.x, COPY])
     assert all(a.x > right and a.xanchor == "left" for a in fig.layout.annotations if a.y in bars.y)
+    # the x gridlines run on through that column: each label stands on the chart's own background, over them
+    from viz.theme import surface
+    assert {a.bgcolor for a in fig.layout.annotations if a.y in bars.y} == {surface("light")["background"]}
 
 
 def test_the_scene_runs_at_every_stop_and_says_what_it_lacks(tmp_path, monkeypatch):

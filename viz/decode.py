@@ -149,9 +149,9 @@ def decode_bandwidth_figure(rows: list[dict], copy_gbps: float | None, theme: st
                                      pattern=dict(shape=["/" if r["key"] == "paged" else "" for r in shown])),
                          hoverinfo="skip"))
     top = max([r["gbps"] for r in shown] + [copy_gbps or 0, 1.0])
-    for label, text in zip(labels, texts):  # in a column right of the longest bar and the roof: no line crosses them
+    for label, text in zip(labels, texts):  # in a column right of the longest bar and the roof, over the gridlines
         fig.add_annotation(x=top * 1.03, y=label, text=text, showarrow=False, xanchor="left",
-                           font=dict(color=colors["foreground"]))
+                           font=dict(color=colors["foreground"]), bgcolor=colors["background"])
     if copy_gbps:
         fig.add_vline(x=copy_gbps, line=dict(color=colors["foreground"], width=3, dash="dash"),
                       label=dict(text=f"copy roof {copy_gbps / 1000:,.2f} TB/s", textposition="end", textangle=0,
