@@ -7,14 +7,14 @@ from dataclasses import dataclass
 import costmodel
 from costmodel import Shape
 from fmt import fmt_ms, fmt_tokens
-from story.records import OUT_OF_MEMORY, failure_text, oom_text, oom_word, record_at
+from story.records import failure_text, oom_card_word, oom_text, oom_word, record_at
 
 
 @dataclass(frozen=True)
 class Headline:
     naive_bytes: int   # extra memory the standard kernels need (model: S, P, O)
     flash_bytes: int   # extra memory flash needs (model: O, LSE)
-    speedup: str       # measured naive time / flash time at the slider's N, "out of memory", or "—"
+    speedup: str       # measured naive time / flash time at the slider's N, "refused", "out of memory", or "—"
     speedup_why: str   # the two times, the wall (what it needs, which allocation failed), or the reason
 
 
@@ -25,7 +25,7 @@ def headline(records: list[dict], shape: Shape, missing_reason: str = "not measu
     naive, flash = record_at(records, "naive", seq_len), record_at(records, "fa2", seq_len)
     if naive is not None and naive["status"] == "oom":
         flash_ran = f"; flash ran in {fmt_ms(flash['time_ms'])}" if flash and flash["status"] == "ok" else ""
-        return Headline(*memory, OUT_OF_MEMORY, f"standard attention: {oom_word(naive)} ({oom_text(naive)}){flash_ran}")
+        return Headline(*memory, oom_card_word(naive), f"standard attention: {oom_word(naive)} ({oom_text(naive)}){flash_ran}")
     row = next((row for row in speedup_table(records) if row["seq_len"] == seq_len), None)
     if row is None:
         return Headline(*memory, "—", missing_reason)

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 import costmodel
 from costmodel import Shape
 from fmt import fmt_bytes, fmt_tokens
-from story.records import OUT_OF_MEMORY
 
 
 # -- the N×N problem -------------------------------------------------------------------------------------
@@ -38,14 +37,16 @@ def standard_wall(facts: dict | None, shape: Shape) -> dict | None:
     (costmodel.standard_memory_wall: Q, K, V, S in fp32, P, O), for the problem scene's figure:
     {"seq_len": the first power-of-two N that does not fit, "fits_up_to": the longest N that does, "need_bytes":
     what seq_len needs, "label": a few words for the marker, "text": the sentence}. None: device memory unknown.
-    At the talk's setting on the H200 it is the 32K where the recording's standard kernels ran out of memory."""
+    At the talk's setting on the H200 it is the 32K where the recording's standard kernels were refused before any
+    launch (their S and P larger than the device): the label says what the formula says, "does not fit", and leaves
+    what happened there (refused, or out of memory on another GPU) to the scenes that show the recording."""
     hbm = (facts or {}).get("hbm_bytes")
     if not hbm:
         return None
     wall = costmodel.standard_memory_wall(hbm, shape)
     setting = f"batch {shape.batch} × {shape.heads} head{'s' if shape.heads != 1 else ''}"
     return {"seq_len": wall.seq_len, "fits_up_to": wall.fits_up_to, "need_bytes": wall.need_bytes,
-            "label": f"standard: {OUT_OF_MEMORY} from N = {fmt_tokens(wall.seq_len)}",
+            "label": f"standard: does not fit from N = {fmt_tokens(wall.seq_len)}",
             "text": (f"standard attention, {setting}, head_dim {shape.head_dim}: Q, K, V, S in fp32, P and O fit "
                      f"{fmt_bytes(hbm)} up to N ≈ {fmt_tokens(wall.fits_up_to)}; at N = {fmt_tokens(wall.seq_len)} "
                      f"they need {fmt_bytes(wall.need_bytes)}")}

@@ -77,6 +77,12 @@ def oom_word(record: dict | None) -> str:
     return REFUSED if refused(record) else OUT_OF_MEMORY
 
 
+def oom_card_word(record: dict | None) -> str:
+    """oom_word short enough for a card's number: "refused" (before any launch; the card's help and caption say it
+    whole) or "out of memory"."""
+    return "refused" if refused(record) else OUT_OF_MEMORY
+
+
 def oom_text(record: dict) -> str:
     """"needs 192.2 GiB beyond Q, K, V; a 64.0 GiB allocation failed": the model's need beyond the inputs (the
     memory chart's quantity) and what was measured, each saying what it is. The one wording of the wall: the chart,

@@ -116,6 +116,8 @@ def test_one_wall_for_the_problem_scene_and_the_recorded_out_of_memory():
         assert said["seq_len"] == story.first_out_of_memory(talk(head_dim, causal))["seq_len"]
     said = story.standard_wall(FACTS, S(1, 2, 16, 128, 2, False))
     assert fmt_tokens(32768) in said["label"] and fmt_bytes(wall.need_bytes) in said["text"]
+    # a formula's wall: it says the kernels do not fit, not what the recording saw there (refused before any launch)
+    assert "does not fit" in said["label"] and "out of memory" not in said["label"]
     assert story.standard_wall({}, S(1, 2, 16, 128, 2, False)) is None
 
 

@@ -18,6 +18,7 @@ import story
 import viz
 from viz import sm_timeline
 from viz.evolution import PUBLISHED
+from viz.memory import OOM_MARKS
 import costmodel
 from costmodel import Shape, flash_extra_bytes, naive_extra_bytes, step_traffic, tile_schedule
 from kernels import specs
@@ -469,7 +470,7 @@ def test_memory_figure(records) -> None:
     # ✕ at what the record needs (here the formula, S + P + O at that N), its failure on hover; the wall's words
     # under the title, not across the curves
     assert WALL["text"] in fig.layout.title.text
-    oom = by_name["out of memory (what it needs)"]
+    oom = by_name[OOM_MARKS]
     assert list(oom.x) == [65536] and list(oom.y) == [naive_extra_bytes(Shape(65536, 1, 8, 64))]
     assert list(oom.text) == [f"standard (ours, 3 Triton kernels) {OOM_FAILURE}"]
     wall = next(shape for shape in fig.layout.shapes if shape.type == "rect")
@@ -494,10 +495,10 @@ def test_memory_figure_draws_no_wall_it_is_not_given(records) -> None:
     fig = viz.memory_figure(records, 1, 8, 64, 2)
     assert not [shape for shape in fig.layout.shapes if shape.type == "rect"]
     assert "<br>" not in fig.layout.title.text
-    assert list(next(t for t in fig.data if t.name == "out of memory (what it needs)").x) == [65536]
+    assert list(next(t for t in fig.data if t.name == OOM_MARKS).x) == [65536]
     unknown = [{**r, "need_bytes": None} if r["status"] == "oom" else r for r in records]  # nothing to place it at
     assert not list(next(t for t in viz.memory_figure(unknown, 1, 8, 64, 2).data if t.mode == "markers"
-                          and t.name.startswith("out of memory")).x)
+                          and t.name == OOM_MARKS).x)
 
 
 def test_every_kind_of_mark_on_the_memory_chart_has_a_legend_entry(records) -> None:
@@ -514,14 +515,14 @@ def test_every_kind_of_mark_on_the_memory_chart_has_a_legend_entry(records) -> N
         assert len([t for t in drawn if t.name.endswith("measured peak")]) == 2
     named = [e.name for e in fig.data if e.showlegend is not False]
     assert MEASURED_DOTS in named and len(named) == 4  # the two curves, the dots, the out-of-memory mark
-    assert named.index(MEASURED_DOTS) < named.index("out of memory (what it needs)")
+    assert named.index(MEASURED_DOTS) < named.index(OOM_MARKS)
 
 
 # The legend entries' text as plotly laid it out in chromium (getComputedTextLength, 24 px, Liberation Sans)
 LEGEND_TEXT_PX = {"standard (ours, 3 Triton kernels): S (fp32) + P + O (formula)": 630,
                   "standard (ours, 3 Triton kernels), measured peak": 519,
                   "flash (ours, Triton): O + LSE (formula)": 401, "flash (ours, Triton), measured peak": 372,
-                  "out of memory (what it needs)": 317}
+                  OOM_MARKS: 261}
 
 
 def test_text_widths_are_arial_as_plotly_draws_them() -> None:

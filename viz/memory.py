@@ -83,7 +83,7 @@ def _add_oom_markers(fig: go.Figure, oom: list[dict]) -> list[float]:
             x=np.array([r["seq_len"] for r in with_need]),
             y=np.array([r["need_bytes"] for r in with_need], dtype=np.float64),
             mode="markers",
-            name="out of memory (what it needs)",
+            name=OOM_MARKS,
             marker=dict(symbol="x", size=20, color=PALETTE["oom"], line=dict(width=2)),
             text=[plotly_text(f"{algorithm_label(r['algorithm'])} {r['failure']}") for r in with_need],
             hovertemplate="N = %{x}: %{text}<extra></extra>",
@@ -167,6 +167,9 @@ def memory_figure(
 
 
 MEASURED_DOTS = "measured peaks (dots, in their curve's colour)"
+# the ✕ marks: true of a kernel our library refused before any launch and of one the allocator could not hold; each
+# ✕ says which on hover (its record's failure text)
+OOM_MARKS = "did not fit (what it needs)"
 
 
 def _one_entry_for_the_dots(fig: go.Figure, theme: str) -> None:
