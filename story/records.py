@@ -122,9 +122,11 @@ def failure_text(record: dict) -> str:
 
 
 def with_failures(records: list[dict]) -> list[dict]:
-    """The records as the memory and timing charts draw them: each failed one carries its `failure` text, each
+    """The records as the memory and timing charts draw them: each failed one carries its `failure` text, the word
+    or two the timing charts write beside its ✕ (`failure_mark`: "refused", "out of memory" or "error"), and each
     out-of-memory one the bytes it needs (`need_bytes`, where its ✕ sits on the memory chart)."""
-    return [r if r["status"] == "ok" else {**r, "failure": failure_text(r), "need_bytes": oom_need(r)}
+    return [r if r["status"] == "ok" else {**r, "failure": failure_text(r), "need_bytes": oom_need(r),
+                                           "failure_mark": oom_card_word(r) if r["status"] == "oom" else "error"}
             for r in records]
 
 

@@ -80,6 +80,10 @@ def test_failed_records_carry_their_failure(records) -> None:
                                                                         "error: illegal memory access"]
     assert all("failure" not in r for r in drawn if r["status"] == "ok")
     assert "out of memory" in drawn[-2]["failure"]
+    # the word beside each ✕ on the timing charts: the allocator's failure, an error; a refusal says it was refused
+    assert [r["failure_mark"] for r in drawn if r["status"] != "ok"] == ["out of memory", "error"]
+    refused = {**records[-1], "message": f"out of memory, {story.REFUSED_BEFORE_LAUNCH}: S (fp32) and P need more"}
+    assert story.with_failures([refused])[0]["failure_mark"] == "refused"
 
 
 def test_timeline_statistics() -> None:

@@ -207,6 +207,8 @@ def test_out_of_memory_markers_are_not_drawn_as_a_throughput():
     fig = viz.tflops_figure(records)
     failed = [t for t in fig.data if t.name and t.name.endswith("failed")]
     assert failed and all(t.yaxis == "y2" for t in failed)
+    # the recording's standard kernels were refused before any launch at 32K and past it: the ✕s say so
+    assert {word for t in failed for word in t.text} == {"refused"}
     assert list(fig.layout.yaxis2.ticktext) == ["failed"] and fig.layout.yaxis2.domain[0] > fig.layout.yaxis.domain[1]
     top = max(r["tflops"] for r in records if r["status"] == "ok")
     assert fig.layout.yaxis.range[1] == pytest.approx(top * 1.15)

@@ -169,7 +169,7 @@ def records() -> list[dict]:
             rows.append(record("naive", seq_len, time_ms=seq_len**2 * 4e-9, peak_extra_bytes=naive_peak))
         else:
             rows.append(record("naive", seq_len, "oom", needed_bytes=8 * seq_len * seq_len * 2,  # P failed
-                               need_bytes=OOM_NEED, failure=OOM_FAILURE))
+                               need_bytes=OOM_NEED, failure=OOM_FAILURE, failure_mark="out of memory"))
     return rows
 
 
@@ -585,7 +585,7 @@ def test_timing_figure(records) -> None:
     naive = lines["standard (ours, 3 Triton kernels)"]
     assert np.isnan(naive.y[-1]) and not np.isnan(naive.y[:-1]).any()  # a gap at the OOM point
     failed = [t for t in fig.data if t.mode == "markers+text"]
-    assert len(failed) == 1 and list(failed[0].x) == [65536] and list(failed[0].text) == ["OOM"]
+    assert len(failed) == 1 and list(failed[0].x) == [65536] and list(failed[0].text) == ["out of memory"]
     assert list(failed[0].hovertext) == [OOM_FAILURE]
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
     assert "GPU time" in fig.layout.title.text

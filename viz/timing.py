@@ -40,6 +40,14 @@ def _failure(record: dict) -> str:
     return plotly_text(record["failure"])
 
 
+def _mark(record: dict) -> str:
+    """The word or two beside a failed record's ✕ (its `failure_mark`, story.with_failures): refused, out of memory."""
+    if "failure_mark" not in record:
+        raise ValueError(f"the failed {record['algorithm']} record at N = {record['seq_len']} carries no "
+                         "'failure_mark': pass the records through story.with_failures")
+    return plotly_text(record["failure_mark"])
+
+
 def _is_interpreter(record: dict) -> bool:
     return record.get("timing_kind") == "interpreter"
 
@@ -86,7 +94,7 @@ def _algorithm_lines(
                     marker=dict(symbol="x", size=18, color=color, line=dict(width=2)),
                     name=f"{label}: failed",
                     showlegend=False,
-                    text=["OOM" if r["status"] == "oom" else "error" for r in failed],
+                    text=[_mark(r) for r in failed],
                     textposition="middle right",
                     hovertext=[_failure(r) for r in failed],
                     hovertemplate="N = %{x}: %{hovertext}<extra></extra>",
