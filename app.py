@@ -299,15 +299,10 @@ def scene_backward(stage: Stage) -> None:
         st.caption(caption)
         return
     live = stage.backward_live_fits  # every bar timed now on this GPU (cached per setting and N)
-    if live:
-        measured = stage.backward_bars_live()
-        backward = story.backward.backward_records(measured)
-        forward = [r for r in measured if r.get("pass") != story.backward.BACKWARD]
-    elif not backward:
+    backward, forward = backward_speed_records(stage)
+    if not live and not backward:
         st.info(story.backward.no_records_line(recording is not None))
         return
-    else:
-        forward = recording.records
     bars = story.backward.tflops_bars(backward, forward, s.shape)
     drawn = story.backward.bar_records(backward, forward, s.shape)  # the bars' own records: their days, their code
     source, earlier = ((stage.measured_text, "") if live else
@@ -322,6 +317,18 @@ def scene_backward(stage: Stage) -> None:
     height = body.chart_px(below=(page.text_rows_px(caption),))
     chart(viz.backward_tflops_figure([vars(b) for b in bars], theme=s.theme, height=height))
     st.caption(caption)
+
+
+def backward_speed_records(stage: Stage) -> tuple[list[dict], list[dict]]:
+    """The backward scene's speed view's records, (backward, forward): every bar timed now where a live page times
+    them (stage.backward_live_fits), else the quoted recording's (no forward where it has no backward records)."""
+    if stage.backward_live_fits:
+        measured = stage.backward_bars_live()
+        return (story.backward.backward_records(measured),
+                [r for r in measured if r.get("pass") != story.backward.BACKWARD])
+    recording = stage.quoted_recording
+    backward = page.backward_records(recording)
+    return backward, (recording.records if backward else [])
 
 
 def scene_seqlen(stage: Stage) -> None:
@@ -436,14 +443,21 @@ def ring_runs_popover(runs: list[dict], world: int, shape: tuple) -> None:
 DECODE_COLUMNS = [1, 1]  # the decode scene: the kernel's trace, the bandwidths
 
 
+def decode_source(stage: Stage) -> tuple[list[dict], dict, float | None]:
+    """Where the decode scene's numbers come from: the quoted recording's decode records (decode is a recording's,
+    `python -m bench --decode`, never timed on a visit: live pages quote the shipped one), the facts of the GPU the
+    decode bench ran on and the copy roof they are measured against (story.decode.copy_roof)."""
+    timed_on = stage.quoted_recording
+    facts = (timed_on.facts if timed_on else None) or {}
+    return (story.decode_records(timed_on.records) if timed_on else [], facts,
+            story.decode_copy_roof(timed_on.meta if timed_on else None, facts))
+
+
 def scene_decode(stage: Stage) -> None:
     """Generating: one new token against the KV cache, decode's whole job a stream of the cache through HBM."""
     s = stage.settings
     body = Body()
-    # decode is a recording's (`python -m bench --decode`), never timed on a visit: live pages quote the shipped one
-    timed_on = stage.quoted_recording
-    records = story.decode_records(timed_on.records) if timed_on else []
-    facts = (timed_on.facts if timed_on else None) or {}  # of the GPU the decode bench ran on
+    records, facts, copy_gbps = decode_source(stage)
     batches = story.decode_batches(records)
     with st.container(horizontal=True, vertical_alignment="bottom"):
         bound(st.select_slider, "Tokens in the KV cache", "kv_len", s, options=page.settings.DECODE_KV_LENS,
@@ -456,7 +470,6 @@ def scene_decode(stage: Stage) -> None:
         st.info("Decode is recorded (`python -m bench --decode`), not timed on each visit: showing the shipped "
                 "recording's numbers below when it has them; the animation runs our kernel here.")
         body.add_px(page.ROW_PX["cards_plain"] / 2)
-    copy_gbps = (timed_on.meta.get("decode_copy_gbps") if timed_on else None) or facts.get("copy_gbps")
     rows = story.decode_rows(records, s.decode_batch, s.kv_len, copy_gbps)
     if not rows:
         why = story.decode_missing_sentence(records, s.decode_batch, s.kv_len, facts.get("hbm_bytes"))
@@ -703,8 +716,13 @@ def scene_takeaways(stage: Stage) -> None:
     numbers = {scene.key: number for number, scene in enumerate(SCENES, start=1)}
     panels = stage.hbm_traffic(records)
     quoted = stage.quoted_recording
+    decoded, _, copy_gbps = decode_source(stage)
+    backward, forward = backward_speed_records(stage)
     evidence = story.Evidence(records, at_length, panels, stage.facts, stage.gpu_name, error, s.trace_len,
-                              quoted.ring if quoted else ())
+                              quoted.ring if quoted else (),
+                              decode=story.DecodeEvidence(tuple(decoded), s.decode_batch, s.kv_len, copy_gbps),
+                              backward=story.BackwardEvidence(tuple(page.backward_records(quoted)), tuple(backward),
+                                                              tuple(forward), stage.backward_live_fits))
     slides = story.takeaway_slides(evidence, s.shape, numbers)
     for row in range(0, len(slides), 3):  # slides: a number and a line each, three to a row
         for column, slide in zip(st.columns(3), slides[row:row + 3]):

@@ -10,7 +10,8 @@ from story.ablation import (PUBLISHED_STEPS, Bar, PublishedStep, bars, chart_dat
                             what_changed)
 from story import backward
 from story.decode import (cache_bytes, CacheRow, DecodeRow, decode_batches, decode_lengths, decode_records, decode_rows,
-                          decode_sentence, kv_cache_rows, kv_cache_table, missing_sentence as decode_missing_sentence)
+                          decode_sentence, kv_cache_rows, kv_cache_table, missing_sentence as decode_missing_sentence,
+                          copy_roof as decode_copy_roof)
 from story.compare import (model_off, tiles_bytes_sentence, HbmBytes, TrafficPanels, compare_caption, compare_titles, flash_tiles, hbm_bytes,
                            model_vs_counted, tiles_text, traffic_panels)
 from story.evolution import (Fa1Gap, authors_sentence, drawn_records, evolution_points, fa1_gap, failed_here_sentence,
@@ -30,7 +31,7 @@ from story.records import (OUT_OF_MEMORY, prefill_records, REFUSED, REFUSED_BEFO
                            earlier_code_sentence, recorded_subtitle)
 from story.roofline import (NAIVE_KERNEL_LABELS, RoofPoint, ridge, roof_names, roofline_points, roofline_text,
                             roofline_verdicts, roofs_sentence, datasheet_of)
-from story.takeaways import Evidence, Slide, takeaway_slides, takeaways
+from story.takeaways import BackwardEvidence, DecodeEvidence, Evidence, Slide, takeaway_slides, takeaways
 from story.timeline import residency, timeline_caption, timeline_stats
 
 __all__ = [name for name in dir() if not name.startswith("_")]

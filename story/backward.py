@@ -140,16 +140,23 @@ def formula_wall(shape: Shape, hbm_bytes: int | None) -> dict | None:
                     "(formula, a lower bound)"}
 
 
+def training_memory(shape: Shape) -> tuple[int, int, str]:
+    """What a training step keeps for attention at this shape, with the gradients (the formulas' lower bounds):
+    standard attention's bytes, flash's, and how many times less flash keeps ("49×")."""
+    standard = costmodel.standard_training_bytes(shape)
+    flash = costmodel.flash_training_bytes(shape)
+    return standard, flash, f"{standard / flash:,.0f}×"
+
+
 def memory_sentence(shape: Shape, hbm_bytes: int | None, records: list[dict] = ()) -> str:
     """What each training step keeps at the talk's N, and where standard attention's wall falls on this device: by
     the formula's lower bound, and where the backward records (at the talk's setting) ran out of memory short of
     it, by them."""
-    standard = costmodel.standard_training_bytes(shape)
-    flash = costmodel.flash_training_bytes(shape)
+    standard, flash, less = training_memory(shape)
     kept = "softmax's fp32 output and P" if shape.dtype_bytes != costmodel.SCORE_BYTES else "P (fp32)"
     said = (f"At N = {fmt_tokens(shape.seq_len)}, standard attention's autograd keeps {kept} "
             f"for the backward, N × N per head: with the gradients at least {fmt_bytes(standard)}. Flash keeps O and "
-            f"one LSE per row: {fmt_bytes(flash)} with the gradients, {standard / flash:,.0f}× less.")
+            f"one LSE per row: {fmt_bytes(flash)} with the gradients, {less} less.")
     if hbm_bytes:
         wall = costmodel.standard_training_wall(hbm_bytes, shape)
         said += (f" On this device's {fmt_bytes(hbm_bytes)}, with Q, K, V and dO, the standard step's lower bound "
@@ -216,19 +223,37 @@ def tflops_bars(backward: list[dict], forward: list[dict], shape: Shape) -> list
     return bars
 
 
+@dataclass(frozen=True)
+class OursAgainst:
+    """Our fastest backward measured at the setting, and its TFLOPS as a ratio ("0.98×") of cuDNN's backward and of
+    its own forward, where those were measured."""
+    bar: Bar
+    vs_cudnn: str | None
+    vs_forward: str | None
+
+
+def ours_against(bars: list[Bar]) -> OursAgainst | None:
+    """Our fastest backward among the bars (fa3's where it ran, else the teaching fa2's) against cuDNN's backward and
+    its own forward; None where none of ours was measured."""
+    by = {(b.algorithm, b.pass_): b for b in bars}
+    mine = next((key for key in OURS if by[(key, BACKWARD)].tflops), None)
+    if mine is None:
+        return None
+    ours, cudnn, forward = by[(mine, BACKWARD)], by[("sdpa_default", BACKWARD)], by[(mine, "prefill")]
+    return OursAgainst(ours, f"{ours.tflops / cudnn.tflops:.2f}×" if cudnn.tflops else None,
+                       f"{ours.tflops / forward.tflops:.2f}×" if forward.tflops else None)
+
+
 def tflops_sentence(bars: list[Bar], shape: Shape) -> str:
     """Our fastest backward measured here (fa3's where it ran, else the teaching fa2's) against cuDNN's backward and
     the same kernel's forward, where those were measured; which bars are missing."""
-    by = {(b.algorithm, b.pass_): b for b in bars}
-    cudnn = by[("sdpa_default", BACKWARD)]
-    mine = next((key for key in OURS if by[(key, BACKWARD)].tflops), None)
     said = [f"N = {fmt_tokens(shape.seq_len)}, {'causal' if shape.causal else 'no mask'}: {TFLOPS_RULE}."]
+    mine = ours_against(bars)
     if mine is not None:
-        ours, forward = by[(mine, BACKWARD)], by[(mine, "prefill")]
-        if cudnn.tflops:
-            said.append(f"The backward of {specs.spec(mine).short} runs at {ours.tflops / cudnn.tflops:.2f}× cuDNN's.")
-        if forward.tflops:
-            said.append(f"It reaches {ours.tflops / forward.tflops:.2f}× its own forward's TFLOPS.")
+        if mine.vs_cudnn:
+            said.append(f"The backward of {specs.spec(mine.bar.algorithm).short} runs at {mine.vs_cudnn} cuDNN's.")
+        if mine.vs_forward:
+            said.append(f"It reaches {mine.vs_forward} its own forward's TFLOPS.")
     missing = [f"{b.label} ({b.note})" for b in bars if b.tflops is None]
     if missing:
         said.append("No bar: " + "; ".join(missing) + ".")

@@ -16,6 +16,7 @@ from kernels import specs
 from story.headline import LAUNCH_BOUND_MS
 
 OURS = "decode"
+MODEL = "Llama 3 8B"  # whose attention the decode records time (costmodel.decode_shape)
 PAGED = "paged"  # a row of our kernel on a paged cache
 LATENCY_BOUND_SHARE = 0.5  # a call under LAUNCH_BOUND_MS that reaches less than this share of the roof: fixed costs
 
@@ -66,8 +67,8 @@ def missing_sentence(records: list[dict], batch: int, kv_len: int, hbm_bytes: in
     if not decode_records(records):
         return "this recording has no decode records (`python -m bench --decode` makes them)"
     cache = cache_bytes(batch, kv_len)
-    sequences = f"{batch} sequence{'s' if batch != 1 else ''}"
-    at = f"the recording timed no decode at {fmt_tokens(kv_len)} tokens × {sequences} (a cache of {fmt_bytes(cache)}"
+    at = (f"the recording timed no decode at {fmt_tokens(kv_len)} tokens × {sequences(batch)} (a cache of "
+          f"{fmt_bytes(cache)}")
     if hbm_bytes and 2 * cache > costmodel.DECODE_MEMORY_SHARE * hbm_bytes:
         at += (f": with its copy more than the bench's {costmodel.DECODE_MEMORY_SHARE:.0%} of this GPU's "
                f"{fmt_bytes(hbm_bytes)}")
@@ -76,7 +77,7 @@ def missing_sentence(records: list[dict], batch: int, kv_len: int, hbm_bytes: in
     if not lengths:
         return f"{at}; it has batches {', '.join(map(str, decode_batches(records)))}"
     span = fmt_tokens(lengths[0]) if len(lengths) == 1 else f"{fmt_tokens(lengths[0])} to {fmt_tokens(lengths[-1])}"
-    return f"{at}; at {sequences} it has {span}"
+    return f"{at}; at {sequences(batch)} it has {span}"
 
 
 def decode_rows(records: list[dict], batch: int, kv_len: int, copy_gbps: float | None) -> list[DecodeRow]:
@@ -116,33 +117,62 @@ def _versus(speedup: float) -> str:
     return f"{amount} {'slower' if slower else 'faster'} than"
 
 
+def copy_roof(meta: dict | None, facts: dict | None) -> float | None:
+    """The copy roof decode is measured against: the one the decode bench measured in its own run, else the GPU's."""
+    return (meta or {}).get("decode_copy_gbps") or (facts or {}).get("copy_gbps")
+
+
+def sequences(batch: int) -> str:
+    return f"{batch} sequence{'s' if batch > 1 else ''}"
+
+
+def prefill_times(ours: DecodeRow, prefill: DecodeRow) -> str:
+    """"23×": our prefill kernel used as-is takes this many times our decode kernel's time."""
+    return fmt_ratio(prefill.time_us / ours.time_us)
+
+
+def versus_sdpa(ours: DecodeRow, cudnn: DecodeRow) -> str:
+    """"4% slower than": ours against SDPA's default (cuDNN) at the same setting."""
+    return _versus(cudnn.time_us / ours.time_us)
+
+
+def splits_words(ours: DecodeRow) -> str:
+    """"33 splits of the cache per sequence and K/V head": how our kernel cut the cache at this setting."""
+    return f"{ours.splits or 1} split{'s' if (ours.splits or 1) > 1 else ''} of the cache per sequence and K/V head"
+
+
+def roof_words(ours: DecodeRow) -> str:
+    """"88% of the copy roof measured in the same run", and why decode can pass it where it does."""
+    where = f"{ours.share:.0%} of the copy roof measured in the same run" if ours.share else "no roof recorded"
+    if ours.share and ours.share > 1:
+        where += " (a copy reads and writes every byte; decode only reads, and can pass it)"
+    return where
+
+
 def decode_sentence(rows: list[DecodeRow], batch: int, kv_len: int, sm_count: int | None) -> str:
     """What the scene's numbers say, true at every stop: the job (stream the cache once), ours against the roof and
     cuDNN, where fixed costs rather than bandwidth are the time, and what our prefill kernel does with one query row."""
     ours, cudnn, prefill = row(rows, OURS), row(rows, "sdpa_default"), row(rows, "fa2")
     shape = costmodel.decode_shape(batch, kv_len)
-    parts = [f"One new token of Llama 3 8B's attention ({shape.heads} query heads sharing {shape.kv_heads} K/V heads, "
+    parts = [f"One new token of {MODEL}'s attention ({shape.heads} query heads sharing {shape.kv_heads} K/V heads, "
              f"head_dim {shape.head_dim}, bf16) "
-             f"for {batch} sequence{'s' if batch > 1 else ''} against {fmt_tokens(kv_len)} cached tokens each: "
+             f"for {sequences(batch)} against {fmt_tokens(kv_len)} cached tokens each: "
              f"the whole job is to read the cache's K and V once, {fmt_bytes(cache_bytes(batch, kv_len))}."]
     if ours is None:
         parts.append("Our split-KV kernel was not timed at this setting.")
         return " ".join(parts)
-    where = f"{ours.share:.0%} of the copy roof measured in the same run" if ours.share else "no roof recorded"
-    if ours.share and ours.share > 1:
-        where += " (a copy reads and writes every byte; decode only reads, and can pass it)"
-    parts.append(f"Our split-KV kernel ({ours.splits or 1} split{'s' if (ours.splits or 1) > 1 else ''} of the cache "
-                 f"per sequence and K/V head) takes {ours.time_us:,.0f} µs: {where}.")
+    where = roof_words(ours)
+    parts.append(f"Our split-KV kernel ({splits_words(ours)}) takes {ours.time_us:,.0f} µs: {where}.")
     if ours.latency_bound:
         at_roof = f" would take {ours.time_us * ours.share:,.0f} µs at the copy roof" if ours.share else " is small"
         parts.append(f"At this size the cache{at_roof}: the rest is fixed costs (the launch on the GPU, the first "
                      f"round trips to memory, the merge of the splits), not bandwidth.")
     if cudnn is not None:
-        parts.append(f"That is {_versus(cudnn.time_us / ours.time_us)} SDPA's default (cuDNN), {cudnn.time_us:,.0f} µs.")
+        parts.append(f"That is {versus_sdpa(ours, cudnn)} SDPA's default (cuDNN), {cudnn.time_us:,.0f} µs.")
     if prefill is not None:
         programs = batch * shape.heads
         idle = f", {programs} programs on {sm_count} SMs" if sm_count else ""
-        times = fmt_ratio(prefill.time_us / ours.time_us)
+        times = prefill_times(ours, prefill)
         used = (f"Our prefill kernel used as-is (one program per query head, each streaming a whole cache{idle}, no "
                 f"grouped heads) takes {prefill.time_us:,.0f} µs, {times} ours")
         if ours.latency_bound:  # (the prefill kernel's own low share is its design: too few programs, K/V per head)

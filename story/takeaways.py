@@ -6,11 +6,12 @@ from dataclasses import dataclass
 import costmodel
 from costmodel import Shape
 from fmt import fmt_bytes, fmt_ratio, fmt_tokens
+from kernels import specs
 from story.compare import TrafficPanels, hbm_bytes
-from story.headline import compute_bound, headline, launch_bound, speedup_words
+from story.headline import Headline, compute_bound, headline, launch_bound, speedup_words
 from story.records import OUT_OF_MEMORY, first_out_of_memory, oom_text, oom_word, record_at, refused
 from story.roofline import roofline_points
-from story import ring
+from story import backward, decode, ring
 
 
 def ring_evidence(runs) -> tuple[dict, float, float | None] | None:
@@ -37,6 +38,26 @@ def _of_datasheet(tflops: float, facts: dict | None, short: bool = False) -> str
 
 
 @dataclass(frozen=True)
+class DecodeEvidence:
+    """The decode scene's inputs (always a recording's, `python -m bench --decode`): its decode records, the link's
+    sequences and cache length, and the copy roof of the run that timed them (story.decode.copy_roof)."""
+    records: tuple[dict, ...]
+    batch: int
+    kv_len: int
+    copy_gbps: float | None
+
+
+@dataclass(frozen=True)
+class BackwardEvidence:
+    """The backward scene's inputs: the quoted recording's backward records (its memory view reads them at the talk's
+    setting), and its speed view's backward and forward records (timed now where a live page times them)."""
+    recorded: tuple[dict, ...]
+    backward: tuple[dict, ...]
+    forward: tuple[dict, ...]
+    live: bool = False
+
+
+@dataclass(frozen=True)
 class Evidence:
     """What the takeaways rest on: every number in them is one another scene shows."""
     records: list[dict]              # FA-2 and naive over the slider's lengths
@@ -47,6 +68,8 @@ class Evidence:
     max_abs_err: float | None = None  # the exactness check of the tiling scene, and its length
     trace_len: int | None = None
     ring: tuple = ()                 # the recording's ring runs (bench.ring): the ring scene's
+    decode: DecodeEvidence | None = None      # the decode scene's, at the link's batch and cache length
+    backward: BackwardEvidence | None = None  # the backward scene's, at the talk's shape
 
 
 _SIGNIFICANT_BITS = {"bfloat16": 8, "float16": 11, "float32": 24}  # with the implicit bit
@@ -64,10 +87,87 @@ def fa3_evidence(at_length: list[dict], seq_len: int) -> tuple[dict, list[tuple[
     v3 = record_at(at_length, "fa3", seq_len)
     if not (v3 and v3["status"] == "ok" and v3.get("tflops")):
         return None
-    others = ((record_at(at_length, "sdpa_default", seq_len), "PyTorch SDPA's default"),
+    others = ((record_at(at_length, "sdpa_default", seq_len), "SDPA's default"),
               (record_at(at_length, "fa2", seq_len), "our FA-2-order kernel"))
     return v3, [(v3["tflops"] / other["tflops"], name) for other, name in others
                 if other and other["status"] == "ok" and other.get("tflops")]
+
+
+def decode_evidence(found: DecodeEvidence | None) -> tuple[decode.DecodeRow, decode.DecodeRow | None,
+                                                          decode.DecodeRow | None] | None:
+    """(ours, SDPA's default or None, our prefill kernel as-is or None): the decode scene's rows at its setting
+    (story.decode.decode_rows), ours timed there; None where it was not."""
+    if found is None:
+        return None
+    rows = decode.decode_rows(list(found.records), found.batch, found.kv_len, found.copy_gbps)
+    ours = decode.row(rows, decode.OURS)
+    return (ours, decode.row(rows, "sdpa_default"), decode.row(rows, "fa2")) if ours else None
+
+
+def _decode_setting(found: DecodeEvidence) -> str:
+    """"Llama 3 8B, 1 sequence, 128K cached tokens": the decode scene's own setting, not the talk's shape."""
+    return f"{decode.MODEL}, {decode.sequences(found.batch)}, {fmt_tokens(found.kv_len)} cached tokens"
+
+
+def _decode_roof(ours: decode.DecodeRow) -> str:
+    """"88% of the copy roof" (the decode scene's share), else the time per token where no roof was recorded."""
+    return f"{ours.share:.0%} of the copy roof" if ours.share else f"{ours.time_us:,.0f} µs a token"
+
+
+def _decode_point(evidence: Evidence, scene: dict[str, int]) -> str | None:
+    """The decode scene's numbers in words: ours against the copy roof, SDPA's default and our prefill kernel."""
+    found = decode_evidence(evidence.decode)
+    if not found:
+        return None
+    ours, cudnn, prefill = found
+    said = (f"**Generating: one token against the cache.** Decode's whole job is to read the KV cache once per token. "
+            f"{_decode_setting(evidence.decode)} (the decode scene's setting, not the talk's): our split-KV kernel "
+            f"({decode.splits_words(ours)}) takes {ours.time_us:,.0f} µs a token"
+            + (f", {ours.gbps / 1000:,.2f} TB/s, {decode.roof_words(ours)}" if ours.gbps else ""))
+    if ours.latency_bound:
+        said += ", mostly fixed costs at this size, not bandwidth"
+    if cudnn:
+        said += f"; {decode.versus_sdpa(ours, cudnn)} SDPA's default (cuDNN), {cudnn.time_us:,.0f} µs"
+    if prefill:
+        said += (f"; our prefill kernel used as-is takes {prefill.time_us:,.0f} µs, "
+                 f"{decode.prefill_times(ours, prefill)} as long")
+    return said + f" (recorded; scene {scene['decode']})."
+
+
+def _backward_point(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> str | None:
+    """The backward scene's numbers in words: what a training step keeps, the memory chart's wall, our backward's
+    speed against cuDNN's and its own forward's."""
+    found = backward_evidence(evidence, shape)
+    if not found:
+        return None
+    (standard, flash, less), wall, mine = found
+    said = (f"**Training: O and the LSE, not P.** For the backward, standard attention's autograd keeps the N × N "
+            f"probabilities: a training step at N = {fmt_tokens(shape.seq_len)} keeps at least {fmt_bytes(standard)} "
+            f"for attention; flash keeps O and one LSE per row, {fmt_bytes(flash)}, {less} less "
+            f"(scene {scene['backward']}).")
+    if wall:
+        said += f" {ring.sentence_case(wall['text'])}."
+    if not mine:
+        return said
+    versus = [f"{ratio} {whose}" for ratio, whose in ((mine.vs_cudnn, "cuDNN's"),
+                                                      (mine.vs_forward, "its own forward's")) if ratio]
+    return (said + f" The backward of {specs.spec(mine.bar.algorithm).short} runs {mine.bar.tflops:,.0f} TFLOPS"
+            + (f", {' and '.join(versus)}" if versus else "")
+            + f" ({'measured live' if evidence.backward.live else 'recorded'}).")
+
+
+def backward_evidence(evidence: Evidence, shape: Shape) -> tuple | None:
+    """((standard's bytes, flash's, how many times less) a training step keeps at the talk's shape, the memory
+    chart's wall or None, our backward against cuDNN's and its forward or None): the backward scene's own numbers
+    (story.backward); None without the scene's inputs."""
+    found = evidence.backward
+    if found is None:
+        return None
+    records = backward.at_setting(list(found.recorded), shape)
+    hbm_bytes = (evidence.facts or {}).get("hbm_bytes")
+    wall = backward.training_wall(records) or backward.formula_wall(shape, hbm_bytes)
+    bars = backward.tflops_bars(list(found.backward), list(found.forward), shape)
+    return backward.training_memory(shape), wall, backward.ours_against(bars)
 
 
 def takeaways(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> list[str]:
@@ -112,6 +212,7 @@ def takeaways(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> list[s
             f"the ridge, and runs at {flash_point.tflops:,.0f} TFLOPS, {flash_point.tflops / peak:.0%} of the "
             f"measured {peak:,.0f} TFLOPS matmul roof{_of_datasheet(flash_point.tflops, facts)} "
             f"(scene {scene['roofline']}).")
+    points.append(_backward_point(evidence, shape, scene))
     flash_here = record_at(records, "fa2", seq_len)
     if numbers.speedup.endswith("×"):
         moved = hbm_bytes(panels, records, seq_len)
@@ -135,13 +236,6 @@ def takeaways(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> list[s
         points.append(f"**The wall.** On {gpu} the standard kernels {did} at "
                       f"{fmt_tokens(wall['seq_len'])} tokens ({oom_text(wall)}); flash kept going "
                       f"(scene {scene['seqlen']}).")
-    fa3 = fa3_evidence(at_length, seq_len)
-    if fa3:  # the slides' FA-3 card, in words
-        v3, ratios = fa3
-        versus = " and ".join(f"{ratio:.2f}× {name}" for ratio, name in ratios)
-        points.append(f"**FA-3 style, ours.** On Hopper a producer warp loads tiles by TMA while two consumer "
-                      f"warpgroups take turns on the tensor cores: our Gluon kernel runs {v3['tflops']:,.0f} TFLOPS "
-                      f"{at}" + (f", {versus}" if versus else "") + f" (scene {scene['evolution']}).")
     found = ring_evidence(evidence.ring)
     if found:
         best, eff, peer = found
@@ -151,12 +245,20 @@ def takeaways(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> list[s
                       f"perfect {best['world_size']}-fold speedup of one GPU"
                       + (f", {peer:.2f}× PyTorch's context_parallel" if peer else "")
                       + f" (recorded; scene {scene['ring']}).")
+    points.append(_decode_point(evidence, scene))
+    fa3 = fa3_evidence(at_length, seq_len)
+    if fa3:  # the slides' FA-3 card, in words
+        v3, ratios = fa3
+        versus = " and ".join(f"{ratio:.2f}× {name}" for ratio, name in ratios)
+        points.append(f"**FA-3 style, ours.** On Hopper a producer warp loads tiles by TMA while two consumer "
+                      f"warpgroups take turns on the tensor cores: our Gluon kernel runs {v3['tflops']:,.0f} TFLOPS "
+                      f"{at}" + (f", {versus}" if versus else "") + f" (scene {scene['evolution']}).")
     if max_abs_err is not None and trace_len:
         points.append(f"**Exact, not approximate.** On the same random inputs ({trace_len} tokens, {dtype}), flash "
                       f"and the standard kernels differ by at most {max_abs_err:.1e}: rounding, nothing more"
                       f"{_precision(dtype)} "
                       f"(scene {scene['tiling']}).")
-    return points
+    return [point for point in points if point]
 
 
 # -- the takeaways as slides: a number and a line each ---------------------------------------------------------
@@ -170,9 +272,10 @@ class Slide:
 
 
 def takeaway_slides(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> list[Slide]:
-    """The takeaways as slides, the same numbers as `takeaways` (which says them in sentences): memory, traffic,
-    where flash sits on the roofline, the speedup, the wall, the FA-3 style kernel where it ran, the ring past one GPU
-    where it was recorded, exactness."""
+    """The takeaways as slides, the same numbers as `takeaways` (which says them in sentences), in the talk's order:
+    memory, traffic, where flash sits on the roofline, what training keeps (the backward), the speedup with the wall
+    (the wall alone past it), the ring past one GPU where it was recorded, decode where it was recorded, the FA-3
+    style kernel where it ran; exactness last. Nine at most: three rows of three fit the 1920 × 1080 canvas."""
     records, at_length, panels, facts = evidence.records, evidence.at_length, evidence.panels, evidence.facts
     max_abs_err, trace_len = evidence.max_abs_err, evidence.trace_len
     seq_len = shape.seq_len
@@ -198,26 +301,8 @@ def takeaway_slides(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> 
                             f"flash, {side} of the ridge ({ridge:,.0f}): {min(flash_point.tflops / peak, 1.0):.0%} "
                             f"of the measured roof{_of_datasheet(flash_point.tflops, facts, short=True)}",
                             scene["roofline"]))
-    if numbers.speedup.endswith("×"):
-        speed = float(numbers.speedup.rstrip("×"))
-        line = (f"at {n}: both calls are mostly their launch here" if launch_bound(flash_here, records) and
-                launch_bound(naive_here, records) else
-                f"at {n}: flash's call is mostly its launch here" if launch_bound(flash_here, records) else
-                f"at {n}: arithmetic, not bytes, now sets the time" if compute_bound(flash_here, facts) and speed > 1
-                else f"at {n}")
-        slides.append(Slide("Speed", numbers.speedup, f"{speedup_words(speed).split(' ', 1)[1]} {line}",
-                            scene["seqlen"]))
-    wall = first_out_of_memory(records)
-    if wall:
-        slides.append(Slide("The wall", fmt_tokens(wall["seq_len"]),
-                            f"tokens: standard {'refused: too big for the GPU' if refused(wall) else 'ran ' + OUT_OF_MEMORY}; "
-                            f"flash kept going", scene["seqlen"]))
-    fa3 = fa3_evidence(at_length, seq_len)
-    if fa3:
-        v3, ratios = fa3
-        versus = "".join(f", {ratio:.2f}× {name}" for ratio, name in ratios)
-        slides.append(Slide("FA-3 style, ours", f"{v3['tflops']:,.0f} TFLOPS",
-                            f"on Hopper at {n}: producer warp, ping-pong consumers{versus}", scene["evolution"]))
+    slides.append(_backward_slide(evidence, shape, scene))
+    slides.append(_speed_slide(numbers, records, facts, seq_len, scene))
     found = ring_evidence(evidence.ring)
     if found:
         best, eff, peer = found
@@ -225,9 +310,69 @@ def takeaway_slides(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> 
                             f"ring over {best['world_size']} GPUs, {fmt_tokens(best['seq_len'])} tokens, "
                             f"{best['layout']}" + (f": {peer:.2f}× PyTorch's context_parallel" if peer else ""),
                             scene["ring"]))
+    slides.append(_decode_slide(evidence, scene))
+    fa3 = fa3_evidence(at_length, seq_len)
+    if fa3:
+        v3, ratios = fa3
+        versus = "".join(f", {ratio:.2f}× {name}" for ratio, name in ratios)
+        slides.append(Slide("FA-3 style, ours", f"{v3['tflops']:,.0f} TFLOPS",
+                            f"at {n}: producer warp, ping-pong consumers{versus}", scene["evolution"]))
     if max_abs_err is not None and trace_len:
         slides.append(Slide("Exact, not approximate", f"{max_abs_err:.1e}",
                             f"max |O_flash − O_standard| on the same inputs ({trace_len} tokens): "
                             f"{shape.dtype.replace('bfloat16', 'bf16').replace('float16', 'fp16')} rounding",
                             scene["tiling"]))
-    return slides
+    return [slide for slide in slides if slide]
+
+
+def _speed_slide(numbers: Headline, records: list[dict], facts: dict | None, seq_len: int,
+                 scene: dict[str, int]) -> Slide | None:
+    """The sequence-length scene's card: the measured speedup at the talk's N, and in its line where standard hit
+    the wall (the same scene shows both); past the wall, the wall alone."""
+    n = fmt_tokens(seq_len)
+    naive_here, flash_here = record_at(records, "naive", seq_len), record_at(records, "fa2", seq_len)
+    wall = first_out_of_memory(records)
+    if not numbers.speedup.endswith("×"):
+        return Slide("The wall", fmt_tokens(wall["seq_len"]), f"tokens: standard {_wall_did(wall)}, too big for the "
+                     "GPU; flash kept going", scene["seqlen"]) if wall else None
+    speed = float(numbers.speedup.rstrip("×"))
+    line = (f"at {n}: both calls are mostly their launch here" if launch_bound(flash_here, records) and
+            launch_bound(naive_here, records) else
+            f"at {n}: flash's call is mostly its launch here" if launch_bound(flash_here, records) else
+            f"at {n}: arithmetic, not bytes, sets the time" if compute_bound(flash_here, facts) and speed > 1
+            else f"at {n}")
+    beyond = f"; standard {_wall_did(wall)} from {fmt_tokens(wall['seq_len'])}" if wall else ""
+    return Slide("Speed", numbers.speedup, f"{speedup_words(speed).split(' ', 1)[1]} {line}{beyond}", scene["seqlen"])
+
+
+def _wall_did(wall: dict) -> str:
+    """What the standard kernels' first out-of-memory record says happened, in a card's words."""
+    return "refused" if refused(wall) else "out of memory"
+
+
+def _backward_slide(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> Slide | None:
+    """The backward scene's card: what a training step keeps at the talk's N, standard → flash; our backward
+    against cuDNN's where it was measured."""
+    found = backward_evidence(evidence, shape)
+    if not found:
+        return None
+    (standard, flash, _), _, mine = found
+    speed = (f"; {specs.spec(mine.bar.algorithm).short} backward {mine.vs_cudnn} cuDNN's "
+             f"({'live' if evidence.backward.live else 'recorded'})" if mine and mine.vs_cudnn else "")
+    return Slide("Training: O + LSE, not P", f"{fmt_bytes(standard)} → {fmt_bytes(flash)}",
+                 f"kept for the backward at {fmt_tokens(shape.seq_len)}{speed}", scene["backward"])
+
+
+def _decode_slide(evidence: Evidence, scene: dict[str, int]) -> Slide | None:
+    """The decode scene's card at its own setting: ours against the copy roof, SDPA's default, our prefill kernel."""
+    found = decode_evidence(evidence.decode)
+    if not found:
+        return None
+    ours, cudnn, _ = found
+    found = evidence.decode  # its own setting, in a card's few words (two lines: nine cards fit the canvas); the
+    # prefill kernel's time, the scene's Flash-Decoding point, is in the words (_decode_point)
+    line = f"{decode.MODEL}, {found.batch} × {fmt_tokens(found.kv_len)} tokens: {ours.time_us:,.0f} µs/token"
+    line += ", mostly fixed costs" if ours.latency_bound else ""
+    line += "; reads only, a copy also writes" if (ours.share or 0) > 1 else ""
+    line += f"; {decode.versus_sdpa(ours, cudnn)} SDPA's default" if cudnn else ""
+    return Slide("Generating: split-KV decode", _decode_roof(ours), line + " (recorded)", scene["decode"])
