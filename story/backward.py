@@ -254,9 +254,11 @@ def tflops_sentence(bars: list[Bar], shape: Shape) -> str:
             said.append(f"The backward of {specs.spec(mine.bar.algorithm).short} runs at {mine.vs_cudnn} cuDNN's.")
         if mine.vs_forward:
             said.append(f"It reaches {mine.vs_forward} its own forward's TFLOPS.")
-    missing = [f"{b.label} ({b.note})" for b in bars if b.tflops is None]
-    if missing:
-        said.append("No bar: " + "; ".join(missing) + ".")
+    missing = [b for b in bars if b.tflops is None]
+    if missing and len(missing) == len(bars) and len({b.note for b in missing}) == 1:  # one reason for every bar
+        said.append(f"No bars: all {len(bars)} {missing[0].note}.")
+    elif missing:
+        said.append("No bar: " + "; ".join(f"{b.label} ({b.note})" for b in missing) + ".")
     return " ".join(said)
 
 
