@@ -67,6 +67,7 @@ def _algorithm_lines(
     axis, for its range."""
     shown = [v for rows in groups.values() for r in rows if r["status"] == "ok" and (v := value(r)) is not None]
     failed_row = 0.0 if failed_axis else max(shown, default=1.0) * failed_row_factor
+    rightmost = max((r["seq_len"] for rows in groups.values() for r in rows), default=None)
     any_failed = False
     for algorithm, rows in groups.items():
         color, label = algorithm_color(algorithm), algorithm_label(algorithm)
@@ -94,8 +95,11 @@ def _algorithm_lines(
                     marker=dict(symbol="x", size=18, color=color, line=dict(width=2)),
                     name=f"{label}: failed",
                     showlegend=False,
-                    text=[_mark(r) for r in failed],
-                    textposition="middle right",
+                    # the word once, beside the first ✕ of a run that says the same (the ✕s stand closer than
+                    # the word is long); right of it, but left of one at the chart's right edge, which cuts it off
+                    text=[_mark(r) if i == 0 or _mark(r) != _mark(failed[i - 1]) else ""
+                          for i, r in enumerate(failed)],
+                    textposition=["middle left" if r["seq_len"] == rightmost else "middle right" for r in failed],
                     hovertext=[_failure(r) for r in failed],
                     hovertemplate="N = %{x}: %{hovertext}<extra></extra>",
                     **({"yaxis": failed_axis, "cliponaxis": False} if failed_axis else {}),
