@@ -430,6 +430,9 @@ def test_the_hierarchy_says_which_rates_are_measured_derived_and_spec():
     assert "33.5 TB/s (derived from the spec: 128 B per clock × 132 SMs × 1,980 MHz)" in text
     assert f"{FACTS['copy_gbps'] / 1000:.2f} TB/s (measured: a copy; the datasheet says 4.8 TB/s)" in text
     assert "256 KiB register file (spec)" in text and "S, probabilities P and running output O" in text
+    # the chart beside it quotes each rate as the sentence does: HBM's copy roof to 10 GB/s (4.27, not 4.3)
+    bars = [t for t in viz.hierarchy_figure(FACTS).data if t.type == "bar"][1]
+    assert all(label in text for label in bars.text if label), (list(bars.text), text)
 
 
 def test_the_evolution_scene_says_fa3_over_fa2_on_one_gpu_beside_the_papers_two():

@@ -615,7 +615,7 @@ def test_hierarchy_figure() -> None:
     # registers: no bandwidth drawn; SRAM: the spec width (128 B per clock per SM) × 132 SMs × 1.98 GHz; L2 and HBM
     # as measured
     assert np.isnan(bandwidth.x[0]) and list(bandwidth.x[1:]) == [132 * 128 * 1980e6, 7_000e9, 3_900e9]
-    assert list(bandwidth.text) == ["", "33.5 TB/s", "7.0 TB/s", "3.9 TB/s"]
+    assert list(bandwidth.text) == ["", "33.5 TB/s", "7.0 TB/s", "3.90 TB/s"]  # the copy roof to 10 GB/s, as quoted
     assert "derived from the spec" in bandwidth.customdata[1] and "measured" in bandwidth.customdata[2]
     assert "S, P, O" in capacity.y[0] and "132 SMs" in capacity.y[1]
     assert "datasheet: 4.8 TB/s" in capacity.y[3]  # the H200's spec beside its measured copy

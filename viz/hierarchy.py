@@ -41,14 +41,14 @@ def _levels(facts: dict) -> list[dict]:
              color=PALETTE["l2"]),
         dict(name="HBM", size=facts.get("hbm_bytes"),
              detail="device memory" + (f" (datasheet: {sheet.hbm_tbps:g} TB/s)" if sheet else ""),
-             gbps=facts.get("copy_gbps"),
+             gbps=facts.get("copy_gbps"), digits=2,  # the copy roof: to 10 GB/s, as the story and roofline quote it
              how="measured: device-to-device copy, read + write" if facts.get("copy_gbps") else NOT_MEASURED,
              color=PALETTE["hbm"]),
     ]  # fmt: skip
 
 
-def _bandwidth_text(gbps: float | None) -> str:
-    return fmt_bandwidth(gbps * 1e9) if gbps else ""
+def _bandwidth_text(gbps: float | None, digits: int = 1) -> str:
+    return fmt_bandwidth(gbps * 1e9, digits) if gbps else ""
 
 
 def hierarchy_figure(facts: dict, theme: str = "light", height: int = 520) -> go.Figure:
@@ -63,7 +63,7 @@ def hierarchy_figure(facts: dict, theme: str = "light", height: int = 520) -> go
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
                         subplot_titles=("capacity", "bandwidth (bytes/s)"))
     for col, values, texts in ((1, sizes, [fmt_bytes(size) if size else "" for size in sizes]),
-                               (2, rates, [_bandwidth_text(level["gbps"]) for level in levels])):
+                               (2, rates, [_bandwidth_text(level["gbps"], level.get("digits", 1)) for level in levels])):
         fig.add_trace(
             go.Bar(
                 y=categories,
