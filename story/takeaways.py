@@ -369,9 +369,9 @@ def _decode_slide(evidence: Evidence, scene: dict[str, int]) -> Slide | None:
     if not found:
         return None
     ours, cudnn, _ = found
-    found = evidence.decode  # its own setting, in a card's few words (two lines: nine cards fit the canvas); the
+    at = evidence.decode  # its own setting, in a card's few words (two lines: nine cards fit the canvas); the
     # prefill kernel's time, the scene's Flash-Decoding point, is in the words (_decode_point)
-    line = f"{decode.MODEL}, {found.batch} × {fmt_tokens(found.kv_len)} tokens: {ours.time_us:,.0f} µs/token"
+    line = f"{decode.MODEL}, {at.batch} × {fmt_tokens(at.kv_len)} tokens: {ours.time_us:,.0f} µs/token"
     line += ", mostly fixed costs" if ours.latency_bound else ""
     line += "; reads only, a copy also writes" if (ours.share or 0) > 1 else ""
     line += f"; {decode.versus_sdpa(ours, cudnn)} SDPA's default" if cudnn else ""
