@@ -9,7 +9,8 @@ from fmt import fmt_bytes, fmt_ratio, fmt_tokens
 from kernels import specs
 from story.compare import TrafficPanels, hbm_bytes
 from story.headline import Headline, compute_bound, headline, launch_bound, speedup_words
-from story.records import OUT_OF_MEMORY, first_out_of_memory, oom_text, oom_word, record_at, refused
+from story.records import (OUT_OF_MEMORY, first_out_of_memory, oom_card_word, oom_text, oom_word, record_at,
+                           refused)
 from story.roofline import roofline_points
 from story import backward, decode, ring
 
@@ -333,21 +334,16 @@ def _speed_slide(numbers: Headline, records: list[dict], facts: dict | None, seq
     naive_here, flash_here = record_at(records, "naive", seq_len), record_at(records, "fa2", seq_len)
     wall = first_out_of_memory(records)
     if not numbers.speedup.endswith("×"):
-        return Slide("The wall", fmt_tokens(wall["seq_len"]), f"tokens: standard {_wall_did(wall)}, too big for the "
-                     "GPU; flash kept going", scene["seqlen"]) if wall else None
+        return Slide("The wall", fmt_tokens(wall["seq_len"]), f"tokens: standard {oom_card_word(wall)}, too big for "
+                     "the GPU; flash kept going", scene["seqlen"]) if wall else None
     speed = float(numbers.speedup.rstrip("×"))
     line = (f"at {n}: both calls are mostly their launch here" if launch_bound(flash_here, records) and
             launch_bound(naive_here, records) else
             f"at {n}: flash's call is mostly its launch here" if launch_bound(flash_here, records) else
             f"at {n}: arithmetic, not bytes, sets the time" if compute_bound(flash_here, facts) and speed > 1
             else f"at {n}")
-    beyond = f"; standard {_wall_did(wall)} from {fmt_tokens(wall['seq_len'])}" if wall else ""
+    beyond = f"; standard {oom_card_word(wall)} from {fmt_tokens(wall['seq_len'])}" if wall else ""
     return Slide("Speed", numbers.speedup, f"{speedup_words(speed).split(' ', 1)[1]} {line}{beyond}", scene["seqlen"])
-
-
-def _wall_did(wall: dict) -> str:
-    """What the standard kernels' first out-of-memory record says happened, in a card's words."""
-    return "refused" if refused(wall) else "out of memory"
 
 
 def _backward_slide(evidence: Evidence, shape: Shape, scene: dict[str, int]) -> Slide | None:
