@@ -222,7 +222,7 @@ def test_the_speedup_table_fits_the_place_the_scene_has(params, shape):
     header, and the caption says why)."""
     import story
     from page import BODY_WIDTH_PX
-    from viz.table import table_px
+    from viz.table import table_layout
     (chart,) = plotly_specs(open_app(scene="seqlen", tab="time", **params))
     app = open_app(scene="seqlen", tab="table", **params)
     assert_no_exception(app)
@@ -234,4 +234,4 @@ def test_the_speedup_table_fits_the_place_the_scene_has(params, shape):
     assert table["data"][0]["header"]["values"] == list(story.SPEEDUP_COLUMNS)
     assert [list(column) for column in table["data"][0]["cells"]["values"]] == [
         [row[name] for row in rows] for name in story.SPEEDUP_COLUMNS]
-    assert table["layout"]["height"] == pytest.approx(table_px(rows, BODY_WIDTH_PX, story.SPEEDUP_COLUMNS))
+    assert table["layout"]["height"] == pytest.approx(table_layout(rows, BODY_WIDTH_PX, story.SPEEDUP_COLUMNS).height_px)

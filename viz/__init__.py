@@ -29,7 +29,7 @@ from viz.phases import phases_figure
 from viz.roofline import roofline_figure
 from viz.ring import ring_balance_figure, ring_length_figure, ring_steps_figure
 from viz.sm_timeline import sm_timeline_figure
-from viz.table import table_figure, table_px
+from viz.table import table_figure
 from viz.source_view import kernel_source_figure
 from viz.theme import (COLORS, PALETTE, algorithm_color, algorithm_label, algorithm_order, look, order_label,
                        short_labels, style, template)
@@ -69,7 +69,6 @@ __all__ = [
     "standalone_html",
     "style",
     "table_figure",
-    "table_px",
     "template",
     "tflops_figure",
     "tiling_figure",

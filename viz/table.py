@@ -3,8 +3,9 @@
 Streamlit's own table sizes itself: its columns wrap their text at a width of their own choosing, so the rows' height
 was whatever the notes made it (with causal on, 1,128 px of page in a 1,080 px window). Here each column is as wide as
 its widest cell, the last (the notes) takes the rest of the width and wraps only what does not fit it, and every row's
-height is counted in lines: `table_px` says how tall the table is, and the scene's `Body` checks it against the place
-it has. Text is the page's smallest audience size (24 design px), and the figure scales with the window like the charts.
+height is counted in lines: `table_layout` says how tall the table is (a test holds it within the place the scene's
+`Body` leaves its charts). Text is the page's smallest audience size (24 design px), and the figure scales with the
+window like the charts.
 """
 
 from __future__ import annotations
@@ -76,17 +77,12 @@ def _row_px(lines: int) -> float:
     return ROW_PX if lines == 1 else LINE_SPACING_PX * lines + WRAPPED_PAD_PX + SCALE_SLACK_PX
 
 
-def table_px(rows: list[dict[str, str]], width: float, columns: tuple[str, ...] = ()) -> float:
-    """How tall the table is at this width (design px)."""
-    return table_layout(rows, width, columns).height_px
-
-
 def table_figure(rows: list[dict[str, str]], theme: str = "light", width: float = 1800,
                  align: tuple[str, ...] = (), columns: tuple[str, ...] = ()) -> go.Figure:
     """rows: one dict a row, its keys the columns in order, its values the text shown (the story's numbers, as
-    written). The figure is as tall as its table (`table_px`): a figure shorter than its table would scroll it and hide
-    rows; the scene checks that it fits the place it has. width: the figure's at the design size (px). align: each
-    column's ("left", "right"). columns: in order (the rows' keys where not given)."""
+    written). The figure is as tall as its table (`table_layout`): a figure shorter than its table would scroll it and
+    hide rows (tests/test_app.py holds it within the place the scene has). width: the figure's at the design size
+    (px). align: each column's ("left", "right"). columns: in order (the rows' keys where not given)."""
     layout = table_layout(rows, width, columns)
     colors = surface(theme)
     fig = go.Figure(go.Table(
